@@ -1,0 +1,55 @@
+/* Device names and the question "can this device be used here?". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tlua/device.h"
+
+tl_status tl_device_parse(const char *name, tl_device *out) {
+    if (strcmp(name, "cpu") == 0) {
+        *out = TL_CPU;
+        return TL_OK;
+    }
+    if (strncmp(name, "cuda", 4) == 0) {
+        if (name[4] == '\0') {
+            *out = (tl_device){.type = TL_DEVICE_CUDA, .index = 0};
+            return TL_OK;
+        }
+        if (name[4] == ':' && name[5] >= '0' && name[5] <= '9') {
+            char *end;
+            long index = strtol(name + 5, &end, 10);
+            if (*end == '\0' && index < 1024) {
+                *out = (tl_device){.type = TL_DEVICE_CUDA, .index = (int)index};
+                return TL_OK;
+            }
+        }
+    }
+    return tl_error(TL_ERR_DEVICE, "device: unknown device '%s' (expected cpu, cuda or cuda:N)",
+                    name);
+}
+
+const char *tl_device_name(tl_device device, char *buf) {
+    if (device.type == TL_DEVICE_CPU) snprintf(buf, 16, "cpu");
+    else snprintf(buf, 16, "cuda:%d", device.index);
+    return buf;
+}
+
+bool tl_device_equal(tl_device a, tl_device b) {
+    return a.type == b.type && (a.type == TL_DEVICE_CPU || a.index == b.index);
+}
+
+int tl_cuda_device_count(void) { return 0; }
+
+tl_status tl_device_check(tl_device device) {
+    if (device.type == TL_DEVICE_CPU) return TL_OK;
+    int count = tl_cuda_device_count();
+    if (count == 0)
+        return tl_error(TL_ERR_DEVICE,
+                        "device: cuda:%d is not available (this build has no CUDA support or "
+                        "no GPU is present)",
+                        device.index);
+    if (device.index >= count)
+        return tl_error(TL_ERR_DEVICE, "device: cuda:%d does not exist (%d CUDA device%s)",
+                        device.index, count, count == 1 ? "" : "s");
+    return TL_OK;
+}

@@ -1,0 +1,28 @@
+/* Devices ("cpu", "cuda", "cuda:N"), their names and the runtime queries. */
+#ifndef TLUA_DEVICE_H
+#define TLUA_DEVICE_H
+
+#include <stdbool.h>
+
+#include "tlua/error.h"
+
+typedef enum tl_device_type { TL_DEVICE_CPU, TL_DEVICE_CUDA, TL_DEVICE_TYPE_COUNT } tl_device_type;
+
+typedef struct tl_device {
+    tl_device_type type;
+    int index; /* 0 for the CPU */
+} tl_device;
+
+#define TL_CPU ((tl_device){.type = TL_DEVICE_CPU, .index = 0})
+
+/* Parses "cpu", "cuda", "cuda:N". Does not check that the device exists. */
+tl_status tl_device_parse(const char *name, tl_device *out);
+/* Writes "cpu" or "cuda:N" into buf (at least 16 bytes) and returns buf. */
+const char *tl_device_name(tl_device device, char *buf);
+bool tl_device_equal(tl_device a, tl_device b);
+/* TL_OK if the device can be used now (a CUDA device needs a GPU and the build). */
+tl_status tl_device_check(tl_device device);
+/* Number of CUDA devices present (0 without CUDA support or without a GPU). */
+int tl_cuda_device_count(void);
+
+#endif

@@ -1,0 +1,27 @@
+/* Status codes and the thread-local error message every failing call sets. */
+#ifndef TLUA_ERROR_H
+#define TLUA_ERROR_H
+
+typedef enum tl_status {
+    TL_OK = 0,
+    TL_ERR_ARGUMENT, /* a bad value or type of argument */
+    TL_ERR_SHAPE,    /* shapes that do not fit or broadcast */
+    TL_ERR_DTYPE,    /* a dtype the op does not accept */
+    TL_ERR_DEVICE,   /* a device mismatch or a device not present */
+    TL_ERR_INDEX,    /* an index or dim out of range */
+    TL_ERR_MEMORY,   /* an allocation failed */
+    TL_ERR_RUNTIME,  /* a failure of a library or device (cuBLAS, CUDA launch) */
+    TL_ERR_AUTOGRAD, /* a misuse of autograd (no grad required, stale saved tensor) */
+} tl_status;
+
+/* The message of the last failing call on this thread ("" when none). */
+const char *tl_last_error(void);
+
+/* Sets the message (printf-style) and returns status, so callers can write
+   `return tl_error(TL_ERR_SHAPE, "add: ...", ...);`. */
+tl_status tl_error(tl_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Clears the message. */
+void tl_clear_error(void);
+
+#endif

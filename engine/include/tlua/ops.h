@@ -1,0 +1,95 @@
+/* Functional ops: validate, allocate the output, dispatch to a kernel. No autograd. */
+#ifndef TLUA_OPS_H
+#define TLUA_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tlua/tensor.h"
+
+/* ---- elementwise, unary (integer inputs of float-only ops give float32) -- */
+tl_status tl_neg(const tl_tensor *a, tl_tensor **out);
+tl_status tl_exp(const tl_tensor *a, tl_tensor **out);
+tl_status tl_log(const tl_tensor *a, tl_tensor **out);
+tl_status tl_sqrt(const tl_tensor *a, tl_tensor **out);
+tl_status tl_abs(const tl_tensor *a, tl_tensor **out);
+tl_status tl_tanh(const tl_tensor *a, tl_tensor **out);
+tl_status tl_sigmoid(const tl_tensor *a, tl_tensor **out);
+tl_status tl_relu(const tl_tensor *a, tl_tensor **out);
+/* GELU with the exact erf form, as PyTorch's default. */
+tl_status tl_gelu(const tl_tensor *a, tl_tensor **out);
+/* a ^ exponent for a number exponent. */
+tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out);
+/* Clamps to [min, max]; either bound may be absent. */
+tl_status tl_clamp(const tl_tensor *a, bool has_min, double min, bool has_max, double max,
+                   tl_tensor **out);
+
+/* ---- elementwise, binary, broadcasting, dtype promotion ----------------- */
+tl_status tl_add(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_sub(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_mul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+/* True division: integer inputs give float32. */
+tl_status tl_div(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_pow(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+/* Comparisons give bool. */
+tl_status tl_eq(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_ne(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_lt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_le(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_gt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_ge(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+/* cond ? a : b, elementwise, all three broadcast; cond must be bool. */
+tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b,
+                   tl_tensor **out);
+
+/* ---- in place and casts ------------------------------------------------- */
+tl_status tl_fill_(tl_tensor *t, tl_scalar value);
+/* Copies src into dst, broadcasting src to dst's shape and casting dtypes.
+   Validates everything before writing. */
+tl_status tl_copy_(tl_tensor *dst, const tl_tensor *src);
+/* A new tensor with dtype and device (the input, retained, if both match). */
+tl_status tl_to(tl_tensor *t, tl_dtype dtype, tl_device device, tl_tensor **out);
+tl_status tl_cast(tl_tensor *t, tl_dtype dtype, tl_tensor **out);
+
+/* ---- reductions ---------------------------------------------------------
+   *_all reduce every element to a 0-dim tensor; *_dim reduce one dim.
+   sum of integers or bool gives int64; mean needs a floating dtype. */
+tl_status tl_sum_all(const tl_tensor *a, tl_tensor **out);
+tl_status tl_sum_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+tl_status tl_mean_all(const tl_tensor *a, tl_tensor **out);
+tl_status tl_mean_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+tl_status tl_max_all(const tl_tensor *a, tl_tensor **out);
+tl_status tl_min_all(const tl_tensor *a, tl_tensor **out);
+/* values and int64 indices of the first extreme along dim. */
+tl_status tl_max_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
+                     tl_tensor **indices);
+tl_status tl_min_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
+                     tl_tensor **indices);
+/* argmax/argmin over all elements (flat index) or along a dim. */
+tl_status tl_argmax_all(const tl_tensor *a, tl_tensor **out);
+tl_status tl_argmin_all(const tl_tensor *a, tl_tensor **out);
+tl_status tl_argmax_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+tl_status tl_argmin_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+/* Numerically stable (max subtracted); floating dtypes. */
+tl_status tl_softmax(const tl_tensor *a, int dim, tl_tensor **out);
+tl_status tl_log_softmax(const tl_tensor *a, int dim, tl_tensor **out);
+
+/* ---- matmul through GemmParams ------------------------------------------
+   1-D x 1-D dot, 2-D x 2-D, and batched with broadcast batch dims
+   (as torch.matmul); floating dtypes, both the same. */
+tl_status tl_matmul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+
+/* ---- random (the global generator of tl_manual_seed) --------------------- */
+/* uniform [0, 1) */
+tl_status tl_rand(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
+                  tl_tensor **out);
+/* standard normal */
+tl_status tl_randn(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
+                   tl_tensor **out);
+/* integers uniform in [low, high) */
+tl_status tl_randint(int64_t low, int64_t high, const int64_t *shape, int ndim, tl_dtype dtype,
+                     tl_device device, tl_tensor **out);
+/* a random permutation of 0 .. n-1 */
+tl_status tl_randperm(int64_t n, tl_dtype dtype, tl_device device, tl_tensor **out);
+
+#endif

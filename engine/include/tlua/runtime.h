@@ -1,0 +1,19 @@
+/* Process-wide settings: threads, the clock, random seeds. */
+#ifndef TLUA_RUNTIME_H
+#define TLUA_RUNTIME_H
+
+#include <stdint.h>
+
+#include "tlua/error.h"
+
+/* Threads used by OpenBLAS and the engine's own CPU loops (OpenMP). */
+tl_status tl_set_num_threads(int n);
+int tl_get_num_threads(void);
+
+/* Monotonic wall time in seconds (CLOCK_MONOTONIC, nanosecond resolution). */
+double tl_clock(void);
+
+/* Seeds the global generator used by rand, randn, randint, randperm. */
+void tl_manual_seed(uint64_t seed);
+
+#endif

@@ -1,0 +1,41 @@
+/* Which kernels ran: a trace of executed kernels and per-kernel run counts. */
+#ifndef TLUA_TRACE_H
+#define TLUA_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tlua/device.h"
+#include "tlua/dtype.h"
+#include "tlua/tensor.h"
+
+#define TL_TRACE_MAX_TENSORS 4
+
+typedef struct tl_trace_event {
+    const char *op;     /* "add" */
+    const char *kernel; /* "cpu_add_f32" */
+    tl_device device;
+    tl_dtype dtype;
+    int ntensors; /* shapes of the output then the inputs */
+    int ndims[TL_TRACE_MAX_TENSORS];
+    int64_t shapes[TL_TRACE_MAX_TENSORS][TL_MAX_DIMS];
+} tl_trace_event;
+
+/* Starts recording kernel runs (nested starts are counted). */
+void tl_trace_begin(void);
+/* Stops recording; *events (owned by the caller, free()) and *count get the
+   runs since the matching begin. */
+tl_status tl_trace_end(tl_trace_event **events, int *count);
+
+/* Every registered kernel with how often it ran in this process. */
+typedef struct tl_kernel_info {
+    const char *op;
+    const char *kernel;
+    tl_device_type device;
+    tl_dtype dtype;
+    uint64_t runs;
+} tl_kernel_info;
+/* Writes up to max entries; returns the number of registered kernels. */
+int tl_kernel_list(tl_kernel_info *out, int max);
+
+#endif

@@ -1,0 +1,4 @@
+/* PLACEHOLDER: the CPU gemm kernels (to be written). */
+#include "kernels/cpu/cpu_kernels.h"
+
+const tl_kernel_table tl_cpu_gemm_table = {TL_DEVICE_CPU, NULL, 0};

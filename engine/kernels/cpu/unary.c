@@ -1,0 +1,4 @@
+/* PLACEHOLDER: the CPU unary kernels (to be written). */
+#include "kernels/cpu/cpu_kernels.h"
+
+const tl_kernel_table tl_cpu_unary_table = {TL_DEVICE_CPU, NULL, 0};

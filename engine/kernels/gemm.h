@@ -1,0 +1,34 @@
+/* GemmParams: the description of one (batched) GEMM, and tl_gemm, its single entry point. */
+#ifndef TLUA_GEMM_H
+#define TLUA_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tlua/device.h"
+#include "tlua/dtype.h"
+#include "kernels/op.h"
+
+/* Column-major, as BLAS and cuBLAS: C[m x n] = alpha * op(A)[m x k] * op(B)[k x n]
+   + beta * C, with op(X) = X^T when trans_x. A row-major [r x c] matrix is a
+   column-major [c x r] one with ld = c. Batched when batch_count > 1, each
+   operand advancing by its stride (in elements; 0 broadcasts one matrix). */
+typedef struct GemmParams {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    float alpha, beta;
+    int64_t lda, ldb, ldc;
+    int64_t batch_count; /* 0 or 1: a single GEMM */
+    int64_t stride_a, stride_b, stride_c;
+    tl_dtype input_dtype;   /* A and B */
+    tl_dtype output_dtype;  /* C */
+    tl_dtype compute_dtype; /* f32 for f32/bf16/f16 inputs, f64 for f64 */
+} GemmParams;
+
+/* Validates params (dims, leading dims, dtype combination) and runs the GEMM
+   on device with the runtime's handle and stream for that device. op names
+   the caller in errors and the trace (TL_OP_matmul). */
+tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const void *a,
+                  const void *b, void *c);
+
+#endif

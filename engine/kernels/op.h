@@ -1,0 +1,43 @@
+/* The op enum and per-op facts (family, differentiable, backward), all from ops.def. */
+#ifndef TLUA_OP_H
+#define TLUA_OP_H
+
+#include <stdbool.h>
+
+typedef enum tl_op {
+#define OP(name, family, differentiable, backward) TL_OP_##name,
+#include "ops.def"
+#undef OP
+    TL_OP_COUNT
+} tl_op;
+
+typedef enum tl_op_family {
+    TL_FAMILY_UNARY,
+    TL_FAMILY_BINARY,
+    TL_FAMILY_TERNARY,
+    TL_FAMILY_FILL,
+    TL_FAMILY_COPY,
+    TL_FAMILY_REDUCE,
+    TL_FAMILY_SOFTMAX,
+    TL_FAMILY_GEMM,
+    TL_FAMILY_RANDOM,
+} tl_op_family;
+
+typedef enum tl_backward_kind {
+    TL_BACKWARD_NONE,
+    TL_BACKWARD_KERNELS,
+    TL_BACKWARD_COMPOSED,
+} tl_backward_kind;
+
+typedef struct tl_op_info {
+    const char *name;
+    tl_op_family family;
+    bool differentiable;
+    tl_backward_kind backward;
+} tl_op_info;
+
+const tl_op_info *tl_op_info_of(tl_op op);
+/* The op named name, or TL_OP_COUNT. */
+tl_op tl_op_by_name(const char *name);
+
+#endif

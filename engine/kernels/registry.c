@@ -1,0 +1,10 @@
+/* Every kernel table of the build: add a kernel file's table here. */
+#include "kernels/registry.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+const tl_kernel_table *const tl_kernel_tables[] = {
+    &tl_cpu_unary_table,  &tl_cpu_binary_table, &tl_cpu_where_table,
+    &tl_cpu_fill_table,   &tl_cpu_copy_table,   &tl_cpu_reduce_table,
+    &tl_cpu_softmax_table, &tl_cpu_gemm_table,  &tl_cpu_random_table,
+};
+const int tl_kernel_table_count = (int)(sizeof tl_kernel_tables / sizeof tl_kernel_tables[0]);

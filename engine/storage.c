@@ -1,0 +1,43 @@
+/* Reference-counted, 64-byte aligned storage and cross-device byte copies. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage.h"
+
+#define TL_ALIGNMENT 64
+
+tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
+    tl_status status = tl_device_check(device);
+    if (status != TL_OK) return status;
+    tl_storage *s = calloc(1, sizeof *s);
+    if (!s) return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a storage header");
+    size_t rounded = (nbytes + TL_ALIGNMENT - 1) / TL_ALIGNMENT * TL_ALIGNMENT;
+    if (rounded == 0) rounded = TL_ALIGNMENT;
+    s->data = aligned_alloc(TL_ALIGNMENT, rounded);
+    if (!s->data) {
+        free(s);
+        return tl_error(TL_ERR_MEMORY, "empty: cannot allocate %zu bytes on the cpu", nbytes);
+    }
+    s->nbytes = nbytes;
+    s->device = device;
+    s->refcount = 1;
+    *out = s;
+    return TL_OK;
+}
+
+void tl_storage_retain(tl_storage *s) { s->refcount++; }
+
+void tl_storage_release(tl_storage *s) {
+    if (!s || --s->refcount > 0) return;
+    free(s->data);
+    free(s);
+}
+
+tl_status tl_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
+                    size_t n) {
+    if (dst_device.type == TL_DEVICE_CPU && src_device.type == TL_DEVICE_CPU) {
+        if (n) memmove(dst, src, n);
+        return TL_OK;
+    }
+    return tl_error(TL_ERR_DEVICE, "copy: this build has no CUDA support");
+}

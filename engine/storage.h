@@ -1,0 +1,22 @@
+/* Internal: storage allocation, views over a storage, and byte copies across devices. */
+#ifndef TLUA_STORAGE_H
+#define TLUA_STORAGE_H
+
+#include <stddef.h>
+
+#include "tlua/tensor.h"
+
+/* 64-byte aligned (CPU) device memory of nbytes, refcount 1. */
+tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out);
+void tl_storage_retain(tl_storage *s);
+void tl_storage_release(tl_storage *s);
+
+/* A new tensor over base's storage with the given geometry (shares storage). */
+tl_status tl_make_view(const tl_tensor *base, const int64_t *shape, const int64_t *strides,
+                       int ndim, int64_t offset, tl_tensor **out);
+
+/* Copies n bytes between any two devices (host <-> device, device <-> device). */
+tl_status tl_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
+                    size_t n);
+
+#endif

@@ -1,0 +1,121 @@
+/* Tensor lifetime, allocation and the simple queries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage.h"
+
+tl_tensor *tl_retain(tl_tensor *t) {
+    if (t) t->refcount++;
+    return t;
+}
+
+void tl_release(tl_tensor *t) {
+    if (!t || --t->refcount > 0) return;
+    tl_storage_release(t->storage);
+    free(t);
+}
+
+static tl_status check_shape(const char *op, const int64_t *shape, int ndim, int64_t *numel) {
+    if (ndim < 0 || ndim > TL_MAX_DIMS)
+        return tl_error(TL_ERR_SHAPE, "%s: expected at most %d dims, got %d", op, TL_MAX_DIMS,
+                        ndim);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return tl_error(TL_ERR_SHAPE, "%s: size of dim %d must be >= 0, got %lld", op, d + 1,
+                            (long long)shape[d]);
+        if (shape[d] > 0 && n > INT64_MAX / 8 / shape[d])
+            return tl_error(TL_ERR_SHAPE, "%s: shape has too many elements", op);
+        n *= shape[d];
+    }
+    *numel = n;
+    return TL_OK;
+}
+
+void tl_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
+    int64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = stride;
+        stride *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+tl_status tl_empty(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
+                   tl_tensor **out) {
+    int64_t numel;
+    tl_status status = check_shape("empty", shape, ndim, &numel);
+    if (status != TL_OK) return status;
+    if ((unsigned)dtype >= TL_DTYPE_COUNT)
+        return tl_error(TL_ERR_DTYPE, "empty: invalid dtype %d", (int)dtype);
+    tl_tensor *t = calloc(1, sizeof *t);
+    if (!t) return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a tensor");
+    status = tl_storage_new(device, (size_t)numel * tl_dtype_size(dtype), &t->storage);
+    if (status != TL_OK) {
+        free(t);
+        return status;
+    }
+    t->refcount = 1;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    tl_contiguous_strides(shape, ndim, t->strides);
+    *out = t;
+    return TL_OK;
+}
+
+tl_status tl_empty_like(const tl_tensor *like, tl_tensor **out) {
+    return tl_empty(like->shape, like->ndim, like->dtype, like->storage->device, out);
+}
+
+tl_status tl_make_view(const tl_tensor *base, const int64_t *shape, const int64_t *strides,
+                       int ndim, int64_t offset, tl_tensor **out) {
+    tl_tensor *t = calloc(1, sizeof *t);
+    if (!t) return tl_error(TL_ERR_MEMORY, "view: out of memory allocating a tensor");
+    t->refcount = 1;
+    t->dtype = base->dtype;
+    t->ndim = ndim;
+    if (ndim) {
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+        memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+    }
+    t->offset = offset;
+    t->storage = base->storage;
+    tl_storage_retain(t->storage);
+    *out = t;
+    return TL_OK;
+}
+
+int64_t tl_numel(const tl_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+bool tl_is_contiguous(const tl_tensor *t) {
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (t->shape[d] == 0) return true;
+        if (t->strides[d] != expected) return false;
+        expected *= t->shape[d];
+    }
+    return true;
+}
+
+tl_device tl_tensor_device(const tl_tensor *t) { return t->storage->device; }
+
+void *tl_data(const tl_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)tl_dtype_size(t->dtype);
+}
+
+const char *tl_shape_str(const tl_tensor *t, char *buf, int size) {
+    int used = snprintf(buf, (size_t)size, "[");
+    for (int d = 0; d < t->ndim && used < size; d++)
+        used += snprintf(buf + used, (size_t)(size - used), d ? ", %lld" : "%lld",
+                         (long long)t->shape[d]);
+    if (used < size) snprintf(buf + used, (size_t)(size - used), "]");
+    return buf;
+}
+
+void tl_bump_version(tl_tensor *t) { t->storage->version++; }

@@ -1,0 +1,309 @@
+/* Views that share storage: view, reshape, transpose, permute, narrow, select,
+   squeeze, unsqueeze, expand, flatten; contiguous and clone. */
+#include <string.h>
+
+#include "storage.h"
+#include "tlua/ops.h"
+
+static tl_status infer_shape(const char *op, const tl_tensor *t, const int64_t *shape, int ndim,
+                             int64_t *out) {
+    if (ndim < 0 || ndim > TL_MAX_DIMS)
+        return tl_error(TL_ERR_SHAPE, "%s: expected at most %d dims, got %d", op, TL_MAX_DIMS,
+                        ndim);
+    int infer = -1;
+    int64_t known = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == -1) {
+            if (infer >= 0)
+                return tl_error(TL_ERR_SHAPE, "%s: only one dim can be -1 (dims %d and %d are)",
+                                op, infer + 1, d + 1);
+            infer = d;
+        } else if (shape[d] < 0) {
+            return tl_error(TL_ERR_SHAPE, "%s: size of dim %d must be >= 0 or -1, got %lld", op,
+                            d + 1, (long long)shape[d]);
+        } else {
+            known *= shape[d];
+        }
+        out[d] = shape[d];
+    }
+    int64_t numel = tl_numel(t);
+    char buf[256];
+    if (infer >= 0) {
+        if (known == 0 || numel % known != 0)
+            return tl_error(TL_ERR_SHAPE, "%s: cannot infer dim %d: %lld elements of shape %s do "
+                                          "not divide into the other dims' %lld",
+                            op, infer + 1, (long long)numel, tl_shape_str(t, buf, sizeof buf),
+                            (long long)known);
+        out[infer] = numel / known;
+    } else if (known != numel) {
+        return tl_error(TL_ERR_SHAPE, "%s: shape %s has %lld elements, the requested shape %lld",
+                        op, tl_shape_str(t, buf, sizeof buf), (long long)numel, (long long)known);
+    }
+    return TL_OK;
+}
+
+/* Strides for viewing t as shape without a copy, or false if none exist. */
+static bool view_strides(const tl_tensor *t, const int64_t *shape, int ndim, int64_t *strides) {
+    if (t->ndim == 0 || tl_numel(t) == 0) {
+        tl_contiguous_strides(shape, ndim, strides);
+        return true;
+    }
+    /* Walk t's dims from the last, grouping runs that are contiguous with one
+       another; each run must be split exactly into consecutive new dims. */
+    int view_d = ndim - 1;
+    int64_t chunk_stride = t->strides[t->ndim - 1];
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        tensor_numel *= t->shape[d];
+        bool run_ends = d == 0 || (t->shape[d - 1] != 1 &&
+                                   t->strides[d - 1] != tensor_numel * chunk_stride);
+        if (!run_ends) continue;
+        while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+            strides[view_d] = view_numel * chunk_stride;
+            view_numel *= shape[view_d];
+            view_d--;
+        }
+        if (view_numel != tensor_numel) return false;
+        if (d > 0) {
+            chunk_stride = t->strides[d - 1];
+            tensor_numel = 1;
+            view_numel = 1;
+        }
+    }
+    return view_d == -1;
+}
+
+tl_status tl_view(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
+    int64_t new_shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    tl_status status = infer_shape("view", t, shape, ndim, new_shape);
+    if (status != TL_OK) return status;
+    if (!view_strides(t, new_shape, ndim, strides)) {
+        char buf[256];
+        return tl_error(TL_ERR_SHAPE,
+                        "view: the strides of a tensor of shape %s cannot express the requested "
+                        "shape without a copy (use reshape, or contiguous() first)",
+                        tl_shape_str(t, buf, sizeof buf));
+    }
+    return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
+}
+
+tl_status tl_reshape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
+    int64_t new_shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    tl_status status = infer_shape("reshape", t, shape, ndim, new_shape);
+    if (status != TL_OK) return status;
+    if (view_strides(t, new_shape, ndim, strides))
+        return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
+    tl_tensor *copy;
+    status = tl_clone(t, &copy);
+    if (status != TL_OK) return status;
+    status = tl_view(copy, new_shape, ndim, out);
+    tl_release(copy);
+    return status;
+}
+
+tl_status tl_transpose(tl_tensor *t, int dim0, int dim1, tl_tensor **out) {
+    int d0, d1;
+    tl_status status = tl_wrap_dim("transpose", dim0, t->ndim, &d0);
+    if (status == TL_OK) status = tl_wrap_dim("transpose", dim1, t->ndim, &d1);
+    if (status != TL_OK) return status;
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    if (t->ndim > 0) {
+        shape[d0] = t->shape[d1], shape[d1] = t->shape[d0];
+        strides[d0] = t->strides[d1], strides[d1] = t->strides[d0];
+    }
+    return tl_make_view(t, shape, strides, t->ndim, t->offset, out);
+}
+
+tl_status tl_permute(tl_tensor *t, const int *dims, int ndim, tl_tensor **out) {
+    if (ndim != t->ndim)
+        return tl_error(TL_ERR_SHAPE, "permute: expected %d dims for a tensor with %d dims, got %d",
+                        t->ndim, t->ndim, ndim);
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    bool seen[TL_MAX_DIMS] = {false};
+    for (int i = 0; i < ndim; i++) {
+        int d;
+        tl_status status = tl_wrap_dim("permute", dims[i], t->ndim, &d);
+        if (status != TL_OK) return status;
+        if (seen[d])
+            return tl_error(TL_ERR_ARGUMENT, "permute: dim %d appears twice", d + 1);
+        seen[d] = true;
+        shape[i] = t->shape[d];
+        strides[i] = t->strides[d];
+    }
+    return tl_make_view(t, shape, strides, ndim, t->offset, out);
+}
+
+static tl_status need_dims(const char *op, const tl_tensor *t) {
+    if (t->ndim == 0)
+        return tl_error(TL_ERR_SHAPE, "%s: expected a tensor with at least 1 dim, got a 0-dim one",
+                        op);
+    return TL_OK;
+}
+
+tl_status tl_narrow(tl_tensor *t, int dim, int64_t start, int64_t length, tl_tensor **out) {
+    int d;
+    tl_status status = need_dims("narrow", t);
+    if (status == TL_OK) status = tl_wrap_dim("narrow", dim, t->ndim, &d);
+    if (status != TL_OK) return status;
+    int64_t size = t->shape[d];
+    if (start < 0 || length < 0 || start + length > size)
+        return tl_error(TL_ERR_INDEX,
+                        "narrow: elements %lld to %lld (start %lld, length %lld) do not lie within "
+                        "dim %d of size %lld",
+                        (long long)start + 1, (long long)(start + length), (long long)start + 1,
+                        (long long)length, d + 1, (long long)size);
+    int64_t shape[TL_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    shape[d] = length;
+    return tl_make_view(t, shape, t->strides, t->ndim, t->offset + start * t->strides[d], out);
+}
+
+tl_status tl_select(tl_tensor *t, int dim, int64_t index, tl_tensor **out) {
+    int d;
+    tl_status status = need_dims("select", t);
+    if (status == TL_OK) status = tl_wrap_dim("select", dim, t->ndim, &d);
+    if (status != TL_OK) return status;
+    int64_t size = t->shape[d];
+    if (index < -size || index >= size)
+        return tl_error(TL_ERR_INDEX,
+                        "select: index %lld is out of range for dim %d of size %lld (expected 1 "
+                        "to %lld, or -%lld to -1)",
+                        (long long)(index >= 0 ? index + 1 : index), d + 1, (long long)size,
+                        (long long)size, (long long)size);
+    if (index < 0) index += size;
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (i == d) continue;
+        shape[n] = t->shape[i];
+        strides[n++] = t->strides[i];
+    }
+    return tl_make_view(t, shape, strides, n, t->offset + index * t->strides[d], out);
+}
+
+tl_status tl_squeeze(tl_tensor *t, int dim, tl_tensor **out) {
+    int d;
+    tl_status status = tl_wrap_dim("squeeze", dim, t->ndim, &d);
+    if (status != TL_OK) return status;
+    if (t->ndim == 0 || t->shape[d] != 1)
+        return tl_make_view(t, t->shape, t->strides, t->ndim, t->offset, out);
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (i == d) continue;
+        shape[n] = t->shape[i];
+        strides[n++] = t->strides[i];
+    }
+    return tl_make_view(t, shape, strides, n, t->offset, out);
+}
+
+tl_status tl_squeeze_all(tl_tensor *t, tl_tensor **out) {
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 1) continue;
+        shape[n] = t->shape[i];
+        strides[n++] = t->strides[i];
+    }
+    return tl_make_view(t, shape, strides, n, t->offset, out);
+}
+
+tl_status tl_unsqueeze(tl_tensor *t, int dim, tl_tensor **out) {
+    if (t->ndim >= TL_MAX_DIMS)
+        return tl_error(TL_ERR_SHAPE, "unsqueeze: a tensor cannot have more than %d dims",
+                        TL_MAX_DIMS);
+    int d;
+    /* the new dim may go anywhere from 1 to ndim + 1 */
+    tl_status status = tl_wrap_dim("unsqueeze", dim, t->ndim + 1, &d);
+    if (status != TL_OK) return status;
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    for (int i = 0, j = 0; i <= t->ndim; i++) {
+        if (i == d) {
+            shape[i] = 1;
+            strides[i] = d < t->ndim ? t->strides[d] * t->shape[d] : 1;
+        } else {
+            shape[i] = t->shape[j];
+            strides[i] = t->strides[j++];
+        }
+    }
+    return tl_make_view(t, shape, strides, t->ndim + 1, t->offset, out);
+}
+
+tl_status tl_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
+    char buf[256];
+    if (ndim < t->ndim || ndim > TL_MAX_DIMS)
+        return tl_error(TL_ERR_SHAPE,
+                        "expand: cannot expand a tensor of shape %s to %d dims (expected %d to %d)",
+                        tl_shape_str(t, buf, sizeof buf), ndim, t->ndim, TL_MAX_DIMS);
+    int64_t new_shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int src = i - lead;
+        int64_t want = shape[i];
+        if (src < 0) {
+            if (want < 0)
+                return tl_error(TL_ERR_SHAPE, "expand: size -1 is not allowed for new dim %d",
+                                i + 1);
+            new_shape[i] = want;
+            strides[i] = 0;
+        } else if (want == -1 || want == t->shape[src]) {
+            new_shape[i] = t->shape[src];
+            strides[i] = t->strides[src];
+        } else if (t->shape[src] == 1 && want >= 0) {
+            new_shape[i] = want;
+            strides[i] = 0;
+        } else {
+            return tl_error(TL_ERR_SHAPE,
+                            "expand: dim %d of shape %s has size %lld, which cannot be expanded "
+                            "to %lld (only size-1 dims can)",
+                            src + 1, tl_shape_str(t, buf, sizeof buf), (long long)t->shape[src],
+                            (long long)want);
+        }
+    }
+    return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
+}
+
+tl_status tl_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **out) {
+    int s, e;
+    tl_status status = tl_wrap_dim("flatten", start_dim, t->ndim, &s);
+    if (status == TL_OK) status = tl_wrap_dim("flatten", end_dim, t->ndim, &e);
+    if (status != TL_OK) return status;
+    if (t->ndim == 0) {
+        int64_t one = 1;
+        return tl_reshape(t, &one, 1, out);
+    }
+    if (s > e)
+        return tl_error(TL_ERR_ARGUMENT, "flatten: start dim %d comes after end dim %d", s + 1,
+                        e + 1);
+    int64_t shape[TL_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < s; i++) shape[n++] = t->shape[i];
+    int64_t merged = 1;
+    for (int i = s; i <= e; i++) merged *= t->shape[i];
+    shape[n++] = merged;
+    for (int i = e + 1; i < t->ndim; i++) shape[n++] = t->shape[i];
+    return tl_reshape(t, shape, n, out);
+}
+
+tl_status tl_contiguous(tl_tensor *t, tl_tensor **out) {
+    if (tl_is_contiguous(t)) {
+        *out = tl_retain(t);
+        return TL_OK;
+    }
+    return tl_clone(t, out);
+}
+
+tl_status tl_clone(const tl_tensor *t, tl_tensor **out) {
+    tl_tensor *copy;
+    tl_status status = tl_empty_like(t, &copy);
+    if (status != TL_OK) return status;
+    status = tl_copy_(copy, t);
+    if (status != TL_OK) {
+        tl_release(copy);
+        return status;
+    }
+    *out = copy;
+    return TL_OK;
+}
