@@ -22,7 +22,7 @@ static tl_status element_offset(const char *op, const tl_tensor *t, const int64_
 }
 
 tl_status tl_get(const tl_tensor *t, const int64_t *index, tl_scalar *out) {
-    int64_t off;
+    int64_t off = 0;
     tl_status status = element_offset("get", t, index, &off);
     if (status != TL_OK) return status;
     size_t size = tl_dtype_size(t->dtype);
@@ -35,7 +35,7 @@ tl_status tl_get(const tl_tensor *t, const int64_t *index, tl_scalar *out) {
 }
 
 tl_status tl_set(tl_tensor *t, const int64_t *index, tl_scalar value) {
-    int64_t off;
+    int64_t off = 0;
     tl_status status = element_offset("set", t, index, &off);
     if (status != TL_OK) return status;
     size_t size = tl_dtype_size(t->dtype);

@@ -12,6 +12,7 @@ tl_tensor *tl_retain(tl_tensor *t) {
 
 void tl_release(tl_tensor *t) {
     if (!t || --t->refcount > 0) return;
+    if (t->autograd) t->autograd_destroy(t->autograd);
     tl_storage_release(t->storage);
     free(t);
 }
@@ -43,7 +44,7 @@ void tl_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
 
 tl_status tl_empty(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
                    tl_tensor **out) {
-    int64_t numel;
+    int64_t numel = 0;
     tl_status status = check_shape("empty", shape, ndim, &numel);
     if (status != TL_OK) return status;
     if ((unsigned)dtype >= TL_DTYPE_COUNT)

@@ -43,6 +43,74 @@ typedef tl_status (*tl_gemm_kernel)(const GemmParams *params, const void *a, con
                                     void *c);
 typedef tl_status (*tl_random_kernel)(tl_tensor *out, const tl_op_args *args);
 
+/* ---- nn kernels (engine/include/tlua/nn.h); tensors are dense (contiguous) ---- */
+/* A 2-D sliding window over images [batch, channels, height, width]: conv2d's
+   im2col/col2im and pooling. Output positions p = oh * out_w + ow read input rows
+   oh * stride_h - pad_h + i, columns ow * stride_w - pad_w + j. Columns of im2col:
+   row r = (c * kernel_h + i) * kernel_w + j, sample b, position p at
+   r * col_row_stride + b * col_batch_stride + p ([C*kh*kw, batch*P] or [batch, C*kh*kw, P]). */
+typedef struct tl_window2d {
+    int64_t batch, channels, height, width;
+    int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+    int64_t out_h, out_w;
+    int64_t col_row_stride, col_batch_stride;
+} tl_window2d;
+/* im2col: dst = columns of the images src (zeros where the window is in the padding).
+   col2im: dst = images, each element the sum of the columns that read it ("="). */
+typedef tl_status (*tl_im2col_kernel)(tl_tensor *dst, const tl_tensor *src,
+                                      const tl_window2d *window);
+/* out [N, C, out_h, out_w] = the window maxima of in (NaN wins); indices (int64, out's
+   shape) = their flat positions ih * width + iw in the input plane. */
+typedef tl_status (*tl_pool_kernel)(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
+                                    const tl_window2d *window);
+/* grad_in [N, C, H, W] = grad_out scattered (summed) to indices ("="). */
+typedef tl_status (*tl_pool_backward_kernel)(tl_tensor *grad_in, const tl_tensor *grad_out,
+                                             const tl_tensor *indices,
+                                             const tl_window2d *window);
+/* indices int32/int64 [n], already checked to be in range.
+   embedding: out [n, D] = src [V, D] rows at indices;
+   embedding_backward: out [V, D] = sum of src [n, D] rows per index, in order ("="). */
+typedef tl_status (*tl_embedding_kernel)(tl_tensor *out, const tl_tensor *src,
+                                         const tl_tensor *indices);
+/* loss (0-dim, logits' dtype) = mean over rows of lse - (1 - s) x[target] - s/C sum(x);
+   lse [N] (float32, or float64 for float64 logits) = log(sum(exp(x))) per row.
+   target int32/int64 [N], already checked to be in range. */
+typedef tl_status (*tl_cross_entropy_kernel)(tl_tensor *loss, tl_tensor *lse,
+                                             const tl_tensor *logits, const tl_tensor *target,
+                                             double label_smoothing);
+/* grad_logits [N, C] = (exp(x - lse) - (1 - s) onehot(target) - s/C) * grad_loss / N ("="). */
+typedef tl_status (*tl_cross_entropy_backward_kernel)(tl_tensor *grad_logits,
+                                                      const tl_tensor *grad_loss,
+                                                      const tl_tensor *logits,
+                                                      const tl_tensor *lse,
+                                                      const tl_tensor *target,
+                                                      double label_smoothing);
+/* Over rows of in [rows, D]: out = (x - mean) * rstd * weight + bias (weight, bias may be
+   NULL); mean, rstd [rows] float32 (float64 for float64 input). */
+typedef tl_status (*tl_layer_norm_kernel)(tl_tensor *out, tl_tensor *mean, tl_tensor *rstd,
+                                          const tl_tensor *in, const tl_tensor *weight,
+                                          const tl_tensor *bias, double eps);
+/* layer_norm_backward_input: first = grad_in [rows, D], second unused (NULL);
+   layer_norm_backward_weight: first = grad_weight [D], second = grad_bias [D], either
+   NULL when not needed. weight may be NULL. "=" semantics. */
+typedef tl_status (*tl_layer_norm_backward_kernel)(tl_tensor *first, tl_tensor *second,
+                                                   const tl_tensor *grad_out,
+                                                   const tl_tensor *in, const tl_tensor *mean,
+                                                   const tl_tensor *rstd,
+                                                   const tl_tensor *weight);
+/* Hyper-parameters of one optimizer step (PyTorch's names). */
+typedef struct tl_optim_args {
+    double lr, momentum, dampening, weight_decay; /* SGD (and lr, weight_decay for Adam) */
+    double beta1, beta2, eps;                     /* Adam */
+    int64_t step;                                 /* Adam: 1-based step count */
+    bool nesterov, first_step;                    /* SGD */
+    bool decoupled;                               /* Adam: AdamW's decoupled weight decay */
+} tl_optim_args;
+/* In place, one pass: sgd_step: state0 = momentum buffer (NULL without momentum), state1
+   NULL; adam_step: state0 = exp_avg, state1 = exp_avg_sq. */
+typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl_tensor *state0,
+                                     tl_tensor *state1, const tl_optim_args *args);
+
 typedef struct tl_kernel_entry {
     tl_op op;
     tl_dtype dtype;
@@ -57,6 +125,15 @@ typedef struct tl_kernel_entry {
         tl_softmax_kernel softmax;
         tl_gemm_kernel gemm;
         tl_random_kernel random;
+        tl_im2col_kernel im2col;
+        tl_pool_kernel pool;
+        tl_pool_backward_kernel pool_backward;
+        tl_embedding_kernel embedding;
+        tl_cross_entropy_kernel cross_entropy;
+        tl_cross_entropy_backward_kernel cross_entropy_backward;
+        tl_layer_norm_kernel layer_norm;
+        tl_layer_norm_backward_kernel layer_norm_backward;
+        tl_optim_kernel optim;
     } fn;
 } tl_kernel_entry;
 

@@ -21,6 +21,17 @@ typedef enum tl_op_family {
     TL_FAMILY_SOFTMAX,
     TL_FAMILY_GEMM,
     TL_FAMILY_RANDOM,
+    TL_FAMILY_VIEW, /* no kernels */
+    /* nn (engine/include/tlua/nn.h) */
+    TL_FAMILY_IM2COL,                 /* conv2d's im2col and col2im */
+    TL_FAMILY_POOL,                   /* max_pool2d forward: values and argmax indices */
+    TL_FAMILY_POOL_BACKWARD,          /* max_pool2d backward: scatter to the indices */
+    TL_FAMILY_EMBEDDING,              /* gather rows / scatter-add rows by index */
+    TL_FAMILY_CROSS_ENTROPY,          /* fused log-softmax + NLL, mean over rows */
+    TL_FAMILY_CROSS_ENTROPY_BACKWARD, /* (softmax - smoothed one-hot) * grad / N */
+    TL_FAMILY_LAYER_NORM,             /* forward with per-row mean and rstd */
+    TL_FAMILY_LAYER_NORM_BACKWARD,    /* input grad; weight and bias grads */
+    TL_FAMILY_OPTIM,                  /* fused in-place optimizer steps */
 } tl_op_family;
 
 typedef enum tl_backward_kind {

@@ -6,5 +6,8 @@ const tl_kernel_table *const tl_kernel_tables[] = {
     &tl_cpu_unary_table,  &tl_cpu_binary_table, &tl_cpu_where_table,
     &tl_cpu_fill_table,   &tl_cpu_copy_table,   &tl_cpu_reduce_table,
     &tl_cpu_softmax_table, &tl_cpu_gemm_table,  &tl_cpu_random_table,
+    &tl_cpu_activation_backward_table,
+    &tl_cpu_conv_table, &tl_cpu_pool_table, &tl_cpu_embedding_table,
+    &tl_cpu_cross_entropy_table, &tl_cpu_layer_norm_table, &tl_cpu_optim_table,
 };
 const int tl_kernel_table_count = (int)(sizeof tl_kernel_tables / sizeof tl_kernel_tables[0]);

@@ -70,6 +70,9 @@ tl_status tl_argmax_all(const tl_tensor *a, tl_tensor **out);
 tl_status tl_argmin_all(const tl_tensor *a, tl_tensor **out);
 tl_status tl_argmax_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
 tl_status tl_argmin_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+/* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
+   Takes t's reference (returns it as is when nothing needs summing). */
+tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
 /* Numerically stable (max subtracted); floating dtypes. */
 tl_status tl_softmax(const tl_tensor *a, int dim, tl_tensor **out);
 tl_status tl_log_softmax(const tl_tensor *a, int dim, tl_tensor **out);
@@ -78,6 +81,13 @@ tl_status tl_log_softmax(const tl_tensor *a, int dim, tl_tensor **out);
    1-D x 1-D dot, 2-D x 2-D, and batched with broadcast batch dims
    (as torch.matmul); floating dtypes, both the same. */
 tl_status tl_matmul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+
+/* ---- backward formulas that have kernels of their own --------------------
+   grad is d(loss)/d(output); input or result as named. Same shapes. */
+tl_status tl_relu_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out);
+tl_status tl_gelu_backward(const tl_tensor *grad, const tl_tensor *input, tl_tensor **out);
+tl_status tl_tanh_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out);
+tl_status tl_sigmoid_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out);
 
 /* ---- random (the global generator of tl_manual_seed) --------------------- */
 /* uniform [0, 1) */

@@ -22,6 +22,8 @@ typedef struct tl_storage {
 } tl_storage;
 
 struct tl_autograd_meta;
+/* Frees a tensor's autograd data; set by the autograd layer with the data. */
+typedef void (*tl_autograd_meta_destroy)(struct tl_autograd_meta *meta);
 
 /* A strided view of a storage. Fields are read-only for users: change them
    only through the functions below. Strides and offset count elements. */
@@ -34,6 +36,7 @@ typedef struct tl_tensor {
     int64_t offset;
     tl_storage *storage;
     struct tl_autograd_meta *autograd; /* NULL unless autograd uses this tensor */
+    tl_autograd_meta_destroy autograd_destroy;
 } tl_tensor;
 
 /* ---- lifetime ---------------------------------------------------------- */

@@ -1,4 +1,135 @@
-/* PLACEHOLDER: the CPU binary kernels (to be written). */
-#include "kernels/cpu/cpu_kernels.h"
+/* CPU binary elementwise kernels: add, sub, mul, div, pow (floating dtypes; add, sub,
+   mul, pow also int32/int64, wrapping) and the comparisons eq, ne, lt, le, gt, ge for
+   every dtype, giving bool. Keyed by the inputs' dtype; bf16/f16 compute in f32. */
+#include <math.h>
 
-const tl_kernel_table tl_cpu_binary_table = {TL_DEVICE_CPU, NULL, 0};
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/loop.h"
+
+/* element <-> compute type */
+#define LOAD_SAME(v)  (v)
+#define LOAD_BOOL(v)  ((v) != 0)
+#define STORE_SAME(v) (v)
+#define STORE_BF16(v) tl_bf16_round(v)
+#define STORE_F16(v)  tl_f16_round(v)
+#define STORE_BOOL(v) ((uint8_t)(v))
+
+/* Defines the kernel `name`: out (TO) = STORE(EXPR) of a, b = LOAD(inputs of TI) in
+   compute type CT. Flat loops for dense operands and for a broadcast scalar operand. */
+#define BINARY_KERNEL(name, TO, TI, CT, LOAD, STORE, EXPR)                                         \
+    static void name##_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {              \
+        (void)ctx;                                                                                 \
+        const int64_t so = (int64_t)sizeof(TO), si = (int64_t)sizeof(TI);                          \
+        TO *o = (TO *)p[0];                                                                        \
+        const TI *pa = (const TI *)p[1], *pb = (const TI *)p[2];                                   \
+        if (s[0] == so && s[1] == si && s[2] == si) {                                              \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT a = LOAD(pa[i]), b = LOAD(pb[i]);                                               \
+                o[i] = STORE(EXPR);                                                                \
+            }                                                                                      \
+        } else if (s[0] == so && s[1] == si && s[2] == 0) {                                        \
+            const CT b = LOAD(pb[0]);                                                              \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT a = LOAD(pa[i]);                                                                \
+                o[i] = STORE(EXPR);                                                                \
+            }                                                                                      \
+        } else if (s[0] == so && s[1] == 0 && s[2] == si) {                                        \
+            const CT a = LOAD(pa[0]);                                                              \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT b = LOAD(pb[i]);                                                                \
+                o[i] = STORE(EXPR);                                                                \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT a = LOAD(*(const TI *)(p[1] + i * s[1]));                                       \
+                CT b = LOAD(*(const TI *)(p[2] + i * s[2]));                                       \
+                *(TO *)(p[0] + i * s[0]) = STORE(EXPR);                                            \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static tl_status name(tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {                \
+        tl_cpu_for_each(3, (const tl_tensor *const[]){out, a, b}, name##_loop, NULL);              \
+        return TL_OK;                                                                              \
+    }
+
+/* The four floating kernels of an arithmetic op: EXPR_F in float, EXPR_D in double. */
+#define FLOAT_KERNELS(op, EXPR_F, EXPR_D)                                                          \
+    BINARY_KERNEL(op##_f32, float, float, float, LOAD_SAME, STORE_SAME, EXPR_F)                    \
+    BINARY_KERNEL(op##_f64, double, double, double, LOAD_SAME, STORE_SAME, EXPR_D)                 \
+    BINARY_KERNEL(op##_bf16, uint16_t, uint16_t, float, tl_bf16_load, STORE_BF16, EXPR_F)          \
+    BINARY_KERNEL(op##_f16, uint16_t, uint16_t, float, tl_f16_load, STORE_F16, EXPR_F)
+
+#define INT_KERNELS(op, EXPR_32, EXPR_64)                                                          \
+    BINARY_KERNEL(op##_i32, int32_t, int32_t, int32_t, LOAD_SAME, STORE_SAME, EXPR_32)             \
+    BINARY_KERNEL(op##_i64, int64_t, int64_t, int64_t, LOAD_SAME, STORE_SAME, EXPR_64)
+
+/* A comparison for every dtype (bool read as bytes, any non-zero byte is true). */
+#define COMPARE_KERNELS(op, EXPR)                                                                  \
+    BINARY_KERNEL(op##_f32, uint8_t, float, float, LOAD_SAME, STORE_BOOL, EXPR)                    \
+    BINARY_KERNEL(op##_f64, uint8_t, double, double, LOAD_SAME, STORE_BOOL, EXPR)                  \
+    BINARY_KERNEL(op##_bf16, uint8_t, uint16_t, float, tl_bf16_load, STORE_BOOL, EXPR)             \
+    BINARY_KERNEL(op##_f16, uint8_t, uint16_t, float, tl_f16_load, STORE_BOOL, EXPR)               \
+    BINARY_KERNEL(op##_i32, uint8_t, int32_t, int32_t, LOAD_SAME, STORE_BOOL, EXPR)                \
+    BINARY_KERNEL(op##_i64, uint8_t, int64_t, int64_t, LOAD_SAME, STORE_BOOL, EXPR)                \
+    BINARY_KERNEL(op##_bool, uint8_t, uint8_t, int, LOAD_BOOL, STORE_BOOL, EXPR)
+
+/* ---- arithmetic ---------------------------------------------------------- */
+static inline float pow_f(float a, float b) {
+    return b == 2.0f ? a * a : powf(a, b);
+}
+static inline double pow_d(double a, double b) {
+    return b == 2.0 ? a * a : pow(a, b);
+}
+
+FLOAT_KERNELS(add, a + b, a + b)
+FLOAT_KERNELS(sub, a - b, a - b)
+FLOAT_KERNELS(mul, a *b, a *b)
+FLOAT_KERNELS(div, a / b, a / b)
+FLOAT_KERNELS(pow, pow_f(a, b), pow_d(a, b))
+
+/* integers wrap on overflow (computed unsigned: no undefined behaviour) */
+#define WRAP32(expr) ((int32_t)(expr))
+#define WRAP64(expr) ((int64_t)(expr))
+/* a ^ b, wrapping; for b < 0 the truncated 1 / a^-b: 1 for a = 1, +-1 for a = -1, else 0 */
+static inline uint64_t ipow(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1u : a == -1 ? ((b & 1) ? (uint64_t)-1 : 1u) : 0u;
+    uint64_t x = (uint64_t)a, r = 1;
+    for (; b > 0; b >>= 1, x *= x)
+        if (b & 1) r *= x;
+    return r;
+}
+
+INT_KERNELS(add, WRAP32((uint32_t)a + (uint32_t)b), WRAP64((uint64_t)a + (uint64_t)b))
+INT_KERNELS(sub, WRAP32((uint32_t)a - (uint32_t)b), WRAP64((uint64_t)a - (uint64_t)b))
+INT_KERNELS(mul, WRAP32((uint32_t)a *(uint32_t)b), WRAP64((uint64_t)a *(uint64_t)b))
+INT_KERNELS(pow, WRAP32((uint32_t)ipow(a, b)), WRAP64(ipow(a, b)))
+
+/* ---- comparisons (NaN compares unequal to everything) --------------------- */
+COMPARE_KERNELS(eq, a == b)
+COMPARE_KERNELS(ne, a != b)
+COMPARE_KERNELS(lt, a < b)
+COMPARE_KERNELS(le, a <= b)
+COMPARE_KERNELS(gt, a > b)
+COMPARE_KERNELS(ge, a >= b)
+
+/* ---- the table ----------------------------------------------------------- */
+#define ENTRY(op, dtype, suffix)                                                                   \
+    {                                                                                              \
+        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
+            .binary = op##_##suffix                                                                \
+        }                                                                                          \
+    }
+#define FLOAT_ENTRIES(op)                                                                          \
+    ENTRY(op, TL_F32, f32), ENTRY(op, TL_F64, f64), ENTRY(op, TL_BF16, bf16), ENTRY(op, TL_F16, f16)
+#define INT_ENTRIES(op)     ENTRY(op, TL_I32, i32), ENTRY(op, TL_I64, i64)
+#define COMPARE_ENTRIES(op) FLOAT_ENTRIES(op), INT_ENTRIES(op), ENTRY(op, TL_BOOL, bool)
+
+static const tl_kernel_entry entries[] = {
+    FLOAT_ENTRIES(add),  INT_ENTRIES(add),    FLOAT_ENTRIES(sub),  INT_ENTRIES(sub),
+    FLOAT_ENTRIES(mul),  INT_ENTRIES(mul),    FLOAT_ENTRIES(div),  FLOAT_ENTRIES(pow),
+    INT_ENTRIES(pow),    COMPARE_ENTRIES(eq), COMPARE_ENTRIES(ne), COMPARE_ENTRIES(lt),
+    COMPARE_ENTRIES(le), COMPARE_ENTRIES(gt), COMPARE_ENTRIES(ge),
+};
+
+TL_KERNEL_TABLE(tl_cpu_binary_table, TL_DEVICE_CPU, entries);

@@ -1,4 +1,177 @@
-/* PLACEHOLDER: the CPU gemm kernels (to be written). */
+/* CPU GEMM kernels on OpenBLAS: sgemm/dgemm per batch; bfloat16/float16 through float32
+   scratch (converted in, sgemm, then float32 out or rounded back). */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cpu/cpu_kernels.h"
 
-const tl_kernel_table tl_cpu_gemm_table = {TL_DEVICE_CPU, NULL, 0};
+#define CONVERT_PARALLEL_THRESHOLD 65536
+
+static tl_status check_blas_int(const GemmParams *p) {
+    const int64_t v[] = {p->m, p->n, p->k, p->lda, p->ldb, p->ldc};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (v[i] > INT_MAX)
+            return tl_error(TL_ERR_ARGUMENT,
+                            "gemm: size or leading dim %lld exceeds the BLAS integer range",
+                            (long long)v[i]);
+    return TL_OK;
+}
+
+static enum CBLAS_TRANSPOSE blas_trans(bool t) {
+    return t ? CblasTrans : CblasNoTrans;
+}
+
+/* Each batch's operand offset; stride 0 broadcasts one matrix to every batch. */
+static int64_t batches(const GemmParams *p) {
+    return p->batch_count > 1 ? p->batch_count : 1;
+}
+
+/* C = beta * C when k == 0 (nothing to multiply); beta == 0 writes zeros. */
+#define DEFINE_SCALE(suffix, T)                                                                    \
+    static void scale_##suffix(const GemmParams *p, T *c) {                                        \
+        for (int64_t j = 0; j < p->n; j++) {                                                       \
+            T *col = c + j * p->ldc;                                                               \
+            if (p->beta == 0.0f)                                                                   \
+                memset(col, 0, (size_t)p->m * sizeof(T));                                          \
+            else                                                                                   \
+                for (int64_t i = 0; i < p->m; i++) col[i] = (T)(p->beta * col[i]);                 \
+        }                                                                                          \
+    }
+DEFINE_SCALE(f32, float)
+DEFINE_SCALE(f64, double)
+
+static tl_status gemm_f32(const GemmParams *p, const void *a, const void *b, void *c) {
+    TL_TRY(check_blas_int(p));
+    const float *pa = a, *pb = b;
+    float *pc = c;
+    for (int64_t i = 0; i < batches(p); i++) {
+        float *ci = pc + i * p->stride_c;
+        if (p->k == 0) {
+            scale_f32(p, ci);
+            continue;
+        }
+        cblas_sgemm(CblasColMajor, blas_trans(p->trans_a), blas_trans(p->trans_b), (int)p->m,
+                    (int)p->n, (int)p->k, p->alpha, pa + i * p->stride_a, (int)p->lda,
+                    pb + i * p->stride_b, (int)p->ldb, p->beta, ci, (int)p->ldc);
+    }
+    return TL_OK;
+}
+
+static tl_status gemm_f64(const GemmParams *p, const void *a, const void *b, void *c) {
+    TL_TRY(check_blas_int(p));
+    const double *pa = a, *pb = b;
+    double *pc = c;
+    for (int64_t i = 0; i < batches(p); i++) {
+        double *ci = pc + i * p->stride_c;
+        if (p->k == 0) {
+            scale_f64(p, ci);
+            continue;
+        }
+        cblas_dgemm(CblasColMajor, blas_trans(p->trans_a), blas_trans(p->trans_b), (int)p->m,
+                    (int)p->n, (int)p->k, (double)p->alpha, pa + i * p->stride_a, (int)p->lda,
+                    pb + i * p->stride_b, (int)p->ldb, (double)p->beta, ci, (int)p->ldc);
+    }
+    return TL_OK;
+}
+
+/* ---- 16-bit inputs: convert each operand's rows x cols column-major block
+   (leading dim ld) to dense float32 (leading dim rows), and back ---------- */
+typedef float (*to_f32_fn)(uint16_t);
+typedef uint16_t (*from_f32_fn)(float);
+
+static void widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, float *dst,
+                  to_f32_fn to_f32) {
+#pragma omp parallel for if (rows * cols > CONVERT_PARALLEL_THRESHOLD)
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++) dst[j * rows + i] = to_f32(src[j * ld + i]);
+}
+
+static void narrow(const float *src, int64_t rows, int64_t cols, uint16_t *dst, int64_t ld,
+                   from_f32_fn from_f32) {
+#pragma omp parallel for if (rows * cols > CONVERT_PARALLEL_THRESHOLD)
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++) dst[j * ld + i] = from_f32(src[j * rows + i]);
+}
+
+static tl_status gemm_16(const GemmParams *p, const void *a, const void *b, void *c,
+                         to_f32_fn to_f32, from_f32_fn from_f32) {
+    TL_TRY(check_blas_int(p));
+    int64_t rows_a = p->trans_a ? p->k : p->m, cols_a = p->trans_a ? p->m : p->k;
+    int64_t rows_b = p->trans_b ? p->n : p->k, cols_b = p->trans_b ? p->k : p->n;
+    bool f32_out = p->output_dtype == TL_F32;
+    size_t size_a = (size_t)(rows_a * cols_a), size_b = (size_t)(rows_b * cols_b);
+    size_t size_c = f32_out ? 0 : (size_t)(p->m * p->n);
+    float *scratch = malloc((size_a + size_b + size_c + 1) * sizeof *scratch);
+    if (!scratch)
+        return tl_error(TL_ERR_MEMORY, "gemm: out of memory for the %s -> float32 scratch",
+                        tl_dtype_name(p->input_dtype));
+    float *fa = scratch, *fb = scratch + size_a, *fc = scratch + size_a + size_b;
+    const uint16_t *pa = a, *pb = b;
+    GemmParams q = *p; /* the float32 problem on the scratch */
+    q.lda = rows_a > 1 ? rows_a : 1;
+    q.ldb = rows_b > 1 ? rows_b : 1;
+    for (int64_t i = 0; i < batches(p); i++) {
+        /* a broadcast operand (stride 0) is converted once */
+        if (p->k > 0 && (i == 0 || p->stride_a != 0))
+            widen(pa + i * p->stride_a, rows_a, cols_a, p->lda, fa, to_f32);
+        if (p->k > 0 && (i == 0 || p->stride_b != 0))
+            widen(pb + i * p->stride_b, rows_b, cols_b, p->ldb, fb, to_f32);
+        float *out;
+        if (f32_out) {
+            out = (float *)c + i * p->stride_c;
+            q.ldc = p->ldc;
+        } else {
+            out = fc;
+            q.ldc = p->m > 1 ? p->m : 1;
+            uint16_t *ci = (uint16_t *)c + i * p->stride_c;
+            if (p->beta != 0.0f) widen(ci, p->m, p->n, p->ldc, fc, to_f32);
+        }
+        if (p->k == 0)
+            scale_f32(&q, out);
+        else
+            cblas_sgemm(CblasColMajor, blas_trans(q.trans_a), blas_trans(q.trans_b), (int)q.m,
+                        (int)q.n, (int)q.k, q.alpha, fa, (int)q.lda, fb, (int)q.ldb, q.beta, out,
+                        (int)q.ldc);
+        if (!f32_out) narrow(fc, p->m, p->n, (uint16_t *)c + i * p->stride_c, p->ldc, from_f32);
+    }
+    free(scratch);
+    return TL_OK;
+}
+
+static tl_status gemm_bf16(const GemmParams *p, const void *a, const void *b, void *c) {
+    return gemm_16(p, a, b, c, tl_bf16_to_f32, tl_f32_to_bf16);
+}
+
+static tl_status gemm_f16(const GemmParams *p, const void *a, const void *b, void *c) {
+    return gemm_16(p, a, b, c, tl_f16_to_f32, tl_f32_to_f16);
+}
+
+/* The same four functions serve every op that goes through tl_gemm: each op of the GEMM
+   family in ops.def gets them. IS_GEMM(family) is 1 for GEMM and 0 for any other family
+   (PROBE_GEMM supplies the extra argument that selects the 1); GEMM_ROW(1, op) gives the
+   op's entries, GEMM_ROW(0, op) nothing. */
+// clang-format off
+#define GEMM_ENTRIES(op)                                                 \
+    {TL_OP_##op, TL_F32, "cpu_gemm_f32", {.gemm = gemm_f32}},           \
+    {TL_OP_##op, TL_F64, "cpu_gemm_f64", {.gemm = gemm_f64}},           \
+    {TL_OP_##op, TL_BF16, "cpu_gemm_bf16", {.gemm = gemm_bf16}},        \
+    {TL_OP_##op, TL_F16, "cpu_gemm_f16", {.gemm = gemm_f16}},
+#define PROBE_GEMM ~, 1
+#define SECOND_(a, b, ...) b
+#define SECOND(...) SECOND_(__VA_ARGS__)
+#define IS_GEMM(family) SECOND(PROBE_##family, 0, ~)
+#define GEMM_ROW_1(op) GEMM_ENTRIES(op)
+#define GEMM_ROW_0(op)
+#define GEMM_ROW_(is_gemm, op) GEMM_ROW_##is_gemm(op)
+#define GEMM_ROW(is_gemm, op) GEMM_ROW_(is_gemm, op)
+// clang-format on
+
+static const tl_kernel_entry entries[] = {
+#define OP(name, family, differentiable, backward) GEMM_ROW(IS_GEMM(family), name)
+#include "ops.def"
+#undef OP
+};
+
+TL_KERNEL_TABLE(tl_cpu_gemm_table, TL_DEVICE_CPU, entries);

@@ -1,4 +1,165 @@
-/* PLACEHOLDER: the CPU random kernels (to be written). */
+/* CPU random kernels on Philox4x32-10, a counter-based generator: block c of a stream is
+   philox(counter c, key seed), so any element can be computed on its own (in parallel here,
+   and the same way on a GPU). */
+#include <math.h>
+
 #include "kernels/cpu/cpu_kernels.h"
 
-const tl_kernel_table tl_cpu_random_table = {TL_DEVICE_CPU, NULL, 0};
+#define PARALLEL_THRESHOLD 16384
+
+/* Philox4x32 as published by Salmon, Moraes, Dror and Shaw ("Parallel random numbers: as
+   easy as 1, 2, 3", SC 2011): 10 rounds of two 32x32->64 multiplies with a Weyl-sequence
+   key schedule. The counter block is {low 32 bits of the 64-bit counter, high 32 bits, 0,
+   0}, the key {low 32 bits of the seed, high 32 bits}. */
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+typedef struct philox_block {
+    uint32_t w[4];
+} philox_block;
+
+static inline philox_block philox(uint64_t counter, uint64_t seed) {
+    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+        if (round > 0) k0 += PHILOX_W0, k1 += PHILOX_W1;
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+    }
+    return (philox_block){{c0, c1, c2, c3}};
+}
+
+static inline uint64_t word64(const philox_block *b, int half) {
+    return (uint64_t)b->w[2 * half + 1] << 32 | b->w[2 * half];
+}
+
+/* Uniform [0, 1) with as many random bits as the dtype's significand holds, so that
+   rounding to the dtype never gives 1. */
+static inline double uniform_bits(uint32_t w, int bits) {
+    return (double)(w >> (32 - bits)) * ldexp(1.0, -bits);
+}
+static inline double uniform53(uint64_t u) {
+    return (double)(u >> 11) * 0x1p-53;
+}
+
+/* How elements use the stream (engine/random.c reserves blocks by the same rule):
+   32-bit dtypes and below take one word per uniform (4 per block), randn pairs words for
+   Box-Muller; float64 takes two words per uniform (2 per block); randint takes two words
+   per value (2 per block). */
+static void box_muller(double u1, double u2, double *z0, double *z1) {
+    double r = sqrt(-2.0 * log(u1)), theta = 6.283185307179586 * u2;
+    *z0 = r * cos(theta);
+    *z1 = r * sin(theta);
+}
+
+static void store(tl_dtype dtype, void *data, int64_t i, double v) {
+    switch (dtype) {
+    case TL_F32:
+        ((float *)data)[i] = (float)v;
+        break;
+    case TL_F64:
+        ((double *)data)[i] = v;
+        break;
+    case TL_BF16:
+        ((uint16_t *)data)[i] = tl_f32_to_bf16((float)v);
+        break;
+    case TL_F16:
+        ((uint16_t *)data)[i] = tl_f32_to_f16((float)v);
+        break;
+    case TL_I32:
+        ((int32_t *)data)[i] = (int32_t)v;
+        break;
+    case TL_I64:
+        ((int64_t *)data)[i] = (int64_t)v;
+        break;
+    default:
+        break;
+    }
+}
+
+static int significand_bits(tl_dtype dtype) {
+    return dtype == TL_BF16 ? 8 : dtype == TL_F16 ? 11 : 24;
+}
+
+static tl_status rand_kernel(tl_tensor *out, const tl_op_args *args) {
+    int64_t n = tl_numel(out);
+    void *data = tl_data(out);
+    tl_dtype dtype = out->dtype;
+    int per = dtype == TL_F64 ? 2 : 4, bits = significand_bits(dtype);
+    int64_t blocks = (n + per - 1) / per;
+#pragma omp parallel for if (n > PARALLEL_THRESHOLD)
+    for (int64_t b = 0; b < blocks; b++) {
+        philox_block x = philox(args->counter + (uint64_t)b, args->seed);
+        for (int j = 0; j < per && b * per + j < n; j++) {
+            double v = dtype == TL_F64 ? uniform53(word64(&x, j)) : uniform_bits(x.w[j], bits);
+            store(dtype, data, b * per + j, v);
+        }
+    }
+    return TL_OK;
+}
+
+static tl_status randn_kernel(tl_tensor *out, const tl_op_args *args) {
+    int64_t n = tl_numel(out);
+    void *data = tl_data(out);
+    tl_dtype dtype = out->dtype;
+    int per = dtype == TL_F64 ? 2 : 4;
+    int64_t blocks = (n + per - 1) / per;
+#pragma omp parallel for if (n > PARALLEL_THRESHOLD)
+    for (int64_t b = 0; b < blocks; b++) {
+        philox_block x = philox(args->counter + (uint64_t)b, args->seed);
+        double z[4] = {0, 0, 0, 0};
+        if (dtype == TL_F64) {
+            /* u1 in (0, 1] so that log(u1) is finite */
+            box_muller(1.0 - uniform53(word64(&x, 0)), uniform53(word64(&x, 1)), &z[0], &z[1]);
+        } else {
+            box_muller(1.0 - uniform_bits(x.w[0], 24), uniform_bits(x.w[1], 24), &z[0], &z[1]);
+            box_muller(1.0 - uniform_bits(x.w[2], 24), uniform_bits(x.w[3], 24), &z[2], &z[3]);
+        }
+        for (int j = 0; j < per && b * per + j < n; j++) store(dtype, data, b * per + j, z[j]);
+    }
+    return TL_OK;
+}
+
+/* low + (64 random bits mod (high - low)); scalar[0..1] = [low, high), integers exact in a
+   double (the op layer checks), high > low. */
+static tl_status randint_kernel(tl_tensor *out, const tl_op_args *args) {
+    int64_t n = tl_numel(out), low = (int64_t)args->scalar[0], high = (int64_t)args->scalar[1];
+    uint64_t range = (uint64_t)high - (uint64_t)low;
+    void *data = tl_data(out);
+    tl_dtype dtype = out->dtype;
+    int64_t blocks = (n + 1) / 2;
+#pragma omp parallel for if (n > PARALLEL_THRESHOLD)
+    for (int64_t b = 0; b < blocks; b++) {
+        philox_block x = philox(args->counter + (uint64_t)b, args->seed);
+        for (int j = 0; j < 2 && b * 2 + j < n; j++) {
+            int64_t v = (int64_t)((uint64_t)low + word64(&x, j) % range);
+            int64_t i = b * 2 + j;
+            if (dtype == TL_I64)
+                ((int64_t *)data)[i] = v;
+            else if (dtype == TL_I32)
+                ((int32_t *)data)[i] = (int32_t)v;
+            else
+                store(dtype, data, i, (double)v);
+        }
+    }
+    return TL_OK;
+}
+
+// clang-format off
+#define ENTRY(op, dtype, sfx) {TL_OP_##op, dtype, "cpu_" #op "_" #sfx, {.random = op##_kernel}}
+// clang-format on
+#define FLOAT_ENTRIES(op)                                                                          \
+    ENTRY(op, TL_F32, f32), ENTRY(op, TL_F64, f64), ENTRY(op, TL_BF16, bf16), ENTRY(op, TL_F16, f16)
+
+static const tl_kernel_entry entries[] = {
+    FLOAT_ENTRIES(rand),         FLOAT_ENTRIES(randn),        FLOAT_ENTRIES(randint),
+    ENTRY(randint, TL_I32, i32), ENTRY(randint, TL_I64, i64),
+};
+
+TL_KERNEL_TABLE(tl_cpu_random_table, TL_DEVICE_CPU, entries);

@@ -1,0 +1,254 @@
+/* Argument parsing: shapes (varargs or a table), options {dtype=, device=}, 1-based dims, scalars.
+ */
+#include <string.h>
+
+#include "binding.h"
+
+/* dims beyond this are out of range for any tensor; keeps int conversions safe */
+#define TLB_DIM_LIMIT (1 << 20)
+
+static bool is_integral(lua_State *L, int idx, int64_t *out) {
+    if (lua_type(L, idx) != LUA_TNUMBER) return false;
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isnum);
+    if (!isnum) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+bool tlb_is_callable(lua_State *L, int idx) {
+    if (lua_type(L, idx) == LUA_TFUNCTION) return true;
+    if (luaL_getmetafield(L, idx, "__call") == LUA_TNIL) return false;
+    lua_pop(L, 1);
+    return true;
+}
+
+int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what) {
+    int64_t v = 0;
+    if (!is_integral(L, idx, &v)) {
+        if (lua_type(L, idx) == LUA_TNUMBER)
+            tlb_errorf(L, "%s: argument %d (%s) expected an integer, got %s", op, idx, what,
+                       lua_tostring(L, idx));
+        else
+            tlb_errorf(L, "%s: argument %d (%s) expected an integer, got %s", op, idx, what,
+                       tlb_typename(L, idx));
+    }
+    return v;
+}
+
+double tlb_check_number(lua_State *L, int idx, const char *op, const char *what) {
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        tlb_errorf(L, "%s: argument %d (%s) expected a number, got %s", op, idx, what,
+                   tlb_typename(L, idx));
+    return (double)lua_tonumber(L, idx);
+}
+
+int tlb_shape_table(lua_State *L, int idx, const char *op, int64_t *shape) {
+    lua_Unsigned n = lua_rawlen(L, idx);
+    if (n > TL_MAX_DIMS)
+        tlb_errorf(L, "%s: expected at most %d dims, got a shape of %d", op, TL_MAX_DIMS, (int)n);
+    for (int d = 0; d < (int)n; d++) {
+        lua_rawgeti(L, idx, d + 1);
+        if (!is_integral(L, -1, &shape[d]))
+            tlb_errorf(L, "%s: size %d of the shape expected an integer, got %s", op, d + 1,
+                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : tlb_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    return (int)n;
+}
+
+/* A table with no array part and an option key: {dtype = "float64"} */
+static bool looks_like_options(lua_State *L, int idx) {
+    if (lua_rawlen(L, idx) != 0) return false;
+    static const char *const keys[] = {"dtype", "device", "requires_grad"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        lua_getfield(L, idx, keys[i]);
+        bool present = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (present) return true;
+    }
+    return false;
+}
+
+static void check_no_more(lua_State *L, int from, const char *op) {
+    int top = lua_gettop(L);
+    for (int i = from; i <= top; i++)
+        if (!lua_isnil(L, i))
+            tlb_errorf(L, "%s: unexpected argument %d (%s) after the options table", op, i,
+                       tlb_typename(L, i));
+}
+
+int tlb_shape_args(lua_State *L, int first, const char *op, int64_t *shape, int *opts_index) {
+    int top = lua_gettop(L);
+    int ndim = 0, next;
+    *opts_index = 0;
+    if (first > top) return 0;
+    switch (lua_type(L, first)) {
+    case LUA_TTABLE:
+        if (looks_like_options(L, first)) {
+            *opts_index = first;
+            check_no_more(L, first + 1, op);
+            return 0;
+        }
+        ndim = tlb_shape_table(L, first, op, shape);
+        next = first + 1;
+        break;
+    case LUA_TNUMBER:
+        next = first;
+        while (next <= top && lua_type(L, next) == LUA_TNUMBER) {
+            if (ndim == TL_MAX_DIMS)
+                tlb_errorf(L, "%s: expected at most %d dims, got more sizes", op, TL_MAX_DIMS);
+            shape[ndim++] = tlb_check_int(L, next, op, "a size");
+            next++;
+        }
+        break;
+    case LUA_TNIL:
+        next = first + 1;
+        break;
+    default:
+        return tlb_type_error(L, first, op, "a shape (sizes or a table of sizes)");
+    }
+    if (next <= top) {
+        if (lua_istable(L, next))
+            *opts_index = next;
+        else if (!lua_isnil(L, next))
+            tlb_type_error(L, next, op, "a size (an integer) or an options table");
+        check_no_more(L, next + 1, op);
+    }
+    return ndim;
+}
+
+tl_dtype tlb_check_dtype(lua_State *L, int idx, const char *op) {
+    if (lua_type(L, idx) != LUA_TSTRING)
+        tlb_errorf(L, "%s: dtype expected a string such as \"float32\", got %s", op,
+                   tlb_typename(L, idx));
+    const char *name = lua_tostring(L, idx);
+    tl_dtype dtype;
+    if (tl_dtype_parse(name, &dtype) != TL_OK)
+        tlb_errorf(L,
+                   "%s: unknown dtype '%s' (expected float32, float64, bfloat16, float16, "
+                   "int32, int64 or bool)",
+                   op, name);
+    return dtype;
+}
+
+tl_device tlb_check_device(lua_State *L, int idx, const char *op) {
+    if (lua_type(L, idx) != LUA_TSTRING)
+        tlb_errorf(L, "%s: device expected a string such as \"cpu\", got %s", op,
+                   tlb_typename(L, idx));
+    const char *name = lua_tostring(L, idx);
+    tl_device device;
+    if (tl_device_parse(name, &device) != TL_OK)
+        tlb_errorf(L, "%s: unknown device '%s' (expected cpu, cuda or cuda:N)", op, name);
+    return device;
+}
+
+void tlb_options_parse(lua_State *L, int idx, const char *op, tlb_options *opts) {
+    if (idx == 0 || lua_isnoneornil(L, idx)) return;
+    if (!lua_istable(L, idx)) tlb_type_error(L, idx, op, "an options table");
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        if (key && strcmp(key, "dtype") == 0) {
+            opts->dtype = tlb_check_dtype(L, -1, op);
+            opts->has_dtype = true;
+        } else if (key && strcmp(key, "device") == 0) {
+            opts->device = tlb_check_device(L, -1, op);
+            opts->has_device = true;
+        } else if (key && strcmp(key, "requires_grad") == 0) {
+            if (!lua_isboolean(L, -1))
+                tlb_errorf(L, "%s: requires_grad expected a boolean, got %s", op,
+                           tlb_typename(L, -1));
+            opts->requires_grad = lua_toboolean(L, -1);
+        } else if (key) {
+            tlb_errorf(L, "%s: unknown option '%s' (expected dtype, device or requires_grad)", op,
+                       key);
+        } else {
+            tlb_errorf(L,
+                       "%s: options table has a %s key (expected dtype, device or "
+                       "requires_grad)",
+                       op, luaL_typename(L, -2));
+        }
+        lua_pop(L, 1);
+    }
+}
+
+void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts) {
+    if (opts->requires_grad == 1 && tl_set_requires_grad(t, true) != TL_OK) tlb_fail(L);
+}
+
+int tlb_check_dim(lua_State *L, int idx, const char *op) {
+    int64_t d = 0;
+    if (!is_integral(L, idx, &d)) {
+        if (lua_type(L, idx) == LUA_TNUMBER)
+            tlb_errorf(L, "%s: argument %d (a dim) expected an integer, got %s", op, idx,
+                       lua_tostring(L, idx));
+        tlb_type_error(L, idx, op, "a dim (an integer)");
+    }
+    if (d == 0)
+        tlb_errorf(L, "%s: dim 0 is out of range: dims count from 1 (negative ones from the end)",
+                   op);
+    if (d > TLB_DIM_LIMIT || d < -TLB_DIM_LIMIT)
+        tlb_errorf(L, "%s: dim %lld is out of range", op, (long long)d);
+    return d > 0 ? (int)(d - 1) : (int)d;
+}
+
+int64_t tlb_check_index(lua_State *L, int idx, const char *op) {
+    int64_t i = tlb_check_int(L, idx, op, "an index");
+    if (i == 0)
+        tlb_errorf(L,
+                   "%s: index 0 is out of range: indices count from 1 (negative ones from the end)",
+                   op);
+    return i > 0 ? i - 1 : i;
+}
+
+int tlb_opt_dim(lua_State *L, int idx, const char *op, int def_c_dim) {
+    if (lua_isnoneornil(L, idx)) return def_c_dim;
+    return tlb_check_dim(L, idx, op);
+}
+
+bool tlb_to_scalar(lua_State *L, int idx, tl_scalar *out) {
+    switch (lua_type(L, idx)) {
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx))
+            *out = tl_scalar_int((int64_t)lua_tointeger(L, idx));
+        else
+            *out = tl_scalar_float((double)lua_tonumber(L, idx));
+        return true;
+    case LUA_TBOOLEAN:
+        *out = tl_scalar_bool(lua_toboolean(L, idx));
+        return true;
+    default:
+        return false;
+    }
+}
+
+tl_scalar tlb_check_scalar(lua_State *L, int idx, const char *op) {
+    tl_scalar s;
+    if (!tlb_to_scalar(L, idx, &s)) tlb_type_error(L, idx, op, "a number or a boolean");
+    return s;
+}
+
+bool tlb_opt_bool(lua_State *L, int idx, const char *op, bool def) {
+    if (lua_isnoneornil(L, idx)) return def;
+    if (!lua_isboolean(L, idx)) tlb_type_error(L, idx, op, "a boolean");
+    return lua_toboolean(L, idx);
+}
+
+void tlb_push_scalar(lua_State *L, tl_scalar s, tl_dtype dtype) {
+    if (tl_dtype_is_floating(dtype))
+        lua_pushnumber(L, (lua_Number)tl_scalar_to_double(s));
+    else if (dtype == TL_BOOL)
+        lua_pushboolean(L, tl_scalar_to_int(s) != 0);
+    else
+        lua_pushinteger(L, (lua_Integer)tl_scalar_to_int(s));
+}
+
+void tlb_push_shape(lua_State *L, const tl_tensor *t) {
+    lua_createtable(L, t->ndim, 0);
+    for (int d = 0; d < t->ndim; d++) {
+        lua_pushinteger(L, (lua_Integer)t->shape[d]);
+        lua_rawseti(L, -2, d + 1);
+    }
+}

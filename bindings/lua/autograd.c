@@ -1,0 +1,390 @@
+/* Autograd from Lua: requires_grad, grad, backward, detach, no_grad, and custom functions. */
+#include <stdlib.h>
+
+#include "binding.h"
+
+/* ---- fields ------------------------------------------------------------- */
+int tlb_field_requires_grad(lua_State *L) {
+    lua_pushboolean(L, tl_requires_grad(tlb_check(L, 1, "requires_grad")));
+    return 1;
+}
+
+int tlb_field_grad(lua_State *L) {
+    tl_tensor *grad = tl_grad(tlb_check(L, 1, "grad"));
+    if (!grad) {
+        lua_pushnil(L);
+        return 1;
+    }
+    tlb_box *box = tlb_newbox(L);
+    box->tensor = tl_retain(grad);
+    return 1;
+}
+
+int tlb_field_grad_fn(lua_State *L) {
+    const char *name = tl_grad_fn_name(tlb_check(L, 1, "grad_fn"));
+    if (name)
+        lua_pushstring(L, name);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+int tlb_field_is_leaf(lua_State *L) {
+    lua_pushboolean(L, tl_is_leaf(tlb_check(L, 1, "is_leaf")));
+    return 1;
+}
+
+void tlb_set_requires_grad_field(lua_State *L, tl_tensor *t, int value_idx) {
+    if (!lua_isboolean(L, value_idx))
+        tlb_errorf(L, "requires_grad: expected a boolean, got %s", tlb_typename(L, value_idx));
+    if (tl_set_requires_grad(t, lua_toboolean(L, value_idx)) != TL_OK) tlb_fail(L);
+}
+
+void tlb_set_grad_field(lua_State *L, tl_tensor *t, int value_idx) {
+    tl_tensor *grad = NULL;
+    if (!lua_isnil(L, value_idx)) {
+        grad = tlb_totensor(L, value_idx, "grad");
+        if (!grad)
+            tlb_errorf(L, "grad: expected a tensor or nil, got %s", tlb_typename(L, value_idx));
+    }
+    if (tl_set_grad(t, grad) != TL_OK) tlb_fail(L);
+}
+
+/* ---- methods -------------------------------------------------------------- */
+/* t:requires_grad_(flag = true) -> t */
+static int ag_requires_grad_(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "requires_grad_");
+    bool flag = tlb_opt_bool(L, 2, "requires_grad_", true);
+    if (tl_set_requires_grad(t, flag) != TL_OK) return tlb_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* t:zero_grad(): drops the accumulated gradient (t.grad becomes nil) -> t */
+static int ag_zero_grad(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "zero_grad");
+    if (tl_set_grad(t, NULL) != TL_OK) return tlb_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int ag_detach(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "detach"), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_detach(t, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* The Lua state running a backward pass now: custom functions call Lua there. */
+static _Thread_local lua_State *backward_state;
+
+/* t:backward(grad?, opts?) with opts {retain_graph = bool} (or a boolean) */
+static int ag_backward(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "backward");
+    tl_tensor *grad = NULL;
+    int opts = 3;
+    if (lua_istable(L, 2) || lua_isboolean(L, 2))
+        opts = 2;
+    else if (!lua_isnoneornil(L, 2) && !(grad = tlb_totensor(L, 2, "backward")))
+        return tlb_type_error(L, 2, "backward", "a gradient tensor, nil or an options table");
+    bool retain_graph = false;
+    if (lua_isboolean(L, opts))
+        retain_graph = lua_toboolean(L, opts);
+    else if (lua_istable(L, opts)) {
+        lua_getfield(L, opts, "retain_graph");
+        retain_graph = tlb_opt_bool(L, -1, "backward", false);
+        lua_pop(L, 1);
+    } else if (!lua_isnoneornil(L, opts)) {
+        return tlb_type_error(L, opts, "backward", "an options table {retain_graph = bool}");
+    }
+    lua_State *previous = backward_state;
+    backward_state = L;
+    tl_status status = tl_backward(t, grad, retain_graph);
+    backward_state = previous;
+    if (status != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+/* ---- grad mode ------------------------------------------------------------ */
+static int ag_is_grad_enabled(lua_State *L) {
+    lua_pushboolean(L, tl_is_grad_enabled());
+    return 1;
+}
+
+/* tl.set_grad_enabled(flag) -> the previous mode */
+static int ag_set_grad_enabled(lua_State *L) {
+    if (!lua_isboolean(L, 1)) return tlb_type_error(L, 1, "set_grad_enabled", "a boolean");
+    lua_pushboolean(L, tl_set_grad_enabled(lua_toboolean(L, 1)));
+    return 1;
+}
+
+/* A to-be-closed guard restoring the grad mode: errors in fn pass through
+   untouched (their traceback intact) and the mode is restored on the way. */
+typedef struct mode_guard {
+    bool previous;
+    bool armed;
+} mode_guard;
+
+static const char guard_key = 'g';
+
+static int guard_close(lua_State *L) {
+    mode_guard *g = lua_touserdata(L, 1);
+    if (g && g->armed) {
+        g->armed = false;
+        tl_set_grad_enabled(g->previous);
+    }
+    return 0;
+}
+
+/* Runs fn(...) (the arguments from 1) with grad mode `enabled`; returns its results. */
+static int with_grad_mode(lua_State *L, const char *op, bool enabled) {
+    if (!tlb_is_callable(L, 1)) return tlb_type_error(L, 1, op, "a function");
+    int nargs = lua_gettop(L) - 1;
+    mode_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
+    g->armed = false;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &guard_key);
+    lua_setmetatable(L, -2);
+    lua_toclose(L, -1);
+    int base = lua_gettop(L); /* the guard */
+    luaL_checkstack(L, nargs + 1, op);
+    for (int i = 1; i <= nargs + 1; i++) lua_pushvalue(L, i);
+    g->previous = tl_set_grad_enabled(enabled);
+    g->armed = true;
+    lua_call(L, nargs, LUA_MULTRET);
+    g->armed = false;
+    tl_set_grad_enabled(g->previous);
+    return lua_gettop(L) - base;
+}
+
+static int ag_no_grad(lua_State *L) {
+    return with_grad_mode(L, "no_grad", false);
+}
+static int ag_enable_grad(lua_State *L) {
+    return with_grad_mode(L, "enable_grad", true);
+}
+
+/* ---- custom functions ----------------------------------------------------- */
+/* What a custom node keeps: the registry reference of its Lua backward. */
+typedef struct custom_user {
+    lua_State *main;
+    int ref;
+    const char *name; /* interned in the registry: lives as long as the state */
+} custom_user;
+
+/* The main thread of the state whose module is loaded and not yet closed. */
+static lua_State *live_main;
+static const char live_key = 'l';
+static const char names_key = 'n';
+static const char call_key = 'c';
+
+static void custom_release(void *user) {
+    custom_user *u = user;
+    if (u->main == live_main && lua_checkstack(u->main, 2))
+        luaL_unref(u->main, LUA_REGISTRYINDEX, u->ref);
+    free(u);
+}
+
+typedef struct custom_call {
+    custom_user *user;
+    const char *name;
+    int num_outputs, num_inputs;
+    tl_tensor *const *grads_out;
+    const bool *needs_input_grad;
+} custom_call;
+
+/* Runs (protected) the Lua backward with the output gradients; leaves its
+   table of input gradients, checked, on the stack. */
+static int custom_call_body(lua_State *L) {
+    custom_call *c = lua_touserdata(L, 1);
+    luaL_checkstack(L, c->num_outputs + 4, "backward");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->user->ref);
+    for (int o = 0; o < c->num_outputs; o++) {
+        tlb_box *box = tlb_newbox(L);
+        box->tensor = tl_retain(c->grads_out[o]);
+    }
+    lua_call(L, c->num_outputs, 1);
+    if (!lua_istable(L, -1))
+        return tlb_errorf(L, "%s backward: expected a table of input gradients, got %s", c->name,
+                          tlb_typename(L, -1));
+    for (int i = 0; i < c->num_inputs; i++) {
+        if (!c->needs_input_grad[i]) continue;
+        lua_rawgeti(L, -1, i + 1);
+        if (!lua_isnil(L, -1) && !tlb_totensor(L, -1, "backward"))
+            return tlb_errorf(L, "%s backward: gradient %d must be a tensor or nil, got %s",
+                              c->name, i + 1, tlb_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    return 1;
+}
+
+static tl_status custom_backward(void *user, int num_outputs, tl_tensor *const *grads_out,
+                                 int num_inputs, const bool *needs_input_grad,
+                                 tl_tensor **grads_in) {
+    lua_State *L = backward_state;
+    if (!L)
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "backward: a custom function needs a backward started from Lua");
+    if (!lua_checkstack(L, 4)) return tl_error(TL_ERR_MEMORY, "backward: Lua stack overflow");
+    int top = lua_gettop(L);
+    custom_call c = {.user = user,
+                     .name = ((custom_user *)user)->name,
+                     .num_outputs = num_outputs,
+                     .num_inputs = num_inputs,
+                     .grads_out = grads_out,
+                     .needs_input_grad = needs_input_grad};
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &call_key);
+    lua_pushlightuserdata(L, &c);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        const char *message = lua_tostring(L, -1);
+        tl_status status = tl_error(TL_ERR_AUTOGRAD, "%s backward: %s", c.name,
+                                    message ? message : "(error object is not a string)");
+        lua_settop(L, top);
+        return status;
+    }
+    /* the table was checked: no Lua error can happen below */
+    for (int i = 0; i < num_inputs; i++) {
+        if (!needs_input_grad[i]) continue;
+        lua_rawgeti(L, -1, i + 1);
+        tlb_box *box = lua_touserdata(L, -1);
+        grads_in[i] = box ? tl_retain(box->tensor) : NULL;
+        lua_pop(L, 1);
+    }
+    lua_settop(L, top);
+    return TL_OK;
+}
+
+#define CUSTOM_MAX 16
+
+/* Reads a list of tensors at idx into ts; returns the count. */
+static int tensor_list(lua_State *L, int idx, const char *what, tl_tensor **ts) {
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_Unsigned n = lua_rawlen(L, idx);
+    if (n > CUSTOM_MAX)
+        tlb_errorf(L, "custom_function: at most %d %s, got %d", CUSTOM_MAX, what, (int)n);
+    for (int i = 0; i < (int)n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        ts[i] = tlb_totensor(L, -1, "custom_function");
+        if (!ts[i])
+            tlb_errorf(L, "custom_function: %s %d expected a tensor, got %s", what, i + 1,
+                       tlb_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    return (int)n;
+}
+
+/* core.custom_function(name, inputs, outputs, backward) -> connected outputs.
+   Joins outputs (computed without recording) to inputs through one node whose
+   backward calls backward(grad_1, ..., grad_m), which returns a table with one
+   gradient (or nil) per input. An output that is also an input (or already in
+   a graph) is connected as a fresh alias. */
+static int ag_custom_function(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    tl_tensor *inputs[CUSTOM_MAX], *outputs[CUSTOM_MAX];
+    int num_inputs = tensor_list(L, 2, "inputs", inputs);
+    int num_outputs = tensor_list(L, 3, "outputs", outputs);
+    luaL_checktype(L, 4, LUA_TFUNCTION);
+    if (num_inputs > 4 || num_outputs > 4)
+        return tlb_errorf(L,
+                          "%s: a custom function takes at most 4 tensor inputs and 4 outputs, "
+                          "got %d and %d",
+                          name, num_inputs, num_outputs);
+    /* the node keeps the name's pointer: keep the string alive forever */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key);
+    lua_pushvalue(L, 1);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+
+    lua_createtable(L, num_outputs, 0); /* the connected outputs */
+    int result = lua_gettop(L);
+    for (int o = 0; o < num_outputs; o++) {
+        bool alias = tl_requires_grad(outputs[o]) || !tl_is_leaf(outputs[o]);
+        for (int i = 0; i < num_inputs && !alias; i++) alias = outputs[o] == inputs[i];
+        for (int k = 0; k < o && !alias; k++) alias = outputs[o] == outputs[k];
+        if (alias) {
+            tlb_box *box = tlb_newbox(L);
+            tl_tensor *out = NULL;
+            if (tl_detach(outputs[o], &out) != TL_OK) return tlb_fail(L);
+            box->tensor = out;
+            outputs[o] = out;
+        } else {
+            lua_rawgeti(L, 3, o + 1);
+        }
+        lua_rawseti(L, result, o + 1);
+    }
+
+    lua_pushvalue(L, 4);
+    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    custom_user *u = malloc(sizeof *u);
+    if (!u) {
+        luaL_unref(L, LUA_REGISTRYINDEX, ref);
+        return tlb_errorf(L, "%s: out of memory", name);
+    }
+    u->ref = ref;
+    u->name = name;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    u->main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    if (tl_ag_custom(name, num_inputs, inputs, num_outputs, outputs, custom_backward,
+                     custom_release, u) != TL_OK)
+        return tlb_fail(L);
+    lua_settop(L, result);
+    return 1;
+}
+
+/* A sentinel collected when the state closes (after every tensor: it is the
+   oldest object with a finalizer): from then on, custom nodes released by C
+   code no longer touch the state. */
+static int live_gc(lua_State *L) {
+    lua_State **p = lua_touserdata(L, 1);
+    if (p && *p == live_main) live_main = NULL;
+    return 0;
+}
+
+void tlb_autograd_init(lua_State *L, int mt) {
+    mt = lua_absindex(L, mt);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &live_key) == LUA_TNIL) {
+        lua_State **p = lua_newuserdatauv(L, sizeof *p, 0);
+        *p = main;
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, live_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &live_key);
+        live_main = main;
+
+        lua_newtable(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &names_key);
+
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, guard_close);
+        lua_setfield(L, -2, "__close");
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &guard_key);
+    }
+    lua_pop(L, 1);
+    /* the backward body: a closure with the tensor metatable (upvalue 1 of
+       the caller) so it can make tensor objects */
+    lua_pushvalue(L, mt);
+    lua_pushcclosure(L, custom_call_body, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &call_key);
+}
+
+const luaL_Reg tlb_autograd_methods[] = {
+    {"requires_grad_", ag_requires_grad_},
+    {"zero_grad", ag_zero_grad},
+    {"detach", ag_detach},
+    {"backward", ag_backward},
+    {NULL, NULL},
+};
+
+const luaL_Reg tlb_autograd_functions[] = {
+    {"is_grad_enabled", ag_is_grad_enabled},
+    {"set_grad_enabled", ag_set_grad_enabled},
+    {"no_grad", ag_no_grad},
+    {"enable_grad", ag_enable_grad},
+    {"custom_function", ag_custom_function},
+    {NULL, NULL},
+};

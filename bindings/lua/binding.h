@@ -1,0 +1,137 @@
+/* Internal header of the Lua binding (tlua.core): tensor box, argument helpers, registration. */
+#ifndef TLUA_BINDING_H
+#define TLUA_BINDING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "tlua/autograd.h"
+#include "tlua/tlua.h"
+
+#define TLB_TENSOR_NAME "tlua.Tensor"
+
+/* The module's entry point (require "tlua.core"; preloaded by the tlua executable). */
+int luaopen_tlua_core(lua_State *L);
+
+/* Every C function of the module carries the tensor metatable as upvalue 1:
+   type checks and new tensors use it without a lookup by name. */
+#define TLB_MT lua_upvalueindex(1)
+
+/* ---- tensor_object.c: the userdata box ----------------------------------
+   A tensor userdata is a box holding one reference (NULL once released). */
+typedef struct tlb_box {
+    tl_tensor *tensor;
+} tlb_box;
+
+/* Pushes a new, empty box with the tensor metatable; fill box->tensor with a
+   new reference right away (an empty box is harmless to the collector). */
+tlb_box *tlb_newbox(lua_State *L);
+/* Lets the garbage collector know about the memory a new tensor holds
+   outside the Lua heap. */
+void tlb_account(lua_State *L, const tl_tensor *t);
+/* Raises the engine's last error as a Lua error (with position). */
+int tlb_fail(lua_State *L);
+/* Finishes a C call that made out: raises the engine's error when status
+   failed (out is then not touched: a failing op may have released it), else
+   puts out into box (pushed before the call) and returns 1. */
+static inline int tlb_result(lua_State *L, tlb_box *box, tl_status status, tl_tensor *out) {
+    if (status != TL_OK) return tlb_fail(L);
+    box->tensor = out;
+    tlb_account(L, out);
+    return 1;
+}
+/* The tensor at idx, or an error "op: argument N expected a tensor, got T". */
+tl_tensor *tlb_check(lua_State *L, int idx, const char *op);
+/* The tensor at idx, or NULL when the value is not a tensor (a closed tensor
+   is an error naming op). */
+tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op);
+/* True when the value at idx is a tensor object (open or closed). */
+bool tlb_is_tensor(lua_State *L, int idx);
+/* luaL_error with printf formats (%lld, %g, ...): position, then the message. */
+int tlb_errorf(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Raises "op: argument N expected <what>, got <type>". */
+int tlb_type_error(lua_State *L, int idx, const char *op, const char *what);
+/* The type name used in messages (__name for objects with one). */
+const char *tlb_typename(lua_State *L, int idx);
+
+/* ---- args.c: shapes, options, dims, scalars ------------------------------ */
+typedef struct tlb_options {
+    tl_dtype dtype;
+    tl_device device;
+    bool has_dtype, has_device;
+    int requires_grad; /* -1 unset, 0 or 1 */
+} tlb_options;
+
+/* Parses a shape from the arguments at first..top: integers as varargs or one
+   table, then an optional options table (or nil). Writes the dims into shape
+   (TL_MAX_DIMS entries) and returns ndim; *opts gets the options table index
+   (0 when none). */
+int tlb_shape_args(lua_State *L, int first, const char *op, int64_t *shape, int *opts_index);
+/* Reads a shape from the table at idx. */
+int tlb_shape_table(lua_State *L, int idx, const char *op, int64_t *shape);
+/* Options at idx (a table, nil or none) into opts (defaults: float32 on cpu,
+   unless the caller set them before). */
+void tlb_options_parse(lua_State *L, int idx, const char *op, tlb_options *opts);
+tl_dtype tlb_check_dtype(lua_State *L, int idx, const char *op);
+tl_device tlb_check_device(lua_State *L, int idx, const char *op);
+/* A 1-based Lua dim (negative from the end) as the C API's dim: 0-based, or
+   negative from the end, which the engine resolves. */
+int tlb_check_dim(lua_State *L, int idx, const char *op);
+int tlb_opt_dim(lua_State *L, int idx, const char *op, int def_c_dim);
+/* A 1-based Lua index (negative from the end) as the C API's index: 0-based,
+   or negative from the end. */
+int64_t tlb_check_index(lua_State *L, int idx, const char *op);
+/* An integer argument (floats with an integral value accepted). */
+int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what);
+double tlb_check_number(lua_State *L, int idx, const char *op, const char *what);
+/* A function or a value with __call. */
+bool tlb_is_callable(lua_State *L, int idx);
+/* A number or boolean as a scalar, respecting math.type. */
+bool tlb_to_scalar(lua_State *L, int idx, tl_scalar *out);
+tl_scalar tlb_check_scalar(lua_State *L, int idx, const char *op);
+bool tlb_opt_bool(lua_State *L, int idx, const char *op, bool def);
+/* Pushes a scalar as a Lua value of the kind dtype asks for. */
+void tlb_push_scalar(lua_State *L, tl_scalar s, tl_dtype dtype);
+/* Pushes t's shape as a new Lua table. */
+void tlb_push_shape(lua_State *L, const tl_tensor *t);
+/* Applies opts.requires_grad to a new tensor (raises on failure). */
+void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts);
+
+/* ---- registration: each file exports its functions --------------------------
+   methods: available as t:name(...) and tl.name(t, ...);
+   functions: tl.name(...) only;
+   meta: entries of the tensor metatable. */
+extern const luaL_Reg tlb_constructor_functions[];
+extern const luaL_Reg tlb_view_methods[];
+extern const luaL_Reg tlb_op_methods[];
+extern const luaL_Reg tlb_op_meta[];
+extern const luaL_Reg tlb_autograd_methods[];
+extern const luaL_Reg tlb_autograd_functions[];
+extern const luaL_Reg tlb_runtime_functions[];
+extern const luaL_Reg tlb_meta_methods[];
+extern const luaL_Reg tlb_object_functions[];
+extern const luaL_Reg tlb_lifetime_meta[];
+
+/* metamethods.c: __index (needs the methods table as upvalue 2) */
+int tlb_meta_index(lua_State *L);
+/* print.c */
+int tlb_tostring(lua_State *L);
+/* constructors.c: indices + 1 (0-based -> 1-based) as a new tensor */
+tl_status tlb_one_based(const tl_tensor *indices, tl_tensor **out);
+/* nested.c */
+int tlb_tensor_ctor(lua_State *L);
+int tlb_totable(lua_State *L);
+/* fields: t.name for these names (metamethods.c dispatches) */
+int tlb_field_requires_grad(lua_State *L);
+int tlb_field_grad(lua_State *L);
+int tlb_field_grad_fn(lua_State *L);
+int tlb_field_is_leaf(lua_State *L);
+void tlb_set_requires_grad_field(lua_State *L, tl_tensor *t, int value_idx);
+void tlb_set_grad_field(lua_State *L, tl_tensor *t, int value_idx);
+/* autograd.c: module-level setup (the backward callback of custom functions) */
+void tlb_autograd_init(lua_State *L, int mt);
+
+#endif

@@ -1,0 +1,195 @@
+/* Tensor methods: queries (size, dim, numel, item) and views (view, transpose, narrow, ...). */
+#include "binding.h"
+
+/* ---- queries ------------------------------------------------------------- */
+/* t:size() -> shape table; t:size(d) -> size of dim d */
+static int m_size(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "size");
+    if (lua_isnoneornil(L, 2)) {
+        tlb_push_shape(L, t);
+        return 1;
+    }
+    int dim = tlb_check_dim(L, 2, "size");
+    if (t->ndim == 0) return tlb_errorf(L, "size: a 0-dim tensor has no dim %d", dim + 1);
+    if (tl_wrap_dim("size", dim, t->ndim, &dim) != TL_OK) return tlb_fail(L);
+    lua_pushinteger(L, (lua_Integer)t->shape[dim]);
+    return 1;
+}
+
+static int m_dim(lua_State *L) {
+    lua_pushinteger(L, tlb_check(L, 1, "dim")->ndim);
+    return 1;
+}
+
+static int m_numel(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)tl_numel(tlb_check(L, 1, "numel")));
+    return 1;
+}
+
+static int m_item(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "item");
+    tl_scalar s;
+    if (tl_item(t, &s) != TL_OK) return tlb_fail(L);
+    tlb_push_scalar(L, s, t->dtype);
+    return 1;
+}
+
+static int m_is_contiguous(lua_State *L) {
+    lua_pushboolean(L, tl_is_contiguous(tlb_check(L, 1, "is_contiguous")));
+    return 1;
+}
+
+/* ---- views ---------------------------------------------------------------- */
+typedef tl_status (*shape_view_fn)(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
+
+/* view(shape...), reshape(shape...), expand(shape...) */
+static int shape_view(lua_State *L, const char *op, shape_view_fn fn) {
+    tl_tensor *t = tlb_check(L, 1, op), *out = NULL;
+    int64_t shape[TL_MAX_DIMS];
+    int opts_index;
+    int ndim = tlb_shape_args(L, 2, op, shape, &opts_index);
+    if (opts_index) return tlb_type_error(L, opts_index, op, "a size (an integer)");
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = fn(t, shape, ndim, &out);
+    return tlb_result(L, box, status, out);
+}
+
+static int m_view(lua_State *L) {
+    return shape_view(L, "view", tl_ag_view);
+}
+static int m_reshape(lua_State *L) {
+    return shape_view(L, "reshape", tl_ag_reshape);
+}
+static int m_expand(lua_State *L) {
+    return shape_view(L, "expand", tl_ag_expand);
+}
+
+static int m_transpose(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "transpose"), *out = NULL;
+    int d0 = tlb_check_dim(L, 2, "transpose"), d1 = tlb_check_dim(L, 3, "transpose");
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_transpose(t, d0, d1, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* permute(d1, d2, ...) or permute({d1, d2, ...}) */
+static int m_permute(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "permute"), *out = NULL;
+    int dims[TL_MAX_DIMS], n = 0;
+    if (lua_istable(L, 2)) {
+        lua_Unsigned len = lua_rawlen(L, 2);
+        if (len > TL_MAX_DIMS)
+            return tlb_errorf(L, "permute: expected at most %d dims, got %d", TL_MAX_DIMS,
+                              (int)len);
+        for (n = 0; n < (int)len; n++) {
+            lua_rawgeti(L, 2, n + 1);
+            dims[n] = tlb_check_dim(L, -1, "permute");
+            lua_pop(L, 1);
+        }
+    } else {
+        int top = lua_gettop(L);
+        if (top - 1 > TL_MAX_DIMS)
+            return tlb_errorf(L, "permute: expected at most %d dims, got %d", TL_MAX_DIMS, top - 1);
+        for (int i = 2; i <= top; i++) dims[n++] = tlb_check_dim(L, i, "permute");
+    }
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_permute(t, dims, n, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* narrow(dim, start, length): start counts from 1 (negative from the end) */
+static int m_narrow(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "narrow"), *out = NULL;
+    int dim = tlb_check_dim(L, 2, "narrow"), wrapped;
+    int64_t start = tlb_check_index(L, 3, "narrow");
+    int64_t length = tlb_check_int(L, 4, "narrow", "length");
+    if (tl_wrap_dim("narrow", dim, t->ndim, &wrapped) != TL_OK) return tlb_fail(L);
+    if (start < 0) {
+        int64_t size = t->ndim > 0 ? t->shape[wrapped] : 1;
+        if (start + size < 0)
+            return tlb_errorf(L, "narrow: start %lld is out of range for dim %d of size %lld",
+                              (long long)start, wrapped + 1, (long long)size);
+        start += size;
+    }
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_narrow(t, dim, start, length, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* select(dim, index): index counts from 1 (negative from the end) */
+static int m_select(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "select"), *out = NULL;
+    int dim = tlb_check_dim(L, 2, "select");
+    int64_t index = tlb_check_index(L, 3, "select");
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_select(t, dim, index, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* squeeze() drops every size-1 dim; squeeze(dim) that one if its size is 1 */
+static int m_squeeze(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "squeeze"), *out = NULL;
+    bool all = lua_isnoneornil(L, 2);
+    int dim = all ? 0 : tlb_check_dim(L, 2, "squeeze");
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = all ? tl_ag_squeeze_all(t, &out) : tl_ag_squeeze(t, dim, &out);
+    return tlb_result(L, box, status, out);
+}
+
+static int m_unsqueeze(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "unsqueeze"), *out = NULL;
+    int dim = tlb_check_dim(L, 2, "unsqueeze");
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_unsqueeze(t, dim, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* flatten(start_dim = 1, end_dim = -1) */
+static int m_flatten(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "flatten"), *out = NULL;
+    int start = tlb_opt_dim(L, 2, "flatten", 0), end = tlb_opt_dim(L, 3, "flatten", -1);
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_flatten(t, start, end, &out);
+    return tlb_result(L, box, status, out);
+}
+
+static int m_contiguous(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "contiguous"), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_contiguous(t, &out);
+    if (status == TL_OK && out == t) { /* already contiguous: the same object */
+        tl_release(out);
+        lua_settop(L, 1);
+        return 1;
+    }
+    return tlb_result(L, box, status, out);
+}
+
+static int m_clone(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "clone"), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_clone(t, &out);
+    return tlb_result(L, box, status, out);
+}
+
+const luaL_Reg tlb_view_methods[] = {
+    {"size", m_size},
+    {"dim", m_dim},
+    {"numel", m_numel},
+    {"item", m_item},
+    {"totable", tlb_totable},
+    {"is_contiguous", m_is_contiguous},
+    {"view", m_view},
+    {"reshape", m_reshape},
+    {"expand", m_expand},
+    {"transpose", m_transpose},
+    {"permute", m_permute},
+    {"narrow", m_narrow},
+    {"select", m_select},
+    {"squeeze", m_squeeze},
+    {"unsqueeze", m_unsqueeze},
+    {"flatten", m_flatten},
+    {"contiguous", m_contiguous},
+    {"clone", m_clone},
+    {NULL, NULL},
+};

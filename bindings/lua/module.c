@@ -1,0 +1,63 @@
+/* luaopen_tlua_core: builds the tensor metatable, the methods table and the module table. */
+#include <string.h>
+
+#include "binding.h"
+
+/* Sets target[name] = closure(f, mt) for each entry of list. */
+static void set_functions(lua_State *L, const luaL_Reg *list, int target, int mt) {
+    for (; list->name; list++) {
+        lua_pushvalue(L, mt);
+        lua_pushcclosure(L, list->func, 1);
+        lua_setfield(L, target, list->name);
+    }
+}
+
+/* casts are methods only: tl.float, tl.long, ... are dtype names (init.lua) */
+static const char *const method_only[] = {"float", "double", "bfloat16", "half",
+                                          "int",   "long",   "bool"};
+
+static void set_module_functions(lua_State *L, const luaL_Reg *list, int target, int mt) {
+    for (; list->name; list++) {
+        bool skip = false;
+        for (size_t i = 0; i < sizeof method_only / sizeof method_only[0]; i++)
+            skip = skip || strcmp(list->name, method_only[i]) == 0;
+        if (skip) continue;
+        lua_pushvalue(L, mt);
+        lua_pushcclosure(L, list->func, 1);
+        lua_setfield(L, target, list->name);
+    }
+}
+
+int luaopen_tlua_core(lua_State *L) {
+    luaL_checkversion(L);
+    luaL_newmetatable(L, TLB_TENSOR_NAME); /* sets __name */
+    int mt = lua_gettop(L);
+    lua_newtable(L);
+    int methods = lua_gettop(L);
+    lua_newtable(L);
+    int module = lua_gettop(L);
+
+    const luaL_Reg *method_lists[] = {tlb_view_methods, tlb_op_methods, tlb_autograd_methods};
+    for (size_t i = 0; i < sizeof method_lists / sizeof method_lists[0]; i++) {
+        set_functions(L, method_lists[i], methods, mt);
+        set_module_functions(L, method_lists[i], module, mt);
+    }
+    const luaL_Reg *function_lists[] = {tlb_constructor_functions, tlb_runtime_functions,
+                                        tlb_autograd_functions, tlb_object_functions};
+    for (size_t i = 0; i < sizeof function_lists / sizeof function_lists[0]; i++)
+        set_functions(L, function_lists[i], module, mt);
+
+    set_functions(L, tlb_lifetime_meta, mt, mt);
+    set_functions(L, tlb_meta_methods, mt, mt);
+    set_functions(L, tlb_op_meta, mt, mt);
+    lua_pushvalue(L, mt);
+    lua_pushvalue(L, methods);
+    lua_pushcclosure(L, tlb_meta_index, 2);
+    lua_setfield(L, mt, "__index");
+
+    /* tl.Tensor: the methods table; Lua code may add methods to it */
+    lua_pushvalue(L, methods);
+    lua_setfield(L, module, "Tensor");
+    tlb_autograd_init(L, mt);
+    return 1;
+}

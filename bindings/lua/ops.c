@@ -1,0 +1,379 @@
+/* Op bindings: elementwise, comparisons, where, in-place, casts, reductions, softmax, matmul. */
+#include "binding.h"
+
+typedef tl_status (*unary_fn)(tl_tensor *a, tl_tensor **out);
+typedef tl_status (*binary_fn)(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+
+/* ---- elementwise -------------------------------------------------------- */
+static int unary(lua_State *L, const char *op, unary_fn fn) {
+    tl_tensor *a = tlb_check(L, 1, op), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = fn(a, &out);
+    return tlb_result(L, box, status, out);
+}
+
+#define UNARY(name)                                                                                \
+    static int op_##name(lua_State *L) {                                                           \
+        return unary(L, #name, tl_ag_##name);                                                      \
+    }
+UNARY(neg)
+UNARY(exp)
+UNARY(log)
+UNARY(sqrt)
+UNARY(abs)
+UNARY(tanh)
+UNARY(sigmoid)
+UNARY(relu)
+UNARY(gelu)
+#undef UNARY
+
+/* a op b where either side may be a Lua number or boolean (the hot path of
+   `a + b`: two type checks, the call, one userdata) */
+static int binary(lua_State *L, const char *op, binary_fn fn) {
+    tl_tensor *a = tlb_totensor(L, 1, op), *b = tlb_totensor(L, 2, op);
+    tl_tensor *scalar = NULL, *out = NULL;
+    tl_scalar s;
+    if (!a || !b) {
+        if (!a && !b)
+            return tlb_errorf(L, "%s: expected a tensor as argument 1 or 2, got %s and %s", op,
+                              tlb_typename(L, 1), tlb_typename(L, 2));
+        int idx = a ? 2 : 1;
+        if (!tlb_to_scalar(L, idx, &s)) return tlb_type_error(L, idx, op, "a tensor or a number");
+    }
+    tlb_box *box = tlb_newbox(L);
+    if (!a || !b) {
+        if (tl_scalar_tensor(s, a ? a : b, &scalar) != TL_OK) return tlb_fail(L);
+        if (!a)
+            a = scalar;
+        else
+            b = scalar;
+    }
+    tl_status status = fn(a, b, &out);
+    tl_release(scalar);
+    return tlb_result(L, box, status, out);
+}
+
+#define BINARY(name)                                                                               \
+    static int op_##name(lua_State *L) {                                                           \
+        return binary(L, #name, tl_ag_##name);                                                     \
+    }
+BINARY(add)
+BINARY(sub)
+BINARY(mul)
+BINARY(div)
+#undef BINARY
+
+#define COMPARE(name)                                                                              \
+    static tl_status compare_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out) {                 \
+        return tl_##name(a, b, out);                                                               \
+    }                                                                                              \
+    static int op_##name(lua_State *L) {                                                           \
+        return binary(L, #name, compare_##name);                                                   \
+    }
+COMPARE(eq)
+COMPARE(ne)
+COMPARE(lt)
+COMPARE(le)
+COMPARE(gt)
+COMPARE(ge)
+#undef COMPARE
+
+/* pow(a, exponent): a number exponent takes the pow_scalar kernel */
+static int op_pow(lua_State *L) {
+    tl_tensor *a = tlb_totensor(L, 1, "pow");
+    if (a && lua_type(L, 2) == LUA_TNUMBER) {
+        double exponent = (double)lua_tonumber(L, 2);
+        tl_tensor *out = NULL;
+        tlb_box *box = tlb_newbox(L);
+        tl_status status = tl_ag_pow_scalar(a, exponent, &out);
+        return tlb_result(L, box, status, out);
+    }
+    return binary(L, "pow", tl_ag_pow);
+}
+
+/* clamp(t, min?, max?): nil for an absent bound */
+static int op_clamp(lua_State *L) {
+    tl_tensor *a = tlb_check(L, 1, "clamp"), *out = NULL;
+    bool has_min = !lua_isnoneornil(L, 2), has_max = !lua_isnoneornil(L, 3);
+    double min = has_min ? tlb_check_number(L, 2, "clamp", "min") : 0;
+    double max = has_max ? tlb_check_number(L, 3, "clamp", "max") : 0;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_clamp(a, has_min, min, has_max, max, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* where(cond, a, b): a and b tensors or numbers */
+static int op_where(lua_State *L) {
+    tl_tensor *cond = tlb_check(L, 1, "where");
+    tl_tensor *in[2] = {tlb_totensor(L, 2, "where"), tlb_totensor(L, 3, "where")};
+    tl_scalar s[2];
+    for (int i = 0; i < 2; i++)
+        if (!in[i] && !tlb_to_scalar(L, i + 2, &s[i]))
+            return tlb_type_error(L, i + 2, "where", "a tensor or a number");
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *scalars[2] = {NULL, NULL}, *out = NULL;
+    tl_status status = TL_OK;
+    for (int i = 0; i < 2 && status == TL_OK; i++) {
+        if (in[i]) continue;
+        const tl_tensor *like = in[1 - i] ? in[1 - i] : cond;
+        status = tl_scalar_tensor(s[i], like, &scalars[i]);
+        in[i] = scalars[i];
+    }
+    if (status == TL_OK) status = tl_ag_where(cond, in[0], in[1], &out);
+    tl_release(scalars[0]);
+    tl_release(scalars[1]);
+    return tlb_result(L, box, status, out);
+}
+
+/* ---- in place ----------------------------------------------------------- */
+/* t:fill_(value) -> t */
+static int op_fill_(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "fill_");
+    tl_scalar value = tlb_check_scalar(L, 2, "fill_");
+    if (tl_fill_(t, value) != TL_OK) return tlb_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* t:copy_(src) -> t (src a tensor, broadcast and cast, or a number) */
+static int op_copy_(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "copy_");
+    tl_tensor *src = tlb_totensor(L, 2, "copy_");
+    tl_scalar value;
+    tl_status status;
+    if (src)
+        status = tl_copy_(t, src);
+    else if (tlb_to_scalar(L, 2, &value))
+        status = tl_fill_(t, value);
+    else
+        return tlb_type_error(L, 2, "copy_", "a tensor or a number");
+    if (status != TL_OK) return tlb_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ---- casts -------------------------------------------------------------- */
+/* Pushes the result of a cast: the input object itself when nothing changed. */
+static int cast_result(lua_State *L, tlb_box *box, tl_status status, tl_tensor *in,
+                       tl_tensor *out) {
+    if (status != TL_OK) return tlb_fail(L);
+    if (out == in) {
+        tl_release(out);
+        lua_pushvalue(L, 1);
+        return 1;
+    }
+    return tlb_result(L, box, status, out);
+}
+
+/* t:to(dtype_or_device, ...): strings, an options table or a tensor (its dtype and device) */
+static int op_to(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "to");
+    tlb_options o = {.dtype = t->dtype, .device = tl_tensor_device(t), .requires_grad = -1};
+    int top = lua_gettop(L);
+    if (top < 2) return tlb_type_error(L, 2, "to", "a dtype or a device");
+    for (int i = 2; i <= top; i++) {
+        tl_tensor *other;
+        if (lua_type(L, i) == LUA_TSTRING) {
+            const char *name = lua_tostring(L, i);
+            if (tl_dtype_parse(name, &o.dtype) != TL_OK &&
+                tl_device_parse(name, &o.device) != TL_OK)
+                return tlb_errorf(L,
+                                  "to: '%s' is neither a dtype (float32, float64, bfloat16, "
+                                  "float16, int32, int64, bool) nor a device (cpu, cuda, cuda:N)",
+                                  name);
+        } else if (lua_istable(L, i)) {
+            tlb_options_parse(L, i, "to", &o);
+        } else if ((other = tlb_totensor(L, i, "to"))) {
+            o.dtype = other->dtype;
+            o.device = tl_tensor_device(other);
+        } else if (!lua_isnil(L, i)) {
+            return tlb_type_error(L, i, "to", "a dtype, a device or an options table");
+        }
+    }
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_to(t, o.dtype, o.device, &out);
+    return cast_result(L, box, status, t, out);
+}
+
+static int cast(lua_State *L, const char *op, tl_dtype dtype) {
+    tl_tensor *t = tlb_check(L, 1, op), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_cast(t, dtype, &out);
+    return cast_result(L, box, status, t, out);
+}
+
+static int op_float(lua_State *L) {
+    return cast(L, "float", TL_F32);
+}
+static int op_double(lua_State *L) {
+    return cast(L, "double", TL_F64);
+}
+static int op_bfloat16(lua_State *L) {
+    return cast(L, "bfloat16", TL_BF16);
+}
+static int op_half(lua_State *L) {
+    return cast(L, "half", TL_F16);
+}
+static int op_int(lua_State *L) {
+    return cast(L, "int", TL_I32);
+}
+static int op_long(lua_State *L) {
+    return cast(L, "long", TL_I64);
+}
+static int op_bool(lua_State *L) {
+    return cast(L, "bool", TL_BOOL);
+}
+
+/* ---- reductions --------------------------------------------------------- */
+typedef tl_status (*reduce_all_fn)(tl_tensor *a, tl_tensor **out);
+typedef tl_status (*reduce_dim_fn)(tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+
+/* sum(dim?, keepdim?), mean(dim?, keepdim?) */
+static int reduce(lua_State *L, const char *op, reduce_all_fn all, reduce_dim_fn by_dim) {
+    tl_tensor *a = tlb_check(L, 1, op), *out = NULL;
+    bool has_dim = !lua_isnoneornil(L, 2);
+    int dim = has_dim ? tlb_check_dim(L, 2, op) : 0;
+    bool keepdim = tlb_opt_bool(L, 3, op, false);
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = has_dim ? by_dim(a, dim, keepdim, &out) : all(a, &out);
+    return tlb_result(L, box, status, out);
+}
+
+static int op_sum(lua_State *L) {
+    return reduce(L, "sum", tl_ag_sum_all, tl_ag_sum_dim);
+}
+static int op_mean(lua_State *L) {
+    return reduce(L, "mean", tl_ag_mean_all, tl_ag_mean_dim);
+}
+
+typedef tl_status (*extreme_dim_fn)(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
+                                    tl_tensor **indices);
+
+/* max() -> 0-dim tensor; max(dim, keepdim?) -> values, 1-based indices */
+static int extreme(lua_State *L, const char *op, reduce_all_fn all, extreme_dim_fn by_dim) {
+    tl_tensor *a = tlb_check(L, 1, op);
+    if (lua_isnoneornil(L, 2)) {
+        tl_tensor *out = NULL;
+        tlb_box *box = tlb_newbox(L);
+        tl_status status = all(a, &out);
+        return tlb_result(L, box, status, out);
+    }
+    int dim = tlb_check_dim(L, 2, op);
+    bool keepdim = tlb_opt_bool(L, 3, op, false);
+    tlb_box *values_box = tlb_newbox(L);
+    tlb_box *indices_box = tlb_newbox(L);
+    tl_tensor *values = NULL, *indices = NULL, *shifted = NULL;
+    if (by_dim(a, dim, keepdim, &values, &indices) != TL_OK) return tlb_fail(L);
+    values_box->tensor = values;
+    tl_status status = tlb_one_based(indices, &shifted);
+    tl_release(indices);
+    if (status != TL_OK) return tlb_fail(L);
+    indices_box->tensor = shifted;
+    return 2;
+}
+
+static int op_max(lua_State *L) {
+    return extreme(L, "max", tl_ag_max_all, tl_ag_max_dim);
+}
+static int op_min(lua_State *L) {
+    return extreme(L, "min", tl_ag_min_all, tl_ag_min_dim);
+}
+
+typedef tl_status (*arg_all_fn)(const tl_tensor *a, tl_tensor **out);
+typedef tl_status (*arg_dim_fn)(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+
+/* argmax(dim?, keepdim?): 1-based indices (a flat index without dim) */
+static int arg_extreme(lua_State *L, const char *op, arg_all_fn all, arg_dim_fn by_dim) {
+    tl_tensor *a = tlb_check(L, 1, op), *indices = NULL, *out = NULL;
+    bool has_dim = !lua_isnoneornil(L, 2);
+    int dim = has_dim ? tlb_check_dim(L, 2, op) : 0;
+    bool keepdim = tlb_opt_bool(L, 3, op, false);
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = has_dim ? by_dim(a, dim, keepdim, &indices) : all(a, &indices);
+    if (status == TL_OK) {
+        status = tlb_one_based(indices, &out);
+        tl_release(indices);
+    }
+    return tlb_result(L, box, status, out);
+}
+
+static int op_argmax(lua_State *L) {
+    return arg_extreme(L, "argmax", tl_argmax_all, tl_argmax_dim);
+}
+static int op_argmin(lua_State *L) {
+    return arg_extreme(L, "argmin", tl_argmin_all, tl_argmin_dim);
+}
+
+typedef tl_status (*softmax_fn)(tl_tensor *a, int dim, tl_tensor **out);
+
+static int softmax(lua_State *L, const char *op, softmax_fn fn) {
+    tl_tensor *a = tlb_check(L, 1, op), *out = NULL;
+    int dim = tlb_check_dim(L, 2, op);
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = fn(a, dim, &out);
+    return tlb_result(L, box, status, out);
+}
+
+static int op_softmax(lua_State *L) {
+    return softmax(L, "softmax", tl_ag_softmax);
+}
+static int op_log_softmax(lua_State *L) {
+    return softmax(L, "log_softmax", tl_ag_log_softmax);
+}
+
+/* ---- matmul and friends ------------------------------------------------- */
+static int op_matmul(lua_State *L) {
+    tl_tensor *a = tlb_check(L, 1, "matmul"), *b = tlb_check(L, 2, "matmul"), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_matmul(a, b, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* linear(input, weight, bias?): input [..., in], weight [out, in], bias [out] */
+static int op_linear(lua_State *L) {
+    tl_tensor *input = tlb_check(L, 1, "linear"), *weight = tlb_check(L, 2, "linear");
+    tl_tensor *bias = lua_isnoneornil(L, 3) ? NULL : tlb_check(L, 3, "linear"), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_linear(input, weight, bias, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* outer(a, b): a [n], b [m] -> [n, m] */
+static int op_outer(lua_State *L) {
+    tl_tensor *a = tlb_check(L, 1, "outer"), *b = tlb_check(L, 2, "outer"), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_outer(a, b, &out);
+    return tlb_result(L, box, status, out);
+}
+
+const luaL_Reg tlb_op_methods[] = {
+    {"neg", op_neg},         {"exp", op_exp},
+    {"log", op_log},         {"sqrt", op_sqrt},
+    {"abs", op_abs},         {"tanh", op_tanh},
+    {"sigmoid", op_sigmoid}, {"relu", op_relu},
+    {"gelu", op_gelu},       {"clamp", op_clamp},
+    {"pow", op_pow},         {"add", op_add},
+    {"sub", op_sub},         {"mul", op_mul},
+    {"div", op_div},         {"eq", op_eq},
+    {"ne", op_ne},           {"lt", op_lt},
+    {"le", op_le},           {"gt", op_gt},
+    {"ge", op_ge},           {"where", op_where},
+    {"fill_", op_fill_},     {"copy_", op_copy_},
+    {"to", op_to},           {"float", op_float},
+    {"double", op_double},   {"bfloat16", op_bfloat16},
+    {"half", op_half},       {"int", op_int},
+    {"long", op_long},       {"bool", op_bool},
+    {"sum", op_sum},         {"mean", op_mean},
+    {"max", op_max},         {"min", op_min},
+    {"argmax", op_argmax},   {"argmin", op_argmin},
+    {"softmax", op_softmax}, {"log_softmax", op_log_softmax},
+    {"matmul", op_matmul},   {"linear", op_linear},
+    {"outer", op_outer},     {NULL, NULL},
+};
+
+/* the operators of the metatable */
+const luaL_Reg tlb_op_meta[] = {
+    {"__add", op_add}, {"__sub", op_sub}, {"__mul", op_mul}, {"__div", op_div},
+    {"__pow", op_pow}, {"__unm", op_neg}, {NULL, NULL},
+};

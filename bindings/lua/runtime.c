@@ -1,0 +1,196 @@
+/* Runtime functions: clock, threads, seeds, and the kernel trace (tl.trace, tl.kernels). */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "binding.h"
+#include "kernels/op.h"
+
+static int rt_clock(lua_State *L) {
+    lua_pushnumber(L, (lua_Number)tl_clock());
+    return 1;
+}
+
+static int rt_set_num_threads(lua_State *L) {
+    int64_t n = tlb_check_int(L, 1, "set_num_threads", "n");
+    if (n > INT_MAX) n = INT_MAX;
+    if (n < INT_MIN) n = INT_MIN;
+    if (tl_set_num_threads((int)n) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+static int rt_get_num_threads(lua_State *L) {
+    lua_pushinteger(L, tl_get_num_threads());
+    return 1;
+}
+
+static int rt_manual_seed(lua_State *L) {
+    tl_manual_seed((uint64_t)tlb_check_int(L, 1, "manual_seed", "seed"));
+    return 0;
+}
+
+static int rt_cuda_device_count(lua_State *L) {
+    lua_pushinteger(L, tl_cuda_device_count());
+    return 1;
+}
+
+/* ---- trace ---------------------------------------------------------------- */
+/* A to-be-closed guard of tl.trace: ends the trace if fn raised, and frees
+   the copied events however the call ends. */
+typedef struct trace_guard {
+    bool recording;
+    tl_trace_event *events;
+} trace_guard;
+
+static int trace_guard_close(lua_State *L) {
+    trace_guard *g = lua_touserdata(L, 1);
+    if (!g) return 0;
+    if (g->recording) {
+        g->recording = false;
+        tl_trace_event *events = NULL;
+        int count = 0;
+        tl_trace_end(&events, &count);
+        free(events);
+    }
+    free(g->events);
+    g->events = NULL;
+    return 0;
+}
+
+static void set_string(lua_State *L, const char *key, const char *value) {
+    lua_pushstring(L, value ? value : "?");
+    lua_setfield(L, -2, key);
+}
+
+static void push_event(lua_State *L, const tl_trace_event *e) {
+    char device[16];
+    lua_createtable(L, 0, 5);
+    set_string(L, "op", e->op);
+    set_string(L, "kernel", e->kernel);
+    set_string(L, "device", tl_device_name(e->device, device));
+    set_string(L, "dtype", tl_dtype_name(e->dtype));
+    lua_createtable(L, e->ntensors, 0);
+    for (int i = 0; i < e->ntensors && i < TL_TRACE_MAX_TENSORS; i++) {
+        lua_createtable(L, e->ndims[i], 0);
+        for (int d = 0; d < e->ndims[i] && d < TL_MAX_DIMS; d++) {
+            lua_pushinteger(L, (lua_Integer)e->shapes[i][d]);
+            lua_rawseti(L, -2, d + 1);
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "shapes");
+}
+
+/* tl.trace(fn, ...) -> list of kernel runs {op=, kernel=, device=, dtype=, shapes=},
+   followed by fn's results. Errors of fn pass through (the trace is ended). */
+static int rt_trace(lua_State *L) {
+    if (!tlb_is_callable(L, 1)) return tlb_type_error(L, 1, "trace", "a function");
+    int nargs = lua_gettop(L) - 1;
+    trace_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
+    g->recording = false;
+    g->events = NULL;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, trace_guard_close);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, trace_guard_close);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_toclose(L, -1);
+    int base = lua_gettop(L);
+    luaL_checkstack(L, nargs + 1, "trace");
+    for (int i = 1; i <= nargs + 1; i++) lua_pushvalue(L, i);
+    tl_trace_begin();
+    g->recording = true;
+    lua_call(L, nargs, LUA_MULTRET);
+    g->recording = false;
+    int count = 0;
+    tl_status status = tl_trace_end(&g->events, &count);
+    if (status != TL_OK) return tlb_fail(L);
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) {
+        push_event(L, &g->events[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_insert(L, base + 1);
+    return lua_gettop(L) - base;
+}
+
+/* tl.kernels() -> list of {op=, kernel=, device=, dtype=, runs=} */
+static int rt_kernels(lua_State *L) {
+    int count = tl_kernel_list(NULL, 0);
+    if (count < 0) count = 0;
+    tl_kernel_info *infos = lua_newuserdatauv(L, sizeof *infos * (size_t)(count ? count : 1), 0);
+    int total = tl_kernel_list(infos, count);
+    if (total < count) count = total;
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) {
+        const tl_kernel_info *k = &infos[i];
+        lua_createtable(L, 0, 5);
+        set_string(L, "op", k->op);
+        set_string(L, "kernel", k->kernel);
+        set_string(L, "device", k->device == TL_DEVICE_CPU ? "cpu" : "cuda");
+        set_string(L, "dtype", tl_dtype_name(k->dtype));
+        lua_pushinteger(L, (lua_Integer)k->runs);
+        lua_setfield(L, -2, "runs");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static const char *family_name(tl_op_family family) {
+    switch (family) {
+    case TL_FAMILY_UNARY:
+        return "unary";
+    case TL_FAMILY_BINARY:
+        return "binary";
+    case TL_FAMILY_TERNARY:
+        return "ternary";
+    case TL_FAMILY_FILL:
+        return "fill";
+    case TL_FAMILY_COPY:
+        return "copy";
+    case TL_FAMILY_REDUCE:
+        return "reduce";
+    case TL_FAMILY_SOFTMAX:
+        return "softmax";
+    case TL_FAMILY_GEMM:
+        return "gemm";
+    case TL_FAMILY_RANDOM:
+        return "random";
+    case TL_FAMILY_VIEW:
+        return "view";
+    default:
+        return "other";
+    }
+}
+
+/* tl.ops() -> the op table: list of {name=, family=, differentiable=, backward=}
+   with backward "none", "kernels" or "composed" */
+static int rt_ops(lua_State *L) {
+    lua_createtable(L, TL_OP_COUNT, 0);
+    for (int op = 0; op < TL_OP_COUNT; op++) {
+        const tl_op_info *info = tl_op_info_of((tl_op)op);
+        lua_createtable(L, 0, 4);
+        set_string(L, "name", info->name);
+        set_string(L, "family", family_name(info->family));
+        lua_pushboolean(L, info->differentiable);
+        lua_setfield(L, -2, "differentiable");
+        set_string(L, "backward",
+                   info->backward == TL_BACKWARD_KERNELS    ? "kernels"
+                   : info->backward == TL_BACKWARD_COMPOSED ? "composed"
+                                                            : "none");
+        lua_rawseti(L, -2, op + 1);
+    }
+    return 1;
+}
+
+const luaL_Reg tlb_runtime_functions[] = {
+    {"ops", rt_ops},
+    {"clock", rt_clock},
+    {"set_num_threads", rt_set_num_threads},
+    {"get_num_threads", rt_get_num_threads},
+    {"manual_seed", rt_manual_seed},
+    {"cuda_device_count", rt_cuda_device_count},
+    {"trace", rt_trace},
+    {"kernels", rt_kernels},
+    {NULL, NULL},
+};

@@ -1,0 +1,132 @@
+/* The tensor userdata: a box holding one reference, type checks, release by __gc and __close. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "binding.h"
+
+tlb_box *tlb_newbox(lua_State *L) {
+    tlb_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->tensor = NULL;
+    lua_pushvalue(L, TLB_MT);
+    lua_setmetatable(L, -2);
+    return box;
+}
+
+/* Tensor memory counts as garbage-collector debt so that loops making large
+   temporaries collect them at the pace of their memory, not of the (tiny) Lua
+   heap: a collector step every 256 KiB of tensors keeps the garbage small (and
+   the allocator fast); tiny ops pay an addition and a compare. */
+#ifndef TLB_ACCOUNT_STEP_BYTES
+#define TLB_ACCOUNT_STEP_BYTES (256 << 10)
+#endif
+static _Thread_local size_t pending_bytes;
+
+void tlb_account(lua_State *L, const tl_tensor *t) {
+    const tl_storage *s = t->storage;
+    /* the tensor's own header, and its storage unless shared (a view) */
+    pending_bytes += sizeof(tl_tensor);
+    if (s->refcount == 1) pending_bytes += sizeof(tl_storage) + ((s->nbytes + 63) & ~(size_t)63);
+    if (pending_bytes >= TLB_ACCOUNT_STEP_BYTES) {
+        size_t kb = pending_bytes >> 10;
+        pending_bytes = 0;
+        /* a step runs even when the user stopped the collector: ask first */
+        if (lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb > INT32_MAX ? INT32_MAX : (int)kb);
+    }
+}
+
+const char *tlb_typename(lua_State *L, int idx) {
+    if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) {
+        const char *name = lua_tostring(L, -1);
+        lua_pop(L, 1); /* the string stays alive in the metatable */
+        return name;
+    }
+    if (lua_type(L, idx) == LUA_TNONE) return "no value";
+    return luaL_typename(L, idx);
+}
+
+int tlb_errorf(lua_State *L, const char *fmt, ...) {
+    char message[1536];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    luaL_where(L, 1);
+    lua_pushstring(L, message);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+int tlb_type_error(lua_State *L, int idx, const char *op, const char *what) {
+    return tlb_errorf(L, "%s: argument %d expected %s, got %s", op, idx, what,
+                      tlb_typename(L, idx));
+}
+
+int tlb_fail(lua_State *L) {
+    const char *message = tl_last_error();
+    return tlb_errorf(L, "%s", message[0] ? message : "tlua: unknown error");
+}
+
+/* The metatable is the tensor one (and the value a full userdata of a box's
+   size: a light userdata given the metatable through the debug library is not
+   a tensor). */
+static bool has_tensor_metatable(lua_State *L, int idx) {
+    if (!lua_getmetatable(L, idx)) return false;
+    bool same = lua_rawequal(L, -1, TLB_MT);
+    lua_pop(L, 1);
+    return same && lua_type(L, idx) == LUA_TUSERDATA && lua_rawlen(L, idx) == sizeof(tlb_box);
+}
+
+bool tlb_is_tensor(lua_State *L, int idx) {
+    return lua_touserdata(L, idx) && has_tensor_metatable(L, idx);
+}
+
+tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op) {
+    tlb_box *box = lua_touserdata(L, idx);
+    if (!box || !has_tensor_metatable(L, idx)) return NULL;
+    if (!box->tensor)
+        tlb_errorf(L, "%s: argument %d is a tensor that was already released (closed)", op, idx);
+    return box->tensor;
+}
+
+tl_tensor *tlb_check(lua_State *L, int idx, const char *op) {
+    tl_tensor *t = tlb_totensor(L, idx, op);
+    if (!t) tlb_type_error(L, idx, op, "a tensor");
+    return t;
+}
+
+/* __gc and __close: drop the reference; a second call finds an empty box */
+static int tensor_release(lua_State *L) {
+    tlb_box *box = lua_touserdata(L, 1);
+    if (box && tlb_is_tensor(L, 1)) {
+        tl_tensor *t = box->tensor;
+        box->tensor = NULL;
+        tl_release(t);
+    }
+    return 0;
+}
+
+/* tl.is_tensor(v) */
+static int tensor_is_tensor(lua_State *L) {
+    lua_pushboolean(L, tlb_is_tensor(L, 1));
+    return 1;
+}
+
+/* tl.is_released(t): true once __close (or release) dropped its reference */
+static int tensor_is_released(lua_State *L) {
+    if (!tlb_is_tensor(L, 1)) return tlb_type_error(L, 1, "is_released", "a tensor");
+    lua_pushboolean(L, ((tlb_box *)lua_touserdata(L, 1))->tensor == NULL);
+    return 1;
+}
+
+const luaL_Reg tlb_lifetime_meta[] = {
+    {"__gc", tensor_release},
+    {"__close", tensor_release},
+    {NULL, NULL},
+};
+
+const luaL_Reg tlb_object_functions[] = {
+    {"is_tensor", tensor_is_tensor},
+    {"is_released", tensor_is_released},
+    {"release", tensor_release},
+    {NULL, NULL},
+};

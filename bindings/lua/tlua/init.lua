@@ -1,0 +1,23 @@
+-- tlua: require("tlua") gives the module table of tlua.core plus dtype names and lazily loaded submodules.
+local tl = require("tlua.core")
+
+-- dtype names: tl.float32 == "float32", ...; the aliases name their canonical
+-- dtype, so `t.dtype == tl.long` holds for an int64 tensor
+tl.float32, tl.float64, tl.bfloat16, tl.float16 = "float32", "float64", "bfloat16", "float16"
+tl.int32, tl.int64, tl.bool = "int32", "int64", "bool"
+tl.float, tl.double, tl.half, tl.int, tl.long = "float32", "float64", "float16", "int32", "int64"
+tl.dtypes = { "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool" }
+
+-- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data
+local submodules = { autograd = true, nn = true, optim = true, data = true }
+
+return setmetatable(tl, {
+  __index = function(t, key)
+    if submodules[key] then
+      local module = require("tlua." .. key)
+      rawset(t, key, module)
+      return module
+    end
+    return nil
+  end,
+})

@@ -1,0 +1,52 @@
+/* relu/gelu/tanh/sigmoid backward as ops: validate, make dense, dispatch. */
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "tlua/ops.h"
+
+static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out) {
+    const char *name = tl_op_info_of(op)->name;
+    char sg[256], ss[256];
+    if (grad->ndim != saved->ndim ||
+        memcmp(grad->shape, saved->shape, sizeof grad->shape[0] * (size_t)grad->ndim) != 0)
+        return tl_error(TL_ERR_SHAPE, "%s: grad has shape %s but the saved tensor has %s", name,
+                        tl_shape_str(grad, sg, sizeof sg), tl_shape_str(saved, ss, sizeof ss));
+    if (!tl_device_equal(tl_tensor_device(grad), tl_tensor_device(saved)))
+        return tl_error(TL_ERR_DEVICE, "%s: grad and the saved tensor are on different devices",
+                        name);
+    if (!tl_dtype_is_floating(saved->dtype))
+        return tl_error(TL_ERR_DTYPE, "%s: expected a floating dtype, got %s", name,
+                        tl_dtype_name(saved->dtype));
+    /* dense inputs of the saved tensor's dtype: kernels read flat arrays */
+    tl_tensor *g = NULL, *s = NULL, *result = NULL;
+    tl_status status = tl_cast((tl_tensor *)grad, saved->dtype, &g);
+    tl_tensor *g_dense = NULL;
+    if (status == TL_OK) status = tl_contiguous(g, &g_dense);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)saved, &s);
+    if (status == TL_OK) status = tl_empty_like(s, &result);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k = tl_dispatch(op, tl_tensor_device(s), s->dtype,
+                                               (const tl_tensor *[]){result, g_dense, s, NULL});
+        status = k ? k->fn.binary(result, g_dense, s) : TL_ERR_DTYPE;
+    }
+    tl_release(g), tl_release(g_dense), tl_release(s);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
+
+tl_status tl_relu_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out) {
+    return run(TL_OP_relu_backward, grad, result, out);
+}
+tl_status tl_gelu_backward(const tl_tensor *grad, const tl_tensor *input, tl_tensor **out) {
+    return run(TL_OP_gelu_backward, grad, input, out);
+}
+tl_status tl_tanh_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out) {
+    return run(TL_OP_tanh_backward, grad, result, out);
+}
+tl_status tl_sigmoid_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out) {
+    return run(TL_OP_sigmoid_backward, grad, result, out);
+}

@@ -1,0 +1,192 @@
+/* The backward engine: orders the graph, runs each node once, accumulates gradients. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/graph.h"
+
+/* One node of a backward pass and the gradients pending for its outputs. */
+typedef struct pass_entry {
+    tl_node *node;
+    tl_tensor *grads[TL_NODE_MAX_OUTPUTS];
+} pass_entry;
+
+typedef struct pass {
+    uint64_t id;
+    pass_entry *entries;
+    int count, capacity;
+} pass;
+
+static uint64_t last_pass_id;
+
+static tl_status pass_add(pass *p, tl_node *node) {
+    if (p->count == p->capacity) {
+        int capacity = p->capacity ? p->capacity * 2 : 64;
+        pass_entry *grown = realloc(p->entries, sizeof *grown * (size_t)capacity);
+        if (!grown) return tl_error(TL_ERR_MEMORY, "backward: out of memory");
+        p->entries = grown;
+        p->capacity = capacity;
+    }
+    node->pass_id = p->id;
+    p->entries[p->count++] = (pass_entry){.node = node};
+    return TL_OK;
+}
+
+/* Collects every node reachable from root (each once). */
+static tl_status collect(pass *p, tl_node *root) {
+    TL_TRY(pass_add(p, root));
+    /* entries double as the work list: scan them as they are appended */
+    for (int next = 0; next < p->count; next++) {
+        tl_node *node = p->entries[next].node;
+        for (int i = 0; i < node->num_inputs; i++) {
+            tl_node *input = node->inputs[i].node;
+            if (input && input->pass_id != p->id) TL_TRY(pass_add(p, input));
+        }
+    }
+    return TL_OK;
+}
+
+/* Later-created nodes first: a node is always created after the nodes of its
+   inputs, so this is a valid order for backward. */
+static int by_sequence_descending(const void *a, const void *b) {
+    uint64_t sa = ((const pass_entry *)a)->node->sequence;
+    uint64_t sb = ((const pass_entry *)b)->node->sequence;
+    return sa < sb ? 1 : sa > sb ? -1 : 0;
+}
+
+/* *slot += grad (takes grad's reference). */
+static tl_status accumulate(tl_tensor **slot, tl_tensor *grad) {
+    if (!*slot) {
+        *slot = grad;
+        return TL_OK;
+    }
+    tl_tensor *sum;
+    tl_status status = tl_add(*slot, grad, &sum);
+    tl_release(grad);
+    if (status != TL_OK) return status;
+    tl_release(*slot);
+    *slot = sum;
+    return TL_OK;
+}
+
+/* Adds grad into leaf.grad, in the leaf's dtype and as a tensor of its own. */
+static tl_status accumulate_leaf(tl_tensor *leaf, tl_tensor *grad) {
+    tl_tensor *g = grad;
+    tl_status status = TL_OK;
+    if (g->dtype != leaf->dtype) {
+        status = tl_cast(grad, leaf->dtype, &g);
+        tl_release(grad);
+        if (status != TL_OK) return status;
+    }
+    struct tl_autograd_meta *meta = tl_meta(leaf);
+    if (!meta) {
+        tl_release(g);
+        return tl_error(TL_ERR_MEMORY, "backward: out of memory");
+    }
+    if (meta->grad) {
+        tl_tensor *sum;
+        status = tl_add(meta->grad, g, &sum);
+        tl_release(g);
+        if (status != TL_OK) return status;
+        tl_release(meta->grad);
+        meta->grad = sum;
+        return TL_OK;
+    }
+    /* keep a private, dense copy unless g is already one nobody else holds */
+    if (g->refcount > 1 || !tl_is_contiguous(g) || g->storage->refcount > 1 ||
+        tl_numel(g) != (int64_t)(g->storage->nbytes / tl_dtype_size(g->dtype))) {
+        tl_tensor *copy;
+        status = tl_clone(g, &copy);
+        tl_release(g);
+        if (status != TL_OK) return status;
+        g = copy;
+    }
+    meta->grad = g;
+    return TL_OK;
+}
+
+static const char *no_grad_reason(const tl_tensor *t) {
+    tl_no_grad_reason reason = t->autograd ? t->autograd->no_grad_reason : TL_NO_GRAD_INPUTS;
+    switch (reason) {
+    case TL_NO_GRAD_DISABLED:
+        return "it was computed while gradients were disabled (inside no_grad)";
+    case TL_NO_GRAD_DETACHED: return "it was detached from the graph (detach())";
+    default:
+        return "neither it nor any input it was computed from requires grad (set "
+               "requires_grad = true on the leaves to differentiate)";
+    }
+}
+
+tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
+    if (!tl_requires_grad(root))
+        return tl_error(TL_ERR_AUTOGRAD, "backward: the tensor does not require grad: %s",
+                        no_grad_reason(root));
+    tl_tensor *seed;
+    char sa[256], sb[256];
+    if (grad) {
+        if (grad->ndim != root->ndim ||
+            memcmp(grad->shape, root->shape, sizeof root->shape[0] * (size_t)root->ndim) != 0)
+            return tl_error(TL_ERR_SHAPE, "backward: grad has shape %s but the tensor has %s",
+                            tl_shape_str(grad, sb, sizeof sb), tl_shape_str(root, sa, sizeof sa));
+        if (!tl_device_equal(tl_tensor_device(grad), tl_tensor_device(root)))
+            return tl_error(TL_ERR_DEVICE, "backward: grad is on another device than the tensor");
+        TL_TRY(tl_cast(grad, root->dtype, &seed));
+    } else {
+        if (tl_numel(root) != 1)
+            return tl_error(TL_ERR_SHAPE,
+                            "backward: grad can be omitted only for a one-element tensor, got "
+                            "shape %s (pass the gradient of the loss with respect to it)",
+                            tl_shape_str(root, sa, sizeof sa));
+        TL_TRY(tl_ones(root->shape, root->ndim, root->dtype, tl_tensor_device(root), &seed));
+    }
+    tl_node *root_node = root->autograd->grad_fn;
+    if (!root_node) return accumulate_leaf(root, seed);
+
+    bool previous_mode = tl_set_grad_enabled(false);
+    pass p = {.id = ++last_pass_id};
+    tl_status status = collect(&p, root_node);
+    if (status == TL_OK) {
+        qsort(p.entries, (size_t)p.count, sizeof *p.entries, by_sequence_descending);
+        for (int i = 0; i < p.count; i++) p.entries[i].node->pass_index = i;
+        p.entries[0].grads[root->autograd->output_nr] = seed;
+    } else {
+        tl_release(seed);
+    }
+
+    for (int n = 0; status == TL_OK && n < p.count; n++) {
+        pass_entry *e = &p.entries[n];
+        tl_node *node = e->node;
+        for (int o = 0; o < node->num_outputs && status == TL_OK; o++) {
+            if (e->grads[o]) continue; /* an output nobody used: its gradient is zero */
+            status = tl_zeros(node->output_shape[o], node->output_ndim[o], node->output_dtype[o],
+                              tl_tensor_device(root), &e->grads[o]);
+        }
+        tl_tensor *grads_in[TL_NODE_MAX_INPUTS] = {NULL};
+        if (status == TL_OK) status = node->backward(node, e->grads, grads_in);
+        for (int o = 0; o < TL_NODE_MAX_OUTPUTS; o++) {
+            tl_release(e->grads[o]);
+            e->grads[o] = NULL;
+        }
+        for (int i = 0; i < node->num_inputs; i++) {
+            tl_edge *edge = &node->inputs[i];
+            tl_tensor *g = grads_in[i];
+            if (!g) continue;
+            if (status != TL_OK || !node->needs_input_grad[i]) tl_release(g);
+            else if (edge->node)
+                status = accumulate(&p.entries[edge->node->pass_index].grads[edge->output_nr], g);
+            else if (edge->leaf) status = accumulate_leaf(edge->leaf, g);
+            else tl_release(g);
+        }
+        if (!retain_graph) {
+            node->released = true;
+            for (int s = 0; s < TL_NODE_MAX_SAVED; s++) {
+                tl_release(node->saved[s].tensor);
+                node->saved[s].tensor = NULL;
+            }
+        }
+    }
+    for (int i = 0; i < p.count; i++)
+        for (int o = 0; o < TL_NODE_MAX_OUTPUTS; o++) tl_release(p.entries[i].grads[o]);
+    free(p.entries);
+    tl_set_grad_enabled(previous_mode);
+    return status;
+}

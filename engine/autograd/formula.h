@@ -1,0 +1,15 @@
+/* Internal: small tensor arithmetic shared by backward formulas. */
+#ifndef TLUA_FORMULA_H
+#define TLUA_FORMULA_H
+
+#include "autograd/graph.h"
+
+/* t * v, t + v for a number v (result in t's dtype). */
+tl_status tl_mul_number(const tl_tensor *t, double v, tl_tensor **out);
+tl_status tl_add_number(const tl_tensor *t, double v, tl_tensor **out);
+/* mask ? t : 0 */
+tl_status tl_mask_or_zero(const tl_tensor *mask, const tl_tensor *t, tl_tensor **out);
+/* a * b * c */
+tl_status tl_mul3(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c, tl_tensor **out);
+
+#endif

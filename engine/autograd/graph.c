@@ -1,0 +1,259 @@
+/* Graph bookkeeping: per-tensor autograd data, nodes, edges, saved tensors, grad mode. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/graph.h"
+#include "storage.h"
+
+static _Thread_local bool grad_disabled;
+static uint64_t next_sequence;
+
+bool tl_is_grad_enabled(void) { return !grad_disabled; }
+
+bool tl_set_grad_enabled(bool enabled) {
+    bool previous = !grad_disabled;
+    grad_disabled = !enabled;
+    return previous;
+}
+
+/* ---- per-tensor data ----------------------------------------------------- */
+static void meta_destroy(struct tl_autograd_meta *meta) {
+    tl_release(meta->grad);
+    tl_node_release(meta->grad_fn);
+    free(meta);
+}
+
+struct tl_autograd_meta *tl_meta(tl_tensor *t) {
+    if (!t->autograd) {
+        t->autograd = calloc(1, sizeof *t->autograd);
+        if (!t->autograd) return NULL;
+        t->autograd_destroy = meta_destroy;
+    }
+    return t->autograd;
+}
+
+bool tl_requires_grad(const tl_tensor *t) { return t->autograd && t->autograd->requires_grad; }
+
+bool tl_is_leaf(const tl_tensor *t) { return !t->autograd || !t->autograd->grad_fn; }
+
+tl_tensor *tl_grad(const tl_tensor *t) { return t->autograd ? t->autograd->grad : NULL; }
+
+const char *tl_grad_fn_name(const tl_tensor *t) {
+    return t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name : NULL;
+}
+
+tl_status tl_set_requires_grad(tl_tensor *t, bool requires_grad) {
+    if (!tl_is_leaf(t))
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "requires_grad: can only be changed on a leaf tensor (this one was "
+                        "computed by '%s'; use detach() to get a leaf)",
+                        tl_grad_fn_name(t));
+    if (requires_grad && !tl_dtype_is_floating(t->dtype))
+        return tl_error(TL_ERR_DTYPE,
+                        "requires_grad: only floating point tensors can require grad, got %s",
+                        tl_dtype_name(t->dtype));
+    if (!requires_grad && !t->autograd) return TL_OK;
+    struct tl_autograd_meta *meta = tl_meta(t);
+    if (!meta) return tl_error(TL_ERR_MEMORY, "requires_grad: out of memory");
+    meta->requires_grad = requires_grad;
+    meta->no_grad_reason = TL_NO_GRAD_INPUTS;
+    return TL_OK;
+}
+
+tl_status tl_set_grad(tl_tensor *t, tl_tensor *grad) {
+    if (grad) {
+        char a[16], b[16], sa[256], sb[256];
+        if (!tl_device_equal(tl_tensor_device(grad), tl_tensor_device(t)))
+            return tl_error(TL_ERR_DEVICE, "grad: expected a gradient on %s, got one on %s",
+                            tl_device_name(tl_tensor_device(t), a),
+                            tl_device_name(tl_tensor_device(grad), b));
+        if (grad->ndim != t->ndim ||
+            memcmp(grad->shape, t->shape, (size_t)t->ndim * sizeof t->shape[0]) != 0)
+            return tl_error(TL_ERR_SHAPE, "grad: expected a gradient of shape %s, got %s",
+                            tl_shape_str(t, sa, sizeof sa), tl_shape_str(grad, sb, sizeof sb));
+        if (grad->dtype != t->dtype)
+            return tl_error(TL_ERR_DTYPE, "grad: expected a gradient of dtype %s, got %s",
+                            tl_dtype_name(t->dtype), tl_dtype_name(grad->dtype));
+    }
+    if (!grad && !t->autograd) return TL_OK;
+    struct tl_autograd_meta *meta = tl_meta(t);
+    if (!meta) return tl_error(TL_ERR_MEMORY, "grad: out of memory");
+    tl_tensor *old = meta->grad;
+    meta->grad = tl_retain(grad);
+    tl_release(old);
+    return TL_OK;
+}
+
+tl_status tl_detach(tl_tensor *t, tl_tensor **out) {
+    tl_tensor *alias;
+    TL_TRY(tl_make_view(t, t->shape, t->strides, t->ndim, t->offset, &alias));
+    if (tl_requires_grad(t)) {
+        struct tl_autograd_meta *meta = tl_meta(alias);
+        if (!meta) {
+            tl_release(alias);
+            return tl_error(TL_ERR_MEMORY, "detach: out of memory");
+        }
+        meta->no_grad_reason = TL_NO_GRAD_DETACHED;
+    }
+    *out = alias;
+    return TL_OK;
+}
+
+/* ---- nodes ----------------------------------------------------------------- */
+bool tl_should_record(int count, tl_tensor *const *inputs) {
+    if (grad_disabled) return false;
+    for (int i = 0; i < count; i++)
+        if (inputs[i] && tl_requires_grad(inputs[i])) return true;
+    return false;
+}
+
+void tl_mark_no_grad(int count, tl_tensor *const *inputs, tl_tensor *out) {
+    bool any = false;
+    for (int i = 0; i < count; i++)
+        if (inputs[i] && tl_requires_grad(inputs[i])) any = true;
+    if (!any) {
+        /* carry a "detached" or "no_grad" reason through ops on such tensors */
+        for (int i = 0; i < count; i++) {
+            if (inputs[i] && inputs[i]->autograd &&
+                inputs[i]->autograd->no_grad_reason != TL_NO_GRAD_INPUTS) {
+                struct tl_autograd_meta *meta = tl_meta(out);
+                if (meta) meta->no_grad_reason = inputs[i]->autograd->no_grad_reason;
+                return;
+            }
+        }
+        return;
+    }
+    struct tl_autograd_meta *meta = tl_meta(out); /* grad mode is off */
+    if (meta) meta->no_grad_reason = TL_NO_GRAD_DISABLED;
+}
+
+tl_status tl_node_new(const char *name, tl_backward_fn backward, int num_inputs,
+                      tl_tensor *const *inputs, tl_node **out) {
+    tl_node *node = calloc(1, sizeof *node);
+    if (!node) return tl_error(TL_ERR_MEMORY, "%s: out of memory recording the graph", name);
+    node->refcount = 1;
+    node->name = name;
+    node->backward = backward;
+    node->sequence = ++next_sequence;
+    node->num_inputs = num_inputs;
+    for (int i = 0; i < num_inputs; i++) {
+        tl_tensor *t = inputs[i];
+        if (!t) continue;
+        node->input_ndim[i] = t->ndim;
+        memcpy(node->input_shape[i], t->shape, sizeof node->input_shape[i]);
+        node->input_dtype[i] = t->dtype;
+        node->input_device[i] = tl_tensor_device(t);
+        if (!tl_requires_grad(t)) continue;
+        node->needs_input_grad[i] = true;
+        tl_node *producer = t->autograd->grad_fn;
+        if (producer) {
+            producer->refcount++;
+            node->inputs[i].node = producer;
+            node->inputs[i].output_nr = t->autograd->output_nr;
+        } else {
+            node->inputs[i].leaf = tl_retain(t);
+        }
+    }
+    *out = node;
+    return TL_OK;
+}
+
+static void free_saved(tl_node *node) {
+    for (int i = 0; i < TL_NODE_MAX_SAVED; i++) {
+        tl_release(node->saved[i].tensor);
+        node->saved[i].tensor = NULL;
+    }
+}
+
+void tl_node_release(tl_node *node) {
+    /* iterative over chains of last references, so deep graphs do not
+       overflow the C stack */
+    while (node && --node->refcount == 0) {
+        free_saved(node);
+        if (node->custom_release) node->custom_release(node->custom_user);
+        tl_node *next = NULL;
+        for (int i = 0; i < node->num_inputs; i++) {
+            tl_release(node->inputs[i].leaf);
+            tl_node *input = node->inputs[i].node;
+            if (!input) continue;
+            if (!next) next = input;
+            else tl_node_release(input);
+        }
+        free(node);
+        node = next;
+    }
+}
+
+tl_status tl_node_save(tl_node *node, int slot, const char *what, tl_tensor *t) {
+    tl_tensor *alias;
+    TL_TRY(tl_make_view(t, t->shape, t->strides, t->ndim, t->offset, &alias));
+    node->saved[slot] = (tl_saved){.tensor = alias, .version = t->storage->version, .what = what};
+    return TL_OK;
+}
+
+tl_status tl_node_saved(tl_node *node, int slot, tl_tensor **out) {
+    tl_saved *s = &node->saved[slot];
+    if (node->released)
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "backward: trying to go through the graph of '%s' a second time (its "
+                        "saved tensors were freed); pass retain_graph = true to the first backward",
+                        node->name);
+    if (!s->tensor)
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "backward: '%s' needs its saved tensor %d, which was not saved (an internal "
+                        "error: the gradient it is asked for was not needed when recorded)",
+                        node->name, slot + 1);
+    if (s->tensor->storage->version != s->version)
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "backward: a tensor saved by '%s' (%s) was modified in place after it was "
+                        "saved (version %llu, now %llu); clone it before changing it",
+                        node->name, s->what, (unsigned long long)s->version,
+                        (unsigned long long)s->tensor->storage->version);
+    *out = s->tensor;
+    return TL_OK;
+}
+
+tl_status tl_node_set_output(tl_node *node, int index, tl_tensor *t) {
+    struct tl_autograd_meta *meta = tl_meta(t);
+    if (!meta) return tl_error(TL_ERR_MEMORY, "%s: out of memory recording the graph", node->name);
+    node->refcount++;
+    tl_node_release(meta->grad_fn);
+    meta->grad_fn = node;
+    meta->output_nr = index;
+    meta->requires_grad = true;
+    node->output_ndim[index] = t->ndim;
+    memcpy(node->output_shape[index], t->shape, sizeof node->output_shape[index]);
+    node->output_dtype[index] = t->dtype;
+    if (index >= node->num_outputs) node->num_outputs = index + 1;
+    return TL_OK;
+}
+
+tl_status tl_record(const char *name, tl_backward_fn backward, int num_inputs,
+                    tl_tensor *const *inputs, tl_tensor *out, tl_node **node) {
+    *node = NULL;
+    /* only floating results carry gradients (a cast to int64 ends the graph) */
+    if (!tl_dtype_is_floating(out->dtype) || !tl_should_record(num_inputs, inputs)) {
+        tl_mark_no_grad(num_inputs, inputs, out);
+        return TL_OK;
+    }
+    tl_node *n;
+    tl_status status = tl_node_new(name, backward, num_inputs, inputs, &n);
+    if (status == TL_OK) {
+        status = tl_node_set_output(n, 0, out);
+        tl_node_release(n); /* out holds it now (or it is freed on failure) */
+    }
+    if (status != TL_OK) {
+        tl_release(out);
+        return status;
+    }
+    *node = n;
+    return TL_OK;
+}
+
+tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t,
+                         tl_tensor *out) {
+    tl_status status = tl_node_save(node, slot, what, t);
+    if (status != TL_OK) tl_release(out);
+    return status;
+}

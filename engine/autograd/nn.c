@@ -1,0 +1,181 @@
+/* Recording nn ops (conv2d, max_pool2d, embedding, cross_entropy, layer_norm): each backward
+   calls only the split backward functions of the gradients needed, and each forward saves
+   only what those read. Gradients use "=" semantics: the engine accumulates. */
+#include "autograd/graph.h"
+#include "tlua/nn.h"
+
+/* grad_output as the output's dtype (a reference to release). */
+static tl_status output_grad(tl_node *node, tl_tensor *g, tl_tensor **out) {
+    return tl_cast(g, node->output_dtype[0], out);
+}
+
+/* ---- conv2d --------------------------------------------------------------------------------
+   Inputs: input, weight, bias (may be NULL). Saved: slot 0 the input (only if the weight's
+   gradient is needed), slot 1 the weight (only if the input's gradient is needed).
+   ints: stride_h, stride_w, pad_h, pad_w. */
+enum { CONV_INPUT, CONV_WEIGHT, CONV_BIAS };
+
+static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    const int64_t *s = node->ints;
+    tl_tensor *grad;
+    TL_TRY(output_grad(node, g[0], &grad));
+    tl_status status = TL_OK;
+    if (node->needs_input_grad[CONV_INPUT]) {
+        tl_tensor *weight;
+        status = tl_node_saved(node, 1, &weight);
+        if (status == TL_OK)
+            status = tl_conv2d_backward_input(grad, weight, node->input_shape[CONV_INPUT], s[0],
+                                              s[1], s[2], s[3], &gi[CONV_INPUT]);
+    }
+    if (status == TL_OK && node->needs_input_grad[CONV_WEIGHT]) {
+        tl_tensor *input;
+        status = tl_node_saved(node, 0, &input);
+        if (status == TL_OK)
+            status = tl_conv2d_backward_weight(grad, input, node->input_shape[CONV_WEIGHT], s[0],
+                                               s[1], s[2], s[3], &gi[CONV_WEIGHT]);
+    }
+    if (status == TL_OK && node->needs_input_grad[CONV_BIAS])
+        status = tl_conv2d_backward_bias(grad, &gi[CONV_BIAS]);
+    tl_release(grad);
+    return status;
+}
+
+tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
+                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
+    TL_TRY(tl_conv2d(input, weight, bias, stride_h, stride_w, pad_h, pad_w, out));
+    tl_node *node;
+    tl_tensor *inputs[3] = {input, weight, bias};
+    TL_TRY(tl_record("conv2d", conv2d_backward, 3, inputs, *out, &node));
+    if (!node) return TL_OK;
+    node->ints[0] = stride_h, node->ints[1] = stride_w;
+    node->ints[2] = pad_h, node->ints[3] = pad_w;
+    if (node->needs_input_grad[CONV_WEIGHT]) TL_TRY(tl_record_save(node, 0, "input", input, *out));
+    if (node->needs_input_grad[CONV_INPUT]) TL_TRY(tl_record_save(node, 1, "weight", weight, *out));
+    return TL_OK;
+}
+
+/* ---- max_pool2d ----------------------------------------------------------------------------
+   Saved: slot 0 the argmax indices. */
+static tl_status max_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_tensor *indices, *grad;
+    TL_TRY(tl_node_saved(node, 0, &indices));
+    TL_TRY(output_grad(node, g[0], &grad));
+    tl_status status = tl_max_pool2d_backward(grad, indices, node->input_shape[0], &gi[0]);
+    tl_release(grad);
+    return status;
+}
+
+tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
+                           int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
+    tl_tensor *indices;
+    TL_TRY(
+        tl_max_pool2d(input, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out, &indices));
+    tl_node *node;
+    tl_status status = tl_record("max_pool2d", max_pool2d_backward, 1, &input, *out, &node);
+    if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", indices, *out);
+    tl_release(indices);
+    return status;
+}
+
+/* ---- embedding -----------------------------------------------------------------------------
+   Inputs: indices (never differentiable), weight. Saved: slot 0 the indices. */
+static tl_status embedding_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    if (!node->needs_input_grad[1]) return TL_OK;
+    tl_tensor *indices, *grad;
+    TL_TRY(tl_node_saved(node, 0, &indices));
+    TL_TRY(output_grad(node, g[0], &grad));
+    tl_status status = tl_embedding_backward(grad, indices, node->input_shape[1][0], &gi[1]);
+    tl_release(grad);
+    return status;
+}
+
+tl_status tl_ag_embedding(tl_tensor *indices, tl_tensor *weight, tl_tensor **out) {
+    TL_TRY(tl_embedding(indices, weight, out));
+    tl_node *node;
+    tl_tensor *inputs[2] = {indices, weight};
+    TL_TRY(tl_record("embedding", embedding_backward, 2, inputs, *out, &node));
+    if (node && node->needs_input_grad[1])
+        TL_TRY(tl_record_save(node, 0, "indices", indices, *out));
+    return TL_OK;
+}
+
+/* ---- cross_entropy -------------------------------------------------------------------------
+   Inputs: logits, target (never differentiable). Saved: slot 0 the logits, slot 1 the target,
+   slot 2 the per-row log-sum-exp. scalar[0]: label_smoothing. */
+static tl_status cross_entropy_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    if (!node->needs_input_grad[0]) return TL_OK;
+    tl_tensor *logits, *target, *lse;
+    TL_TRY(tl_node_saved(node, 0, &logits));
+    TL_TRY(tl_node_saved(node, 1, &target));
+    TL_TRY(tl_node_saved(node, 2, &lse));
+    return tl_cross_entropy_backward(g[0], logits, target, lse, node->scalar[0], &gi[0]);
+}
+
+tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
+                              tl_tensor **loss) {
+    tl_tensor *lse;
+    TL_TRY(tl_cross_entropy(logits, target, label_smoothing, loss, &lse));
+    tl_node *node;
+    tl_tensor *inputs[2] = {logits, target};
+    tl_status status = tl_record("cross_entropy", cross_entropy_backward, 2, inputs, *loss, &node);
+    if (status == TL_OK && node) {
+        node->scalar[0] = label_smoothing;
+        status = tl_record_save(node, 0, "logits", logits, *loss);
+        if (status == TL_OK) status = tl_record_save(node, 1, "target", target, *loss);
+        if (status == TL_OK) status = tl_record_save(node, 2, "log_sum_exp", lse, *loss);
+    }
+    tl_release(lse);
+    return status;
+}
+
+/* ---- layer_norm ----------------------------------------------------------------------------
+   Inputs: input, weight, bias (either may be NULL). Saved: slots 0, 2, 3 the input, mean and
+   rstd (only if the input's or the weight's gradient is needed), slot 1 the weight (only if
+   the input's gradient is needed). ints[0]: whether there is a weight. */
+enum { NORM_INPUT, NORM_WEIGHT, NORM_BIAS };
+
+static tl_status layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    const bool *needs = node->needs_input_grad;
+    tl_tensor *grad, *input = NULL, *mean = NULL, *rstd = NULL, *weight = NULL;
+    TL_TRY(output_grad(node, g[0], &grad));
+    tl_status status = TL_OK;
+    if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
+        status = tl_node_saved(node, 0, &input);
+        if (status == TL_OK) status = tl_node_saved(node, 2, &mean);
+        if (status == TL_OK) status = tl_node_saved(node, 3, &rstd);
+    }
+    if (status == TL_OK && needs[NORM_INPUT]) {
+        if (node->ints[0]) status = tl_node_saved(node, 1, &weight);
+        if (status == TL_OK)
+            status = tl_layer_norm_backward_input(grad, input, mean, rstd, weight, &gi[NORM_INPUT]);
+    }
+    if (status == TL_OK && (needs[NORM_WEIGHT] || needs[NORM_BIAS]))
+        status = tl_layer_norm_backward_weight(grad, input, mean, rstd,
+                                               needs[NORM_WEIGHT] ? &gi[NORM_WEIGHT] : NULL,
+                                               needs[NORM_BIAS] ? &gi[NORM_BIAS] : NULL);
+    tl_release(grad);
+    return status;
+}
+
+tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                           tl_tensor **out) {
+    tl_tensor *mean, *rstd;
+    TL_TRY(tl_layer_norm(input, weight, bias, eps, out, &mean, &rstd));
+    tl_node *node;
+    tl_tensor *inputs[3] = {input, weight, bias};
+    tl_status status = tl_record("layer_norm", layer_norm_backward, 3, inputs, *out, &node);
+    if (status == TL_OK && node) {
+        const bool *needs = node->needs_input_grad;
+        node->ints[0] = weight != NULL;
+        node->scalar[0] = eps;
+        if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
+            status = tl_record_save(node, 0, "input", input, *out);
+            if (status == TL_OK) status = tl_record_save(node, 2, "mean", mean, *out);
+            if (status == TL_OK) status = tl_record_save(node, 3, "rstd", rstd, *out);
+        }
+        if (status == TL_OK && needs[NORM_INPUT] && weight)
+            status = tl_record_save(node, 1, "weight", weight, *out);
+    }
+    tl_release(mean), tl_release(rstd);
+    return status;
+}

@@ -1,0 +1,202 @@
+/* Recording reductions and softmax, with backward formulas by composition. */
+#include "autograd/formula.h"
+
+/* grad of a dim reduction, broadcast back over the input's shape (a view) */
+static tl_status expand_back(tl_node *node, tl_tensor *g, tl_tensor **out) {
+    tl_tensor *unsqueezed = NULL;
+    tl_status status = TL_OK;
+    if (node->dim >= 0 && !node->keepdim && node->input_ndim[0] > 0)
+        status = tl_unsqueeze(g, node->dim, &unsqueezed);
+    else unsqueezed = tl_retain(g);
+    if (status == TL_OK)
+        status = tl_expand(unsqueezed, node->input_shape[0], node->input_ndim[0], out);
+    tl_release(unsqueezed);
+    return status;
+}
+
+static tl_status sum_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    return expand_back(node, g[0], &gi[0]);
+}
+
+static tl_status mean_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    int64_t count = 1;
+    if (node->dim >= 0) {
+        if (node->input_ndim[0] > 0) count = node->input_shape[0][node->dim];
+    } else {
+        for (int d = 0; d < node->input_ndim[0]; d++) count *= node->input_shape[0][d];
+    }
+    tl_tensor *scaled;
+    TL_TRY(tl_mul_number(g[0], 1.0 / (double)count, &scaled));
+    tl_status status = expand_back(node, scaled, &gi[0]);
+    tl_release(scaled);
+    return status;
+}
+
+/* dim = -1 marks an all-elements reduction */
+static tl_status record_reduce(const char *name, tl_backward_fn backward, tl_tensor *a,
+                               tl_tensor *out, int dim, bool keepdim, tl_node **node_out) {
+    tl_node *node;
+    TL_TRY(tl_record(name, backward, 1, &a, out, &node));
+    if (node) {
+        if (dim >= 0) TL_TRY(tl_wrap_dim(name, dim, a->ndim, &node->dim));
+        else node->dim = -1;
+        node->keepdim = keepdim;
+    }
+    if (node_out) *node_out = node;
+    return TL_OK;
+}
+
+tl_status tl_ag_sum_all(tl_tensor *a, tl_tensor **out) {
+    TL_TRY(tl_sum_all(a, out));
+    return record_reduce("sum", sum_backward, a, *out, -1, false, NULL);
+}
+
+tl_status tl_ag_sum_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out) {
+    TL_TRY(tl_sum_dim(a, dim, keepdim, out));
+    /* a negative C dim counts from the end: wrap it before storing */
+    int d;
+    TL_TRY(tl_wrap_dim("sum", dim, a->ndim, &d));
+    return record_reduce("sum", sum_backward, a, *out, d, keepdim, NULL);
+}
+
+tl_status tl_ag_mean_all(tl_tensor *a, tl_tensor **out) {
+    TL_TRY(tl_mean_all(a, out));
+    return record_reduce("mean", mean_backward, a, *out, -1, false, NULL);
+}
+
+tl_status tl_ag_mean_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out) {
+    TL_TRY(tl_mean_dim(a, dim, keepdim, out));
+    int d;
+    TL_TRY(tl_wrap_dim("mean", dim, a->ndim, &d));
+    return record_reduce("mean", mean_backward, a, *out, d, keepdim, NULL);
+}
+
+/* max()/min() over all elements: the gradient is shared evenly by every
+   element equal to the result (as PyTorch); slots: self, result */
+static tl_status extreme_all_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_tensor *self, *result, *mask = NULL, *mask_f = NULL, *count = NULL, *share = NULL;
+    TL_TRY(tl_node_saved(node, 0, &self));
+    TL_TRY(tl_node_saved(node, 1, &result));
+    tl_status status = tl_eq(self, result, &mask);
+    if (status == TL_OK) status = tl_cast(mask, g[0]->dtype, &mask_f);
+    if (status == TL_OK) status = tl_sum_all(mask_f, &count);
+    if (status == TL_OK) status = tl_div(g[0], count, &share);
+    if (status == TL_OK) status = tl_mul(mask_f, share, &gi[0]);
+    tl_release(mask), tl_release(mask_f), tl_release(count), tl_release(share);
+    return status;
+}
+
+static tl_status extreme_all(const char *name, tl_status forward_status, tl_tensor *a,
+                             tl_tensor **out) {
+    TL_TRY(forward_status);
+    tl_node *node;
+    TL_TRY(record_reduce(name, extreme_all_backward, a, *out, -1, false, &node));
+    if (node) {
+        TL_TRY(tl_record_save(node, 0, "self", a, *out));
+        TL_TRY(tl_record_save(node, 1, "result", *out, *out));
+    }
+    return TL_OK;
+}
+
+tl_status tl_ag_max_all(tl_tensor *a, tl_tensor **out) {
+    return extreme_all("max", tl_max_all(a, out), a, out);
+}
+tl_status tl_ag_min_all(tl_tensor *a, tl_tensor **out) {
+    return extreme_all("min", tl_min_all(a, out), a, out);
+}
+
+/* max(dim)/min(dim): the gradient goes to the index each value came from;
+   slot 0: the indices (int64, keepdim shape or not) */
+static tl_status extreme_dim_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_tensor *indices;
+    TL_TRY(tl_node_saved(node, 0, &indices));
+    int dim = node->dim, ndim = node->input_ndim[0];
+    int64_t size = ndim > 0 ? node->input_shape[0][dim] : 1;
+    /* positions along dim, shaped [1, .., size, .., 1], compared with the
+       indices broadcast along dim, select where the gradient goes */
+    int64_t position_shape[TL_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) position_shape[d] = d == dim ? size : 1;
+    tl_tensor *positions = NULL, *shaped = NULL, *index_k = NULL, *grad_k = NULL, *mask = NULL,
+              *grad_b = NULL;
+    tl_status status = tl_arange(0, (double)size, 1, TL_I64, tl_tensor_device(g[0]), &positions);
+    if (status == TL_OK) status = tl_view(positions, position_shape, ndim, &shaped);
+    if (status == TL_OK) status = expand_back(node, indices, &index_k);
+    if (status == TL_OK) status = expand_back(node, g[0], &grad_k);
+    if (status == TL_OK) status = tl_eq(shaped, index_k, &mask);
+    if (status == TL_OK) status = tl_mask_or_zero(mask, grad_k, &gi[0]);
+    tl_release(positions), tl_release(shaped), tl_release(index_k), tl_release(grad_k);
+    tl_release(mask), tl_release(grad_b);
+    return status;
+}
+
+static tl_status extreme_dim(const char *name, tl_status forward_status, tl_tensor *a, int dim,
+                             bool keepdim, tl_tensor **values, tl_tensor **indices) {
+    TL_TRY(forward_status);
+    int d;
+    tl_status status = tl_wrap_dim(name, dim, a->ndim, &d);
+    tl_node *node = NULL;
+    if (status == TL_OK) status = record_reduce(name, extreme_dim_backward, a, *values, d,
+                                                keepdim, &node);
+    else tl_release(*values);
+    if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", *indices, *values);
+    if (status != TL_OK) tl_release(*indices); /* values were released above */
+    return status;
+}
+
+tl_status tl_ag_max_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
+                        tl_tensor **indices) {
+    return extreme_dim("max", tl_max_dim(a, dim, keepdim, values, indices), a, dim, keepdim,
+                       values, indices);
+}
+tl_status tl_ag_min_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
+                        tl_tensor **indices) {
+    return extreme_dim("min", tl_min_dim(a, dim, keepdim, values, indices), a, dim, keepdim,
+                       values, indices);
+}
+
+/* softmax: dx = y * (g - sum(g * y, dim)); slot 0: result y */
+static tl_status softmax_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_tensor *y, *gy = NULL, *dot = NULL, *centered = NULL;
+    TL_TRY(tl_node_saved(node, 0, &y));
+    tl_status status = tl_mul(g[0], y, &gy);
+    if (status == TL_OK) status = tl_sum_dim(gy, node->dim, true, &dot);
+    if (status == TL_OK) status = tl_sub(g[0], dot, &centered);
+    if (status == TL_OK) status = tl_mul(y, centered, &gi[0]);
+    tl_release(gy), tl_release(dot), tl_release(centered);
+    return status;
+}
+
+/* log_softmax: dx = g - exp(y) * sum(g, dim); slot 0: result y */
+static tl_status log_softmax_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_tensor *y, *p = NULL, *total = NULL, *spread = NULL;
+    TL_TRY(tl_node_saved(node, 0, &y));
+    tl_status status = tl_exp(y, &p);
+    if (status == TL_OK) status = tl_sum_dim(g[0], node->dim, true, &total);
+    if (status == TL_OK) status = tl_mul(p, total, &spread);
+    if (status == TL_OK) status = tl_sub(g[0], spread, &gi[0]);
+    tl_release(p), tl_release(total), tl_release(spread);
+    return status;
+}
+
+static tl_status softmax_like(const char *name, tl_backward_fn backward, tl_status forward_status,
+                              tl_tensor *a, int dim, tl_tensor **out) {
+    TL_TRY(forward_status);
+    tl_node *node;
+    TL_TRY(tl_record(name, backward, 1, &a, *out, &node));
+    if (!node) return TL_OK;
+    tl_status status = tl_wrap_dim(name, dim, a->ndim, &node->dim);
+    if (status != TL_OK) {
+        tl_release(*out);
+        return status;
+    }
+    if (a->ndim == 0) node->dim = 0;
+    return tl_record_save(node, 0, "result", *out, *out);
+}
+
+tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out) {
+    return softmax_like("softmax", softmax_backward, tl_softmax(a, dim, out), a, dim, out);
+}
+tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out) {
+    return softmax_like("log_softmax", log_softmax_backward, tl_log_softmax(a, dim, out), a, dim,
+                        out);
+}

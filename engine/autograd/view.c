@@ -1,0 +1,143 @@
+/* Recording views; their backward maps the gradient back onto the input's shape. */
+#include <string.h>
+
+#include "autograd/formula.h"
+
+/* view, reshape, flatten, squeeze, unsqueeze: the same elements, another shape */
+static tl_status reshape_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    return tl_reshape(g[0], node->input_shape[0], node->input_ndim[0], &gi[0]);
+}
+
+static tl_status transpose_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    return tl_transpose(g[0], (int)node->ints[0], (int)node->ints[1], &gi[0]);
+}
+
+/* the inverse permutation sends each dim back */
+static tl_status permute_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    int inverse[TL_MAX_DIMS];
+    for (int i = 0; i < node->input_ndim[0]; i++) inverse[node->ints[i]] = i;
+    return tl_permute(g[0], inverse, node->input_ndim[0], &gi[0]);
+}
+
+static tl_status expand_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    return tl_sum_to_shape(tl_retain(g[0]), node->input_shape[0], node->input_ndim[0], &gi[0]);
+}
+
+/* narrow and select: zeros everywhere but the slice the view looked at */
+static tl_status slice_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi, bool select) {
+    tl_tensor *full, *slice;
+    TL_TRY(tl_zeros(node->input_shape[0], node->input_ndim[0], g[0]->dtype,
+                    tl_tensor_device(g[0]), &full));
+    tl_status status = select ? tl_select(full, node->dim, node->ints[0], &slice)
+                              : tl_narrow(full, node->dim, node->ints[0], node->ints[1], &slice);
+    if (status == TL_OK) {
+        status = tl_copy_(slice, g[0]);
+        tl_release(slice);
+    }
+    if (status != TL_OK) {
+        tl_release(full);
+        return status;
+    }
+    gi[0] = full;
+    return TL_OK;
+}
+
+static tl_status narrow_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    return slice_backward(node, g, gi, false);
+}
+static tl_status select_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    return slice_backward(node, g, gi, true);
+}
+
+static tl_status identity_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    (void)node;
+    gi[0] = tl_retain(g[0]);
+    return TL_OK;
+}
+
+static tl_status record_view(const char *name, tl_backward_fn backward, tl_tensor *t,
+                             tl_tensor *out, tl_node **node_out) {
+    tl_node *node;
+    TL_TRY(tl_record(name, backward, 1, &t, out, &node));
+    if (node_out) *node_out = node;
+    return TL_OK;
+}
+
+tl_status tl_ag_view(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
+    TL_TRY(tl_view(t, shape, ndim, out));
+    return record_view("view", reshape_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_reshape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
+    TL_TRY(tl_reshape(t, shape, ndim, out));
+    return record_view("reshape", reshape_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **out) {
+    TL_TRY(tl_flatten(t, start_dim, end_dim, out));
+    return record_view("flatten", reshape_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_squeeze(tl_tensor *t, int dim, tl_tensor **out) {
+    TL_TRY(tl_squeeze(t, dim, out));
+    return record_view("squeeze", reshape_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_squeeze_all(tl_tensor *t, tl_tensor **out) {
+    TL_TRY(tl_squeeze_all(t, out));
+    return record_view("squeeze", reshape_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_unsqueeze(tl_tensor *t, int dim, tl_tensor **out) {
+    TL_TRY(tl_unsqueeze(t, dim, out));
+    return record_view("unsqueeze", reshape_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_transpose(tl_tensor *t, int dim0, int dim1, tl_tensor **out) {
+    TL_TRY(tl_transpose(t, dim0, dim1, out));
+    tl_node *node;
+    TL_TRY(record_view("transpose", transpose_backward, t, *out, &node));
+    if (node) node->ints[0] = dim0, node->ints[1] = dim1;
+    return TL_OK;
+}
+
+tl_status tl_ag_permute(tl_tensor *t, const int *dims, int ndim, tl_tensor **out) {
+    TL_TRY(tl_permute(t, dims, ndim, out));
+    tl_node *node;
+    TL_TRY(record_view("permute", permute_backward, t, *out, &node));
+    if (node)
+        for (int i = 0; i < ndim; i++) node->ints[i] = dims[i] < 0 ? dims[i] + ndim : dims[i];
+    return TL_OK;
+}
+
+tl_status tl_ag_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
+    TL_TRY(tl_expand(t, shape, ndim, out));
+    return record_view("expand", expand_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_narrow(tl_tensor *t, int dim, int64_t start, int64_t length, tl_tensor **out) {
+    TL_TRY(tl_narrow(t, dim, start, length, out));
+    tl_node *node;
+    TL_TRY(record_view("narrow", narrow_backward, t, *out, &node));
+    if (node) node->dim = dim, node->ints[0] = start, node->ints[1] = length;
+    return TL_OK;
+}
+
+tl_status tl_ag_select(tl_tensor *t, int dim, int64_t index, tl_tensor **out) {
+    TL_TRY(tl_select(t, dim, index, out));
+    tl_node *node;
+    TL_TRY(record_view("select", select_backward, t, *out, &node));
+    if (node) node->dim = dim, node->ints[0] = index;
+    return TL_OK;
+}
+
+tl_status tl_ag_contiguous(tl_tensor *t, tl_tensor **out) {
+    TL_TRY(tl_contiguous(t, out));
+    if (*out == t) return TL_OK;
+    return record_view("contiguous", identity_backward, t, *out, NULL);
+}
+
+tl_status tl_ag_clone(tl_tensor *t, tl_tensor **out) {
+    TL_TRY(tl_clone(t, out));
+    return record_view("clone", identity_backward, t, *out, NULL);
+}

@@ -1,0 +1,158 @@
+/* In-place fill and copy, and conversions between dtypes and devices: tl_fill_,
+   tl_copy_, tl_cast, tl_to. Every one validates before it writes. */
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "storage.h"
+#include "tlua/ops.h"
+
+static tl_status check_input(const char *op, const char *arg, const tl_tensor *t) {
+    if (!t)
+        return tl_error(TL_ERR_ARGUMENT, "%s: argument '%s' is NULL (expected a tensor)", op, arg);
+    if ((unsigned)t->dtype >= TL_DTYPE_COUNT)
+        return tl_error(TL_ERR_DTYPE, "%s: argument '%s' has an invalid dtype %d", op, arg,
+                        (int)t->dtype);
+    return TL_OK;
+}
+
+static tl_status check_dtype(const char *op, tl_dtype dtype) {
+    if ((unsigned)dtype >= TL_DTYPE_COUNT)
+        return tl_error(TL_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
+    return TL_OK;
+}
+
+/* Runs the cast kernel (keyed by src's dtype): dst = src, same shapes. */
+static tl_status run_cast(tl_tensor *dst, const tl_tensor *src, const tl_tensor *traced_src) {
+    const tl_kernel_entry *k = tl_dispatch(TL_OP_cast, tl_tensor_device(dst), src->dtype,
+                                           (const tl_tensor *const[]){dst, traced_src, NULL});
+    return k ? k->fn.copy(dst, src) : TL_ERR_DTYPE;
+}
+
+tl_status tl_fill_(tl_tensor *t, tl_scalar value) {
+    TL_TRY(check_input("fill_", "t", t));
+    const tl_kernel_entry *k =
+        tl_dispatch(TL_OP_fill, tl_tensor_device(t), t->dtype, (const tl_tensor *const[]){t, NULL});
+    if (!k) return TL_ERR_DTYPE;
+    TL_TRY(k->fn.fill(t, value));
+    tl_bump_version(t);
+    return TL_OK;
+}
+
+/* The bytes [*lo, *hi) of t's storage that its elements occupy (numel > 0). */
+static void byte_extent(const tl_tensor *t, size_t *lo, size_t *hi) {
+    int64_t size = (int64_t)tl_dtype_size(t->dtype), first = t->offset, last = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t span = (t->shape[d] - 1) * t->strides[d];
+        if (span < 0)
+            first += span;
+        else
+            last += span;
+    }
+    *lo = (size_t)(first * size);
+    *hi = (size_t)((last + 1) * size);
+}
+
+static bool same_geometry(const tl_tensor *a, const tl_tensor *b) {
+    return a->dtype == b->dtype && a->offset == b->offset && a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) == 0 &&
+           memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof a->strides[0]) == 0;
+}
+
+tl_status tl_copy_(tl_tensor *dst, const tl_tensor *src) {
+    TL_TRY(check_input("copy_", "dst", dst));
+    TL_TRY(check_input("copy_", "src", src));
+    tl_device dd = tl_tensor_device(dst), ds = tl_tensor_device(src);
+    if (!tl_device_equal(dd, ds)) {
+        char nd[16], ns[16];
+        return tl_error(TL_ERR_DEVICE,
+                        "copy_: expected dst and src on the same device, got %s and %s (move src "
+                        "with to() first)",
+                        tl_device_name(dd, nd), tl_device_name(ds, ns));
+    }
+    /* src must broadcast to dst's shape exactly */
+    char sd[256], ss[256];
+    bool fits = src->ndim <= dst->ndim;
+    int lead = dst->ndim - src->ndim;
+    for (int d = 0; d < src->ndim && fits; d++)
+        fits = src->shape[d] == 1 || src->shape[d] == dst->shape[d + lead];
+    if (!fits)
+        return tl_error(TL_ERR_SHAPE,
+                        "copy_: src of shape %s cannot be broadcast to dst's shape %s",
+                        tl_shape_str(src, ss, sizeof ss), tl_shape_str(dst, sd, sizeof sd));
+    for (int d = 0; d < dst->ndim; d++)
+        if (dst->strides[d] == 0 && dst->shape[d] > 1)
+            return tl_error(TL_ERR_ARGUMENT,
+                            "copy_: dst of shape %s has elements that share memory (dim %d is "
+                            "expanded); copy into a tensor of its own (clone() it first)",
+                            tl_shape_str(dst, sd, sizeof sd), d + 1);
+    if (tl_numel(dst) == 0) return TL_OK;
+
+    /* src that overlaps dst is read from a copy; dst itself needs no copy */
+    if (dst->storage == src->storage && same_geometry(dst, src)) {
+        tl_bump_version(dst);
+        return TL_OK;
+    }
+    tl_tensor *temp = NULL;
+    const tl_tensor *from = src;
+    if (dst->storage == src->storage) {
+        size_t dlo, dhi, slo, shi;
+        byte_extent(dst, &dlo, &dhi);
+        byte_extent(src, &slo, &shi);
+        if (dlo < shi && slo < dhi) {
+            TL_TRY(tl_clone(src, &temp));
+            from = temp;
+        }
+    }
+    /* from with dst's shape, 0 strides where broadcast: a view on the stack that
+       borrows from's storage for the kernel call only */
+    tl_tensor view = *from;
+    view.ndim = dst->ndim;
+    view.autograd = NULL;
+    for (int d = 0; d < dst->ndim; d++) {
+        int s = d - lead;
+        view.shape[d] = dst->shape[d];
+        view.strides[d] = s >= 0 && from->shape[s] == dst->shape[d] ? from->strides[s] : 0;
+    }
+    tl_status status = run_cast(dst, &view, from);
+    tl_release(temp);
+    if (status != TL_OK) return status;
+    tl_bump_version(dst);
+    return TL_OK;
+}
+
+tl_status tl_cast(tl_tensor *t, tl_dtype dtype, tl_tensor **out) {
+    TL_TRY(check_input("cast", "t", t));
+    TL_TRY(check_dtype("cast", dtype));
+    if (t->dtype == dtype) {
+        *out = tl_retain(t);
+        return TL_OK;
+    }
+    tl_tensor *result;
+    TL_TRY(tl_empty(t->shape, t->ndim, dtype, tl_tensor_device(t), &result));
+    tl_status status = run_cast(result, t, t);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
+
+tl_status tl_to(tl_tensor *t, tl_dtype dtype, tl_device device, tl_tensor **out) {
+    TL_TRY(check_input("to", "t", t));
+    TL_TRY(check_dtype("to", dtype));
+    tl_device from = tl_tensor_device(t);
+    if (tl_device_equal(from, device)) return tl_cast(t, dtype, out);
+    /* across devices: the bytes of a contiguous copy, then the cast on the target */
+    TL_TRY(tl_device_check(device));
+    tl_tensor *dense = NULL, *moved = NULL;
+    tl_status status = tl_contiguous(t, &dense);
+    if (status == TL_OK) status = tl_empty(t->shape, t->ndim, t->dtype, device, &moved);
+    if (status == TL_OK)
+        status = tl_memcpy(device, tl_data(moved), from, tl_data(dense),
+                           (size_t)tl_numel(t) * tl_dtype_size(t->dtype));
+    tl_release(dense);
+    if (status == TL_OK) status = tl_cast(moved, dtype, out);
+    tl_release(moved);
+    return status;
+}

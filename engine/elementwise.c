@@ -1,0 +1,297 @@
+/* Elementwise ops (unary, binary, comparisons, where): validate, choose the result
+   dtype, broadcast, allocate the output and dispatch to a kernel. No autograd.
+
+   Result dtypes (PyTorch's, except where said):
+   - binary arithmetic (add, sub, mul, pow): tl_promote_types of the inputs;
+     bool with bool computes as int64 (true + true = 2; PyTorch keeps bool);
+   - div: true division; integer or bool inputs give float32;
+   - comparisons: computed in the inputs' common dtype, result bool;
+   - where: tl_promote_types of a and b; cond must be bool;
+   - exp, log, sqrt, tanh, sigmoid, gelu: floating inputs keep their dtype, integer and
+     bool inputs give float32;
+   - neg, abs, relu: the input's dtype; bool computes as int64 (PyTorch rejects it);
+   - pow_scalar: integer/bool inputs stay integer (bool -> int64) for an integral
+     exponent >= 0, else float32; clamp: integer/bool inputs stay integer (bool ->
+     int64) when the given bounds are integral, else float32.
+   Inputs are cast to the compute dtype before broadcasting, so a broadcast operand is
+   cast at its own size. Broadcast views live on the stack: a small op allocates only
+   its output. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "tlua/ops.h"
+
+/* ---- checks ------------------------------------------------------------- */
+static tl_status check_input(const char *op, const char *arg, const tl_tensor *t) {
+    if (!t)
+        return tl_error(TL_ERR_ARGUMENT, "%s: argument '%s' is NULL (expected a tensor)", op, arg);
+    if ((unsigned)t->dtype >= TL_DTYPE_COUNT)
+        return tl_error(TL_ERR_DTYPE, "%s: argument '%s' has an invalid dtype %d", op, arg,
+                        (int)t->dtype);
+    return TL_OK;
+}
+
+static tl_status check_same_device(const char *op, const tl_tensor *a, const tl_tensor *b) {
+    tl_device da = tl_tensor_device(a), db = tl_tensor_device(b);
+    if (tl_device_equal(da, db)) return TL_OK;
+    char na[16], nb[16];
+    return tl_error(TL_ERR_DEVICE, "%s: expected both tensors on the same device, got %s and %s",
+                    op, tl_device_name(da, na), tl_device_name(db, nb));
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+/* t viewed with shape (validated by tl_broadcast_shapes): t itself when the shapes are
+   equal, else `view` filled in on the caller's stack with 0 strides where t is
+   broadcast. The view borrows t's storage: it is never retained nor released and
+   must not outlive the call. */
+static const tl_tensor *broadcast_view(const tl_tensor *t, const int64_t *shape, int ndim,
+                                       tl_tensor *view) {
+    if (t->ndim == ndim && memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0) return t;
+    *view = *t;
+    view->ndim = ndim;
+    view->autograd = NULL;
+    int lead = ndim - t->ndim;
+    for (int d = 0; d < ndim; d++) {
+        int src = d - lead;
+        view->shape[d] = shape[d];
+        view->strides[d] = src >= 0 && t->shape[src] == shape[d] ? t->strides[src] : 0;
+    }
+    return view;
+}
+
+/* t in dtype: *owned is a new tensor to release, or NULL when t already is. */
+static tl_status as_dtype(const tl_tensor *t, tl_dtype dtype, const tl_tensor **result,
+                          tl_tensor **owned) {
+    *owned = NULL;
+    *result = t;
+    if (t->dtype == dtype) return TL_OK;
+    tl_status status = tl_cast((tl_tensor *)t, dtype, owned);
+    if (status == TL_OK) *result = *owned;
+    return status;
+}
+
+/* floating dtypes keep theirs; integers and bool compute in float32 */
+static tl_dtype floating_or_f32(tl_dtype d) {
+    return tl_dtype_is_floating(d) ? d : TL_F32;
+}
+/* ops with integer kernels: bool computes as int64 */
+static tl_dtype bool_as_i64(tl_dtype d) {
+    return d == TL_BOOL ? TL_I64 : d;
+}
+static bool is_integral_value(double v) {
+    return isfinite(v) && floor(v) == v;
+}
+
+/* ---- unary -------------------------------------------------------------- */
+static tl_status unary(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op_args *args,
+                       tl_tensor **out) {
+    tl_device device = tl_tensor_device(a);
+    const tl_tensor *in;
+    tl_tensor *owned = NULL, *result = NULL;
+    tl_status status = as_dtype(a, dtype, &in, &owned);
+    if (status == TL_OK) status = tl_empty(a->shape, a->ndim, dtype, device, &result);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k =
+            tl_dispatch(op, device, dtype, (const tl_tensor *const[]){result, in, NULL});
+        status = k ? k->fn.unary(result, in, args) : TL_ERR_DTYPE;
+    }
+    tl_release(owned);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
+
+/* an op with floating kernels only */
+static tl_status unary_floating(tl_op op, const tl_tensor *a, tl_tensor **out) {
+    TL_TRY(check_input(tl_op_info_of(op)->name, "a", a));
+    return unary(op, a, floating_or_f32(a->dtype), NULL, out);
+}
+
+/* an op with integer kernels too */
+static tl_status unary_any(tl_op op, const tl_tensor *a, tl_tensor **out) {
+    TL_TRY(check_input(tl_op_info_of(op)->name, "a", a));
+    return unary(op, a, bool_as_i64(a->dtype), NULL, out);
+}
+
+tl_status tl_neg(const tl_tensor *a, tl_tensor **out) {
+    return unary_any(TL_OP_neg, a, out);
+}
+tl_status tl_abs(const tl_tensor *a, tl_tensor **out) {
+    return unary_any(TL_OP_abs, a, out);
+}
+tl_status tl_relu(const tl_tensor *a, tl_tensor **out) {
+    return unary_any(TL_OP_relu, a, out);
+}
+tl_status tl_exp(const tl_tensor *a, tl_tensor **out) {
+    return unary_floating(TL_OP_exp, a, out);
+}
+tl_status tl_log(const tl_tensor *a, tl_tensor **out) {
+    return unary_floating(TL_OP_log, a, out);
+}
+tl_status tl_sqrt(const tl_tensor *a, tl_tensor **out) {
+    return unary_floating(TL_OP_sqrt, a, out);
+}
+tl_status tl_tanh(const tl_tensor *a, tl_tensor **out) {
+    return unary_floating(TL_OP_tanh, a, out);
+}
+tl_status tl_sigmoid(const tl_tensor *a, tl_tensor **out) {
+    return unary_floating(TL_OP_sigmoid, a, out);
+}
+tl_status tl_gelu(const tl_tensor *a, tl_tensor **out) {
+    return unary_floating(TL_OP_gelu, a, out);
+}
+
+tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
+    TL_TRY(check_input("pow_scalar", "a", a));
+    tl_dtype dtype = tl_dtype_is_floating(a->dtype)                 ? a->dtype
+                     : is_integral_value(exponent) && exponent >= 0 ? bool_as_i64(a->dtype)
+                                                                    : TL_F32;
+    tl_op_args args = {.scalar = {exponent, 0}, .has_scalar = {true, false}};
+    return unary(TL_OP_pow_scalar, a, dtype, &args, out);
+}
+
+tl_status tl_clamp(const tl_tensor *a, bool has_min, double min, bool has_max, double max,
+                   tl_tensor **out) {
+    TL_TRY(check_input("clamp", "a", a));
+    bool integral_bounds =
+        (!has_min || is_integral_value(min)) && (!has_max || is_integral_value(max));
+    tl_dtype dtype = tl_dtype_is_floating(a->dtype) ? a->dtype
+                     : integral_bounds              ? bool_as_i64(a->dtype)
+                                                    : TL_F32;
+    tl_op_args args = {.scalar = {has_min ? min : 0, has_max ? max : 0},
+                       .has_scalar = {has_min, has_max}};
+    return unary(TL_OP_clamp, a, dtype, &args, out);
+}
+
+/* ---- binary ------------------------------------------------------------- */
+typedef enum binary_kind { ARITHMETIC, TRUE_DIVISION, COMPARISON } binary_kind;
+
+static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl_tensor *b,
+                        tl_tensor **out) {
+    const char *name = tl_op_info_of(op)->name;
+    TL_TRY(check_input(name, "a", a));
+    TL_TRY(check_input(name, "b", b));
+    TL_TRY(check_same_device(name, a, b));
+    int64_t shape[TL_MAX_DIMS];
+    int ndim;
+    TL_TRY(tl_broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, shape, &ndim));
+
+    tl_dtype common = tl_promote_types(a->dtype, b->dtype);
+    tl_dtype dtype = kind == TRUE_DIVISION ? floating_or_f32(common)
+                     : kind == ARITHMETIC  ? bool_as_i64(common)
+                                           : common;
+    tl_dtype out_dtype = kind == COMPARISON ? TL_BOOL : dtype;
+    tl_device device = tl_tensor_device(a);
+
+    const tl_tensor *ca, *cb;
+    tl_tensor *owned_a = NULL, *owned_b = NULL, *result = NULL;
+    tl_status status = as_dtype(a, dtype, &ca, &owned_a);
+    if (status == TL_OK) status = as_dtype(b, dtype, &cb, &owned_b);
+    if (status == TL_OK) status = tl_empty(shape, ndim, out_dtype, device, &result);
+    if (status == TL_OK) {
+        /* the trace shows the inputs before broadcasting */
+        const tl_kernel_entry *k =
+            tl_dispatch(op, device, dtype, (const tl_tensor *const[]){result, ca, cb, NULL});
+        if (k) {
+            tl_tensor view_a, view_b;
+            status = k->fn.binary(result, broadcast_view(ca, shape, ndim, &view_a),
+                                  broadcast_view(cb, shape, ndim, &view_b));
+        } else {
+            status = TL_ERR_DTYPE;
+        }
+    }
+    tl_release(owned_a);
+    tl_release(owned_b);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
+
+tl_status tl_add(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_add, ARITHMETIC, a, b, out);
+}
+tl_status tl_sub(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_sub, ARITHMETIC, a, b, out);
+}
+tl_status tl_mul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_mul, ARITHMETIC, a, b, out);
+}
+tl_status tl_div(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_div, TRUE_DIVISION, a, b, out);
+}
+tl_status tl_pow(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_pow, ARITHMETIC, a, b, out);
+}
+tl_status tl_eq(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_eq, COMPARISON, a, b, out);
+}
+tl_status tl_ne(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_ne, COMPARISON, a, b, out);
+}
+tl_status tl_lt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_lt, COMPARISON, a, b, out);
+}
+tl_status tl_le(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_le, COMPARISON, a, b, out);
+}
+tl_status tl_gt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_gt, COMPARISON, a, b, out);
+}
+tl_status tl_ge(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    return binary(TL_OP_ge, COMPARISON, a, b, out);
+}
+
+/* ---- where -------------------------------------------------------------- */
+tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    TL_TRY(check_input("where", "cond", cond));
+    TL_TRY(check_input("where", "a", a));
+    TL_TRY(check_input("where", "b", b));
+    if (cond->dtype != TL_BOOL)
+        return tl_error(TL_ERR_DTYPE, "where: expected cond of dtype bool, got %s",
+                        tl_dtype_name(cond->dtype));
+    tl_device dc = tl_tensor_device(cond), da = tl_tensor_device(a), db = tl_tensor_device(b);
+    if (!tl_device_equal(dc, da) || !tl_device_equal(dc, db)) {
+        char nc[16], na[16], nb[16];
+        return tl_error(TL_ERR_DEVICE,
+                        "where: expected cond, a and b on the same device, got %s, %s and %s",
+                        tl_device_name(dc, nc), tl_device_name(da, na), tl_device_name(db, nb));
+    }
+    int64_t ab[TL_MAX_DIMS], shape[TL_MAX_DIMS];
+    int nab, ndim;
+    TL_TRY(tl_broadcast_shapes("where", a->shape, a->ndim, b->shape, b->ndim, ab, &nab));
+    TL_TRY(tl_broadcast_shapes("where", cond->shape, cond->ndim, ab, nab, shape, &ndim));
+
+    tl_dtype dtype = tl_promote_types(a->dtype, b->dtype);
+    const tl_tensor *ca, *cb;
+    tl_tensor *owned_a = NULL, *owned_b = NULL, *result = NULL;
+    tl_status status = as_dtype(a, dtype, &ca, &owned_a);
+    if (status == TL_OK) status = as_dtype(b, dtype, &cb, &owned_b);
+    if (status == TL_OK) status = tl_empty(shape, ndim, dtype, dc, &result);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k = tl_dispatch(
+            TL_OP_where, dc, dtype, (const tl_tensor *const[]){result, cond, ca, cb, NULL});
+        if (k) {
+            tl_tensor view_c, view_a, view_b;
+            status = k->fn.ternary(result, broadcast_view(cond, shape, ndim, &view_c),
+                                   broadcast_view(ca, shape, ndim, &view_a),
+                                   broadcast_view(cb, shape, ndim, &view_b));
+        } else {
+            status = TL_ERR_DTYPE;
+        }
+    }
+    tl_release(owned_a);
+    tl_release(owned_b);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}

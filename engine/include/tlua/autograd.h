@@ -1,0 +1,103 @@
+/* Autograd: gradient-recording versions of the ops (tl_ag_*), backward, no_grad. */
+#ifndef TLUA_AUTOGRAD_H
+#define TLUA_AUTOGRAD_H
+
+#include <stdbool.h>
+
+#include "tlua/ops.h"
+
+/* ---- per-tensor state ---------------------------------------------------- */
+/* Marks a leaf as requiring grad (floating dtypes only). */
+tl_status tl_set_requires_grad(tl_tensor *t, bool requires_grad);
+bool tl_requires_grad(const tl_tensor *t);
+/* True for tensors not produced by a recorded op. */
+bool tl_is_leaf(const tl_tensor *t);
+/* The accumulated gradient (borrowed, NULL when none). */
+tl_tensor *tl_grad(const tl_tensor *t);
+/* Replaces the gradient (NULL clears it); grad must match t's shape and device. */
+tl_status tl_set_grad(tl_tensor *t, tl_tensor *grad);
+/* The name of the op that produced t ("mul"), or NULL for a leaf. */
+const char *tl_grad_fn_name(const tl_tensor *t);
+/* A new tensor sharing t's storage, outside the graph. */
+tl_status tl_detach(tl_tensor *t, tl_tensor **out);
+
+/* ---- grad mode (per thread) --------------------------------------------- */
+bool tl_is_grad_enabled(void);
+/* Returns the previous mode, to restore it. */
+bool tl_set_grad_enabled(bool enabled);
+
+/* ---- backward ----------------------------------------------------------- */
+/* Accumulates d(root)/d(leaf) into every leaf that requires grad. grad is
+   d(loss)/d(root) (NULL means 1 for a one-element root). Without
+   retain_graph the graph's saved tensors are freed as it goes. */
+tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph);
+
+/* ---- recording ops: same contract as the tl_* ops, plus the graph ------- */
+tl_status tl_ag_neg(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_exp(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_log(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_sqrt(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_abs(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_tanh(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_sigmoid(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_relu(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_gelu(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out);
+tl_status tl_ag_clamp(tl_tensor *a, bool has_min, double min, bool has_max, double max,
+                      tl_tensor **out);
+tl_status tl_ag_add(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+tl_status tl_ag_sub(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+tl_status tl_ag_mul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+tl_status tl_ag_div(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+tl_status tl_ag_pow(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+tl_status tl_ag_where(tl_tensor *cond, tl_tensor *a, tl_tensor *b, tl_tensor **out);
+tl_status tl_ag_cast(tl_tensor *a, tl_dtype dtype, tl_tensor **out);
+tl_status tl_ag_to(tl_tensor *a, tl_dtype dtype, tl_device device, tl_tensor **out);
+tl_status tl_ag_sum_all(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_sum_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+tl_status tl_ag_mean_all(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_mean_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+tl_status tl_ag_max_all(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_min_all(tl_tensor *a, tl_tensor **out);
+tl_status tl_ag_max_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
+                        tl_tensor **indices);
+tl_status tl_ag_min_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
+                        tl_tensor **indices);
+tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out);
+tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out);
+tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+/* input [..., in], weight [out, in], bias [out] or NULL -> [..., out] */
+tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);
+/* a [n], b [m] -> [n, m] */
+tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+/* views */
+tl_status tl_ag_view(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
+tl_status tl_ag_reshape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
+tl_status tl_ag_transpose(tl_tensor *t, int dim0, int dim1, tl_tensor **out);
+tl_status tl_ag_permute(tl_tensor *t, const int *dims, int ndim, tl_tensor **out);
+tl_status tl_ag_narrow(tl_tensor *t, int dim, int64_t start, int64_t length, tl_tensor **out);
+tl_status tl_ag_select(tl_tensor *t, int dim, int64_t index, tl_tensor **out);
+tl_status tl_ag_squeeze(tl_tensor *t, int dim, tl_tensor **out);
+tl_status tl_ag_squeeze_all(tl_tensor *t, tl_tensor **out);
+tl_status tl_ag_unsqueeze(tl_tensor *t, int dim, tl_tensor **out);
+tl_status tl_ag_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
+tl_status tl_ag_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **out);
+tl_status tl_ag_contiguous(tl_tensor *t, tl_tensor **out);
+tl_status tl_ag_clone(tl_tensor *t, tl_tensor **out);
+
+/* ---- custom functions (the Lua binding's autograd.Function) --------------
+   A node whose backward is a callback: grads_out[i] is d(loss)/d(output i)
+   (never NULL: zeros when an output got no gradient); it writes grads_in[j]
+   for each input j with needs_input_grad[j] (NULL allowed: no gradient). */
+typedef tl_status (*tl_custom_backward)(void *user, int num_outputs, tl_tensor *const *grads_out,
+                                        int num_inputs, const bool *needs_input_grad,
+                                        tl_tensor **grads_in);
+typedef void (*tl_custom_release)(void *user);
+/* Connects outputs (already computed, by any means) to inputs in the graph
+   through a node named name. Takes ownership of user (release frees it,
+   also on failure). Outputs that are leaves are marked as produced by it. */
+tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs,
+                       int num_outputs, tl_tensor *const *outputs, tl_custom_backward backward,
+                       tl_custom_release release, void *user);
+
+#endif

@@ -1,0 +1,108 @@
+/* Neural-network ops: conv2d, max_pool2d, embedding, cross_entropy, layer_norm (functional
+   tl_*, their split backward functions, recording tl_ag_*) and the fused optimizer steps. */
+#ifndef TLUA_NN_H
+#define TLUA_NN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tlua/autograd.h"
+
+/* Dims and indices are 0-based. Floating ops take float32, float64, bfloat16 or float16 (the
+   16-bit ones compute in float32); every tensor of one call has the same dtype and device.
+   Functional ops return new tensors ("=" semantics); backward functions compute one gradient
+   each, so autograd runs only those it needs. */
+
+/* ---- conv2d --------------------------------------------------------------------------------
+   input [N, C, H, W], weight [O, C, kh, kw], bias [O] or NULL -> out [N, O, OH, OW] with
+   OH = (H + 2 pad_h - kh) / stride_h + 1, OW likewise; strides >= 1, paddings >= 0.
+   By im2col + GEMM (tl_gemm), batched over the samples. */
+tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                    tl_tensor **out);
+/* grad_input [input_shape] from grad [N, O, OH, OW] and the weight. */
+tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weight,
+                                   const int64_t input_shape[4], int64_t stride_h, int64_t stride_w,
+                                   int64_t pad_h, int64_t pad_w, tl_tensor **grad_input);
+/* grad_weight [weight_shape] from grad [N, O, OH, OW] and the input. */
+tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *input,
+                                    const int64_t weight_shape[4], int64_t stride_h,
+                                    int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                                    tl_tensor **grad_weight);
+/* grad_bias [O]: grad [N, O, OH, OW] summed over N, OH, OW. */
+tl_status tl_conv2d_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
+tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
+                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
+
+/* ---- max_pool2d ----------------------------------------------------------------------------
+   input [N, C, H, W] -> out [N, C, OH, OW], OH = (H + 2 pad_h - kernel_h) / stride_h + 1;
+   padding is never chosen and pad <= kernel / 2 (as PyTorch); a NaN in a window wins.
+   indices (int64, out's shape): each maximum's position ih * W + iw in its input plane. */
+tl_status tl_max_pool2d(const tl_tensor *input, int64_t kernel_h, int64_t kernel_w,
+                        int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                        tl_tensor **out, tl_tensor **indices);
+/* grad_input [input_shape]: grad [N, C, OH, OW] summed at indices. */
+tl_status tl_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,
+                                 const int64_t input_shape[4], tl_tensor **grad_input);
+tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
+                           int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
+
+/* ---- embedding -----------------------------------------------------------------------------
+   indices (int64 or int32, any shape, values in [0, V)), weight [V, D] -> out [..., D]. An
+   index out of range is an error naming it and V, raised before anything is written. */
+tl_status tl_embedding(const tl_tensor *indices, const tl_tensor *weight, tl_tensor **out);
+/* grad_weight [num_weights, D]: the rows of grad [..., D] summed per index, in order. */
+tl_status tl_embedding_backward(const tl_tensor *grad, const tl_tensor *indices,
+                                int64_t num_weights, tl_tensor **grad_weight);
+tl_status tl_ag_embedding(tl_tensor *indices, tl_tensor *weight, tl_tensor **out);
+
+/* ---- cross_entropy -------------------------------------------------------------------------
+   logits [N, C], target (int64 or int32 [N], classes in [0, C)), label_smoothing in [0, 1]
+   -> loss (0-dim, logits' dtype): the mean over rows of -sum_c q_c log_softmax(logits)_c with
+   q = (1 - label_smoothing) onehot(target) + label_smoothing / C (torch's cross_entropy).
+   log_sum_exp (may be NULL): each row's log(sum(exp(logits))), [N], float32 (float64 for
+   float64 logits), what the backward reads. */
+tl_status tl_cross_entropy(const tl_tensor *logits, const tl_tensor *target, double label_smoothing,
+                           tl_tensor **loss, tl_tensor **log_sum_exp);
+/* grad_logits [N, C] = (softmax(logits) - q) * grad / N, grad the loss's gradient (one
+   element). */
+tl_status tl_cross_entropy_backward(const tl_tensor *grad, const tl_tensor *logits,
+                                    const tl_tensor *target, const tl_tensor *log_sum_exp,
+                                    double label_smoothing, tl_tensor **grad_logits);
+tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
+                              tl_tensor **loss);
+
+/* ---- layer_norm ----------------------------------------------------------------------------
+   Over the last dim D of input [..., D]: out = (x - mean) / sqrt(var + eps) * weight + bias
+   (biased variance; weight, bias [D] or NULL). mean, rstd (each may be NULL): input's shape
+   without the last dim, float32 (float64 for float64 input), what the backward reads. */
+tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                        double eps, tl_tensor **out, tl_tensor **mean, tl_tensor **rstd);
+tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *input,
+                                       const tl_tensor *mean, const tl_tensor *rstd,
+                                       const tl_tensor *weight, tl_tensor **grad_input);
+/* grad_weight = sum over rows of grad * (x - mean) * rstd, grad_bias = sum of grad's rows;
+   pass NULL for the one not wanted (input, mean and rstd may be NULL without grad_weight). */
+tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *input,
+                                        const tl_tensor *mean, const tl_tensor *rstd,
+                                        tl_tensor **grad_weight, tl_tensor **grad_bias);
+tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                           tl_tensor **out);
+
+/* ---- optimizer steps: in place, one fused pass, no autograd; bump the versions of what they
+   write. param, grad and the state tensors: same shape, dtype and device; param and state
+   contiguous. Update rules of torch.optim (maximize = false). -------------------------------- */
+/* torch.optim.SGD. momentum_buffer may be NULL when momentum == 0; first_step: the buffer is
+   set to the (decayed) gradient instead of being updated. nesterov needs momentum > 0 and
+   dampening == 0. */
+tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *momentum_buffer,
+                      double lr, double momentum, double dampening, double weight_decay,
+                      bool nesterov, bool first_step);
+/* torch.optim.Adam (decoupled = false: L2 weight decay added to the gradient) or AdamW
+   (decoupled = true: param *= 1 - lr * weight_decay), amsgrad = false; step counts from 1
+   (this step included). */
+tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
+                       tl_tensor *exp_avg_sq, int64_t step, double lr, double beta1, double beta2,
+                       double eps, double weight_decay, bool decoupled);
+
+#endif

@@ -1,0 +1,104 @@
+/* CPU cross entropy: fused, numerically stable log-softmax + NLL (label smoothing, mean over
+   rows) that keeps each row's log-sum-exp, and its backward (softmax - target) * grad / N. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/cpu/nn_kernels.h"
+
+static inline int64_t target_at(const tl_tensor *target, int64_t i) {
+    return target->dtype == TL_I64 ? ((const int64_t *)tl_data(target))[i]
+                                   : (int64_t)((const int32_t *)tl_data(target))[i];
+}
+
+#define LOAD_SAME(x)  (x)
+#define STORE_SAME(x) (x)
+
+/* T: the logits' element type; C: the compute type (also lse's); row losses are summed in
+   double in row order. loss_i = lse - (1 - s) x[t] - s / C_classes * sum(x). */
+#define DEFINE_CROSS_ENTROPY(suffix, T, C, LOAD, STORE, EXP, LOG)                                  \
+    static tl_status cross_entropy_##suffix(tl_tensor *loss, tl_tensor *lse,                       \
+                                            const tl_tensor *logits, const tl_tensor *target,      \
+                                            double smoothing) {                                    \
+        const int64_t N = logits->shape[0], K = logits->shape[1], work = N * K;                    \
+        const T *x = tl_data(logits);                                                              \
+        C *lse_out = tl_data(lse);                                                                 \
+        double *row_loss = malloc((size_t)(N > 0 ? N : 1) * sizeof *row_loss);                     \
+        if (!row_loss)                                                                             \
+            return tl_error(TL_ERR_MEMORY, "cross_entropy: out of memory for %lld row losses",     \
+                            (long long)N);                                                         \
+        NN_PARALLEL_FOR(work) for (int64_t i = 0; i < N; i++) {                                    \
+            const T *row = x + i * K;                                                              \
+            C max = LOAD(row[0]);                                                                  \
+            for (int64_t k = 1; k < K; k++) {                                                      \
+                C v = LOAD(row[k]);                                                                \
+                if (v > max || v != v) max = v;                                                    \
+            }                                                                                      \
+            double sum = 0, sum_x = 0;                                                             \
+            for (int64_t k = 0; k < K; k++) {                                                      \
+                C v = LOAD(row[k]);                                                                \
+                sum += (double)EXP(v - max);                                                       \
+                sum_x += (double)v;                                                                \
+            }                                                                                      \
+            const double l = (double)max + LOG(sum);                                               \
+            lse_out[i] = (C)l;                                                                     \
+            const double picked = (double)LOAD(row[target_at(target, i)]);                         \
+            row_loss[i] = l - (1 - smoothing) * picked - smoothing / (double)K * sum_x;            \
+        }                                                                                          \
+        double total = 0;                                                                          \
+        for (int64_t i = 0; i < N; i++) total += row_loss[i];                                      \
+        free(row_loss);                                                                            \
+        *(T *)tl_data(loss) = STORE((C)(total / (double)N));                                       \
+        return TL_OK;                                                                              \
+    }
+
+DEFINE_CROSS_ENTROPY(f32, float, float, LOAD_SAME, STORE_SAME, expf, log)
+DEFINE_CROSS_ENTROPY(f64, double, double, LOAD_SAME, STORE_SAME, exp, log)
+DEFINE_CROSS_ENTROPY(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16, expf, log)
+DEFINE_CROSS_ENTROPY(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16, expf, log)
+
+/* grad[i, k] = (exp(x[i, k] - lse[i]) - s / K - (1 - s) [k == target[i]]) * grad_loss / N */
+#define DEFINE_CROSS_ENTROPY_BACKWARD(suffix, T, C, LOAD, STORE, EXP)                              \
+    static tl_status cross_entropy_backward_##suffix(                                              \
+        tl_tensor *grad_logits, const tl_tensor *grad_loss, const tl_tensor *logits,               \
+        const tl_tensor *lse, const tl_tensor *target, double smoothing) {                         \
+        const int64_t N = logits->shape[0], K = logits->shape[1], work = N * K;                    \
+        const T *x = tl_data(logits);                                                              \
+        const C *l = tl_data(lse);                                                                 \
+        T *out = tl_data(grad_logits);                                                             \
+        const C scale = (C)((double)LOAD(*(const T *)tl_data(grad_loss)) / (double)N);             \
+        const C off = (C)(smoothing / (double)K), on = (C)(1 - smoothing);                         \
+        NN_PARALLEL_FOR(work) for (int64_t i = 0; i < N; i++) {                                    \
+            const T *row = x + i * K;                                                              \
+            T *o = out + i * K;                                                                    \
+            const C li = l[i];                                                                     \
+            for (int64_t k = 0; k < K; k++) o[k] = STORE((EXP(LOAD(row[k]) - li) - off) * scale);  \
+            const int64_t t = target_at(target, i);                                                \
+            o[t] = STORE((EXP(LOAD(row[t]) - li) - off - on) * scale);                             \
+        }                                                                                          \
+        return TL_OK;                                                                              \
+    }
+
+DEFINE_CROSS_ENTROPY_BACKWARD(f32, float, float, LOAD_SAME, STORE_SAME, expf)
+DEFINE_CROSS_ENTROPY_BACKWARD(f64, double, double, LOAD_SAME, STORE_SAME, exp)
+DEFINE_CROSS_ENTROPY_BACKWARD(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16, expf)
+DEFINE_CROSS_ENTROPY_BACKWARD(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16, expf)
+
+#define ENTRY(op, dtype, suffix, member, fn)                                                       \
+    {                                                                                              \
+        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
+            .member = fn##_##suffix                                                                \
+        }                                                                                          \
+    }
+
+static const tl_kernel_entry entries[] = {
+    ENTRY(cross_entropy, TL_F32, f32, cross_entropy, cross_entropy),
+    ENTRY(cross_entropy, TL_F64, f64, cross_entropy, cross_entropy),
+    ENTRY(cross_entropy, TL_BF16, bf16, cross_entropy, cross_entropy),
+    ENTRY(cross_entropy, TL_F16, f16, cross_entropy, cross_entropy),
+    ENTRY(cross_entropy_backward, TL_F32, f32, cross_entropy_backward, cross_entropy_backward),
+    ENTRY(cross_entropy_backward, TL_F64, f64, cross_entropy_backward, cross_entropy_backward),
+    ENTRY(cross_entropy_backward, TL_BF16, bf16, cross_entropy_backward, cross_entropy_backward),
+    ENTRY(cross_entropy_backward, TL_F16, f16, cross_entropy_backward, cross_entropy_backward),
+};
+
+TL_KERNEL_TABLE(tl_cpu_cross_entropy_table, TL_DEVICE_CPU, entries);

@@ -1,0 +1,163 @@
+/* The strided N-d iterator of the CPU elementwise kernels (see loop.h). */
+#include <omp.h>
+
+#include "kernels/cpu/loop.h"
+
+/* tl_dtype_size and tl_data without calls: the small-op path counts nanoseconds */
+static inline int64_t element_size(tl_dtype dtype) {
+    static const int8_t sizes[TL_DTYPE_COUNT] = {
+        [TL_F32] = 4, [TL_F64] = 8, [TL_BF16] = 2, [TL_F16] = 2,
+        [TL_I32] = 4, [TL_I64] = 8, [TL_BOOL] = 1,
+    };
+    return sizes[dtype];
+}
+
+static inline char *data_of(const tl_tensor *t, int64_t size) {
+    return (char *)t->storage->data + t->offset * size;
+}
+
+/* The walk: dims without the size-1 ones, ordered and merged, innermost last. */
+typedef struct loop_plan {
+    int count;
+    int ndim;
+    int64_t shape[TL_MAX_DIMS];
+    int64_t strides[TL_MAX_DIMS][TL_CPU_LOOP_MAX_TENSORS]; /* bytes */
+    char *base[TL_CPU_LOOP_MAX_TENSORS];
+} loop_plan;
+
+static void swap_dims(loop_plan *p, int a, int b) {
+    int64_t size = p->shape[a];
+    p->shape[a] = p->shape[b];
+    p->shape[b] = size;
+    for (int t = 0; t < p->count; t++) {
+        int64_t stride = p->strides[a][t];
+        p->strides[a][t] = p->strides[b][t];
+        p->strides[b][t] = stride;
+    }
+}
+
+/* True if dim `outer` has smaller strides than dim `inner` and so should be walked
+   inside it: the first tensor with non-zero, different strides in both decides. */
+static bool belongs_inside(const loop_plan *p, int outer, int inner) {
+    for (int t = 0; t < p->count; t++) {
+        int64_t so = p->strides[outer][t], si = p->strides[inner][t];
+        if (so == 0 || si == 0 || so == si) continue;
+        return so < si;
+    }
+    return false;
+}
+
+static void build_plan(loop_plan *p, int count, const tl_tensor *const *tensors) {
+    const tl_tensor *out = tensors[0];
+    p->count = count;
+    p->ndim = 0;
+    int64_t size[TL_CPU_LOOP_MAX_TENSORS];
+    for (int t = 0; t < count; t++) {
+        size[t] = element_size(tensors[t]->dtype);
+        p->base[t] = data_of(tensors[t], size[t]);
+    }
+    for (int d = 0; d < out->ndim; d++) {
+        if (out->shape[d] == 1) continue;
+        p->shape[p->ndim] = out->shape[d];
+        for (int t = 0; t < count; t++) p->strides[p->ndim][t] = tensors[t]->strides[d] * size[t];
+        p->ndim++;
+    }
+    /* memory order (a stable insertion sort: nothing moves for dense outputs) */
+    for (int i = 1; i < p->ndim; i++)
+        for (int j = i; j > 0 && belongs_inside(p, j - 1, j); j--) swap_dims(p, j - 1, j);
+    /* merge a dim into the one outside it when every tensor steps over both evenly */
+    int n = 0;
+    for (int d = 0; d < p->ndim; d++) {
+        bool merge = n > 0;
+        for (int t = 0; t < count && merge; t++)
+            merge = p->strides[n - 1][t] == p->strides[d][t] * p->shape[d];
+        if (merge) {
+            p->shape[n - 1] *= p->shape[d];
+            for (int t = 0; t < count; t++) p->strides[n - 1][t] = p->strides[d][t];
+        } else {
+            if (n != d) {
+                p->shape[n] = p->shape[d];
+                for (int t = 0; t < count; t++) p->strides[n][t] = p->strides[d][t];
+            }
+            n++;
+        }
+    }
+    p->ndim = n;
+}
+
+/* Runs fn over the elements [begin, end) of the walk's row-major order. */
+static void run_range(const loop_plan *p, int64_t begin, int64_t end, tl_cpu_loop_fn fn,
+                      const void *ctx) {
+    char *ptrs[TL_CPU_LOOP_MAX_TENSORS];
+    int64_t inner_strides[TL_CPU_LOOP_MAX_TENSORS] = {0};
+    int k = p->ndim;
+    if (k == 0) { /* one element */
+        for (int t = 0; t < p->count; t++) ptrs[t] = p->base[t];
+        fn(ptrs, inner_strides, 1, ctx);
+        return;
+    }
+    int64_t index[TL_MAX_DIMS];
+    int64_t rest = begin;
+    for (int d = k - 1; d >= 0; d--) {
+        index[d] = rest % p->shape[d];
+        rest /= p->shape[d];
+    }
+    for (int t = 0; t < p->count; t++) {
+        ptrs[t] = p->base[t];
+        for (int d = 0; d < k; d++) ptrs[t] += index[d] * p->strides[d][t];
+        inner_strides[t] = p->strides[k - 1][t];
+    }
+    int64_t inner = p->shape[k - 1];
+    for (int64_t pos = begin; pos < end;) {
+        int64_t n = inner - index[k - 1];
+        if (n > end - pos) n = end - pos;
+        fn(ptrs, inner_strides, n, ctx);
+        pos += n;
+        if (pos >= end) break;
+        /* back to the start of the row, then one step in the outer dims with carry */
+        for (int t = 0; t < p->count; t++) ptrs[t] -= index[k - 1] * inner_strides[t];
+        index[k - 1] = 0;
+        for (int d = k - 2; d >= 0; d--) {
+            for (int t = 0; t < p->count; t++) ptrs[t] += p->strides[d][t];
+            if (++index[d] < p->shape[d]) break;
+            for (int t = 0; t < p->count; t++) ptrs[t] -= p->shape[d] * p->strides[d][t];
+            index[d] = 0;
+        }
+    }
+}
+
+static void run_parallel(const loop_plan *p, int64_t numel, tl_cpu_loop_fn fn, const void *ctx) {
+    /* each thread gets at least a quarter of the threshold; chunks are multiples of 64 elements */
+    int64_t chunks = numel / (TL_CPU_PARALLEL_THRESHOLD / 4);
+    int threads = omp_get_max_threads();
+    if (chunks > threads) chunks = threads;
+    int64_t chunk = (numel + chunks - 1) / chunks;
+    chunk = (chunk + 63) / 64 * 64;
+#pragma omp parallel for schedule(static) num_threads((int)chunks)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t begin = c * chunk, end = begin + chunk < numel ? begin + chunk : numel;
+        if (begin < end) run_range(p, begin, end, fn, ctx);
+    }
+}
+
+void tl_cpu_for_each(int count, const tl_tensor *const *tensors, tl_cpu_loop_fn fn,
+                     const void *ctx) {
+    const tl_tensor *out = tensors[0];
+    int64_t numel = 1;
+    for (int d = 0; d < out->ndim; d++) numel *= out->shape[d];
+    if (numel == 0) return;
+    if (numel == 1) { /* the small ops of scripts: no plan */
+        char *ptrs[TL_CPU_LOOP_MAX_TENSORS];
+        int64_t strides[TL_CPU_LOOP_MAX_TENSORS] = {0};
+        for (int t = 0; t < count; t++)
+            ptrs[t] = data_of(tensors[t], element_size(tensors[t]->dtype));
+        fn(ptrs, strides, 1, ctx);
+        return;
+    }
+    loop_plan p;
+    build_plan(&p, count, tensors);
+    if (numel > TL_CPU_PARALLEL_THRESHOLD && !omp_in_parallel() && omp_get_max_threads() > 1)
+        run_parallel(&p, numel, fn, ctx);
+    else
+        run_range(&p, 0, numel, fn, ctx);
+}

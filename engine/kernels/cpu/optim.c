@@ -1,0 +1,109 @@
+/* CPU optimizer steps, in place and fused (one pass over param, grad and state): SGD with
+   momentum/dampening/Nesterov/weight decay and Adam/AdamW, with torch.optim's update rules in
+   its order of operations; 16-bit tensors compute in float32. */
+#include <math.h>
+
+#include "kernels/cpu/nn_kernels.h"
+
+#define LOAD_SAME(x)  (x)
+#define STORE_SAME(x) (x)
+
+/* torch.optim.SGD (maximize=False), per element, C the compute type:
+     d = g + weight_decay * p                      (when weight_decay != 0)
+     buf = d on the first step, else buf * momentum + (1 - dampening) * d
+     d = nesterov ? d + momentum * buf : buf        (when momentum != 0)
+     p = p - lr * d */
+#define DEFINE_SGD(suffix, T, C, LOAD, STORE)                                                      \
+    static tl_status sgd_##suffix(tl_tensor *param, const tl_tensor *grad, tl_tensor *buffer,      \
+                                  tl_tensor *unused, const tl_optim_args *a) {                     \
+        (void)unused;                                                                              \
+        const int64_t n = tl_numel(param);                                                         \
+        T *p = tl_data(param);                                                                     \
+        const T *g = tl_data(grad);                                                                \
+        T *buf = buffer && a->momentum != 0 ? (T *)tl_data(buffer) : NULL;                         \
+        const C wd = (C)a->weight_decay, momentum = (C)a->momentum, keep = (C)(1 - a->dampening),  \
+                neg_lr = (C)(-a->lr);                                                              \
+        const bool decay = a->weight_decay != 0, nesterov = a->nesterov, first = a->first_step;    \
+        NN_PARALLEL_FOR(n) for (int64_t i = 0; i < n; i++) {                                       \
+            const C pi = LOAD(p[i]);                                                               \
+            C d = LOAD(g[i]);                                                                      \
+            if (decay) d = d + wd * pi;                                                            \
+            if (buf) {                                                                             \
+                C b;                                                                               \
+                if (first) {                                                                       \
+                    b = d;                                                                         \
+                } else {                                                                           \
+                    b = LOAD(buf[i]) * momentum;                                                   \
+                    b = b + keep * d;                                                              \
+                }                                                                                  \
+                buf[i] = STORE(b);                                                                 \
+                d = nesterov ? d + momentum * b : b;                                               \
+            }                                                                                      \
+            p[i] = STORE(pi + neg_lr * d);                                                         \
+        }                                                                                          \
+        return TL_OK;                                                                              \
+    }
+
+DEFINE_SGD(f32, float, float, LOAD_SAME, STORE_SAME)
+DEFINE_SGD(f64, double, double, LOAD_SAME, STORE_SAME)
+DEFINE_SGD(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16)
+DEFINE_SGD(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16)
+
+/* torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element:
+     p = p * (1 - lr * weight_decay)               (AdamW)
+     g = g + weight_decay * p                      (Adam, when weight_decay != 0)
+     m = m * beta1 + (1 - beta1) * g
+     v = v * beta2 + (1 - beta2) * g * g
+     p = p - step_size * m / (sqrt(v) / sqrt(bias_correction2) + eps)
+   with bias_correction{1,2} = 1 - beta{1,2}^step and step_size = lr / bias_correction1
+   computed in double, as Python computes them. */
+#define DEFINE_ADAM(suffix, T, C, LOAD, STORE, SQRT)                                               \
+    static tl_status adam_##suffix(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,    \
+                                   tl_tensor *exp_avg_sq, const tl_optim_args *a) {                \
+        const int64_t n = tl_numel(param);                                                         \
+        T *p = tl_data(param), *m = tl_data(exp_avg), *v = tl_data(exp_avg_sq);                    \
+        const T *g = tl_data(grad);                                                                \
+        const double correction1 = 1 - pow(a->beta1, (double)a->step);                             \
+        const double correction2 = 1 - pow(a->beta2, (double)a->step);                             \
+        const C neg_step_size = (C)(-(a->lr / correction1));                                       \
+        const C correction2_sqrt = (C)sqrt(correction2);                                           \
+        const C beta1 = (C)a->beta1, beta2 = (C)a->beta2, one_minus_beta1 = (C)(1 - a->beta1),     \
+                one_minus_beta2 = (C)(1 - a->beta2), eps = (C)a->eps, wd = (C)a->weight_decay,     \
+                shrink = (C)(1 - a->lr * a->weight_decay);                                         \
+        const bool decoupled = a->decoupled, l2 = !a->decoupled && a->weight_decay != 0;           \
+        NN_PARALLEL_FOR(n) for (int64_t i = 0; i < n; i++) {                                       \
+            C pi = LOAD(p[i]), gi = LOAD(g[i]);                                                    \
+            if (decoupled) pi = pi * shrink;                                                       \
+            if (l2) gi = gi + wd * pi;                                                             \
+            C mi = LOAD(m[i]) * beta1;                                                             \
+            mi = mi + one_minus_beta1 * gi;                                                        \
+            C vi = LOAD(v[i]) * beta2;                                                             \
+            vi = vi + one_minus_beta2 * gi * gi;                                                   \
+            const C denom = SQRT(vi) / correction2_sqrt + eps;                                     \
+            m[i] = STORE(mi);                                                                      \
+            v[i] = STORE(vi);                                                                      \
+            p[i] = STORE(pi + neg_step_size * (mi / denom));                                       \
+        }                                                                                          \
+        return TL_OK;                                                                              \
+    }
+
+DEFINE_ADAM(f32, float, float, LOAD_SAME, STORE_SAME, sqrtf)
+DEFINE_ADAM(f64, double, double, LOAD_SAME, STORE_SAME, sqrt)
+DEFINE_ADAM(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16, sqrtf)
+DEFINE_ADAM(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16, sqrtf)
+
+#define ENTRY(op, dtype, suffix, fn)                                                               \
+    {                                                                                              \
+        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
+            .optim = fn                                                                            \
+        }                                                                                          \
+    }
+
+static const tl_kernel_entry entries[] = {
+    ENTRY(sgd_step, TL_F32, f32, sgd_f32),      ENTRY(sgd_step, TL_F64, f64, sgd_f64),
+    ENTRY(sgd_step, TL_BF16, bf16, sgd_bf16),   ENTRY(sgd_step, TL_F16, f16, sgd_f16),
+    ENTRY(adam_step, TL_F32, f32, adam_f32),    ENTRY(adam_step, TL_F64, f64, adam_f64),
+    ENTRY(adam_step, TL_BF16, bf16, adam_bf16), ENTRY(adam_step, TL_F16, f16, adam_f16),
+};
+
+TL_KERNEL_TABLE(tl_cpu_optim_table, TL_DEVICE_CPU, entries);

@@ -1,0 +1,157 @@
+/* CPU max_pool2d: forward (window maxima, NaN wins, with int64 argmax indices) and backward
+   (gradients summed at those indices); OpenMP over image planes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/nn_kernels.h"
+
+static inline int64_t plane_work(const tl_window2d *w) {
+    return w->batch * w->channels * w->out_h * w->out_w * w->kernel_h * w->kernel_w;
+}
+
+/* One plane: out/indices get the maximum of each window (compared as C) and its flat
+   position ih * width + iw; the value written is the input element itself. As PyTorch,
+   padding never wins and a NaN replaces the maximum. */
+#define DEFINE_POOL_PLANE(suffix, T, C, LOAD)                                                      \
+    static inline void pool_plane_##suffix(T *out, int64_t *indices, const T *in,                  \
+                                           const tl_window2d *w) {                                 \
+        for (int64_t oh = 0; oh < w->out_h; oh++) {                                                \
+            int64_t h0 = oh * w->stride_h - w->pad_h, h1 = h0 + w->kernel_h;                       \
+            if (h0 < 0) h0 = 0;                                                                    \
+            if (h1 > w->height) h1 = w->height;                                                    \
+            for (int64_t ow = 0; ow < w->out_w; ow++) {                                            \
+                int64_t w0 = ow * w->stride_w - w->pad_w, w1 = w0 + w->kernel_w;                   \
+                if (w0 < 0) w0 = 0;                                                                \
+                if (w1 > w->width) w1 = w->width;                                                  \
+                int64_t best = h0 * w->width + w0;                                                 \
+                C max = -(C)INFINITY;                                                              \
+                for (int64_t ih = h0; ih < h1; ih++) {                                             \
+                    for (int64_t iw = w0; iw < w1; iw++) {                                         \
+                        const int64_t at = ih * w->width + iw;                                     \
+                        const C v = LOAD(in[at]);                                                  \
+                        if (v > max || v != v) {                                                   \
+                            max = v;                                                               \
+                            best = at;                                                             \
+                        }                                                                          \
+                    }                                                                              \
+                }                                                                                  \
+                out[oh * w->out_w + ow] = in[best];                                                \
+                indices[oh * w->out_w + ow] = best;                                                \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+#define LOAD_SAME(x) (x)
+DEFINE_POOL_PLANE(f32, float, float, LOAD_SAME)
+DEFINE_POOL_PLANE(f64, double, double, LOAD_SAME)
+DEFINE_POOL_PLANE(bf16, uint16_t, float, nn_bf16_to_f32)
+DEFINE_POOL_PLANE(f16, uint16_t, float, nn_f16_to_f32)
+
+#define DEFINE_POOL(suffix, T)                                                                     \
+    static tl_status pool_##suffix(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,        \
+                                   const tl_window2d *w) {                                         \
+        T *o = tl_data(out);                                                                       \
+        int64_t *idx = tl_data(indices);                                                           \
+        const T *x = tl_data(in);                                                                  \
+        const int64_t planes = w->batch * w->channels, in_size = w->height * w->width,             \
+                      out_size = w->out_h * w->out_w, work = plane_work(w);                        \
+        NN_PARALLEL_FOR(work)                                                                      \
+        for (int64_t p = 0; p < planes; p++)                                                       \
+            pool_plane_##suffix(o + p * out_size, idx + p * out_size, x + p * in_size, w);         \
+        return TL_OK;                                                                              \
+    }
+
+DEFINE_POOL(f32, float)
+DEFINE_POOL(f64, double)
+DEFINE_POOL(bf16, uint16_t)
+DEFINE_POOL(f16, uint16_t)
+
+/* ---- backward: grad_in = zeros, then grad_out added at each index (overlapping windows
+   add up), per plane in output order: deterministic --------------------------------------- */
+#define DEFINE_POOL_BACKWARD_NATIVE(suffix, T)                                                     \
+    static tl_status pool_backward_##suffix(tl_tensor *grad_in, const tl_tensor *grad_out,         \
+                                            const tl_tensor *indices, const tl_window2d *w) {      \
+        T *gi = tl_data(grad_in);                                                                  \
+        const T *go = tl_data(grad_out);                                                           \
+        const int64_t *idx = tl_data(indices);                                                     \
+        const int64_t planes = w->batch * w->channels, in_size = w->height * w->width,             \
+                      out_size = w->out_h * w->out_w, work = planes * (in_size + out_size);        \
+        NN_PARALLEL_FOR(work) for (int64_t p = 0; p < planes; p++) {                               \
+            T *plane = gi + p * in_size;                                                           \
+            memset(plane, 0, (size_t)in_size * sizeof(T));                                         \
+            const T *g = go + p * out_size;                                                        \
+            const int64_t *at = idx + p * out_size;                                                \
+            for (int64_t o = 0; o < out_size; o++) plane[at[o]] += g[o];                           \
+        }                                                                                          \
+        return TL_OK;                                                                              \
+    }
+
+DEFINE_POOL_BACKWARD_NATIVE(f32, float)
+DEFINE_POOL_BACKWARD_NATIVE(f64, double)
+
+/* 16-bit: each plane sums in a float32 scratch plane of its thread, rounded once. */
+static tl_status pool_backward_16(tl_tensor *grad_in, const tl_tensor *grad_out,
+                                  const tl_tensor *indices, const tl_window2d *w, bool bf16) {
+    uint16_t *gi = tl_data(grad_in);
+    const uint16_t *go = tl_data(grad_out);
+    const int64_t *idx = tl_data(indices);
+    const int64_t planes = w->batch * w->channels, in_size = w->height * w->width,
+                  out_size = w->out_h * w->out_w;
+    const int threads = nn_max_threads();
+    float *scratch = malloc((size_t)threads * (size_t)(in_size + 1) * sizeof(float));
+    if (!scratch)
+        return tl_error(TL_ERR_MEMORY, "max_pool2d_backward: out of memory for the float32 sums");
+#pragma omp parallel for schedule(static) if (planes * (in_size + out_size) > NN_PARALLEL_THRESHOLD)
+    for (int64_t p = 0; p < planes; p++) {
+        float *acc = scratch + (size_t)nn_thread_id() * (size_t)(in_size + 1);
+        memset(acc, 0, (size_t)in_size * sizeof(float));
+        const uint16_t *g = go + p * out_size;
+        const int64_t *at = idx + p * out_size;
+        uint16_t *plane = gi + p * in_size;
+        if (bf16) {
+            for (int64_t o = 0; o < out_size; o++) acc[at[o]] += nn_bf16_to_f32(g[o]);
+            for (int64_t e = 0; e < in_size; e++) plane[e] = nn_f32_to_bf16(acc[e]);
+        } else {
+            for (int64_t o = 0; o < out_size; o++) acc[at[o]] += nn_f16_to_f32(g[o]);
+            for (int64_t e = 0; e < in_size; e++) plane[e] = nn_f32_to_f16(acc[e]);
+        }
+    }
+    free(scratch);
+    return TL_OK;
+}
+
+static tl_status pool_backward_bf16(tl_tensor *grad_in, const tl_tensor *grad_out,
+                                    const tl_tensor *indices, const tl_window2d *w) {
+    return pool_backward_16(grad_in, grad_out, indices, w, true);
+}
+
+static tl_status pool_backward_f16(tl_tensor *grad_in, const tl_tensor *grad_out,
+                                   const tl_tensor *indices, const tl_window2d *w) {
+    return pool_backward_16(grad_in, grad_out, indices, w, false);
+}
+
+static const tl_kernel_entry entries[] = {
+    {TL_OP_max_pool2d, TL_F32, "cpu_max_pool2d_f32", {.pool = pool_f32}},
+    {TL_OP_max_pool2d, TL_F64, "cpu_max_pool2d_f64", {.pool = pool_f64}},
+    {TL_OP_max_pool2d, TL_BF16, "cpu_max_pool2d_bf16", {.pool = pool_bf16}},
+    {TL_OP_max_pool2d, TL_F16, "cpu_max_pool2d_f16", {.pool = pool_f16}},
+    {TL_OP_max_pool2d_backward,
+     TL_F32,
+     "cpu_max_pool2d_backward_f32",
+     {.pool_backward = pool_backward_f32}},
+    {TL_OP_max_pool2d_backward,
+     TL_F64,
+     "cpu_max_pool2d_backward_f64",
+     {.pool_backward = pool_backward_f64}},
+    {TL_OP_max_pool2d_backward,
+     TL_BF16,
+     "cpu_max_pool2d_backward_bf16",
+     {.pool_backward = pool_backward_bf16}},
+    {TL_OP_max_pool2d_backward,
+     TL_F16,
+     "cpu_max_pool2d_backward_f16",
+     {.pool_backward = pool_backward_f16}},
+};
+
+TL_KERNEL_TABLE(tl_cpu_pool_table, TL_DEVICE_CPU, entries);

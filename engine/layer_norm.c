@@ -1,0 +1,160 @@
+/* layer_norm as ops: validate, allocate the output and the per-row mean and rstd, dispatch;
+   the backward input kernel and the weight/bias kernel run separately. */
+#include "nn_common.h"
+
+/* mean/rstd dtype: float64 for float64 input, else float32. */
+static tl_dtype stats_dtype(tl_dtype dtype) {
+    return dtype == TL_F64 ? TL_F64 : TL_F32;
+}
+
+static tl_status check_param(const char *op, const char *name, const tl_tensor *input,
+                             const tl_tensor *t) {
+    char st[256], si[256];
+    int64_t D = input->shape[input->ndim - 1];
+    if (t->ndim != 1 || t->shape[0] != D)
+        return tl_error(TL_ERR_SHAPE, "%s: %s must be [%lld] (the last dim of input %s), got %s",
+                        op, name, (long long)D, tl_shape_str(input, si, sizeof si),
+                        tl_shape_str(t, st, sizeof st));
+    return nn_check_like(op, "input", input, name, t, true);
+}
+
+static tl_status check_input(const char *op, const tl_tensor *input) {
+    if (input->ndim < 1)
+        return tl_error(TL_ERR_SHAPE, "%s: input must have at least 1 dim, got a 0-dim tensor", op);
+    return nn_check_floating(op, "input", input);
+}
+
+/* mean and rstd must be what the forward gave for input. */
+static tl_status check_stats(const char *op, const tl_tensor *input, const tl_tensor *mean,
+                             const tl_tensor *rstd) {
+    const tl_tensor *stats[2] = {mean, rstd};
+    const char *names[2] = {"mean", "rstd"};
+    char ss[256], si[256];
+    for (int i = 0; i < 2; i++) {
+        const tl_tensor *t = stats[i];
+        if (!nn_same_shape(t, input->shape, input->ndim - 1) ||
+            t->dtype != stats_dtype(input->dtype))
+            return tl_error(TL_ERR_SHAPE,
+                            "%s: %s must be %s with input %s's shape without its last dim, got "
+                            "%s %s",
+                            op, names[i], tl_dtype_name(stats_dtype(input->dtype)),
+                            tl_shape_str(input, si, sizeof si), tl_dtype_name(t->dtype),
+                            tl_shape_str(t, ss, sizeof ss));
+        TL_TRY(nn_check_like(op, "input", input, names[i], t, false));
+    }
+    return TL_OK;
+}
+
+static tl_status check_grad(const char *op, const tl_tensor *grad, const tl_tensor *like) {
+    char sg[256], sl[256];
+    if (!nn_same_shape(grad, like->shape, like->ndim))
+        return tl_error(TL_ERR_SHAPE, "%s: grad has shape %s but the output has %s", op,
+                        tl_shape_str(grad, sg, sizeof sg), tl_shape_str(like, sl, sizeof sl));
+    return nn_check_like(op, "input", like, "grad", grad, true);
+}
+
+tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                        double eps, tl_tensor **out, tl_tensor **mean, tl_tensor **rstd) {
+    const char *op = "layer_norm";
+    TL_TRY(check_input(op, input));
+    if (weight) TL_TRY(check_param(op, "weight", input, weight));
+    if (bias) TL_TRY(check_param(op, "bias", input, bias));
+    if (!(eps >= 0)) return tl_error(TL_ERR_ARGUMENT, "layer_norm: eps must be >= 0, got %g", eps);
+    tl_device device = tl_tensor_device(input);
+    tl_tensor *x = NULL, *w = NULL, *b = NULL, *result = NULL, *mu = NULL, *rs = NULL;
+    tl_dtype sd = stats_dtype(input->dtype);
+    tl_status status = tl_contiguous((tl_tensor *)input, &x);
+    if (status == TL_OK && weight) status = tl_contiguous((tl_tensor *)weight, &w);
+    if (status == TL_OK && bias) status = tl_contiguous((tl_tensor *)bias, &b);
+    if (status == TL_OK) status = tl_empty_like(x, &result);
+    if (status == TL_OK) status = tl_empty(input->shape, input->ndim - 1, sd, device, &mu);
+    if (status == TL_OK) status = tl_empty(input->shape, input->ndim - 1, sd, device, &rs);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k =
+            tl_dispatch(TL_OP_layer_norm, device, input->dtype, NN_TENSORS(result, x, w, b));
+        status = k ? k->fn.layer_norm(result, mu, rs, x, w, b, eps) : TL_ERR_DTYPE;
+    }
+    tl_release(x), tl_release(w), tl_release(b);
+    if (status != TL_OK) {
+        tl_release(result), tl_release(mu), tl_release(rs);
+        return status;
+    }
+    *out = result;
+    if (mean)
+        *mean = mu;
+    else
+        tl_release(mu);
+    if (rstd)
+        *rstd = rs;
+    else
+        tl_release(rs);
+    return TL_OK;
+}
+
+tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *input,
+                                       const tl_tensor *mean, const tl_tensor *rstd,
+                                       const tl_tensor *weight, tl_tensor **grad_input) {
+    const char *op = "layer_norm_backward_input";
+    TL_TRY(check_input(op, input));
+    TL_TRY(check_grad(op, grad, input));
+    TL_TRY(check_stats(op, input, mean, rstd));
+    if (weight) TL_TRY(check_param(op, "weight", input, weight));
+    tl_tensor *g = NULL, *x = NULL, *mu = NULL, *rs = NULL, *w = NULL, *result = NULL;
+    tl_status status = tl_contiguous((tl_tensor *)grad, &g);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)input, &x);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)mean, &mu);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)rstd, &rs);
+    if (status == TL_OK && weight) status = tl_contiguous((tl_tensor *)weight, &w);
+    if (status == TL_OK) status = tl_empty_like(x, &result);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k =
+            tl_dispatch(TL_OP_layer_norm_backward_input, tl_tensor_device(input), input->dtype,
+                        NN_TENSORS(result, g, x, w));
+        status = k ? k->fn.layer_norm_backward(result, NULL, g, x, mu, rs, w) : TL_ERR_DTYPE;
+    }
+    tl_release(g), tl_release(x), tl_release(mu), tl_release(rs), tl_release(w);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *grad_input = result;
+    return TL_OK;
+}
+
+tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *input,
+                                        const tl_tensor *mean, const tl_tensor *rstd,
+                                        tl_tensor **grad_weight, tl_tensor **grad_bias) {
+    const char *op = "layer_norm_backward_weight";
+    if (!grad_weight && !grad_bias) return TL_OK;
+    TL_TRY(check_input(op, grad));
+    if (grad_weight) {
+        if (!input || !mean || !rstd)
+            return tl_error(TL_ERR_ARGUMENT, "%s: the weight's gradient needs input, mean and rstd",
+                            op);
+        TL_TRY(check_input(op, input));
+        TL_TRY(check_grad(op, grad, input));
+        TL_TRY(check_stats(op, input, mean, rstd));
+    }
+    tl_device device = tl_tensor_device(grad);
+    int64_t D = grad->shape[grad->ndim - 1];
+    tl_tensor *g = NULL, *x = NULL, *mu = NULL, *rs = NULL, *dw = NULL, *db = NULL;
+    tl_status status = tl_contiguous((tl_tensor *)grad, &g);
+    if (status == TL_OK && grad_weight) status = tl_contiguous((tl_tensor *)input, &x);
+    if (status == TL_OK && grad_weight) status = tl_contiguous((tl_tensor *)mean, &mu);
+    if (status == TL_OK && grad_weight) status = tl_contiguous((tl_tensor *)rstd, &rs);
+    if (status == TL_OK && grad_weight) status = tl_empty(&D, 1, grad->dtype, device, &dw);
+    if (status == TL_OK && grad_bias) status = tl_empty(&D, 1, grad->dtype, device, &db);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k = tl_dispatch(TL_OP_layer_norm_backward_weight, device,
+                                               grad->dtype, NN_TENSORS(dw ? dw : db, g, x));
+        status = k ? k->fn.layer_norm_backward(dw, db, g, x, mu, rs, NULL) : TL_ERR_DTYPE;
+    }
+    tl_release(g), tl_release(x), tl_release(mu), tl_release(rs);
+    if (status != TL_OK) {
+        tl_release(dw), tl_release(db);
+        return status;
+    }
+    if (grad_weight) *grad_weight = dw;
+    if (grad_bias) *grad_bias = db;
+    return TL_OK;
+}

@@ -1,0 +1,86 @@
+/* Internal to the nn ops (engine/conv2d.c, pool.c, embedding.c, cross_entropy.c, layer_norm.c,
+   optim_step.c): argument checks with messages that name the op and the argument. */
+#ifndef TLUA_NN_COMMON_H
+#define TLUA_NN_COMMON_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernel.h"
+#include "tlua/nn.h"
+
+/* t has a floating dtype. */
+static inline tl_status nn_check_floating(const char *op, const char *name, const tl_tensor *t) {
+    if (!tl_dtype_is_floating(t->dtype))
+        return tl_error(TL_ERR_DTYPE,
+                        "%s: %s must have a floating dtype (float32, float64, bfloat16, float16), "
+                        "got %s",
+                        op, name, tl_dtype_name(t->dtype));
+    return TL_OK;
+}
+
+/* t is int32 or int64. */
+static inline tl_status nn_check_integer(const char *op, const char *name, const tl_tensor *t) {
+    if (t->dtype != TL_I32 && t->dtype != TL_I64)
+        return tl_error(TL_ERR_DTYPE, "%s: %s must be int64 or int32, got %s", op, name,
+                        tl_dtype_name(t->dtype));
+    return TL_OK;
+}
+
+/* t (named name) is on ref's device and, when same_dtype, has ref's dtype. */
+static inline tl_status nn_check_like(const char *op, const char *ref_name, const tl_tensor *ref,
+                                      const char *name, const tl_tensor *t, bool same_dtype) {
+    char a[16], b[16];
+    if (!tl_device_equal(tl_tensor_device(t), tl_tensor_device(ref)))
+        return tl_error(TL_ERR_DEVICE, "%s: %s is on %s but %s is on %s", op, ref_name,
+                        tl_device_name(tl_tensor_device(ref), a), name,
+                        tl_device_name(tl_tensor_device(t), b));
+    if (same_dtype && t->dtype != ref->dtype)
+        return tl_error(TL_ERR_DTYPE, "%s: %s is %s but %s is %s", op, ref_name,
+                        tl_dtype_name(ref->dtype), name, tl_dtype_name(t->dtype));
+    return TL_OK;
+}
+
+static inline bool nn_same_shape(const tl_tensor *t, const int64_t *shape, int ndim) {
+    return t->ndim == ndim && memcmp(t->shape, shape, sizeof shape[0] * (size_t)ndim) == 0;
+}
+
+/* Writes "[2, 3]" for a shape array (as tl_shape_str does for a tensor). */
+static inline const char *nn_shape_str(const int64_t *shape, int ndim, char *buf, int size) {
+    int at = 0;
+    buf[0] = '\0';
+    at += snprintf(buf + at, (size_t)(size - at), "[");
+    for (int d = 0; d < ndim && at < size; d++)
+        at += snprintf(buf + at, (size_t)(size - at), d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (at < size) snprintf(buf + at, (size_t)(size - at), "]");
+    return buf;
+}
+
+/* Looks for an element of the integer tensor t outside [0, limit) with the device's own
+   reductions: *found, and then the offending value and its flat (row-major) position. */
+static inline tl_status nn_find_out_of_range(const tl_tensor *t, int64_t limit, bool *found,
+                                             int64_t *value, int64_t *position) {
+    *found = false;
+    if (tl_numel(t) == 0) return TL_OK;
+    tl_tensor *lo = NULL, *hi = NULL, *where = NULL;
+    tl_scalar lo_v, hi_v, at;
+    tl_status status = tl_min_all(t, &lo);
+    if (status == TL_OK) status = tl_max_all(t, &hi);
+    if (status == TL_OK) status = tl_item(lo, &lo_v);
+    if (status == TL_OK) status = tl_item(hi, &hi_v);
+    if (status == TL_OK && (tl_scalar_to_int(lo_v) < 0 || tl_scalar_to_int(hi_v) >= limit)) {
+        bool low = tl_scalar_to_int(lo_v) < 0;
+        *found = true;
+        *value = tl_scalar_to_int(low ? lo_v : hi_v);
+        status = low ? tl_argmin_all(t, &where) : tl_argmax_all(t, &where);
+        if (status == TL_OK) status = tl_item(where, &at);
+        if (status == TL_OK) *position = tl_scalar_to_int(at);
+    }
+    tl_release(lo), tl_release(hi), tl_release(where);
+    return status;
+}
+
+/* A NULL-terminated tensor list for tl_dispatch's trace: the output first, then the inputs. */
+#define NN_TENSORS(...) ((const tl_tensor *const[]){__VA_ARGS__, NULL})
+
+#endif

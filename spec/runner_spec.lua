@@ -1,0 +1,187 @@
+-- The `tlua` executable (TLUA_BIN, or build/tlua): arg, -e, -l, -v, -i, -, error
+-- exits, the `tl` global, and require("tlua") from the stock lua5.4.
+local function sh_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local ROOT = io.popen("pwd"):read("l")
+local BIN = os.getenv("TLUA_BIN") or (ROOT .. "/build/tlua")
+if BIN:sub(1, 1) ~= "/" then BIN = ROOT .. "/" .. BIN end
+local BIN_DIR = BIN:match("^(.*)/[^/]*$")
+
+local tmp -- a fresh directory per spec
+
+-- runs a shell command line; returns exit code, stdout, stderr
+local function run(cmdline, stdin)
+  local out, err = tmp .. "/stdout", tmp .. "/stderr"
+  local full = cmdline
+  if stdin then
+    write_file(tmp .. "/stdin", stdin)
+    full = full .. " < " .. sh_quote(tmp .. "/stdin")
+  else
+    full = full .. " < /dev/null"
+  end
+  full = "cd " .. sh_quote(tmp) .. " && " .. full .. " > " .. sh_quote(out) .. " 2> " .. sh_quote(err)
+  local ok, how, code = os.execute(full)
+  if how == "signal" then code = 128 + code end
+  if ok == true then code = 0 end
+  return code, read_file(out), read_file(err)
+end
+
+local function tlua(args, stdin)
+  return run(sh_quote(BIN) .. " " .. args, stdin)
+end
+
+describe("the tlua executable", function()
+  before_each(function()
+    tmp = os.tmpname()
+    os.remove(tmp)
+    assert(os.execute("mkdir -p " .. sh_quote(tmp)))
+  end)
+
+  after_each(function()
+    if tmp and tmp:match("^/tmp/") then os.execute("rm -rf " .. sh_quote(tmp)) end
+  end)
+
+  it("exists and is executable (" .. BIN .. ")", function()
+    assert.is_true(os.execute("test -x " .. sh_quote(BIN)) == true, BIN .. " is not an executable file")
+  end)
+
+  it("runs a script with arg as the stock lua does", function()
+    write_file(tmp .. "/script.lua", [[
+      print(arg[0], arg[1], arg[2], #arg, select("#", ...), ...)
+      print(arg[-1] ~= nil)
+    ]])
+    local code, out, err = tlua("script.lua a 'b c'")
+    assert.equal(0, code, err)
+    local lines = {}
+    for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    assert.equal("script.lua\ta\tb c\t2\t2\ta\tb c", lines[1])
+    assert.equal("true", lines[2])
+  end)
+
+  it("-e runs a statement", function()
+    local code, out, err = tlua("-e 'print(1+1)'")
+    assert.equal(0, code, err)
+    assert.equal("2\n", out)
+  end)
+
+  it("-e statements run in order, before the script", function()
+    write_file(tmp .. "/s.lua", "print(X * 2)")
+    local code, out, err = tlua("-e 'X = 20' -e 'X = X + 1' s.lua")
+    assert.equal(0, code, err)
+    assert.equal("42\n", out)
+  end)
+
+  it("-v prints a version naming tlua", function()
+    local code, out, err = tlua("-v")
+    assert.equal(0, code, err)
+    assert.truthy((out .. err):lower():find("tlua", 1, true), out .. err)
+  end)
+
+  it("-l loads a module (into a global of its name)", function()
+    write_file(tmp .. "/mymod.lua", "LOADED_FLAG = 'yes'\nreturn { x = 42 }\n")
+    local code, out, err = run("LUA_PATH=" .. sh_quote(tmp .. "/?.lua;;") .. " " .. sh_quote(BIN)
+      .. " -l mymod -e " .. sh_quote("print(LOADED_FLAG, mymod and mymod.x)"))
+    assert.equal(0, code, err)
+    assert.equal("yes\t42\n", out)
+  end)
+
+  it("a script that errors exits non-zero with the message on stderr", function()
+    write_file(tmp .. "/bad.lua", "local x = 1\nerror('boom from the script')\n")
+    local code, out, err = tlua("bad.lua")
+    assert.are_not.equal(0, code)
+    assert.truthy(err:find("boom from the script", 1, true), err)
+    assert.equal("", out)
+  end)
+
+  it("a tensor error in a script exits non-zero and names the op", function()
+    write_file(tmp .. "/bad2.lua", "local y = tl.ones(2, 3) + tl.ones(4)\n")
+    local code, _, err = tlua("bad2.lua")
+    assert.are_not.equal(0, code)
+    assert.truthy(err:find("add", 1, true), err)
+    assert.truthy(err:find("[2, 3]", 1, true), err)
+  end)
+
+  it("os.exit codes come through", function()
+    local code = tlua("-e 'os.exit(3)'")
+    assert.equal(3, code)
+  end)
+
+  it("a missing script is an error", function()
+    local code, _, err = tlua("no_such_script.lua")
+    assert.are_not.equal(0, code)
+    assert.truthy(err:find("no_such_script.lua", 1, true), err)
+  end)
+
+  it("has tl as a global, the same table as require('tlua')", function()
+    local code, out, err = tlua("-e " .. sh_quote("print(type(tl), tl == require('tlua'), tl.ones(2, 3):sum():item())"))
+    assert.equal(0, code, err)
+    assert.equal("table\ttrue\t6.0\n", out)
+  end)
+
+  it("runs a script from stdin with -", function()
+    local code, out, err = tlua("-", "print(6 * 7)\nprint(tl.arange(4):sum():item())\n")
+    assert.equal(0, code, err)
+    assert.equal("42\n6\n", out)
+  end)
+
+  it("runs stdin as a script when it is not a terminal and there is no script", function()
+    local code, out, err = tlua("", "print('from stdin')\n")
+    assert.equal(0, code, err)
+    assert.equal("from stdin\n", out)
+  end)
+
+  it("-i: the REPL prints the values of expressions read from stdin", function()
+    local input = "1+2\nx = 5\nx * 10\n=x+1\nfor i = 1, 2 do\nprint('line', i)\nend\ntl.tensor({1.5, 2.5}):sum():item()\n"
+    local code, out, err = tlua("-i", input)
+    assert.equal(0, code, err)
+    local found = {}
+    for l in out:gmatch("[^\n]+") do
+      local v = l:gsub("^[>%s]*", "") -- prompts
+      found[v] = true
+    end
+    assert.is_true(found["3"], out)
+    assert.is_true(found["50"], out)
+    assert.is_true(found["6"], out)
+    assert.is_true(found["line\t1"], out)
+    assert.is_true(found["line\t2"], out)
+    assert.is_true(found["4.0"], out)
+  end)
+
+  it("-i: an error in the REPL is reported and the REPL goes on", function()
+    local code, out, err = tlua("-i", "error('oops')\n40 + 2\n")
+    assert.equal(0, code, err)
+    assert.truthy(err:find("oops", 1, true), err)
+    assert.truthy(out:find("42", 1, true), out)
+  end)
+
+  it("-i after a script keeps its globals", function()
+    write_file(tmp .. "/s.lua", "G = 7\n")
+    local code, out, err = tlua("-i s.lua", "G * 6\n")
+    assert.equal(0, code, err)
+    assert.truthy(out:find("42", 1, true), out)
+  end)
+
+  it("require('tlua') works from the stock lua5.4 with LUA_PATH and LUA_CPATH", function()
+    local lpath = ROOT .. "/bindings/lua/?.lua;" .. ROOT .. "/bindings/lua/?/init.lua;;"
+    local cpath = BIN_DIR .. "/lua/?.so;;"
+    local code, out, err = run("LUA_PATH=" .. sh_quote(lpath) .. " LUA_CPATH=" .. sh_quote(cpath)
+      .. " lua5.4 -e " .. sh_quote("local tl = require('tlua'); print(tl.ones(3):sum():item(), tl.tensor({1, 2}).dtype)"))
+    assert.equal(0, code, err)
+    assert.equal("3.0\tint64\n", out)
+  end)
+end)
