@@ -1,10 +1,10 @@
-/* conv2d by im2col + GEMM: validation, chunking of the batch (bounded column buffer), the
-   im2col/col2im kernels and the GemmParams of the forward and of each split backward. */
+/* conv2d by im2col + GEMM over chunks of the batch: validation and the split backward. */
 #include "nn_common.h"
 
-/* Elements of the column buffer of one chunk of samples: the whole batch at once unless a
-   chunk would exceed this (16 MiB of float32), then as many samples as fit (at least one). */
-#define COLUMN_BUDGET ((int64_t)1 << 22)
+/* Scratch elements (columns and the output or gradient with the samples side by side) of one
+   chunk of samples: the whole batch at once unless that exceeds this (32 MiB of float32). Each
+   chunk is one GEMM per product, so the GEMMs stay large. */
+#define SCRATCH_BUDGET ((int64_t)1 << 23)
 
 static int64_t max1(int64_t v) {
     return v > 1 ? v : 1;
@@ -81,12 +81,14 @@ static tl_status check_conv(const tl_tensor *input, const tl_tensor *weight, con
     return check_geometry(op, input->shape, weight->shape, stride_h, stride_w, pad_h, pad_w, w);
 }
 
-/* Samples per chunk for columns of c_kk rows and positions per sample. */
-static int64_t chunk_size(int64_t batch, int64_t c_kk, int64_t positions) {
-    int64_t per_sample = max1(c_kk * positions);
-    int64_t chunk = COLUMN_BUDGET / per_sample;
-    if (chunk < 1) chunk = 1;
-    return chunk < batch ? chunk : batch;
+/* Samples per chunk when each sample needs per_sample elements of scratch: the whole batch
+   when it fits the budget, else chunks of about equal size. */
+static int64_t chunk_size(int64_t batch, int64_t per_sample) {
+    int64_t most = SCRATCH_BUDGET / max1(per_sample);
+    if (most < 1) most = 1;
+    if (most >= batch) return batch > 0 ? batch : 1;
+    int64_t chunks = (batch + most - 1) / most;
+    return (batch + chunks - 1) / chunks;
 }
 
 /* A [rows, cols] view of the first rows * cols elements of the 1-D buffer. */
@@ -102,57 +104,97 @@ static tl_status buffer_view(tl_tensor *buffer, int64_t rows, int64_t cols, tl_t
 static GemmParams gemm_params(tl_dtype input_dtype, tl_dtype output_dtype) {
     return (GemmParams){
         .alpha = 1.0f,
-        .batch_count = 1, /* a single GEMM unless set */
+        .batch_count = 1,
         .input_dtype = input_dtype,
         .output_dtype = output_dtype,
         .compute_dtype = input_dtype == TL_F64 ? TL_F64 : TL_F32,
     };
 }
 
-static char *element(const tl_tensor *t, int64_t index) {
-    return (char *)tl_data(t) + index * (int64_t)tl_dtype_size(t->dtype);
-}
-
-/* Runs im2col or col2im (op) between the columns and samples [b0, b0 + count) of images. */
+/* Runs im2col or col2im (op) between columns [CKK, count * P] and samples [b0, b0 + count) of
+   images. */
 static tl_status run_im2col(tl_op op, tl_tensor *images, int64_t b0, int64_t count,
                             tl_tensor *columns, tl_window2d w) {
     tl_tensor *part;
     TL_TRY(tl_narrow(images, 0, b0, count, &part));
     w.batch = count;
+    w.col_row_stride = count * w.out_h * w.out_w;
+    w.col_batch_stride = w.out_h * w.out_w;
     bool to_columns = op == TL_OP_im2col;
-    const tl_tensor *out = to_columns ? columns : part, *in = to_columns ? part : columns;
+    tl_tensor *dst = to_columns ? columns : part;
+    const tl_tensor *src = to_columns ? part : columns;
     const tl_kernel_entry *k =
-        tl_dispatch(op, tl_tensor_device(images), images->dtype, NN_TENSORS(out, in));
-    tl_status status =
-        k ? k->fn.im2col(to_columns ? columns : part, to_columns ? part : columns, &w)
-          : TL_ERR_DTYPE;
+        tl_dispatch(op, tl_tensor_device(images), images->dtype, NN_TENSORS(dst, src));
+    tl_status status = k ? k->fn.im2col(dst, src, &w) : TL_ERR_DTYPE;
     tl_release(part);
     return status;
 }
 
-/* out[n]^T [P, O] = columns_n^T [P, CKK] @ weight^T [CKK, O] for the samples of the chunk
-   (columns [CKK, count * P]), after out[n] = bias on every position when there is one. */
-static tl_status forward_chunk(tl_tensor *result, int64_t b0, int64_t count,
-                               const tl_tensor *columns, const tl_tensor *weight,
-                               const tl_tensor *bias, const tl_tensor *ones, int64_t c_kk,
-                               int64_t positions) {
-    const int64_t O = weight->shape[0], P = positions;
-    tl_device device = tl_tensor_device(result);
-    void *c = element(result, b0 * O * P);
-    if (bias) {
-        /* out_n^T [P, O] = ones [P, 1] @ bias^T [1, O] */
-        GemmParams p = gemm_params(result->dtype, result->dtype);
-        p.m = P, p.n = O, p.k = 1;
-        p.lda = max1(P), p.ldb = 1, p.ldc = max1(P);
-        p.batch_count = count, p.stride_a = 0, p.stride_b = 0, p.stride_c = O * P;
-        TL_TRY(tl_gemm(TL_OP_conv2d_forward, device, &p, tl_data(ones), tl_data(bias), c));
+/* Samples [b0, b0 + count) of t [N, O, P] as one [O, count * P] matrix: t itself for one
+   sample, else a copy into the buffer (the samples side by side, as the columns). */
+static tl_status samples_side_by_side(tl_tensor *t, int64_t b0, int64_t count, tl_tensor *buffer,
+                                      tl_tensor **out) {
+    const int64_t O = t->shape[1], P = t->shape[2];
+    tl_tensor *part = NULL, *swapped = NULL, *dst = NULL, *flat = NULL;
+    tl_status status = tl_narrow(t, 0, b0, count, &part);
+    int64_t shape[3] = {O, count, P}, matrix[2] = {O, count * P};
+    if (status == TL_OK && count == 1) {
+        status = tl_view(part, matrix, 2, out);
+    } else if (status == TL_OK) {
+        status = tl_transpose(part, 0, 1, &swapped);
+        if (status == TL_OK) status = tl_narrow(buffer, 0, 0, O * count * P, &flat);
+        if (status == TL_OK) status = tl_view(flat, shape, 3, &dst);
+        if (status == TL_OK) status = tl_copy_(dst, swapped);
+        if (status == TL_OK) status = tl_view(flat, matrix, 2, out);
     }
-    GemmParams p = gemm_params(result->dtype, result->dtype);
-    p.m = P, p.n = O, p.k = c_kk;
-    p.beta = bias ? 1.0f : 0.0f;
-    p.lda = max1(count * P), p.ldb = max1(c_kk), p.ldc = max1(P);
-    p.batch_count = count, p.stride_a = P, p.stride_b = 0, p.stride_c = O * P;
-    return tl_gemm(TL_OP_conv2d_forward, device, &p, tl_data(columns), tl_data(weight), c);
+    tl_release(part), tl_release(swapped), tl_release(dst), tl_release(flat);
+    return status;
+}
+
+/* The reverse: y [O, count * P] into samples [b0, b0 + count) of t [N, O, P]. */
+static tl_status unpack_samples(const tl_tensor *y, tl_tensor *t, int64_t b0, int64_t count) {
+    const int64_t O = t->shape[1], P = t->shape[2];
+    tl_tensor *part = NULL, *src = NULL, *swapped = NULL;
+    int64_t shape[3] = {O, count, P};
+    tl_status status = tl_narrow(t, 0, b0, count, &part);
+    if (status == TL_OK) status = tl_view((tl_tensor *)y, shape, 3, &src);
+    if (status == TL_OK) status = tl_transpose(src, 0, 1, &swapped);
+    if (status == TL_OK) status = tl_copy_(part, swapped);
+    tl_release(part), tl_release(src), tl_release(swapped);
+    return status;
+}
+
+/* out[b0 : b0 + count] = weight [O, CKK] @ columns [CKK, count * P] (+ bias on every
+   position), computed as y [O, count * P] (out itself for one sample), then unpacked. */
+static tl_status forward_chunk(tl_tensor *out3, int64_t b0, int64_t count, const tl_tensor *columns,
+                               const tl_tensor *weight, const tl_tensor *bias,
+                               const tl_tensor *ones, tl_tensor *y_buffer) {
+    const int64_t O = out3->shape[1], P = out3->shape[2], c_kk = columns->shape[0];
+    const int64_t rows = count * P;
+    tl_device device = tl_tensor_device(out3);
+    tl_tensor *y = NULL;
+    tl_status status = count == 1 ? samples_side_by_side(out3, b0, 1, NULL, &y)
+                                  : buffer_view(y_buffer, O, rows, &y);
+    if (status == TL_OK && bias) {
+        /* y^T [rows, O] = ones [rows, 1] @ bias^T [1, O] */
+        GemmParams p = gemm_params(out3->dtype, out3->dtype);
+        p.m = rows, p.n = O, p.k = 1;
+        p.lda = max1(rows), p.ldb = 1, p.ldc = max1(rows);
+        status =
+            tl_gemm(TL_OP_conv2d_forward, device, &p, tl_data(ones), tl_data(bias), tl_data(y));
+    }
+    if (status == TL_OK) {
+        /* y^T [rows, O] (+)= columns^T [rows, CKK] @ weight^T [CKK, O] */
+        GemmParams p = gemm_params(out3->dtype, out3->dtype);
+        p.m = rows, p.n = O, p.k = c_kk;
+        p.beta = bias ? 1.0f : 0.0f;
+        p.lda = max1(rows), p.ldb = max1(c_kk), p.ldc = max1(rows);
+        status = tl_gemm(TL_OP_conv2d_forward, device, &p, tl_data(columns), tl_data(weight),
+                         tl_data(y));
+    }
+    if (status == TL_OK && count > 1) status = unpack_samples(y, out3, b0, count);
+    tl_release(y);
+    return status;
 }
 
 tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
@@ -162,30 +204,35 @@ tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_te
     TL_TRY(check_conv(input, weight, bias, stride_h, stride_w, pad_h, pad_w, &w));
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
-    const int64_t chunk = chunk_size(N, c_kk, P);
+    const int64_t chunk = chunk_size(N, (c_kk + O + 1) * P);
     tl_device device = tl_tensor_device(input);
-    tl_tensor *x = NULL, *wt = NULL, *b = NULL, *result = NULL, *buffer = NULL, *ones = NULL;
-    int64_t shape[4] = {N, O, w.out_h, w.out_w};
+    tl_dtype dtype = input->dtype;
+    tl_tensor *x = NULL, *wt = NULL, *b = NULL, *result = NULL, *out3 = NULL;
+    tl_tensor *col_buffer = NULL, *y_buffer = NULL, *ones = NULL;
+    int64_t shape[4] = {N, O, w.out_h, w.out_w}, shape3[3] = {N, O, P};
     tl_status status = tl_contiguous((tl_tensor *)input, &x);
     if (status == TL_OK) status = tl_contiguous((tl_tensor *)weight, &wt);
     if (status == TL_OK && bias) status = tl_contiguous((tl_tensor *)bias, &b);
-    if (status == TL_OK) status = tl_empty(shape, 4, input->dtype, device, &result);
+    if (status == TL_OK) status = tl_empty(shape, 4, dtype, device, &result);
+    if (status == TL_OK) status = tl_view(result, shape3, 3, &out3);
     if (status == TL_OK && N * O * P > 0) {
-        int64_t size = c_kk * chunk * P;
-        status = tl_empty(&size, 1, input->dtype, device, &buffer);
-        if (status == TL_OK && b) status = tl_ones(&P, 1, input->dtype, device, &ones);
+        int64_t col_size = c_kk * chunk * P, y_size = chunk > 1 ? O * chunk * P : 0;
+        int64_t ones_size = chunk * P;
+        status = tl_empty(&col_size, 1, dtype, device, &col_buffer);
+        if (status == TL_OK) status = tl_empty(&y_size, 1, dtype, device, &y_buffer);
+        if (status == TL_OK && b) status = tl_ones(&ones_size, 1, dtype, device, &ones);
         for (int64_t b0 = 0; status == TL_OK && b0 < N; b0 += chunk) {
             int64_t count = N - b0 < chunk ? N - b0 : chunk;
             tl_tensor *columns = NULL;
-            w.col_row_stride = count * P, w.col_batch_stride = P;
-            status = buffer_view(buffer, c_kk, count * P, &columns);
+            status = buffer_view(col_buffer, c_kk, count * P, &columns);
             if (status == TL_OK) status = run_im2col(TL_OP_im2col, x, b0, count, columns, w);
             if (status == TL_OK)
-                status = forward_chunk(result, b0, count, columns, wt, b, ones, c_kk, P);
+                status = forward_chunk(out3, b0, count, columns, wt, b, ones, y_buffer);
             tl_release(columns);
         }
     }
-    tl_release(x), tl_release(wt), tl_release(b), tl_release(buffer), tl_release(ones);
+    tl_release(x), tl_release(wt), tl_release(b), tl_release(out3);
+    tl_release(col_buffer), tl_release(y_buffer), tl_release(ones);
     if (status != TL_OK) {
         tl_release(result);
         return status;
@@ -196,7 +243,8 @@ tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_te
 
 /* ---- backward --------------------------------------------------------------------------- */
 
-/* grad must be [N, O, OH, OW] for the given input and weight shapes; a dense copy in dtype. */
+/* grad must be [N, O, OH, OW] for the given input and weight shapes; *dense: it as a dense
+   [N, O, OH * OW]. */
 static tl_status check_grad(const char *op, const tl_tensor *grad, const int64_t *input_shape,
                             const int64_t *weight_shape, const tl_window2d *w, tl_tensor **dense) {
     char sg[256], se[256];
@@ -206,7 +254,12 @@ static tl_status check_grad(const char *op, const tl_tensor *grad, const int64_t
                         nn_shape_str(expected, 4, se, sizeof se),
                         tl_shape_str(grad, sg, sizeof sg));
     TL_TRY(nn_check_floating(op, "grad", grad));
-    return tl_contiguous((tl_tensor *)grad, dense);
+    tl_tensor *g;
+    TL_TRY(tl_contiguous((tl_tensor *)grad, &g));
+    int64_t shape3[3] = {expected[0], expected[1], w->out_h * w->out_w};
+    tl_status status = tl_view(g, shape3, 3, dense);
+    tl_release(g);
+    return status;
 }
 
 tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weight,
@@ -221,38 +274,39 @@ tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weigh
     TL_TRY(nn_check_like(op, "grad", grad, "weight", weight, true));
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
-    const int64_t chunk = chunk_size(N, c_kk, P);
+    const int64_t chunk = chunk_size(N, (c_kk + O) * P);
     tl_device device = tl_tensor_device(grad);
-    tl_tensor *g = NULL, *wt = NULL, *result = NULL, *buffer = NULL;
+    tl_dtype dtype = grad->dtype;
+    tl_tensor *g = NULL, *wt = NULL, *result = NULL, *col_buffer = NULL, *t_buffer = NULL;
     TL_TRY(check_grad(op, grad, input_shape, weight->shape, &w, &g));
     tl_status status = tl_contiguous((tl_tensor *)weight, &wt);
-    if (status == TL_OK) status = tl_empty(input_shape, 4, grad->dtype, device, &result);
-    if (status == TL_OK && tl_numel(result) > 0 && (O == 0 || P == 0)) {
-        tl_release(result); /* nothing reaches the input */
-        result = NULL;
-        status = tl_zeros(input_shape, 4, grad->dtype, device, &result);
-    } else if (status == TL_OK && tl_numel(result) > 0) {
-        int64_t size = c_kk * chunk * P;
-        status = tl_empty(&size, 1, grad->dtype, device, &buffer);
+    if (status == TL_OK && tl_numel(grad) == 0)
+        status = tl_zeros(input_shape, 4, dtype, device, &result); /* nothing reaches it */
+    else if (status == TL_OK)
+        status = tl_empty(input_shape, 4, dtype, device, &result);
+    if (status == TL_OK && tl_numel(grad) > 0 && tl_numel(result) > 0) {
+        int64_t col_size = c_kk * chunk * P, t_size = chunk > 1 ? O * chunk * P : 0;
+        status = tl_empty(&col_size, 1, dtype, device, &col_buffer);
+        if (status == TL_OK) status = tl_empty(&t_size, 1, dtype, device, &t_buffer);
         for (int64_t b0 = 0; status == TL_OK && b0 < N; b0 += chunk) {
-            int64_t count = N - b0 < chunk ? N - b0 : chunk;
-            /* columns_n^T [P, CKK] = grad_n^T [P, O] @ weight [O, CKK], columns as
-               [count, CKK, P] */
-            GemmParams p = gemm_params(grad->dtype, grad->dtype);
-            p.trans_b = true;
-            p.m = P, p.n = c_kk, p.k = O;
-            p.lda = max1(P), p.ldb = max1(c_kk), p.ldc = max1(P);
-            p.batch_count = count, p.stride_a = O * P, p.stride_b = 0, p.stride_c = c_kk * P;
-            status = tl_gemm(TL_OP_conv2d_backward_input, device, &p, element(g, b0 * O * P),
-                             tl_data(wt), tl_data(buffer));
-            tl_tensor *columns = NULL;
-            if (status == TL_OK) status = buffer_view(buffer, count * c_kk, P, &columns);
-            w.col_row_stride = P, w.col_batch_stride = c_kk * P;
+            int64_t count = N - b0 < chunk ? N - b0 : chunk, rows = count * P;
+            tl_tensor *gt = NULL, *columns = NULL;
+            status = samples_side_by_side(g, b0, count, t_buffer, &gt);
+            if (status == TL_OK) status = buffer_view(col_buffer, c_kk, rows, &columns);
+            if (status == TL_OK) {
+                /* columns^T [rows, CKK] = grad_chunk^T [rows, O] @ weight [O, CKK] */
+                GemmParams p = gemm_params(dtype, dtype);
+                p.trans_b = true;
+                p.m = rows, p.n = c_kk, p.k = O;
+                p.lda = max1(rows), p.ldb = max1(c_kk), p.ldc = max1(rows);
+                status = tl_gemm(TL_OP_conv2d_backward_input, device, &p, tl_data(gt), tl_data(wt),
+                                 tl_data(columns));
+            }
             if (status == TL_OK) status = run_im2col(TL_OP_col2im, result, b0, count, columns, w);
-            tl_release(columns);
+            tl_release(gt), tl_release(columns);
         }
     }
-    tl_release(g), tl_release(wt), tl_release(buffer);
+    tl_release(g), tl_release(wt), tl_release(col_buffer), tl_release(t_buffer);
     if (status != TL_OK) {
         tl_release(result);
         return status;
@@ -274,12 +328,12 @@ tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
     TL_TRY(nn_check_like(op, "grad", grad, "input", input, true));
     const int64_t N = w.batch, O = weight_shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
-    const int64_t chunk = chunk_size(N, c_kk, P);
+    const int64_t chunk = chunk_size(N, (c_kk + O) * P);
     tl_device device = tl_tensor_device(grad);
     tl_dtype dtype = grad->dtype;
     /* 16-bit gradients sum over the chunks in float32, rounded once at the end */
     tl_dtype acc_dtype = dtype == TL_BF16 || dtype == TL_F16 ? TL_F32 : dtype;
-    tl_tensor *g = NULL, *x = NULL, *acc = NULL, *buffer = NULL, *transposed = NULL;
+    tl_tensor *g = NULL, *x = NULL, *acc = NULL, *col_buffer = NULL, *t_buffer = NULL;
     tl_tensor *result = NULL;
     TL_TRY(check_grad(op, grad, input->shape, weight_shape, &w, &g));
     int64_t acc_shape[2] = {O, c_kk};
@@ -287,45 +341,34 @@ tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
     if (status == TL_OK && (N == 0 || P == 0)) {
         status = tl_zeros(weight_shape, 4, dtype, device, &result);
     } else if (status == TL_OK) {
-        int64_t size = c_kk * chunk * P, t_size = O * chunk * P;
+        int64_t col_size = c_kk * chunk * P, t_size = chunk > 1 ? O * chunk * P : 0;
         status = tl_empty(acc_shape, 2, acc_dtype, device, &acc);
-        if (status == TL_OK) status = tl_empty(&size, 1, dtype, device, &buffer);
-        if (status == TL_OK) status = tl_empty(&t_size, 1, dtype, device, &transposed);
-        int64_t g3_shape[3] = {N, O, P};
-        tl_tensor *g3 = NULL;
-        if (status == TL_OK) status = tl_view(g, g3_shape, 3, &g3);
+        if (status == TL_OK) status = tl_empty(&col_size, 1, dtype, device, &col_buffer);
+        if (status == TL_OK) status = tl_empty(&t_size, 1, dtype, device, &t_buffer);
         for (int64_t b0 = 0; status == TL_OK && b0 < N; b0 += chunk) {
-            int64_t count = N - b0 < chunk ? N - b0 : chunk;
-            tl_tensor *columns = NULL, *part = NULL, *swapped = NULL, *flat = NULL, *dst = NULL;
-            w.col_row_stride = count * P, w.col_batch_stride = P;
-            status = buffer_view(buffer, c_kk, count * P, &columns);
+            int64_t count = N - b0 < chunk ? N - b0 : chunk, rows = count * P;
+            tl_tensor *columns = NULL, *gt = NULL;
+            status = buffer_view(col_buffer, c_kk, rows, &columns);
             if (status == TL_OK) status = run_im2col(TL_OP_im2col, x, b0, count, columns, w);
-            /* grad of the chunk as [O, count * P]: the samples side by side */
-            if (status == TL_OK) status = tl_narrow(g3, 0, b0, count, &part);
-            if (status == TL_OK) status = tl_transpose(part, 0, 1, &swapped);
-            if (status == TL_OK) status = tl_narrow(transposed, 0, 0, O * count * P, &flat);
-            int64_t dst_shape[3] = {O, count, P};
-            if (status == TL_OK) status = tl_view(flat, dst_shape, 3, &dst);
-            if (status == TL_OK) status = tl_copy_(dst, swapped);
-            /* grad_weight^T [CKK, O] (+)= columns [CKK, count * P] @ grad_chunk^T [count * P, O] */
-            GemmParams p = gemm_params(dtype, acc_dtype);
-            p.trans_a = true;
-            p.m = c_kk, p.n = O, p.k = count * P;
-            p.beta = b0 > 0 ? 1.0f : 0.0f;
-            p.lda = max1(count * P), p.ldb = max1(count * P), p.ldc = max1(c_kk);
-            if (status == TL_OK)
+            if (status == TL_OK) status = samples_side_by_side(g, b0, count, t_buffer, &gt);
+            if (status == TL_OK) {
+                /* grad_weight^T [CKK, O] (+)= columns [CKK, rows] @ grad_chunk^T [rows, O] */
+                GemmParams p = gemm_params(dtype, acc_dtype);
+                p.trans_a = true;
+                p.m = c_kk, p.n = O, p.k = rows;
+                p.beta = b0 > 0 ? 1.0f : 0.0f;
+                p.lda = max1(rows), p.ldb = max1(rows), p.ldc = max1(c_kk);
                 status = tl_gemm(TL_OP_conv2d_backward_weight, device, &p, tl_data(columns),
-                                 tl_data(dst), tl_data(acc));
-            tl_release(columns), tl_release(part), tl_release(swapped), tl_release(flat);
-            tl_release(dst);
+                                 tl_data(gt), tl_data(acc));
+            }
+            tl_release(columns), tl_release(gt);
         }
-        tl_release(g3);
         tl_tensor *cast = NULL;
         if (status == TL_OK) status = tl_cast(acc, dtype, &cast);
         if (status == TL_OK) status = tl_reshape(cast, weight_shape, 4, &result);
         tl_release(cast);
     }
-    tl_release(g), tl_release(x), tl_release(acc), tl_release(buffer), tl_release(transposed);
+    tl_release(g), tl_release(x), tl_release(acc), tl_release(col_buffer), tl_release(t_buffer);
     if (status != TL_OK) {
         tl_release(result);
         return status;

@@ -1,5 +1,4 @@
-/* cross_entropy as ops: validate (targets in range, checked before any work), dispatch the
-   fused forward (loss and per-row log-sum-exp) and the backward kernel. */
+/* cross_entropy as ops: targets checked, fused forward keeping log-sum-exp, its backward. */
 #include <math.h>
 
 #include "nn_common.h"

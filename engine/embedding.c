@@ -1,5 +1,4 @@
-/* embedding as ops: validate (every index in range, checked before anything is written),
-   allocate, dispatch the gather; the backward sums gradient rows per index. */
+/* embedding as ops: indices range-checked before any write, gather forward, scatter backward. */
 #include "nn_common.h"
 
 static tl_status check_indices(const char *op, const tl_tensor *indices, int64_t rows,

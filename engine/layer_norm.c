@@ -1,5 +1,4 @@
-/* layer_norm as ops: validate, allocate the output and the per-row mean and rstd, dispatch;
-   the backward input kernel and the weight/bias kernel run separately. */
+/* layer_norm as ops: forward with per-row mean and rstd, separate input and weight backward. */
 #include "nn_common.h"
 
 /* mean/rstd dtype: float64 for float64 input, else float32. */

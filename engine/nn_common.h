@@ -1,5 +1,4 @@
-/* Internal to the nn ops (engine/conv2d.c, pool.c, embedding.c, cross_entropy.c, layer_norm.c,
-   optim_step.c): argument checks with messages that name the op and the argument. */
+/* Internal to the nn ops: argument checks naming op and argument, unchecked autograd paths. */
 #ifndef TLUA_NN_COMMON_H
 #define TLUA_NN_COMMON_H
 
@@ -79,6 +78,12 @@ static inline tl_status nn_find_out_of_range(const tl_tensor *t, int64_t limit, 
     tl_release(lo), tl_release(hi), tl_release(where);
     return status;
 }
+
+/* tl_max_pool2d_backward; check_indices = false skips the range check of indices (two
+   reductions) for indices the forward made, as autograd's. */
+tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,
+                                 const int64_t input_shape[4], bool check_indices,
+                                 tl_tensor **grad_input);
 
 /* A NULL-terminated tensor list for tl_dispatch's trace: the output first, then the inputs. */
 #define NN_TENSORS(...) ((const tl_tensor *const[]){__VA_ARGS__, NULL})

@@ -1,5 +1,4 @@
-/* Optimizer steps as ops: validate hyper-parameters and tensors (all before any write),
-   dispatch the fused in-place kernel, bump the versions of what it wrote. */
+/* Optimizer steps as ops: validate everything before writing, run the fused in-place kernel. */
 #include "nn_common.h"
 
 /* t (a param or a state tensor, written in place) matches param and is contiguous. */

@@ -1,5 +1,4 @@
-/* max_pool2d as ops: validate the window, allocate values and int64 indices, dispatch; the
-   backward scatters the gradient to the saved indices. */
+/* max_pool2d as ops: validate the window, dispatch the forward and the scatter backward. */
 #include "nn_common.h"
 
 static tl_status check_window(const tl_tensor *input, int64_t kernel_h, int64_t kernel_w,
@@ -80,6 +79,12 @@ tl_status tl_max_pool2d(const tl_tensor *input, int64_t kernel_h, int64_t kernel
 
 tl_status tl_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,
                                  const int64_t input_shape[4], tl_tensor **grad_input) {
+    return nn_max_pool2d_backward(grad, indices, input_shape, true, grad_input);
+}
+
+tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,
+                                 const int64_t input_shape[4], bool check_indices,
+                                 tl_tensor **grad_input) {
     const char *op = "max_pool2d_backward";
     char sg[256], si[256], se[256];
     if (grad->ndim != 4 || !nn_same_shape(indices, grad->shape, 4))
@@ -99,7 +104,7 @@ tl_status tl_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
     const int64_t plane = input_shape[2] * input_shape[3];
     bool bad = false;
     int64_t value = 0, position = 0;
-    TL_TRY(nn_find_out_of_range(indices, plane, &bad, &value, &position));
+    if (check_indices) TL_TRY(nn_find_out_of_range(indices, plane, &bad, &value, &position));
     if (bad)
         return tl_error(TL_ERR_INDEX,
                         "%s: index %lld at flat position %lld is outside the %lldx%lld input plane "

@@ -224,6 +224,23 @@ describe("lifetime", function()
     assert.are.same({ 2, 3 }, view:totable())
   end)
 
+  it("frees big temporaries at the pace of their memory, not of the Lua heap", function()
+    local f = io.open("/proc/self/status")
+    if not f then return end -- no procfs: nothing to measure
+    f:close()
+    local function rss_mb()
+      local status = io.open("/proc/self/status"):read("a")
+      return tonumber(status:match("VmRSS:%s*(%d+)")) / 1024
+    end
+    local x = tl.ones(1000, 1000) -- 4 MB
+    local start, peak = rss_mb(), 0
+    for _ = 1, 100 do
+      local y = (x + 1) * 2 -- 8 MB of garbage per iteration, 800 MB in all
+      peak = math.max(peak, rss_mb() - start)
+    end
+    assert.is_true(peak < 500, string.format("memory grew by %.0f MB", peak))
+  end)
+
   it("__name is tlua.Tensor", function()
     assert.are.equal("tlua.Tensor", getmetatable(tl.ones(1)).__name)
   end)

@@ -591,7 +591,7 @@ static int protected_main(lua_State *L) {
     }
     luaL_openlibs(L);
     create_arg_table(L, argv, argc, script);
-    lua_gc(L, LUA_GCGEN, 0, 0);
+    /* no LUA_GCGEN as the stock lua: tlua.core keeps the incremental mode */
     if (setup_tlua(L, flags & HAS_UPPER_E) != LUA_OK) return 0;
     if (!(flags & HAS_UPPER_E) && run_init(L) != LUA_OK) return 0;
     if (!run_args(L, argv, options_end)) return 0;

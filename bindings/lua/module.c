@@ -1,7 +1,20 @@
 /* luaopen_tlua_core: builds the tensor metatable, the methods table and the module table. */
+#define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
+#include <dlfcn.h>
 #include <string.h>
 
 #include "binding.h"
+
+/* Keeps this library (and with it libtlua and its OpenMP runtime) loaded
+   for the life of the process: lua_close dlcloses C modules, and unloading
+   libgomp under its idle worker threads crashes the process at exit. */
+static void pin_library(void) {
+    static bool pinned;
+    Dl_info info;
+    if (pinned || !dladdr((void *)pin_library, &info) || !info.dli_fname) return;
+    void *self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    pinned = self != NULL; /* the extra reference is kept on purpose */
+}
 
 /* Sets target[name] = closure(f, mt) for each entry of list. */
 static void set_functions(lua_State *L, const luaL_Reg *list, int target, int mt) {
@@ -30,6 +43,12 @@ static void set_module_functions(lua_State *L, const luaL_Reg *list, int target,
 
 int luaopen_tlua_core(lua_State *L) {
     luaL_checkversion(L);
+    pin_library();
+    /* Incremental collection: in generational mode the result of `a + b` in a
+       loop, still held by its register when the next op's allocation steps
+       the collector, ages into the old generation, so dead tensors (and their
+       memory outside the Lua heap) wait for a rare major collection. */
+    lua_gc(L, LUA_GCINC, 0, 0, 0);
     luaL_newmetatable(L, TLB_TENSOR_NAME); /* sets __name */
     int mt = lua_gettop(L);
     lua_newtable(L);

@@ -1,8 +1,8 @@
-/* Recording nn ops (conv2d, max_pool2d, embedding, cross_entropy, layer_norm): each backward
-   calls only the split backward functions of the gradients needed, and each forward saves
-   only what those read. Gradients use "=" semantics: the engine accumulates. */
+/* Recording nn ops: backward runs only the needed split kernels; save only what they read. */
 #include "autograd/graph.h"
-#include "tlua/nn.h"
+#include "nn_common.h"
+
+/* Every backward sets gi[i] only for needed inputs, "=" semantics: the engine accumulates. */
 
 /* grad_output as the output's dtype (a reference to release). */
 static tl_status output_grad(tl_node *node, tl_tensor *g, tl_tensor **out) {
@@ -60,7 +60,8 @@ static tl_status max_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tens
     tl_tensor *indices, *grad;
     TL_TRY(tl_node_saved(node, 0, &indices));
     TL_TRY(output_grad(node, g[0], &grad));
-    tl_status status = tl_max_pool2d_backward(grad, indices, node->input_shape[0], &gi[0]);
+    /* the indices are the forward's own (and unchanged: tl_node_saved checks the version) */
+    tl_status status = nn_max_pool2d_backward(grad, indices, node->input_shape[0], false, &gi[0]);
     tl_release(grad);
     return status;
 }

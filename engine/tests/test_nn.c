@@ -1,6 +1,4 @@
-/* C unit test of the nn ops (tlua/nn.h): forwards against float64 reference loops, backwards
-   against central finite differences in float64, gradient gating through the trace, error
-   messages, and the optimizer steps against torch.optim's formulas and golden values. */
+/* C unit test of the nn ops against float64 references, finite differences and PyTorch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,4 @@
-/* Neural-network ops: conv2d, max_pool2d, embedding, cross_entropy, layer_norm (functional
-   tl_*, their split backward functions, recording tl_ag_*) and the fused optimizer steps. */
+/* Neural-network ops (conv2d, pooling, embedding, losses, layer norm) and optimizer steps. */
 #ifndef TLUA_NN_H
 #define TLUA_NN_H
 

@@ -1,5 +1,4 @@
-/* CPU im2col and col2im of conv2d (the GEMMs go through tl_gemm): OpenMP over image planes;
-   col2im sums in the compute type (float32 scratch planes for bfloat16/float16). */
+/* CPU im2col and col2im of conv2d, OpenMP over image planes. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,4 @@
-/* CPU cross entropy: fused, numerically stable log-softmax + NLL (label smoothing, mean over
-   rows) that keeps each row's log-sum-exp, and its backward (softmax - target) * grad / N. */
+/* CPU cross entropy: fused stable log-softmax + NLL forward and its backward. */
 #include <math.h>
 #include <stdlib.h>
 

@@ -1,5 +1,4 @@
-/* CPU embedding: forward gathers weight rows by index; backward sums gradient rows into a
-   [V, D] table, grouped per row by a stable counting sort, so sums run in index order. */
+/* CPU embedding: row gather, and a deterministic scatter-add backward (counting sort). */
 #include <stdlib.h>
 #include <string.h>
 

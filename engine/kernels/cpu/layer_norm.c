@@ -1,5 +1,4 @@
-/* CPU layer norm over the last dim: forward keeping each row's mean and rstd, backward for the
-   input (rows in parallel) and for weight and bias (column blocks in parallel, rows in order). */
+/* CPU layer norm over the last dim: forward with mean/rstd, input and weight backward. */
 #include <math.h>
 
 #include "kernels/cpu/nn_kernels.h"

@@ -1,5 +1,4 @@
-/* Internal to the CPU nn kernels: inline bfloat16/float16 <-> float32 conversions (round to
-   nearest even, as tl_f32_to_bf16/tl_f32_to_f16) and the OpenMP helpers they share. */
+/* Internal to the CPU nn kernels: inline 16-bit float conversions and OpenMP helpers. */
 #ifndef TLUA_CPU_NN_KERNELS_H
 #define TLUA_CPU_NN_KERNELS_H
 

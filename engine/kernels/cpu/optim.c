@@ -1,6 +1,4 @@
-/* CPU optimizer steps, in place and fused (one pass over param, grad and state): SGD with
-   momentum/dampening/Nesterov/weight decay and Adam/AdamW, with torch.optim's update rules in
-   its order of operations; 16-bit tensors compute in float32. */
+/* CPU fused in-place optimizer steps: SGD and Adam/AdamW with torch.optim's update rules. */
 #include <math.h>
 
 #include "kernels/cpu/nn_kernels.h"

@@ -1,5 +1,4 @@
-/* CPU max_pool2d: forward (window maxima, NaN wins, with int64 argmax indices) and backward
-   (gradients summed at those indices); OpenMP over image planes. */
+/* CPU max_pool2d: window maxima with int64 argmax indices, and the scatter backward. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,17 +24,23 @@ static inline int64_t plane_work(const tl_window2d *w) {
                 if (w0 < 0) w0 = 0;                                                                \
                 if (w1 > w->width) w1 = w->width;                                                  \
                 int64_t best = h0 * w->width + w0;                                                 \
-                C max = -(C)INFINITY;                                                              \
+                C max = LOAD(in[best]);                                                            \
+                bool nan = false;                                                                  \
                 for (int64_t ih = h0; ih < h1; ih++) {                                             \
+                    const T *row = in + ih * w->width;                                             \
                     for (int64_t iw = w0; iw < w1; iw++) {                                         \
-                        const int64_t at = ih * w->width + iw;                                     \
-                        const C v = LOAD(in[at]);                                                  \
-                        if (v > max || v != v) {                                                   \
-                            max = v;                                                               \
-                            best = at;                                                             \
-                        }                                                                          \
+                        const C v = LOAD(row[iw]);                                                 \
+                        const bool greater = v > max; /* selects, no branch */                     \
+                        max = greater ? v : max;                                                   \
+                        best = greater ? ih * w->width + iw : best;                                \
+                        nan |= v != v;                                                             \
                     }                                                                              \
                 }                                                                                  \
+                if (nan) /* rare: the last NaN wins, as in PyTorch */                              \
+                    for (int64_t ih = h0; ih < h1; ih++)                                           \
+                        for (int64_t iw = w0; iw < w1; iw++)                                       \
+                            if (LOAD(in[ih * w->width + iw]) != LOAD(in[ih * w->width + iw]))      \
+                                best = ih * w->width + iw;                                         \
                 out[oh * w->out_w + ow] = in[best];                                                \
                 indices[oh * w->out_w + ow] = best;                                                \
             }                                                                                      \
