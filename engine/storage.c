@@ -5,10 +5,17 @@
 #include "storage.h"
 
 #define TL_ALIGNMENT 64
+/* 1 TiB: larger requests are mistakes, refused before asking the system */
+#define TL_MAX_ALLOCATION ((size_t)1 << 40)
 
 tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
     tl_status status = tl_device_check(device);
     if (status != TL_OK) return status;
+    if (nbytes > TL_MAX_ALLOCATION)
+        return tl_error(TL_ERR_MEMORY,
+                        "empty: cannot allocate %zu bytes (more than the %llu-byte limit of one "
+                        "tensor)",
+                        nbytes, (unsigned long long)TL_MAX_ALLOCATION);
     tl_storage *s = calloc(1, sizeof *s);
     if (!s) return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a storage header");
     size_t rounded = (nbytes + TL_ALIGNMENT - 1) / TL_ALIGNMENT * TL_ALIGNMENT;

@@ -239,6 +239,13 @@ tl_status tl_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **ou
                         tl_shape_str(t, buf, sizeof buf), ndim, t->ndim, TL_MAX_DIMS);
     int64_t new_shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
     int lead = ndim - t->ndim;
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        int64_t size = shape[i] == -1 && i >= lead ? t->shape[i - lead] : shape[i];
+        if (size > 0 && numel > INT64_MAX / 8 / size)
+            return tl_error(TL_ERR_SHAPE, "expand: the requested shape has too many elements");
+        if (size > 0) numel *= size;
+    }
     for (int i = 0; i < ndim; i++) {
         int src = i - lead;
         int64_t want = shape[i];

@@ -229,3 +229,4 @@ luassert:register("assertion", "tensor_equal", tensor_equal,
   "assertion.tensor_equal.positive", "assertion.tensor_equal.negative")
 luassert:register("assertion", "error_matches", error_matches,
   "assertion.error_matches.positive", "assertion.error_matches.negative")
+require("helpers.coverage")
