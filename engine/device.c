@@ -38,7 +38,7 @@ bool tl_device_equal(tl_device a, tl_device b) {
     return a.type == b.type && (a.type == TL_DEVICE_CPU || a.index == b.index);
 }
 
-int tl_cuda_device_count(void) { return 0; }
+/* tl_cuda_device_count: cuda/runtime.c, or cuda_api.c (0) in a build without CUDA */
 
 tl_status tl_device_check(tl_device device) {
     if (device.type == TL_DEVICE_CPU) return TL_OK;

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "storage.h"
+#ifdef TLUA_HAVE_CUDA
+#include "cuda/cuda_runtime.h"
+#endif
 
 #define TL_ALIGNMENT 64
 /* 1 TiB: larger requests are mistakes, refused before asking the system */
@@ -18,6 +21,20 @@ tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
                         nbytes, (unsigned long long)TL_MAX_ALLOCATION);
     tl_storage *s = calloc(1, sizeof *s);
     if (!s) return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a storage header");
+#ifdef TLUA_HAVE_CUDA
+    if (device.type == TL_DEVICE_CUDA) {
+        status = tl_cuda_malloc(device.index, nbytes, "empty", &s->data);
+        if (status != TL_OK) {
+            free(s);
+            return status;
+        }
+        s->nbytes = nbytes;
+        s->device = device;
+        s->refcount = 1;
+        *out = s;
+        return TL_OK;
+    }
+#endif
     size_t rounded = (nbytes + TL_ALIGNMENT - 1) / TL_ALIGNMENT * TL_ALIGNMENT;
     if (rounded == 0) rounded = TL_ALIGNMENT;
     s->data = aligned_alloc(TL_ALIGNMENT, rounded);
@@ -36,7 +53,12 @@ void tl_storage_retain(tl_storage *s) { s->refcount++; }
 
 void tl_storage_release(tl_storage *s) {
     if (!s || --s->refcount > 0) return;
-    free(s->data);
+#ifdef TLUA_HAVE_CUDA
+    if (s->device.type == TL_DEVICE_CUDA)
+        tl_cuda_free(s->device.index, s->data);
+    else
+#endif
+        free(s->data);
     free(s);
 }
 
@@ -46,5 +68,9 @@ tl_status tl_memcpy(tl_device dst_device, void *dst, tl_device src_device, const
         if (n) memmove(dst, src, n);
         return TL_OK;
     }
+#ifdef TLUA_HAVE_CUDA
+    return tl_cuda_memcpy(dst_device, dst, src_device, src, n);
+#else
     return tl_error(TL_ERR_DEVICE, "copy: this build has no CUDA support");
+#endif
 }

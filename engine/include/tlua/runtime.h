@@ -16,4 +16,11 @@ double tl_clock(void);
 /* Seeds the global generator used by rand, randn, randint, randperm. */
 void tl_manual_seed(uint64_t seed);
 
+/* float32 matrix products on CUDA: "highest" (the default) computes in full float32;
+   "high" lets cuBLAS use TF32 tensor cores (10-bit mantissa products, float32
+   accumulation). Other dtypes and the CPU are not affected. */
+tl_status tl_set_matmul_precision(const char *precision);
+/* "highest" or "high". */
+const char *tl_get_matmul_precision(void);
+
 #endif

@@ -6,6 +6,7 @@
 #include "tlua/dtype.h"
 #include "tlua/device.h"
 #include "tlua/runtime.h"
+#include "tlua/cuda.h"
 #include "tlua/tensor.h"
 #include "tlua/ops.h"
 #include "tlua/trace.h"

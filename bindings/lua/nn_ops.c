@@ -1,0 +1,377 @@
+/* nn op bindings: conv2d, max_pool2d, embedding, cross_entropy, layer_norm, the fused optimizer
+   steps (tl._sgd_step, tl._adam_step) and the row gather of the DataLoader (tl._gather_rows).
+   Lua indices (embedding, class targets, gathered rows) count from 1; the C API's from 0. */
+#include <string.h>
+
+#include "binding.h"
+#include "tlua/nn.h"
+
+/* ---- arguments ------------------------------------------------------------------------------ */
+/* A pair of sizes at idx: a number (both) or a table {h, w}. */
+static void check_pair(lua_State *L, int idx, const char *op, const char *what, int64_t out[2]) {
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+        out[0] = out[1] = tlb_check_int(L, idx, op, what);
+        return;
+    }
+    if (!lua_istable(L, idx) || lua_rawlen(L, idx) != 2)
+        tlb_errorf(L, "%s: %s expected an integer or a table {h, w}, got %s", op, what,
+                   lua_istable(L, idx) ? "a table of another length" : tlb_typename(L, idx));
+    for (int i = 0; i < 2; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        int isnum = 0;
+        lua_Integer v = lua_tointegerx(L, -1, &isnum);
+        if (!isnum || lua_type(L, -1) != LUA_TNUMBER)
+            tlb_errorf(L, "%s: %s[%d] expected an integer, got %s", op, what, i + 1,
+                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                                                      : tlb_typename(L, -1));
+        out[i] = (int64_t)v;
+        lua_pop(L, 1);
+    }
+}
+
+/* opts[key] (opts a table at idx, or absent) as a pair; def when missing. */
+static void opt_pair(lua_State *L, int idx, const char *op, const char *key, const int64_t def[2],
+                     int64_t out[2]) {
+    out[0] = def[0], out[1] = def[1];
+    if (idx == 0 || lua_isnoneornil(L, idx)) return;
+    lua_getfield(L, idx, key);
+    if (!lua_isnil(L, -1)) check_pair(L, -1, op, key, out);
+    lua_pop(L, 1);
+}
+
+/* Rejects option keys other than the allowed ones (a typo such as {strides = 2} would
+   otherwise be ignored silently). */
+static void check_option_keys(lua_State *L, int idx, const char *op, const char *const *allowed,
+                              const char *list) {
+    if (idx == 0 || lua_isnoneornil(L, idx)) return;
+    if (!lua_istable(L, idx)) tlb_type_error(L, idx, op, "an options table");
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        bool ok = false;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (const char *const *a = allowed; *a && !ok; a++)
+                ok = strcmp(*a, lua_tostring(L, -1)) == 0;
+        if (!ok) {
+            const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+            tlb_errorf(L, "%s: unknown option '%s' (expected %s)", op, key, list);
+        }
+    }
+}
+
+/* An optional tensor argument: nil/none gives NULL. */
+static tl_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
+    if (lua_isnoneornil(L, idx)) return NULL;
+    tl_tensor *t = tlb_totensor(L, idx, op);
+    if (!t) tlb_errorf(L, "%s: argument %d (%s) expected a tensor or nil, got %s", op, idx, what,
+                       tlb_typename(L, idx));
+    return t;
+}
+
+/* ---- 1-based index tensors ------------------------------------------------------------------ */
+/* Checks that indices (the Lua argument named what) is an integer tensor. */
+static void check_index_dtype(lua_State *L, const char *op, const char *what,
+                              const tl_tensor *indices) {
+    if (indices->dtype != TL_I64 && indices->dtype != TL_I32)
+        tlb_errorf(L, "%s: %s must be an int64 or int32 tensor of 1-based indices, got %s", op,
+                   what, tl_dtype_name(indices->dtype));
+}
+
+/* indices - 1 as a new tensor (the C API counts from 0). */
+static tl_status zero_based(const tl_tensor *indices, tl_tensor **out) {
+    tl_tensor *one = NULL;
+    tl_status status = tl_scalar_tensor(tl_scalar_int(1), indices, &one);
+    if (status == TL_OK) status = tl_sub(indices, one, out);
+    tl_release(one);
+    return status;
+}
+
+/* After the C op rejected an index: raises the error in Lua's terms (1-based values and
+   positions) naming the first index of `indices` outside 1..limit. Falls back on the engine's
+   message when none is found (cannot happen unless the tensor changed). */
+static int index_range_error(lua_State *L, const char *op, const char *what,
+                             const tl_tensor *indices, int64_t limit, const char *limit_of) {
+    char saved[512], shape[256];
+    snprintf(saved, sizeof saved, "%s", tl_last_error());
+    int64_t n = tl_numel(indices);
+    size_t size = tl_dtype_size(indices->dtype) * (size_t)(n > 0 ? n : 1);
+    void *host = lua_newuserdatauv(L, size, 0); /* collected with the stack */
+    if (tl_to_host(indices, host) == TL_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = indices->dtype == TL_I64 ? ((const int64_t *)host)[i]
+                                                 : (int64_t)((const int32_t *)host)[i];
+            if (v < 1 || v > limit)
+                return tlb_errorf(L,
+                                  "%s: %s holds %lld at position %lld (shape %s), out of range "
+                                  "for %s (expected 1 <= index <= %lld; indices count from 1)",
+                                  op, what, (long long)v, (long long)(i + 1),
+                                  tl_shape_str(indices, shape, sizeof shape), limit_of,
+                                  (long long)limit);
+        }
+    }
+    return tlb_errorf(L, "%s", saved);
+}
+
+/* ---- conv2d, max_pool2d ------------------------------------------------------------------------ */
+/* conv2d(input, weight, bias?, {stride = 1, padding = 0}): stride and padding are numbers or
+   {h, w}; the options table may take bias's place. */
+static int nn_conv2d(lua_State *L) {
+    static const char *const keys[] = {"stride", "padding", NULL};
+    tl_tensor *input = tlb_check(L, 1, "conv2d"), *weight = tlb_check(L, 2, "conv2d");
+    tl_tensor *bias = NULL;
+    int opts = 4;
+    if (lua_istable(L, 3) && !tlb_is_tensor(L, 3))
+        opts = 3;
+    else
+        bias = opt_tensor(L, 3, "conv2d", "bias");
+    check_option_keys(L, opts, "conv2d", keys, "stride, padding");
+    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    int64_t stride[2], padding[2];
+    opt_pair(L, opts, "conv2d", "stride", one, stride);
+    opt_pair(L, opts, "conv2d", "padding", zero, padding);
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_conv2d(input, weight, bias, stride[0], stride[1], padding[0],
+                                    padding[1], &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* max_pool2d(input, kernel_size, {stride = kernel_size, padding = 0}) */
+static int nn_max_pool2d(lua_State *L) {
+    static const char *const keys[] = {"stride", "padding", NULL};
+    tl_tensor *input = tlb_check(L, 1, "max_pool2d");
+    int64_t kernel[2], stride[2], padding[2];
+    if (lua_isnoneornil(L, 2))
+        return tlb_errorf(L, "max_pool2d: argument 2 (kernel_size) expected an integer or a "
+                             "table {h, w}, got nil");
+    check_pair(L, 2, "max_pool2d", "kernel_size", kernel);
+    check_option_keys(L, 3, "max_pool2d", keys, "stride, padding");
+    static const int64_t zero[2] = {0, 0};
+    opt_pair(L, 3, "max_pool2d", "stride", kernel, stride);
+    opt_pair(L, 3, "max_pool2d", "padding", zero, padding);
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_max_pool2d(input, kernel[0], kernel[1], stride[0], stride[1],
+                                        padding[0], padding[1], &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* ---- embedding, cross_entropy ------------------------------------------------------------------ */
+/* embedding(indices, weight): indices (int64/int32, any shape) count from 1 */
+static int nn_embedding(lua_State *L) {
+    tl_tensor *indices = tlb_check(L, 1, "embedding"), *weight = tlb_check(L, 2, "embedding");
+    check_index_dtype(L, "embedding", "indices", indices);
+    tl_tensor *shifted = NULL, *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = zero_based(indices, &shifted);
+    if (status == TL_OK) status = tl_ag_embedding(shifted, weight, &out);
+    tl_release(shifted);
+    if (status == TL_ERR_INDEX && weight->ndim == 2)
+        return index_range_error(L, "embedding", "indices", indices, weight->shape[0],
+                                 "the weight's rows");
+    return tlb_result(L, box, status, out);
+}
+
+/* cross_entropy(logits, target, {label_smoothing = 0} or a number): target holds classes
+   1..C */
+static int nn_cross_entropy(lua_State *L) {
+    static const char *const keys[] = {"label_smoothing", "reduction", NULL};
+    tl_tensor *logits = tlb_check(L, 1, "cross_entropy");
+    tl_tensor *target = tlb_check(L, 2, "cross_entropy");
+    double smoothing = 0;
+    if (lua_type(L, 3) == LUA_TNUMBER) {
+        smoothing = lua_tonumber(L, 3);
+    } else if (!lua_isnoneornil(L, 3)) {
+        check_option_keys(L, 3, "cross_entropy", keys, "label_smoothing, reduction");
+        lua_getfield(L, 3, "label_smoothing");
+        if (!lua_isnil(L, -1)) smoothing = tlb_check_number(L, -1, "cross_entropy", "label_smoothing");
+        lua_pop(L, 1);
+        lua_getfield(L, 3, "reduction");
+        if (!lua_isnil(L, -1) &&
+            !(lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "mean") == 0))
+            return tlb_errorf(L, "cross_entropy: reduction '%s' is not supported (only 'mean')",
+                              lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                             : tlb_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    check_index_dtype(L, "cross_entropy", "target", target);
+    tl_tensor *shifted = NULL, *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = zero_based(target, &shifted);
+    if (status == TL_OK) status = tl_ag_cross_entropy(logits, shifted, smoothing, &out);
+    tl_release(shifted);
+    if (status == TL_ERR_INDEX && logits->ndim == 2)
+        return index_range_error(L, "cross_entropy", "target", target, logits->shape[1],
+                                 "the logits' classes");
+    return tlb_result(L, box, status, out);
+}
+
+/* ---- layer_norm -------------------------------------------------------------------------------- */
+/* layer_norm(input, weight?, bias?, eps = 1e-5): over the last dim */
+static int nn_layer_norm(lua_State *L) {
+    tl_tensor *input = tlb_check(L, 1, "layer_norm");
+    tl_tensor *weight = opt_tensor(L, 2, "layer_norm", "weight");
+    tl_tensor *bias = opt_tensor(L, 3, "layer_norm", "bias");
+    double eps = lua_isnoneornil(L, 4) ? 1e-5 : tlb_check_number(L, 4, "layer_norm", "eps");
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_layer_norm(input, weight, bias, eps, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* ---- optimizer steps (used by tl.optim) --------------------------------------------------------- */
+/* _sgd_step(param, grad, momentum_buffer|nil, lr, momentum, dampening, weight_decay, nesterov,
+   first_step): in place */
+static int nn_sgd_step(lua_State *L) {
+    const char *op = "_sgd_step";
+    tl_tensor *param = tlb_check(L, 1, op), *grad = tlb_check(L, 2, op);
+    tl_tensor *buffer = opt_tensor(L, 3, op, "momentum_buffer");
+    double lr = tlb_check_number(L, 4, op, "lr");
+    double momentum = tlb_check_number(L, 5, op, "momentum");
+    double dampening = tlb_check_number(L, 6, op, "dampening");
+    double weight_decay = tlb_check_number(L, 7, op, "weight_decay");
+    bool nesterov = lua_toboolean(L, 8), first_step = lua_toboolean(L, 9);
+    if (tl_sgd_step(param, grad, buffer, lr, momentum, dampening, weight_decay, nesterov,
+                    first_step) != TL_OK)
+        return tlb_fail(L);
+    return 0;
+}
+
+/* _adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay,
+   decoupled): in place; step counts from 1 */
+static int nn_adam_step(lua_State *L) {
+    const char *op = "_adam_step";
+    tl_tensor *param = tlb_check(L, 1, op), *grad = tlb_check(L, 2, op);
+    tl_tensor *exp_avg = tlb_check(L, 3, op), *exp_avg_sq = tlb_check(L, 4, op);
+    int64_t step = tlb_check_int(L, 5, op, "step");
+    double lr = tlb_check_number(L, 6, op, "lr");
+    double beta1 = tlb_check_number(L, 7, op, "beta1");
+    double beta2 = tlb_check_number(L, 8, op, "beta2");
+    double eps = tlb_check_number(L, 9, op, "eps");
+    double weight_decay = tlb_check_number(L, 10, op, "weight_decay");
+    bool decoupled = lua_toboolean(L, 11);
+    if (tl_adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay,
+                     decoupled) != TL_OK)
+        return tlb_fail(L);
+    return 0;
+}
+
+/* ---- row gather (DataLoader batches) ------------------------------------------------------------ */
+/* Copies rows of the contiguous CPU tensor src into out (CPU, contiguous). */
+static void gather_rows_cpu(const tl_tensor *src, const int64_t *rows, int64_t n, tl_tensor *out) {
+    size_t row_bytes = tl_dtype_size(src->dtype);
+    for (int d = 1; d < src->ndim; d++) row_bytes *= (size_t)src->shape[d];
+    const char *from = tl_data(src);
+    char *to = tl_data(out);
+    for (int64_t i = 0; i < n; i++)
+        memcpy(to + (size_t)i * row_bytes, from + (size_t)rows[i] * row_bytes, row_bytes);
+}
+
+/* On a device other than the CPU: an embedding of the rows seen as [N, row] (integers and bools
+   through float64, exact for |v| <= 2^53). */
+static tl_status gather_rows_device(tl_tensor *src, const tl_tensor *rows0, tl_tensor **out) {
+    int64_t n = rows0->shape[0];
+    int64_t flat[2] = {src->shape[0], 1};
+    for (int d = 1; d < src->ndim; d++) flat[1] *= src->shape[d];
+    tl_tensor *c = NULL, *as_float = NULL, *table = NULL, *picked = NULL, *cast = NULL;
+    tl_status status = tl_contiguous(src, &c);
+    bool floating = tl_dtype_is_floating(src->dtype);
+    if (status == TL_OK) {
+        if (floating)
+            as_float = tl_retain(c);
+        else
+            status = tl_cast(c, TL_F64, &as_float);
+    }
+    if (status == TL_OK) status = tl_view(as_float, flat, 2, &table);
+    if (status == TL_OK) status = tl_embedding(rows0, table, &picked);
+    if (status == TL_OK && !floating) status = tl_cast(picked, src->dtype, &cast);
+    if (status == TL_OK) {
+        int64_t shape[TL_MAX_DIMS];
+        memcpy(shape, src->shape, sizeof shape[0] * (size_t)src->ndim);
+        shape[0] = n;
+        status = tl_view(floating ? picked : cast, shape, src->ndim, out);
+    }
+    tl_release(c), tl_release(as_float), tl_release(table), tl_release(picked), tl_release(cast);
+    return status;
+}
+
+/* _gather_rows(t, indices): t[indices[1]], t[indices[2]], ... stacked along dim 1 (as
+   index_select(t, 1, indices)); indices 1-D, int64 or int32, counting from 1. Not recorded by
+   autograd (data loading). */
+static int nn_gather_rows(lua_State *L) {
+    const char *op = "_gather_rows";
+    tl_tensor *src = tlb_check(L, 1, op), *indices = tlb_check(L, 2, op);
+    check_index_dtype(L, op, "indices", indices);
+    if (src->ndim < 1) return tlb_errorf(L, "%s: a 0-dim tensor has no rows", op);
+    if (indices->ndim != 1) {
+        char s[256];
+        return tlb_errorf(L, "%s: indices must be 1-D, got shape %s", op,
+                          tl_shape_str(indices, s, sizeof s));
+    }
+    if (!tl_device_equal(tl_tensor_device(src), tl_tensor_device(indices))) {
+        char a[16], b[16];
+        return tlb_errorf(L, "%s: the tensor is on %s but indices are on %s", op,
+                          tl_device_name(tl_tensor_device(src), a),
+                          tl_device_name(tl_tensor_device(indices), b));
+    }
+    int64_t n = indices->shape[0], rows = src->shape[0];
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *out = NULL;
+    tl_status status;
+    if (tl_tensor_device(src).type == TL_DEVICE_CPU) {
+        /* 0-based row numbers, checked, in a scratch userdata (collected with the stack) */
+        int64_t *rows0 = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n > 0 ? n : 1), 0);
+        tl_tensor *idx = NULL, *c = NULL;
+        if (tl_contiguous(indices, &idx) != TL_OK) return tlb_fail(L);
+        const void *data = tl_data(idx);
+        int64_t bad = -1, value = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = idx->dtype == TL_I64 ? ((const int64_t *)data)[i]
+                                             : (int64_t)((const int32_t *)data)[i];
+            if (v < 1 || v > rows) {
+                bad = i, value = v;
+                break;
+            }
+            rows0[i] = v - 1;
+        }
+        tl_release(idx);
+        if (bad >= 0)
+            return tlb_errorf(L,
+                              "%s: index %lld at position %lld is out of range for a tensor "
+                              "with %lld rows (expected 1 <= index <= %lld)",
+                              op, (long long)value, (long long)(bad + 1), (long long)rows,
+                              (long long)rows);
+        int64_t shape[TL_MAX_DIMS];
+        memcpy(shape, src->shape, sizeof shape[0] * (size_t)src->ndim);
+        shape[0] = n;
+        status = tl_contiguous(src, &c);
+        if (status == TL_OK) status = tl_empty(shape, src->ndim, src->dtype, TL_CPU, &out);
+        if (status == TL_OK) gather_rows_cpu(c, rows0, n, out);
+        tl_release(c);
+        if (status != TL_OK) {
+            tl_release(out);
+            return tlb_fail(L);
+        }
+        lua_pop(L, 1); /* the scratch rows: box is on top again */
+        return tlb_result(L, box, status, out);
+    }
+    tl_tensor *shifted = NULL;
+    status = zero_based(indices, &shifted);
+    if (status == TL_OK) status = gather_rows_device(src, shifted, &out);
+    tl_release(shifted);
+    if (status == TL_ERR_INDEX) return index_range_error(L, op, "indices", indices, rows, "the rows");
+    return tlb_result(L, box, status, out);
+}
+
+const luaL_Reg tlb_nn_functions[] = {
+    {"conv2d", nn_conv2d},
+    {"max_pool2d", nn_max_pool2d},
+    {"embedding", nn_embedding},
+    {"cross_entropy", nn_cross_entropy},
+    {"layer_norm", nn_layer_norm},
+    {"_sgd_step", nn_sgd_step},
+    {"_adam_step", nn_adam_step},
+    {"_gather_rows", nn_gather_rows},
+    {NULL, NULL},
+};

@@ -1,0 +1,230 @@
+/* The CUDA caching allocator: cudaMalloc'd blocks kept in size-bucketed free lists for reuse
+   on the device's stream, with statistics (allocated, reserved, peaks, counts). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cuda/cuda_runtime.h"
+
+#define SMALL_ROUND     ((size_t)512)     /* requests up to SMALL_LIMIT round to this */
+#define SMALL_LIMIT     ((size_t)1 << 20) /* 1 MiB */
+#define LARGE_ROUND     ((size_t)2 << 20) /* larger ones round to 2 MiB */
+#define SMALL_BUCKETS   (SMALL_LIMIT / SMALL_ROUND)
+#define HASH_BUCKETS    4096
+#define MIB             (1024.0 * 1024.0)
+
+/* One cudaMalloc'd block: in the active hash (held by a tensor) or on a free list. */
+typedef struct block {
+    void *ptr;
+    size_t size;      /* what cudaMalloc gave (rounded) */
+    size_t requested; /* what the tensor asked for */
+    struct block *next;
+} block;
+
+typedef struct pool {
+    block *small_free[SMALL_BUCKETS]; /* exact size (i + 1) * 512 */
+    block *large_free;                /* sorted by size, smallest first */
+    block *active[HASH_BUCKETS];
+    tl_cuda_allocator_stats stats;
+} pool;
+
+/* One lock for every device: allocations are short and the engine drives the GPUs from one
+   thread in practice. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pool pools[TL_CUDA_MAX_DEVICES];
+
+static size_t round_size(size_t n) {
+    if (n == 0) n = 1;
+    if (n <= SMALL_LIMIT) return (n + SMALL_ROUND - 1) / SMALL_ROUND * SMALL_ROUND;
+    return (n + LARGE_ROUND - 1) / LARGE_ROUND * LARGE_ROUND;
+}
+
+static size_t hash_ptr(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p >> 9; /* blocks are at least 512 B apart */
+    return (size_t)((x * 0x9e3779b97f4a7c15ull) >> 52) % HASH_BUCKETS;
+}
+
+static void update_peaks(tl_cuda_allocator_stats *s) {
+    if (s->allocated_bytes > s->peak_allocated_bytes)
+        s->peak_allocated_bytes = s->allocated_bytes;
+    if (s->reserved_bytes > s->peak_reserved_bytes) s->peak_reserved_bytes = s->reserved_bytes;
+}
+
+/* A cached block for a request of `size` (rounded): an exact small bucket, or the smallest
+   large block that wastes at most a quarter of itself. Unlinked from its list. */
+static block *take_cached(pool *p, size_t size) {
+    if (size <= SMALL_LIMIT) {
+        block **head = &p->small_free[size / SMALL_ROUND - 1];
+        block *b = *head;
+        if (b) *head = b->next;
+        return b;
+    }
+    for (block **link = &p->large_free; *link; link = &(*link)->next) {
+        block *b = *link;
+        if (b->size < size) continue;
+        if (b->size - size > b->size / 4) return NULL; /* the rest are larger still */
+        *link = b->next;
+        return b;
+    }
+    return NULL;
+}
+
+static void put_cached(pool *p, block *b) {
+    if (b->size <= SMALL_LIMIT) {
+        block **head = &p->small_free[b->size / SMALL_ROUND - 1];
+        b->next = *head;
+        *head = b;
+    } else {
+        block **link = &p->large_free;
+        while (*link && (*link)->size < b->size) link = &(*link)->next;
+        b->next = *link;
+        *link = b;
+    }
+    p->stats.cached_blocks++;
+}
+
+static void free_list(pool *p, block **head) {
+    while (*head) {
+        block *b = *head;
+        *head = b->next;
+        (void)cudaFree(b->ptr); /* waits for the device; a failure leaves nothing to do */
+        p->stats.reserved_bytes -= b->size;
+        p->stats.cached_blocks--;
+        p->stats.cuda_free_count++;
+        free(b);
+    }
+}
+
+/* Returns every cached block of the device to the driver (lock held, device current). */
+static void release_cached(pool *p) {
+    for (size_t i = 0; i < SMALL_BUCKETS; i++) free_list(p, &p->small_free[i]);
+    free_list(p, &p->large_free);
+    (void)cudaGetLastError();
+}
+
+static void activate(pool *p, block *b, size_t requested) {
+    b->requested = requested;
+    size_t h = hash_ptr(b->ptr);
+    b->next = p->active[h];
+    p->active[h] = b;
+    p->stats.allocated_bytes += b->size;
+    p->stats.requested_bytes += requested;
+    p->stats.active_blocks++;
+    p->stats.alloc_count++;
+    update_peaks(&p->stats);
+}
+
+tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out) {
+    cudaStream_t stream; /* also makes the device current */
+    TL_TRY(tl_cuda_stream(device, op, &stream));
+    size_t size = round_size(nbytes);
+    pool *p = &pools[device];
+    pthread_mutex_lock(&lock);
+    block *b = take_cached(p, size);
+    if (b) {
+        p->stats.cached_blocks--;
+        activate(p, b, nbytes);
+        pthread_mutex_unlock(&lock);
+        *out = b->ptr;
+        return TL_OK;
+    }
+    b = malloc(sizeof *b);
+    if (!b) {
+        pthread_mutex_unlock(&lock);
+        return tl_error(TL_ERR_MEMORY, "%s: out of host memory for an allocator record", op);
+    }
+    void *ptr = NULL;
+    cudaError_t err = cudaMalloc(&ptr, size);
+    if (err == cudaErrorMemoryAllocation) {
+        /* the cache may hold enough in blocks of other sizes: give it back, try once more */
+        (void)cudaGetLastError();
+        release_cached(p);
+        err = cudaMalloc(&ptr, size);
+    }
+    if (err != cudaSuccess) {
+        free(b);
+        if (err != cudaErrorMemoryAllocation) {
+            pthread_mutex_unlock(&lock);
+            return tl_cuda_fail(err, op, "cudaMalloc");
+        }
+        (void)cudaGetLastError();
+        p->stats.oom_count++;
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
+        uint64_t reserved = p->stats.reserved_bytes, allocated = p->stats.allocated_bytes;
+        pthread_mutex_unlock(&lock);
+        return tl_error(TL_ERR_MEMORY,
+                        "%s: CUDA out of memory allocating %zu bytes on cuda:%d (free %.1f MiB of "
+                        "%.1f MiB, reserved %.1f MiB, allocated %.1f MiB)",
+                        op, nbytes, device, (double)free_bytes / MIB, (double)total_bytes / MIB,
+                        (double)reserved / MIB, (double)allocated / MIB);
+    }
+    b->ptr = ptr;
+    b->size = size;
+    p->stats.reserved_bytes += size;
+    p->stats.cuda_malloc_count++;
+    activate(p, b, nbytes);
+    pthread_mutex_unlock(&lock);
+    *out = ptr;
+    return TL_OK;
+}
+
+void tl_cuda_free(int device, void *ptr) {
+    if (!ptr || device < 0 || device >= TL_CUDA_MAX_DEVICES) return;
+    pool *p = &pools[device];
+    pthread_mutex_lock(&lock);
+    for (block **link = &p->active[hash_ptr(ptr)]; *link; link = &(*link)->next) {
+        block *b = *link;
+        if (b->ptr != ptr) continue;
+        *link = b->next;
+        p->stats.allocated_bytes -= b->size;
+        p->stats.requested_bytes -= b->requested;
+        p->stats.active_blocks--;
+        p->stats.free_count++;
+        /* work queued on the device's stream may still use the block; the next user is queued
+           behind it on the same stream, so it can be handed out at once */
+        put_cached(p, b);
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- public: tlua/cuda.h --------------------------------------------------------------- */
+static tl_status check_device(int device, const char *op) {
+    cudaStream_t stream;
+    return tl_cuda_stream(device, op, &stream);
+}
+
+tl_status tl_cuda_memory_stats(int device, tl_cuda_allocator_stats *out) {
+    if (!out) return tl_error(TL_ERR_ARGUMENT, "memory_stats: got no stats to fill");
+    TL_TRY(check_device(device, "memory_stats"));
+    pthread_mutex_lock(&lock);
+    *out = pools[device].stats;
+    pthread_mutex_unlock(&lock);
+    return TL_OK;
+}
+
+tl_status tl_cuda_reset_peak_memory_stats(int device) {
+    TL_TRY(check_device(device, "reset_peak_memory_stats"));
+    pthread_mutex_lock(&lock);
+    tl_cuda_allocator_stats *s = &pools[device].stats;
+    s->peak_allocated_bytes = s->allocated_bytes;
+    s->peak_reserved_bytes = s->reserved_bytes;
+    pthread_mutex_unlock(&lock);
+    return TL_OK;
+}
+
+tl_status tl_cuda_empty_cache(int device) {
+    int first = device, last = device;
+    if (device == -1) {
+        first = 0;
+        last = tl_cuda_device_count() - 1;
+    }
+    for (int d = first; d <= last; d++) {
+        TL_TRY(check_device(d, "empty_cache"));
+        pthread_mutex_lock(&lock);
+        release_cached(&pools[d]);
+        pthread_mutex_unlock(&lock);
+    }
+    return TL_OK;
+}

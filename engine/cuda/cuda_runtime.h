@@ -1,0 +1,68 @@
+/* Internal: the engine's CUDA runtime (per-device stream and cuBLAS handle, error
+   translation), the caching allocator and cross-device copies. C and CUDA sources share it. */
+#ifndef TLUA_CUDA_RUNTIME_INTERNAL_H
+#define TLUA_CUDA_RUNTIME_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "tlua/cuda.h"
+#include "tlua/tensor.h"
+
+/* Devices beyond this index are not used. */
+#define TL_CUDA_MAX_DEVICES 64
+
+/* ---- runtime (cuda/runtime.c) -------------------------------------------------------- */
+/* Makes device current on the calling thread and gives its stream, created on first use (a
+   non-blocking stream: every kernel, copy and GEMM of the engine on that device goes there, in
+   order). op names the caller in errors. */
+tl_status tl_cuda_stream(int device, const char *op, cudaStream_t *stream);
+/* The same, and the device's cuBLAS handle bound to that stream, its math mode set for the
+   current matmul precision (tl_set_matmul_precision). */
+tl_status tl_cuda_blas(int device, const char *op, cublasHandle_t *handle, cudaStream_t *stream);
+/* Multiprocessors of the device (valid once tl_cuda_stream succeeded for it). */
+int tl_cuda_sm_count(int device);
+/* True when float32 GEMMs may use TF32 (precision "high"; cuda_api.c). */
+bool tl_cuda_matmul_allow_tf32(void);
+
+/* A failed CUDA call as an error: "<op>: CUDA error: <description> (<name>, <what>)";
+   out of memory gives TL_ERR_MEMORY, anything else TL_ERR_RUNTIME. The error is cleared
+   where CUDA allows; an error that leaves the context unusable says so. */
+tl_status tl_cuda_fail(cudaError_t err, const char *op, const char *what);
+tl_status tl_cublas_fail(cublasStatus_t status, const char *op, const char *what);
+/* After a kernel launch: TL_OK, or the launch's error (no synchronisation). */
+tl_status tl_cuda_check_launch(const char *op);
+
+#define TL_CUDA_TRY(call, op, what)                                                                \
+    do {                                                                                           \
+        cudaError_t tl_cuda_err_ = (call);                                                         \
+        if (tl_cuda_err_ != cudaSuccess) return tl_cuda_fail(tl_cuda_err_, op, what);              \
+    } while (0)
+
+/* ---- caching allocator (cuda/allocator.c) -------------------------------------------- */
+/* nbytes of device memory on device (at least 512 B, 256-byte aligned), from the cache or
+   cudaMalloc; on out of memory the device's cache is emptied and the request tried once
+   more before failing with TL_ERR_MEMORY, naming op. */
+tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out);
+/* Gives a block back to the device's cache (for reuse on the device's stream, in order). */
+void tl_cuda_free(int device, void *ptr);
+
+/* ---- copies (cuda/runtime.c) ---------------------------------------------------------- */
+/* n bytes host <-> device or device <-> device, on the device's stream; returns when dst may
+   be read by the host (device -> host) and when src may be reused (host -> device).
+   Device -> device on one device does not wait. */
+tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
+                         size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,235 @@
+/* The CUDA runtime: device count, each device's stream and cuBLAS handle (created on first
+   use), synchronisation, error translation and copies between host and devices. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cuda/cuda_runtime.h"
+
+typedef struct device_context {
+    atomic_bool ready;      /* stream and sm_count set */
+    atomic_bool blas_ready; /* blas set */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int blas_tf32; /* the math mode last set on blas: 1 TF32, 0 default, -1 none yet */
+    int sm_count;
+} device_context;
+
+static device_context contexts[TL_CUDA_MAX_DEVICES];
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t count_once = PTHREAD_ONCE_INIT;
+static int device_count;
+
+/* No driver, no GPU or a driver too old for this runtime all mean 0 devices. */
+static void count_devices(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    device_count = n > TL_CUDA_MAX_DEVICES ? TL_CUDA_MAX_DEVICES : n;
+}
+
+int tl_cuda_device_count(void) {
+    pthread_once(&count_once, count_devices);
+    return device_count;
+}
+
+bool tl_cuda_is_available(void) { return tl_cuda_device_count() > 0; }
+
+/* ---- errors ------------------------------------------------------------------------------ */
+/* Errors after which the context cannot be used again (the process must restart). */
+static bool is_sticky(cudaError_t err) {
+    switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+        return true;
+    default:
+        return false;
+    }
+}
+
+tl_status tl_cuda_fail(cudaError_t err, const char *op, const char *what) {
+    (void)cudaGetLastError(); /* clears the error unless it is sticky */
+    tl_status status = err == cudaErrorMemoryAllocation ? TL_ERR_MEMORY : TL_ERR_RUNTIME;
+    return tl_error(status, "%s: CUDA error: %s (%s, %s)%s", op, cudaGetErrorString(err),
+                    cudaGetErrorName(err), what,
+                    is_sticky(err) ? "; the CUDA context is unusable now, restart the process"
+                                   : "");
+}
+
+static const char *cublas_status_name(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_UNKNOWN";
+    }
+}
+
+tl_status tl_cublas_fail(cublasStatus_t s, const char *op, const char *what) {
+    (void)cudaGetLastError();
+    tl_status status = s == CUBLAS_STATUS_ALLOC_FAILED ? TL_ERR_MEMORY : TL_ERR_RUNTIME;
+    return tl_error(status, "%s: cuBLAS error: %s (%s, %s)", op, cublasGetStatusString(s),
+                    cublas_status_name(s), what);
+}
+
+tl_status tl_cuda_check_launch(const char *op) {
+    cudaError_t err = cudaPeekAtLastError();
+    return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, op, "kernel launch");
+}
+
+/* ---- devices, streams, handles ------------------------------------------------------------ */
+static tl_status check_index(int device, const char *op) {
+    int count = tl_cuda_device_count();
+    if (count == 0)
+        return tl_error(TL_ERR_DEVICE,
+                        "%s: cuda:%d is not available (this build has no CUDA support or no GPU "
+                        "is present)",
+                        op, device);
+    if (device < 0 || device >= count)
+        return tl_error(TL_ERR_DEVICE, "%s: cuda:%d does not exist (%d CUDA device%s)", op, device,
+                        count, count == 1 ? "" : "s");
+    return TL_OK;
+}
+
+static tl_status make_current(int device, const char *op) {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess) {
+        (void)cudaGetLastError();
+        current = -1;
+    }
+    if (current != device) TL_CUDA_TRY(cudaSetDevice(device), op, "cudaSetDevice");
+    return TL_OK;
+}
+
+static tl_status create_context(int device, const char *op) {
+    device_context *c = &contexts[device];
+    tl_status status = TL_OK;
+    pthread_mutex_lock(&init_lock);
+    if (!atomic_load_explicit(&c->ready, memory_order_relaxed)) {
+        cudaStream_t stream = NULL;
+        int sms = 0;
+        cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        if (err == cudaSuccess) {
+            c->stream = stream;
+            c->sm_count = sms > 0 ? sms : 1;
+            c->blas_tf32 = -1;
+            atomic_store_explicit(&c->ready, true, memory_order_release);
+        } else {
+            status = tl_cuda_fail(err, op, "creating the device's stream");
+        }
+    }
+    pthread_mutex_unlock(&init_lock);
+    return status;
+}
+
+tl_status tl_cuda_stream(int device, const char *op, cudaStream_t *stream) {
+    TL_TRY(check_index(device, op));
+    TL_TRY(make_current(device, op));
+    device_context *c = &contexts[device];
+    if (!atomic_load_explicit(&c->ready, memory_order_acquire)) TL_TRY(create_context(device, op));
+    *stream = c->stream;
+    return TL_OK;
+}
+
+int tl_cuda_sm_count(int device) {
+    if (device < 0 || device >= TL_CUDA_MAX_DEVICES) return 1;
+    return contexts[device].sm_count > 0 ? contexts[device].sm_count : 1;
+}
+
+static tl_status create_blas(int device, const char *op) {
+    device_context *c = &contexts[device];
+    tl_status status = TL_OK;
+    pthread_mutex_lock(&init_lock);
+    if (!atomic_load_explicit(&c->blas_ready, memory_order_relaxed)) {
+        cublasHandle_t handle = NULL;
+        cublasStatus_t s = cublasCreate(&handle);
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(handle, c->stream);
+        if (s == CUBLAS_STATUS_SUCCESS) {
+            c->blas = handle;
+            atomic_store_explicit(&c->blas_ready, true, memory_order_release);
+        } else {
+            if (handle) cublasDestroy(handle);
+            status = tl_cublas_fail(s, op, "creating the device's cuBLAS handle");
+        }
+    }
+    pthread_mutex_unlock(&init_lock);
+    return status;
+}
+
+tl_status tl_cuda_blas(int device, const char *op, cublasHandle_t *handle, cudaStream_t *stream) {
+    TL_TRY(tl_cuda_stream(device, op, stream));
+    device_context *c = &contexts[device];
+    if (!atomic_load_explicit(&c->blas_ready, memory_order_acquire))
+        TL_TRY(create_blas(device, op));
+    int tf32 = tl_cuda_matmul_allow_tf32() ? 1 : 0;
+    if (c->blas_tf32 != tf32) {
+        cublasStatus_t s =
+            cublasSetMathMode(c->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+        if (s != CUBLAS_STATUS_SUCCESS) return tl_cublas_fail(s, op, "cublasSetMathMode");
+        c->blas_tf32 = tf32;
+    }
+    *handle = c->blas;
+    return TL_OK;
+}
+
+tl_status tl_cuda_synchronize(int device) {
+    cudaStream_t stream;
+    TL_TRY(tl_cuda_stream(device, "synchronize", &stream));
+    TL_CUDA_TRY(cudaStreamSynchronize(stream), "synchronize", "cudaStreamSynchronize");
+    return TL_OK;
+}
+
+/* ---- copies ------------------------------------------------------------------------------ */
+tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
+                         size_t n) {
+    const char *op = "copy";
+    if (n == 0) return TL_OK;
+    cudaStream_t stream;
+    if (src_device.type == TL_DEVICE_CPU || dst_device.type == TL_DEVICE_CPU) {
+        bool to_device = dst_device.type == TL_DEVICE_CUDA;
+        int device = to_device ? dst_device.index : src_device.index;
+        TL_TRY(tl_cuda_stream(device, op, &stream));
+        /* after the work queued before it; the host waits, so its buffer may go at once */
+        const char *what = to_device ? "host to device" : "device to host";
+        TL_CUDA_TRY(cudaMemcpyAsync(dst, src, n,
+                                    to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                    stream),
+                    op, what);
+        TL_CUDA_TRY(cudaStreamSynchronize(stream), op, what);
+        return TL_OK;
+    }
+    if (dst_device.index == src_device.index) {
+        TL_TRY(tl_cuda_stream(dst_device.index, op, &stream));
+        TL_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream), op,
+                    "device to device");
+        return TL_OK;
+    }
+    /* between two GPUs: src's pending writes first, and the host waits for the copy, since
+       the two streams are not ordered with each other */
+    cudaStream_t src_stream;
+    TL_TRY(tl_cuda_stream(src_device.index, op, &src_stream));
+    TL_CUDA_TRY(cudaStreamSynchronize(src_stream), op, "peer copy");
+    TL_TRY(tl_cuda_stream(dst_device.index, op, &stream));
+    TL_CUDA_TRY(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, n, stream), op,
+                "peer copy");
+    TL_CUDA_TRY(cudaStreamSynchronize(stream), op, "peer copy");
+    return TL_OK;
+}

@@ -1,0 +1,53 @@
+/* The CUDA runtime as users see it: availability, synchronisation and the caching allocator's
+   statistics. Every function exists in every build; without CUDA (or without a GPU) there
+   are no devices and the per-device calls fail with TL_ERR_DEVICE. */
+#ifndef TLUA_CUDA_H
+#define TLUA_CUDA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tlua/device.h" /* tl_cuda_device_count */
+#include "tlua/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* True if this build has CUDA support and at least one GPU is usable. */
+bool tl_cuda_is_available(void);
+
+/* Waits for all work queued on the device's stream (device index, e.g. 0 for cuda:0). A
+   failure of earlier asynchronous work is reported here, naming "synchronize". */
+tl_status tl_cuda_synchronize(int device);
+
+/* The caching allocator of one device. Sizes are bytes; "allocated" counts the blocks that
+   tensors hold (request rounded up to 512 B, or to 2 MiB above 1 MiB), "reserved" the
+   memory taken from the driver: allocated plus the cache of freed blocks. */
+typedef struct tl_cuda_allocator_stats {
+    uint64_t allocated_bytes;      /* held by tensors now */
+    uint64_t reserved_bytes;       /* taken from cudaMalloc now (allocated + cached) */
+    uint64_t peak_allocated_bytes; /* highest allocated_bytes since the last reset */
+    uint64_t peak_reserved_bytes;  /* highest reserved_bytes since the last reset */
+    uint64_t requested_bytes;      /* what the live allocations asked for, before rounding */
+    uint64_t active_blocks;        /* blocks held by tensors now */
+    uint64_t cached_blocks;        /* freed blocks kept for reuse */
+    uint64_t alloc_count;          /* allocations served since the start */
+    uint64_t free_count;           /* blocks given back since the start */
+    uint64_t cuda_malloc_count;    /* allocations that reached cudaMalloc (cache misses) */
+    uint64_t cuda_free_count;      /* blocks returned to the driver (empty_cache, OOM retry) */
+    uint64_t oom_count;            /* requests that failed for lack of device memory */
+} tl_cuda_allocator_stats;
+
+tl_status tl_cuda_memory_stats(int device, tl_cuda_allocator_stats *out);
+/* Peak counters restart from the current values. */
+tl_status tl_cuda_reset_peak_memory_stats(int device);
+/* Returns every cached (free) block of the device to the driver; memory held by tensors
+   stays. device -1 empties the caches of every device. */
+tl_status tl_cuda_empty_cache(int device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
