@@ -13,8 +13,9 @@
 extern "C" {
 #endif
 
+/* no tlua/tensor.h: nvcc (C++) sources include this header, and tlua/dtype.h is C only */
 #include "tlua/cuda.h"
-#include "tlua/tensor.h"
+#include "tlua/device.h"
 
 /* Devices beyond this index are not used. */
 #define TL_CUDA_MAX_DEVICES 64
