@@ -151,7 +151,6 @@ for epoch = 1, opts.epochs do
   model:train()
   local bar = progress.new { total = train_loader:len(), label = string.format("epoch %d/%d", epoch, opts.epochs) }
   local seen, correct, loss_sum = 0, 0, 0
-  local start = tl.clock()
   for b, x, y in train_loader:enumerate() do
     local logits = model(x)
     local loss = loss_fn(logits, y)
@@ -172,7 +171,6 @@ for epoch = 1, opts.epochs do
   history[epoch] = { loss = loss_sum / seen, train_acc = correct / seen, test_acc = accuracy, time = epoch_time }
   print(string.format("epoch %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%% (%.1f s, %.0f samples/s)",
     epoch, opts.epochs, loss_sum / seen, 100 * correct / seen, 100 * accuracy, epoch_time, seen / epoch_time))
-  local _ = start
 end
 csv:close()
 
