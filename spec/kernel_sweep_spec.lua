@@ -113,6 +113,72 @@ local cases = {
               tl.outer(a, b):backward(g)
               return a.grad:sum():double() + b.grad:sum():double() + tl.outer(a, b):detach():sum():double()
             end },
+  -- nn ops: forward plus every gradient, folded into one float64 tensor
+  conv2d = { floating_only = true,
+             inputs = function(d) return { normal(d, 2, 3, 6, 6), normal(d, 4, 3, 3, 3), normal(d, 4), normal(d, 2, 4, 3, 3) } end,
+             run = function(x, w, b, g)
+               x, w, b = x:detach():requires_grad_(), w:detach():requires_grad_(), b:detach():requires_grad_()
+               local y = tl.conv2d(x, w, b, { stride = 2, padding = 1 })
+               y:backward(g)
+               return y:detach():sum():double() + x.grad:double():sum() + w.grad:double():sum()
+                 + b.grad:double():sum() + (x.grad:double() * x:detach():double()):sum()
+             end },
+  max_pool2d = { floating_only = true,
+                 inputs = function(d) return { normal(d, 2, 3, 6, 6), normal(d, 2, 3, 3, 3) } end,
+                 run = function(x, g)
+                   x = x:detach():requires_grad_()
+                   local y = tl.max_pool2d(x, 2, { stride = 2 })
+                   y:backward(g)
+                   return y:detach():double():sum() + (x.grad:double() * tl.arange(x:numel()):view(x.shape):to(x.device):double()):sum()
+                 end },
+  embedding = { floating_only = true,
+                inputs = function(d) return { normal(d, 7, 4), normal(d, 2, 3, 4) } end,
+                run = function(w, g)
+                  w = w:detach():requires_grad_()
+                  local idx = tl.tensor({ { 1, 7, 3 }, { 3, 3, 2 } }, { device = w.device })
+                  local y = tl.embedding(idx, w)
+                  y:backward(g)
+                  return y:detach():double():sum() + (w.grad:double() * tl.arange(28):view(7, 4):to(w.device):double()):sum()
+                end },
+  cross_entropy = { floating_only = true,
+                    inputs = function(d) return { normal(d, 5, 4) } end,
+                    run = function(x)
+                      x = x:detach():requires_grad_()
+                      local target = tl.tensor({ 1, 4, 2, 2, 3 }, { device = x.device })
+                      local loss = tl.cross_entropy(x, target, { label_smoothing = 0.1 })
+                      loss:backward()
+                      return loss:detach():double() + (x.grad:double() * tl.arange(20):view(5, 4):to(x.device):double()):sum()
+                    end },
+  layer_norm = { floating_only = true,
+                 inputs = function(d) return { normal(d, 3, 6), normal(d, 6), normal(d, 6), normal(d, 3, 6) } end,
+                 run = function(x, w, b, g)
+                   x, w, b = x:detach():requires_grad_(), w:detach():requires_grad_(), b:detach():requires_grad_()
+                   local y = tl.layer_norm(x, w, b, 1e-5)
+                   y:backward(g)
+                   local pos = tl.arange(18):view(3, 6):to(x.device):double()
+                   return (y:detach():double() * pos):sum() + (x.grad:double() * pos):sum()
+                     + w.grad:double():sum() + (b.grad:double() * tl.arange(6):to(x.device):double()):sum()
+                 end },
+  optim = { floating_only = true,
+            inputs = function(d) return { normal(d, 3, 4), normal(d, 3, 4) } end,
+            run = function(p, g)
+              local result = tl.zeros(3, 3, 4, { dtype = "float64", device = p.device })
+              local makers = {
+                function(ps) return tl.optim.SGD(ps, { lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01 }) end,
+                function(ps) return tl.optim.Adam(ps, { lr = 0.01, weight_decay = 0.01 }) end,
+                function(ps) return tl.optim.AdamW(ps, { lr = 0.01 }) end,
+              }
+              for k, make in ipairs(makers) do
+                local param = p:clone():requires_grad_()
+                local opt = make({ param })
+                for _ = 1, 3 do
+                  param.grad = g:clone()
+                  opt:step()
+                end
+                result[k] = param:detach():double()
+              end
+              return result
+            end },
 }
 
 -- which case covers a kernel's op
@@ -120,6 +186,11 @@ local case_of_op = {
   linear_forward = "linear", linear_backward_input = "linear", linear_backward_weight = "linear",
   linear_backward_bias = "linear", matmul_backward_input = "matmul_backward",
   matmul_backward_other = "matmul_backward", outer_forward = "outer",
+  conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
+  conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",
+  max_pool2d_backward = "max_pool2d", embedding_backward = "embedding",
+  cross_entropy_backward = "cross_entropy", layer_norm_backward_input = "layer_norm",
+  layer_norm_backward_weight = "layer_norm", sgd_step = "optim", adam_step = "optim",
 }
 
 local function run_case(case, dtype, device)

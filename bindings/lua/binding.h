@@ -113,6 +113,7 @@ extern const luaL_Reg tlb_autograd_functions[];
 extern const luaL_Reg tlb_runtime_functions[];
 extern const luaL_Reg tlb_meta_methods[];
 extern const luaL_Reg tlb_object_functions[];
+extern const luaL_Reg tlb_nn_functions[], tlb_io_functions[]; /* nn_ops.c, io.c */
 extern const luaL_Reg tlb_lifetime_meta[];
 
 /* metamethods.c: __index (needs the methods table as upvalue 2) */

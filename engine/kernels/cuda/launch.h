@@ -1,5 +1,5 @@
 /* Internal: what the C side of the CUDA elementwise kernels (cuda/elementwise.c) hands to their
-   device side (cuda/*.cu): the operands' data, their merged strided geometry, the stream. Plain C
+   device side (the cuda/ .cu files): the operands' data, their merged strided geometry, the stream. Plain C
    for gcc and nvcc alike (nvcc sources cannot include tlua/dtype.h). */
 #ifndef TLUA_CUDA_LAUNCH_H
 #define TLUA_CUDA_LAUNCH_H
