@@ -78,6 +78,19 @@ local cases = {
   flatten = { { function(x) return x:flatten() end, { input(2, 3, 2) } } },
   contiguous = { { function(x) return x:transpose(1, 2):contiguous() end, { input(3, 4) } } },
   clone = { { function(x) return x:clone() end, { input(3) } } },
+  -- nn ops (the Lua binding takes 1-based indices and classes)
+  conv2d_forward = { { function(x, w, b) return tl.conv2d(x, w, b, { stride = 2, padding = 1 }) end,
+                       { input(2, 2, 5, 5), input(3, 2, 3, 3), input(3) } },
+                     { function(x, w) return tl.conv2d(x, w, nil, { stride = { 1, 2 }, padding = { 0, 1 } }) end,
+                       { input(1, 2, 4, 5), input(2, 2, 2, 3) } } },
+  max_pool2d = { { function(x) return tl.max_pool2d(x, 2) end, { input(2, 2, 4, 4) } },
+                 { function(x) return tl.max_pool2d(x, 3, { stride = 2, padding = 1 }) end, { input(1, 2, 5, 5) } } },
+  embedding = { { function(w) return tl.embedding(tl.tensor({ { 1, 3 }, { 3, 4 } }), w) end, { input(4, 3) } } },
+  cross_entropy = { { function(l) return tl.cross_entropy(l, tl.tensor({ 1, 3, 2 })) end, { input(3, 4) } },
+                    { function(l) return tl.cross_entropy(l, tl.tensor({ 4, 1, 4 }), { label_smoothing = 0.2 }) end,
+                      { input(3, 4) } } },
+  layer_norm = { { function(x, w, b) return tl.layer_norm(x, w, b) end, { input(3, 5), input(5), input(5) } },
+                 { function(x) return tl.layer_norm(x, nil, nil, 1e-3) end, { input(2, 2, 4) } } },
 }
 
 describe("gradcheck of every differentiable op in the op table", function()

@@ -111,6 +111,7 @@ extern const luaL_Reg tlb_op_meta[];
 extern const luaL_Reg tlb_autograd_methods[];
 extern const luaL_Reg tlb_autograd_functions[];
 extern const luaL_Reg tlb_runtime_functions[];
+extern const luaL_Reg tlb_cuda_functions[]; /* cuda.c: tl._cuda_* (tl.cuda in tlua/cuda.lua) */
 extern const luaL_Reg tlb_meta_methods[];
 extern const luaL_Reg tlb_object_functions[];
 extern const luaL_Reg tlb_nn_functions[], tlb_io_functions[]; /* nn_ops.c, io.c */

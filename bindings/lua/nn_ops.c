@@ -297,8 +297,8 @@ static tl_status gather_rows_device(tl_tensor *src, const tl_tensor *rows0, tl_t
 }
 
 /* _gather_rows(t, indices): t[indices[1]], t[indices[2]], ... stacked along dim 1 (as
-   index_select(t, 1, indices)); indices 1-D, int64 or int32, counting from 1. Not recorded by
-   autograd (data loading). */
+   index_select(t, 1, indices)); indices 1-D, int64 or int32, counting from 1, moved to t's
+   device when they are elsewhere. Not recorded by autograd (data loading). */
 static int nn_gather_rows(lua_State *L) {
     const char *op = "_gather_rows";
     tl_tensor *src = tlb_check(L, 1, op), *indices = tlb_check(L, 2, op);
@@ -309,16 +309,18 @@ static int nn_gather_rows(lua_State *L) {
         return tlb_errorf(L, "%s: indices must be 1-D, got shape %s", op,
                           tl_shape_str(indices, s, sizeof s));
     }
-    if (!tl_device_equal(tl_tensor_device(src), tl_tensor_device(indices))) {
-        char a[16], b[16];
-        return tlb_errorf(L, "%s: the tensor is on %s but indices are on %s", op,
-                          tl_device_name(tl_tensor_device(src), a),
-                          tl_device_name(tl_tensor_device(indices), b));
-    }
     int64_t n = indices->shape[0], rows = src->shape[0];
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status;
+    if (!tl_device_equal(tl_tensor_device(src), tl_tensor_device(indices))) {
+        /* indices follow the data: a CPU order gathers rows of a dataset kept on a GPU */
+        tlb_box *moved = tlb_newbox(L);
+        if (tl_to(indices, indices->dtype, tl_tensor_device(src), &moved->tensor) != TL_OK)
+            return tlb_fail(L);
+        indices = moved->tensor;
+        lua_insert(L, -2); /* keep the moved indices alive below the result's box */
+    }
     if (tl_tensor_device(src).type == TL_DEVICE_CPU) {
         /* 0-based row numbers, checked, in a scratch userdata (collected with the stack) */
         int64_t *rows0 = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n > 0 ? n : 1), 0);

@@ -20,7 +20,7 @@ function data.read_idx(path)
   f:close()
   local ok, result = pcall(tl._read_idx, path)
   if not ok then
-    local message = tostring(result):gsub("^[^:]*:%d+: ", "")
+    local message = tostring(result):gsub("^[^:]*:%d+: ", ""):gsub("^read_idx: ", "")
     error("data.read_idx: " .. message, 2)
   end
   return result

@@ -8,8 +8,14 @@ tl.int32, tl.int64, tl.bool = "int32", "int64", "bool"
 tl.float, tl.double, tl.half, tl.int, tl.long = "float32", "float64", "float16", "int32", "int64"
 tl.dtypes = { "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool" }
 
--- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data
-local submodules = { autograd = true, nn = true, optim = true, data = true }
+-- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data, tl.cuda
+local submodules = { autograd = true, nn = true, optim = true, data = true, cuda = true }
+
+-- t:cuda(n?) and t:cpu(): moves to a device (the tensor itself when already there)
+function tl.Tensor.cuda(t, index)
+  return t:to(index and ("cuda:" .. math.tointeger(index)) or "cuda")
+end
+function tl.Tensor.cpu(t) return t:to("cpu") end
 
 return setmetatable(tl, {
   __index = function(t, key)

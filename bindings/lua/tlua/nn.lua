@@ -176,23 +176,28 @@ function Module:buffers()
   return list
 end
 
---- children() -> array of the direct submodules; named_children() -> iterator name, module
-function Module:children()
-  local out = {}
+--- children() -> array of the direct submodules (each once); named_children() -> iterator name, module
+-- {name, module} of the direct submodules, each module once
+local function named_children(self)
+  local list, seen = {}, {}
   for _, key in ipairs(self._module_keys) do
     local m = rawget(self, key)
-    if m ~= nil then out[#out + 1] = m end
+    if m ~= nil and not seen[m] then
+      seen[m] = true
+      list[#list + 1] = { tostring(key), m }
+    end
   end
+  return list
+end
+
+function Module:children()
+  local out = {}
+  for i, e in ipairs(named_children(self)) do out[i] = e[2] end
   return out
 end
 
 function Module:named_children()
-  local list = {}
-  for _, key in ipairs(self._module_keys) do
-    local m = rawget(self, key)
-    if m ~= nil then list[#list + 1] = { tostring(key), m } end
-  end
-  return iterate(list)
+  return iterate(named_children(self))
 end
 
 --- modules() -> array of self and every submodule (depth first); named_modules() -> iterator
@@ -251,7 +256,9 @@ end
 function Module:to(...)
   local args = table.pack(...)
   if args.n == 0 then error("Module:to: expected a device or a dtype", 2) end
+  local done = {} -- a tensor shared by two modules stays shared
   local function convert(t, is_param)
+    if done[t] then return done[t] end
     local new = t
     for i = 1, args.n do
       local a = args[i]
@@ -275,18 +282,21 @@ function Module:to(...)
         new.grad = g:detach()
       end
     end
+    done[t] = new
     return new
   end
-  for _, m in ipairs(self:modules()) do
-    for _, key in ipairs(m._param_keys) do
-      local t = rawget(m, key)
-      if t ~= nil then rawset(m, key, convert(t, true)) end
+  tl.no_grad(function()
+    for _, m in ipairs(self:modules()) do
+      for _, key in ipairs(m._param_keys) do
+        local t = rawget(m, key)
+        if t ~= nil then rawset(m, key, convert(t, true)) end
+      end
+      for _, key in ipairs(m._buffer_keys) do
+        local t = rawget(m, key)
+        if t ~= nil then rawset(m, key, convert(t, false)) end
+      end
     end
-    for _, key in ipairs(m._buffer_keys) do
-      local t = rawget(m, key)
-      if t ~= nil then rawset(m, key, convert(t, false)) end
-    end
-  end
+  end)
   return self
 end
 
@@ -312,8 +322,16 @@ OrderedMeta.__pairs = function(t)
   end, t, nil
 end
 
+-- a key added later goes to the end of the order
+OrderedMeta.__newindex = function(t, k, v)
+  local order = getmetatable(t).__keys
+  if not contains(order, k) then order[#order + 1] = k end
+  rawset(t, k, v)
+end
+
 local function ordered(keys, values)
-  local t = setmetatable({}, { __pairs = OrderedMeta.__pairs, __keys = keys, __name = "nn.StateDict" })
+  local t = setmetatable({}, { __pairs = OrderedMeta.__pairs, __newindex = OrderedMeta.__newindex, __keys = keys,
+    __name = "nn.StateDict" })
   for i, k in ipairs(keys) do rawset(t, k, values[i]) end
   return t
 end

@@ -100,7 +100,7 @@ struct tl_f16_io {
     __device__ static uint16_t store(float x) { return tl_dev_f16_round(x); }
 };
 
-/* ---- the kernels ------------------------------------------------------------------------- */
+/* ---- the kernels: dense (flat, vectorised) and by rows (any strides) ----------------------- */
 template <typename T, int N> struct alignas(sizeof(T) * N) tl_vec {
     T v[N];
 };
@@ -174,12 +174,14 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
     }
 }
 
-/* The element offsets of linear index i for the first N operands of g. */
+/* The element offsets, in the first N operands of g, of position i over g's dims [0, ndim)
+   (row-major). */
 template <int N, typename I>
-__device__ __forceinline__ void tl_offsets(const tl_cuda_geometry &g, I i, int64_t *off) {
+__device__ __forceinline__ void tl_offsets(const tl_cuda_geometry &g, int ndim, I i,
+                                           int64_t *off) {
 #pragma unroll
     for (int k = 0; k < N; k++) off[k] = 0;
-    for (int d = g.ndim - 1; d >= 0; d--) {
+    for (int d = ndim - 1; d >= 0; d--) {
         I size = (I)g.shape[d];
         I q = i / size;
         I r = i - q * size;
@@ -189,23 +191,69 @@ __device__ __forceinline__ void tl_offsets(const tl_cuda_geometry &g, I i, int64
     }
 }
 
-/* Any strides: each element's offsets from its linear index (32-bit arithmetic when n allows). */
+/* Any strides, by rows: g's last dim (width elements) is walked in chunks of V. A thread finds
+   its chunk's row offsets once (a division per outer dim, 32-bit where items allows), then
+   reads V elements of each operand: a 16-byte vector where its inner stride is 1 and vec_ok
+   (width % V == 0, rows aligned), one value where it is 0, V strided loads otherwise. */
 template <int NIN, typename F>
 __global__ void __launch_bounds__(TL_CUDA_THREADS)
-    tl_ew_strided(typename F::out_t *out, tl_ptrs<typename F::in_t, NIN> in, int64_t n,
-                  const __grid_constant__ tl_cuda_geometry g, F f) {
+    tl_ew_rows(typename F::out_t *out, tl_ptrs<typename F::in_t, NIN> in, int64_t items,
+               int64_t chunks_per_row, bool vec_ok, const __grid_constant__ tl_cuda_geometry g,
+               F f) {
+    typedef typename F::out_t TO;
     typedef typename F::in_t TI;
+    constexpr int V = tl_vec_width<TO, TI>();
+    const int inner = g.ndim - 1;
+    const int64_t width = g.shape[inner];
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        int64_t off[NIN + 1];
-        if (n <= (int64_t)UINT32_MAX)
-            tl_offsets<NIN + 1>(g, (uint32_t)i, off);
-        else
-            tl_offsets<NIN + 1>(g, (uint64_t)i, off);
-        TI args[NIN];
+    for (int64_t item = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; item < items;
+         item += stride) {
+        int64_t off[NIN + 1], chunk;
+        if (items <= (int64_t)UINT32_MAX) {
+            uint32_t row = (uint32_t)item / (uint32_t)chunks_per_row;
+            chunk = (uint32_t)item - row * (uint32_t)chunks_per_row;
+            tl_offsets<NIN + 1>(g, inner, row, off);
+        } else {
+            uint64_t row = (uint64_t)item / (uint64_t)chunks_per_row;
+            chunk = (int64_t)((uint64_t)item - row * (uint64_t)chunks_per_row);
+            tl_offsets<NIN + 1>(g, inner, row, off);
+        }
+        const int64_t j0 = chunk * V;
+        TI x[NIN][V];
 #pragma unroll
-        for (int k = 0; k < NIN; k++) args[k] = in.p[k][off[k + 1]];
-        out[off[0]] = tl_apply<NIN>(f, args);
+        for (int k = 0; k < NIN; k++) {
+            const int64_t s = g.strides[k + 1][inner];
+            const TI *p = in.p[k] + off[k + 1];
+            if (s == 0) {
+                const TI v = p[0];
+#pragma unroll
+                for (int e = 0; e < V; e++) x[k][e] = v;
+            } else if (s == 1 && vec_ok) {
+                tl_vec<TI, V> t = *reinterpret_cast<const tl_vec<TI, V> *>(p + j0);
+#pragma unroll
+                for (int e = 0; e < V; e++) x[k][e] = t.v[e];
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; e++) x[k][e] = j0 + e < width ? p[(j0 + e) * s] : TI();
+            }
+        }
+        tl_vec<TO, V> r;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            TI args[NIN];
+#pragma unroll
+            for (int k = 0; k < NIN; k++) args[k] = x[k][e];
+            r.v[e] = tl_apply<NIN>(f, args);
+        }
+        const int64_t so = g.strides[0][inner];
+        TO *q = out + off[0];
+        if (so == 1 && vec_ok) {
+            *reinterpret_cast<tl_vec<TO, V> *>(q + j0) = r;
+        } else {
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                if (j0 + e < width) q[(j0 + e) * so] = r.v[e];
+        }
     }
 }
 
@@ -240,9 +288,20 @@ template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cud
         tl_ew_dense<NIN, F><<<tl_cuda_blocks(work, l->sm_count), TL_CUDA_THREADS, 0, l->stream>>>(
             out, in, l->scalar_mask, l->numel, vec_ok, f);
     } else {
-        tl_ew_strided<NIN, F>
-            <<<tl_cuda_blocks(l->numel, l->sm_count), TL_CUDA_THREADS, 0, l->stream>>>(
-                out, in, l->numel, l->geometry, f);
+        /* vectors need whole chunks and every row of a stride-1 operand aligned for them */
+        constexpr int V = tl_vec_width<TO, TI>();
+        const tl_cuda_geometry *g = &l->geometry;
+        const int inner = g->ndim - 1;
+        bool vec_ok = g->shape[inner] % V == 0;
+        for (int k = 0; k <= NIN && vec_ok; k++) {
+            if (g->strides[k][inner] != 1) continue;
+            vec_ok = tl_cuda_aligned(l->data[k], (k ? sizeof(TI) : sizeof(TO)) * V);
+            for (int d = 0; d < inner; d++) vec_ok = vec_ok && g->strides[k][d] % V == 0;
+        }
+        int64_t chunks_per_row = (g->shape[inner] + V - 1) / V;
+        int64_t items = l->numel / g->shape[inner] * chunks_per_row;
+        tl_ew_rows<NIN, F><<<tl_cuda_blocks(items, l->sm_count), TL_CUDA_THREADS, 0, l->stream>>>(
+            out, in, items, chunks_per_row, vec_ok, *g, f);
     }
     return tl_cuda_check_launch(l->op);
 }

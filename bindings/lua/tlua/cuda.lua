@@ -1,0 +1,18 @@
+-- tl.cuda: the CUDA runtime (devices, synchronisation, the caching allocator's statistics).
+local core = require("tlua.core")
+
+local cuda = {}
+
+--- true when this build has CUDA and a GPU is usable
+function cuda.is_available() return core._cuda_is_available() end
+--- number of CUDA devices (0 without CUDA support or without a GPU)
+function cuda.device_count() return core.cuda_device_count() end
+--- waits for the work queued on a device (index or "cuda:N"; default cuda:0)
+function cuda.synchronize(device) return core._cuda_synchronize(device) end
+--- {allocated, reserved, peak, peak_reserved, ...} in bytes for a device
+function cuda.memory_stats(device) return core._cuda_memory_stats(device) end
+function cuda.reset_peak_memory_stats(device) return core._cuda_reset_peak_memory_stats(device) end
+--- returns cached blocks to the driver (every device when none is given)
+function cuda.empty_cache(device) return core._cuda_empty_cache(device) end
+
+return cuda

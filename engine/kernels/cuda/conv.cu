@@ -1,0 +1,110 @@
+/* CUDA im2col and col2im of conv2d, the device side. im2col moves elements (one version per
+   element size); col2im gathers: each image element sums the columns that read it, in the
+   order cpu/conv.c adds them (kernel row, then column), so results are deterministic and equal
+   to the CPU's. */
+#include "kernels/cuda/ops_common.cuh"
+
+#define CONV_THREADS 256
+
+/* One thread per column element (row r, sample b, position oh, ow), ow fastest. */
+template <typename T, typename I>
+__global__ void __launch_bounds__(CONV_THREADS)
+    im2col_kernel(T *col, const T *img, const __grid_constant__ tl_cuda_window w, I total) {
+    const I stride = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        I t = e;
+        const int64_t ow = t % (I)w.out_w;
+        t /= (I)w.out_w;
+        const int64_t oh = t % (I)w.out_h;
+        t /= (I)w.out_h;
+        const int64_t b = t % (I)w.batch;
+        const int64_t r = t / (I)w.batch;
+        const int64_t j = r % w.kernel_w, i = (r / w.kernel_w) % w.kernel_h;
+        const int64_t c = r / (w.kernel_w * w.kernel_h);
+        const int64_t ih = oh * w.stride_h - w.pad_h + i, iw = ow * w.stride_w - w.pad_w + j;
+        T v = T(0);
+        if (ih >= 0 && ih < w.height && iw >= 0 && iw < w.width)
+            v = img[((b * w.channels + c) * w.height + ih) * w.width + iw];
+        col[r * w.col_row_stride + b * w.col_batch_stride + oh * w.out_w + ow] = v;
+    }
+}
+
+/* One thread per image element (b, c, h, x), x fastest; A accumulates (float32 for 16-bit). */
+template <class E, typename A, typename I>
+__global__ void __launch_bounds__(CONV_THREADS)
+    col2im_kernel(typename E::T *img, const typename E::T *col,
+                  const __grid_constant__ tl_cuda_window w, I total) {
+    const I stride = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        I t = e;
+        const int64_t x = t % (I)w.width;
+        t /= (I)w.width;
+        const int64_t h = t % (I)w.height;
+        t /= (I)w.height;
+        const int64_t c = t % (I)w.channels;
+        const int64_t b = t / (I)w.channels;
+        A acc = A(0);
+        for (int64_t i = 0; i < w.kernel_h; i++) {
+            const int64_t ih = h + w.pad_h - i; /* = oh * stride_h */
+            if (ih < 0) break;
+            if (ih % w.stride_h != 0 || ih / w.stride_h >= w.out_h) continue;
+            const int64_t oh = ih / w.stride_h;
+            for (int64_t j = 0; j < w.kernel_w; j++) {
+                const int64_t iw = x + w.pad_w - j;
+                if (iw < 0) break;
+                if (iw % w.stride_w != 0 || iw / w.stride_w >= w.out_w) continue;
+                const int64_t ow = iw / w.stride_w, r = (c * w.kernel_h + i) * w.kernel_w + j;
+                acc = acc +
+                      (A)E::load(
+                          col[r * w.col_row_stride + b * w.col_batch_stride + oh * w.out_w + ow]);
+            }
+        }
+        img[e] = E::store(acc);
+    }
+}
+
+template <typename T>
+static void launch_im2col(const tl_cuda_where *at, T *dst, const T *src, const tl_cuda_window *w) {
+    const int64_t total = w->channels * w->kernel_h * w->kernel_w * w->batch * w->out_h * w->out_w;
+    const unsigned grid = tl_cuda_grid(tl_ceil_div(total, CONV_THREADS), at->sm_count);
+    if (total <= (int64_t)UINT32_MAX)
+        im2col_kernel<T, uint32_t>
+            <<<grid, CONV_THREADS, 0, at->stream>>>(dst, src, *w, (uint32_t)total);
+    else
+        im2col_kernel<T, int64_t><<<grid, CONV_THREADS, 0, at->stream>>>(dst, src, *w, total);
+}
+
+extern "C" tl_status tl_cuda_im2col_run(const tl_cuda_where *at, bool to_columns, int dtype,
+                                        void *dst, const void *src, const tl_cuda_window *w) {
+    if (to_columns) {
+        switch (dtype) {
+        case TL_CUDA_F32:
+            launch_im2col(at, (uint32_t *)dst, (const uint32_t *)src, w);
+            break;
+        case TL_CUDA_F64:
+            launch_im2col(at, (uint64_t *)dst, (const uint64_t *)src, w);
+            break;
+        case TL_CUDA_BF16:
+        case TL_CUDA_F16:
+            launch_im2col(at, (uint16_t *)dst, (const uint16_t *)src, w);
+            break;
+        default:
+            return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", at->op);
+        }
+        return tl_cuda_check_launch(at->op);
+    }
+    return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        typedef typename E::C A;
+        const int64_t total = w->batch * w->channels * w->height * w->width;
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(total, CONV_THREADS), at->sm_count);
+        if (total <= (int64_t)UINT32_MAX)
+            col2im_kernel<E, A, uint32_t><<<grid, CONV_THREADS, 0, at->stream>>>(
+                (T *)dst, (const T *)src, *w, (uint32_t)total);
+        else
+            col2im_kernel<E, A, int64_t>
+                <<<grid, CONV_THREADS, 0, at->stream>>>((T *)dst, (const T *)src, *w, total);
+        return tl_cuda_check_launch(at->op);
+    });
+}

@@ -1,0 +1,125 @@
+/* CUDA cross entropy, the device side: a group of threads per row computes the log-sum-exp
+   (exponentials summed in double) and the row's loss in double; one block then sums the row
+   losses in a fixed order (deterministic). The backward is elementwise. Arithmetic as
+   cpu/cross_entropy.c, each operation rounded on its own. */
+#include "kernels/cuda/ops_common.cuh"
+
+#define CE_THREADS 256
+
+template <typename C> struct nan_max {
+    /* the CPU's `if (v > max || v != v) max = v`: any NaN gives NaN */
+    __device__ C operator()(C a, C b) const { return a != a ? a : b != b ? b : b > a ? b : a; }
+};
+struct sums {
+    double exp, x;
+};
+struct sums_merge {
+    __device__ sums operator()(sums a, sums b) const { return sums{a.exp + b.exp, a.x + b.x}; }
+};
+struct add_merge {
+    __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+__device__ __forceinline__ int64_t target_at(const void *target, bool wide, int64_t i) {
+    return wide ? ((const int64_t *)target)[i] : (int64_t)((const int32_t *)target)[i];
+}
+
+template <class E>
+__global__ void __launch_bounds__(CE_THREADS)
+    rows_kernel(const typename E::T *logits, const void *target, bool wide_target,
+                typename E::C *lse, double *row_loss, int64_t N, int64_t K, double smoothing,
+                int group) {
+    typedef typename E::C C;
+    __shared__ C smem_max[32];
+    __shared__ sums smem_sums[32];
+    const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
+    for (int64_t first = (int64_t)blockIdx.x * per_block; first < N;
+         first += (int64_t)gridDim.x * per_block) {
+        const int64_t i = first + (int)threadIdx.x / group;
+        const bool valid = i < N;
+        const typename E::T *row = logits + (valid ? i : 0) * K;
+        C m = -INFINITY;
+        if (valid)
+            for (int64_t k = lane; k < K; k += group) m = nan_max<C>()(m, E::load(row[k]));
+        m = tl_group_allreduce(m, nan_max<C>(), (C)-INFINITY, smem_max, group);
+        sums s = {0, 0};
+        if (valid)
+            for (int64_t k = lane; k < K; k += group) {
+                const C v = E::load(row[k]);
+                s.exp += (double)tl_exp(tl_sub(v, m));
+                s.x += (double)v;
+            }
+        s = tl_group_reduce(s, sums_merge(), sums{0, 0}, smem_sums, group);
+        if (valid && lane == 0) {
+            const double l = tl_add((double)m, log(s.exp));
+            lse[i] = (C)l;
+            const double picked = (double)E::load(row[target_at(target, wide_target, i)]);
+            const double keep = tl_sub(1.0, smoothing), spread = tl_div(smoothing, (double)K);
+            row_loss[i] = tl_sub(tl_sub(l, tl_mul(keep, picked)), tl_mul(spread, s.x));
+        }
+    }
+}
+
+/* loss = the row losses summed in a fixed order, over N */
+template <class E>
+__global__ void __launch_bounds__(CE_THREADS)
+    total_kernel(typename E::T *loss, const double *row_loss, int64_t N) {
+    __shared__ double smem[32];
+    double total = 0;
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) total += row_loss[i];
+    total = tl_block_reduce(total, add_merge(), 0.0, smem);
+    if (threadIdx.x == 0) *loss = E::store((typename E::C)tl_div(total, (double)N));
+}
+
+extern "C" tl_status tl_cuda_cross_entropy_run(const tl_cuda_cross_entropy *c) {
+    return tl_cuda_floating(c->dtype, c->at.op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        typedef typename E::C C;
+        tl_cuda_scratch scratch;
+        TL_TRY(scratch.get(c->at, (size_t)c->N * sizeof(double)));
+        double *row_loss = (double *)scratch.ptr;
+        if (c->N > 0) {
+            const int group = c->K >= 1024 ? CE_THREADS : 32;
+            const unsigned grid =
+                tl_cuda_grid(tl_ceil_div(c->N, CE_THREADS / group), c->at.sm_count);
+            rows_kernel<E><<<grid, CE_THREADS, 0, c->at.stream>>>(
+                (const T *)c->logits, c->target, c->target_dtype == TL_CUDA_I64, (C *)c->lse,
+                row_loss, c->N, c->K, c->smoothing, group);
+            TL_TRY(tl_cuda_check_launch(c->at.op));
+        }
+        total_kernel<E><<<1, CE_THREADS, 0, c->at.stream>>>((T *)c->loss, row_loss, c->N);
+        return tl_cuda_check_launch(c->at.op);
+    });
+}
+
+/* grad[i, k] = (exp(x - lse[i]) - s / K - (1 - s) [k == target[i]]) * grad_loss / N */
+template <class E>
+__global__ void __launch_bounds__(CE_THREADS)
+    backward_kernel(typename E::T *grad, const typename E::T *grad_loss,
+                    const typename E::T *logits, const typename E::C *lse, const void *target,
+                    bool wide_target, int64_t N, int64_t K, double smoothing) {
+    typedef typename E::C C;
+    const C scale = (C)tl_div((double)E::load(*grad_loss), (double)N);
+    const C off = (C)tl_div(smoothing, (double)K), on = (C)tl_sub(1.0, smoothing);
+    const int64_t total = N * K, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const int64_t i = e / K, k = e - i * K;
+        C v = tl_sub(tl_exp(tl_sub(E::load(logits[e]), lse[i])), off);
+        if (k == target_at(target, wide_target, i)) v = tl_sub(v, on);
+        grad[e] = E::store(tl_mul(v, scale));
+    }
+}
+
+extern "C" tl_status tl_cuda_cross_entropy_backward_run(const tl_cuda_cross_entropy *c) {
+    return tl_cuda_floating(c->dtype, c->at.op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        typedef typename E::C C;
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(c->N * c->K, CE_THREADS), c->at.sm_count);
+        backward_kernel<E><<<grid, CE_THREADS, 0, c->at.stream>>>(
+            (T *)c->grad, (const T *)c->grad_loss, (const T *)c->logits, (const C *)c->lse,
+            c->target, c->target_dtype == TL_CUDA_I64, c->N, c->K, c->smoothing);
+        return tl_cuda_check_launch(c->at.op);
+    });
+}

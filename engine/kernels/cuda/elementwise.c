@@ -1,0 +1,208 @@
+/* The CUDA elementwise kernel tables (unary, binary, where, fill, cast, activation backward):
+   each kernel merges its tensors' geometry into a tl_cuda_launch and runs the device code of its
+   .cu file on the device's stream. */
+#include <string.h>
+
+#include "cuda/cuda_runtime.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+
+_Static_assert(TL_CUDA_F32 == (int)TL_F32 && TL_CUDA_F64 == (int)TL_F64 &&
+                   TL_CUDA_BF16 == (int)TL_BF16 && TL_CUDA_F16 == (int)TL_F16 &&
+                   TL_CUDA_I32 == (int)TL_I32 && TL_CUDA_I64 == (int)TL_I64 &&
+                   TL_CUDA_BOOL == (int)TL_BOOL && TL_CUDA_DTYPE_COUNT == (int)TL_DTYPE_COUNT,
+               "launch.h mirrors tl_dtype");
+_Static_assert(TL_CUDA_DIMS == TL_MAX_DIMS, "launch.h mirrors TL_MAX_DIMS");
+
+/* The launch of count operands of out's shape (t[0] the output): the device's stream, size-1
+   dims dropped, adjacent dims merged where every operand's strides allow, and the dense case
+   (one dim, each operand of stride 1 or 0) marked for the flat kernels. */
+static tl_status prepare(tl_op op, int count, const tl_tensor *const *t, tl_cuda_launch *l) {
+    const tl_tensor *out = t[0];
+    l->op = tl_op_info_of(op)->name;
+    for (int i = 1; i < count; i++)
+        if (t[i]->ndim != out->ndim)
+            return tl_error(TL_ERR_SHAPE,
+                            "%s: CUDA kernel got an input of %d dims for an output of %d", l->op,
+                            t[i]->ndim, out->ndim);
+    int device = out->storage->device.index;
+    TL_TRY(tl_cuda_stream(device, l->op, &l->stream));
+    l->sm_count = tl_cuda_sm_count(device);
+    l->count = count;
+    l->numel = tl_numel(out);
+    for (int i = 0; i < count; i++) l->data[i] = tl_data(t[i]);
+
+    tl_cuda_geometry *g = &l->geometry;
+    g->ndim = 0;
+    for (int d = 0; d < out->ndim; d++) {
+        int64_t size = out->shape[d];
+        if (size == 1) continue;
+        int n = g->ndim;
+        bool merge = n > 0;
+        for (int i = 0; i < count && merge; i++)
+            merge = g->strides[i][n - 1] == t[i]->strides[d] * size;
+        if (merge) {
+            g->shape[n - 1] *= size;
+        } else {
+            g->shape[n] = size;
+            g->ndim++;
+        }
+        for (int i = 0; i < count; i++) g->strides[i][g->ndim - 1] = t[i]->strides[d];
+    }
+    l->dense = g->ndim <= 1;
+    l->scalar_mask = 0;
+    if (g->ndim == 1) {
+        l->dense = g->strides[0][0] == 1;
+        for (int i = 1; i < count; i++) {
+            if (g->strides[i][0] == 0)
+                l->scalar_mask |= 1u << i;
+            else if (g->strides[i][0] != 1)
+                l->dense = false;
+        }
+    }
+    return TL_OK;
+}
+
+/* ---- unary ------------------------------------------------------------------------------- */
+static tl_status unary(tl_op op, tl_tensor *out, const tl_tensor *in, const tl_op_args *args) {
+    static const double no_scalar[2];
+    static const bool no_flags[2];
+    tl_cuda_launch l;
+    TL_TRY(prepare(op, 2, (const tl_tensor *const[]){out, in}, &l));
+    return tl_cuda_unary_run(op, (int)in->dtype, &l, args ? args->scalar : no_scalar,
+                             args ? args->has_scalar : no_flags);
+}
+
+#define UNARY(op)                                                                                  \
+    static tl_status cuda_##op(tl_tensor *out, const tl_tensor *in, const tl_op_args *args) {      \
+        return unary(TL_OP_##op, out, in, args);                                                   \
+    }
+UNARY(neg)
+UNARY(exp)
+UNARY(log)
+UNARY(sqrt)
+UNARY(abs)
+UNARY(tanh)
+UNARY(sigmoid)
+UNARY(relu)
+UNARY(gelu)
+UNARY(pow_scalar)
+UNARY(clamp)
+
+/* ---- binary and activation backward ------------------------------------------------------ */
+static tl_status binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
+    tl_cuda_launch l;
+    TL_TRY(prepare(op, 3, (const tl_tensor *const[]){out, a, b}, &l));
+    return tl_cuda_binary_run(op, (int)a->dtype, &l);
+}
+
+#define BINARY(op)                                                                                 \
+    static tl_status cuda_##op(tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {           \
+        return binary(TL_OP_##op, out, a, b);                                                      \
+    }
+BINARY(add)
+BINARY(sub)
+BINARY(mul)
+BINARY(div)
+BINARY(pow)
+BINARY(eq)
+BINARY(ne)
+BINARY(lt)
+BINARY(le)
+BINARY(gt)
+BINARY(ge)
+
+static tl_status activation_backward(tl_op op, tl_tensor *out, const tl_tensor *grad,
+                                     const tl_tensor *saved) {
+    tl_cuda_launch l;
+    TL_TRY(prepare(op, 3, (const tl_tensor *const[]){out, grad, saved}, &l));
+    return tl_cuda_activation_backward_run(op, (int)out->dtype, &l);
+}
+
+#define BACKWARD(op)                                                                               \
+    static tl_status cuda_##op(tl_tensor *out, const tl_tensor *grad, const tl_tensor *saved) {    \
+        return activation_backward(TL_OP_##op, out, grad, saved);                                  \
+    }
+BACKWARD(relu_backward)
+BACKWARD(gelu_backward)
+BACKWARD(tanh_backward)
+BACKWARD(sigmoid_backward)
+
+/* ---- where, fill, cast ------------------------------------------------------------------- */
+static tl_status cuda_where(tl_tensor *out, const tl_tensor *cond, const tl_tensor *a,
+                            const tl_tensor *b) {
+    tl_cuda_launch l;
+    TL_TRY(prepare(TL_OP_where, 4, (const tl_tensor *const[]){out, cond, a, b}, &l));
+    return tl_cuda_where_run(tl_dtype_size(out->dtype), &l);
+}
+
+/* The value converted once on the host (tl_dtype_store, as the CPU kernel), then set as bits. */
+static tl_status cuda_fill(tl_tensor *out, tl_scalar value) {
+    if (tl_numel(out) == 0) return TL_OK;
+    uint64_t bits = 0;
+    tl_dtype_store(out->dtype, &bits, value);
+    /* an expanded out holds each element once: walk it without its 0-stride dims */
+    tl_tensor view = *out;
+    for (int d = 0; d < view.ndim; d++)
+        if (view.strides[d] == 0) view.shape[d] = 1;
+    tl_cuda_launch l;
+    TL_TRY(prepare(TL_OP_fill, 1, (const tl_tensor *const[]){&view}, &l));
+    return tl_cuda_fill_run(tl_dtype_size(out->dtype), bits, &l);
+}
+
+static tl_status cuda_cast(tl_tensor *dst, const tl_tensor *src) {
+    tl_cuda_launch l;
+    TL_TRY(prepare(TL_OP_cast, 2, (const tl_tensor *const[]){dst, src}, &l));
+    return tl_cuda_cast_run((int)src->dtype, (int)dst->dtype, &l);
+}
+
+/* ---- the tables -------------------------------------------------------------------------- */
+#define ENTRY(op, fn, member, dtype, suffix)                                                       \
+    {                                                                                              \
+        TL_OP_##op, dtype, "cuda_" #op "_" #suffix, {                                              \
+            .member = fn                                                                           \
+        }                                                                                          \
+    }
+#define FLOAT_ENTRIES(op, member)                                                                  \
+    ENTRY(op, cuda_##op, member, TL_F32, f32), ENTRY(op, cuda_##op, member, TL_F64, f64),          \
+        ENTRY(op, cuda_##op, member, TL_BF16, bf16), ENTRY(op, cuda_##op, member, TL_F16, f16)
+#define INT_ENTRIES(op, member)                                                                    \
+    ENTRY(op, cuda_##op, member, TL_I32, i32), ENTRY(op, cuda_##op, member, TL_I64, i64)
+#define ALL_ENTRIES(op, member)                                                                    \
+    FLOAT_ENTRIES(op, member), INT_ENTRIES(op, member), ENTRY(op, cuda_##op, member, TL_BOOL, bool)
+
+static const tl_kernel_entry unary_entries[] = {
+    FLOAT_ENTRIES(neg, unary),        INT_ENTRIES(neg, unary),   FLOAT_ENTRIES(exp, unary),
+    FLOAT_ENTRIES(log, unary),        FLOAT_ENTRIES(sqrt, unary), FLOAT_ENTRIES(abs, unary),
+    INT_ENTRIES(abs, unary),          FLOAT_ENTRIES(tanh, unary), FLOAT_ENTRIES(sigmoid, unary),
+    FLOAT_ENTRIES(relu, unary),       INT_ENTRIES(relu, unary),  FLOAT_ENTRIES(gelu, unary),
+    FLOAT_ENTRIES(pow_scalar, unary), INT_ENTRIES(pow_scalar, unary),
+    FLOAT_ENTRIES(clamp, unary),      INT_ENTRIES(clamp, unary),
+};
+TL_KERNEL_TABLE(tl_cuda_unary_table, TL_DEVICE_CUDA, unary_entries);
+
+static const tl_kernel_entry binary_entries[] = {
+    FLOAT_ENTRIES(add, binary), INT_ENTRIES(add, binary), FLOAT_ENTRIES(sub, binary),
+    INT_ENTRIES(sub, binary),   FLOAT_ENTRIES(mul, binary), INT_ENTRIES(mul, binary),
+    FLOAT_ENTRIES(div, binary), FLOAT_ENTRIES(pow, binary), INT_ENTRIES(pow, binary),
+    ALL_ENTRIES(eq, binary),    ALL_ENTRIES(ne, binary),  ALL_ENTRIES(lt, binary),
+    ALL_ENTRIES(le, binary),    ALL_ENTRIES(gt, binary),  ALL_ENTRIES(ge, binary),
+};
+TL_KERNEL_TABLE(tl_cuda_binary_table, TL_DEVICE_CUDA, binary_entries);
+
+static const tl_kernel_entry activation_backward_entries[] = {
+    FLOAT_ENTRIES(relu_backward, binary),
+    FLOAT_ENTRIES(gelu_backward, binary),
+    FLOAT_ENTRIES(tanh_backward, binary),
+    FLOAT_ENTRIES(sigmoid_backward, binary),
+};
+TL_KERNEL_TABLE(tl_cuda_activation_backward_table, TL_DEVICE_CUDA, activation_backward_entries);
+
+static const tl_kernel_entry where_entries[] = {ALL_ENTRIES(where, ternary)};
+TL_KERNEL_TABLE(tl_cuda_where_table, TL_DEVICE_CUDA, where_entries);
+
+static const tl_kernel_entry fill_entries[] = {ALL_ENTRIES(fill, fill)};
+TL_KERNEL_TABLE(tl_cuda_fill_table, TL_DEVICE_CUDA, fill_entries);
+
+static const tl_kernel_entry copy_entries[] = {ALL_ENTRIES(cast, copy)};
+TL_KERNEL_TABLE(tl_cuda_copy_table, TL_DEVICE_CUDA, copy_entries);

@@ -1,0 +1,112 @@
+/* CUDA GEMM kernels on cuBLAS: cublasGemmEx for one product, cublasGemmStridedBatchedEx for a
+   batch, on the runtime's handle and stream of the device; f32 (TF32 under precision "high"),
+   f64, and bf16/f16 inputs with f32 compute and f32 or same-dtype output. */
+#include <limits.h>
+
+#include "cuda/cuda_runtime.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#define OP_NAME "gemm"
+
+static tl_status check_int(const GemmParams *p) {
+    const int64_t v[] = {p->m, p->n, p->k, p->lda, p->ldb, p->ldc, p->batch_count};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (v[i] > INT_MAX)
+            return tl_error(TL_ERR_ARGUMENT,
+                            OP_NAME ": size or leading dim %lld exceeds cuBLAS's integer range",
+                            (long long)v[i]);
+    return TL_OK;
+}
+
+/* The device that holds c. GemmParams names no device (tl_gemm does, but the kernel signature
+   does not pass it on): with one GPU that is cuda:0, else the pointer says. */
+static tl_status device_of(const void *c, int *device) {
+    *device = 0;
+    if (tl_cuda_device_count() <= 1) return TL_OK;
+    struct cudaPointerAttributes attr;
+    TL_CUDA_TRY(cudaPointerGetAttributes(&attr, c), OP_NAME, "cudaPointerGetAttributes");
+    if (attr.type != cudaMemoryTypeDevice)
+        return tl_error(TL_ERR_DEVICE, OP_NAME ": the output is not in CUDA device memory");
+    *device = attr.device;
+    return TL_OK;
+}
+
+static cudaDataType_t data_type(tl_dtype dtype) {
+    switch (dtype) {
+    case TL_F64: return CUDA_R_64F;
+    case TL_BF16: return CUDA_R_16BF;
+    case TL_F16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+    }
+}
+
+static cublasOperation_t blas_op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+/* One kernel for every dtype: tl_gemm has validated sizes, leading dims and the dtype combination
+   (f32 -> f32, f64 -> f64, bf16/f16 -> f32 or the same, computed in f32). */
+static tl_status gemm(const GemmParams *p, const void *a, const void *b, void *c) {
+    TL_TRY(check_int(p));
+    int device;
+    TL_TRY(device_of(c, &device));
+    cublasHandle_t handle;
+    cudaStream_t stream;
+    TL_TRY(tl_cuda_blas(device, OP_NAME, &handle, &stream));
+
+    cudaDataType_t in_type = data_type(p->input_dtype), out_type = data_type(p->output_dtype);
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+    if (p->input_dtype == TL_F64)
+        compute = CUBLAS_COMPUTE_64F;
+    else if (p->input_dtype == TL_F32 && tl_cuda_matmul_allow_tf32())
+        compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    double alpha64 = p->alpha, beta64 = p->beta;
+    float alpha32 = p->alpha, beta32 = p->beta;
+    const void *alpha = compute == CUBLAS_COMPUTE_64F ? (const void *)&alpha64 : &alpha32;
+    const void *beta = compute == CUBLAS_COMPUTE_64F ? (const void *)&beta64 : &beta32;
+    /* k == 0 (C = beta C): A and B are not read and may be NULL */
+    if (!a) a = c;
+    if (!b) b = c;
+
+    cublasStatus_t s;
+    if (p->batch_count <= 1) {
+        s = cublasGemmEx(handle, blas_op(p->trans_a), blas_op(p->trans_b), (int)p->m, (int)p->n,
+                         (int)p->k, alpha, a, in_type, (int)p->lda, b, in_type, (int)p->ldb, beta,
+                         c, out_type, (int)p->ldc, compute, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS) return tl_cublas_fail(s, OP_NAME, "cublasGemmEx");
+    } else {
+        s = cublasGemmStridedBatchedEx(
+            handle, blas_op(p->trans_a), blas_op(p->trans_b), (int)p->m, (int)p->n, (int)p->k,
+            alpha, a, in_type, (int)p->lda, (long long)p->stride_a, b, in_type, (int)p->ldb,
+            (long long)p->stride_b, beta, c, out_type, (int)p->ldc, (long long)p->stride_c,
+            (int)p->batch_count, compute, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            return tl_cublas_fail(s, OP_NAME, "cublasGemmStridedBatchedEx");
+    }
+    return tl_cuda_check_launch(OP_NAME);
+}
+
+/* Every op of the GEMM family in ops.def gets the entries, as in cpu/gemm.c: IS_GEMM(family) is
+   1 for GEMM and 0 for any other family (PROBE_GEMM supplies the extra argument that selects
+   the 1); GEMM_ROW(1, op) gives the op's entries, GEMM_ROW(0, op) nothing. */
+// clang-format off
+#define GEMM_ENTRIES(op)                                                 \
+    {TL_OP_##op, TL_F32, "cuda_gemm_f32", {.gemm = gemm}},              \
+    {TL_OP_##op, TL_F64, "cuda_gemm_f64", {.gemm = gemm}},              \
+    {TL_OP_##op, TL_BF16, "cuda_gemm_bf16", {.gemm = gemm}},            \
+    {TL_OP_##op, TL_F16, "cuda_gemm_f16", {.gemm = gemm}},
+#define PROBE_GEMM ~, 1
+#define SECOND_(a, b, ...) b
+#define SECOND(...) SECOND_(__VA_ARGS__)
+#define IS_GEMM(family) SECOND(PROBE_##family, 0, ~)
+#define GEMM_ROW_1(op) GEMM_ENTRIES(op)
+#define GEMM_ROW_0(op)
+#define GEMM_ROW_(is_gemm, op) GEMM_ROW_##is_gemm(op)
+#define GEMM_ROW(is_gemm, op) GEMM_ROW_(is_gemm, op)
+// clang-format on
+
+static const tl_kernel_entry entries[] = {
+#define OP(name, family, differentiable, backward) GEMM_ROW(IS_GEMM(family), name)
+#include "ops.def"
+#undef OP
+};
+
+TL_KERNEL_TABLE(tl_cuda_gemm_table, TL_DEVICE_CUDA, entries);

@@ -1,0 +1,205 @@
+/* Internal: device helpers of the CUDA reduction, softmax, random and nn kernels: arithmetic
+   rounded as the CPU's (never contracted into FMAs), element loads and stores per dtype, the
+   offsets of a position, warp and block reductions in a fixed order, scratch memory. */
+#ifndef TLUA_CUDA_OPS_COMMON_CUH
+#define TLUA_CUDA_OPS_COMMON_CUH
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cuda/elementwise.cuh" /* conversions, tl_cuda_blocks */
+#include "kernels/cuda/ops_launch.h"
+
+/* ---- arithmetic as the CPU does it: each operation rounded on its own ------------------- */
+__device__ __forceinline__ float tl_add(float a, float b) {
+    return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double tl_add(double a, double b) {
+    return __dadd_rn(a, b);
+}
+__device__ __forceinline__ float tl_sub(float a, float b) {
+    return __fsub_rn(a, b);
+}
+__device__ __forceinline__ double tl_sub(double a, double b) {
+    return __dsub_rn(a, b);
+}
+__device__ __forceinline__ float tl_mul(float a, float b) {
+    return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double tl_mul(double a, double b) {
+    return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float tl_div(float a, float b) {
+    return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double tl_div(double a, double b) {
+    return __ddiv_rn(a, b);
+}
+__device__ __forceinline__ float tl_sqrt(float a) {
+    return __fsqrt_rn(a);
+}
+__device__ __forceinline__ double tl_sqrt(double a) {
+    return __dsqrt_rn(a);
+}
+/* expf for float compute (bfloat16/float16/float32), exp for double, as the CPU kernels */
+__device__ __forceinline__ float tl_exp(float a) {
+    return expf(a);
+}
+__device__ __forceinline__ double tl_exp(double a) {
+    return exp(a);
+}
+
+/* ---- element types: storage T, compute C (float for 16-bit), load and store ---------------- */
+template <int DTYPE> struct tl_elem;
+template <> struct tl_elem<TL_CUDA_F32> {
+    typedef float T;
+    typedef float C;
+    __device__ static float load(float x) { return x; }
+    __device__ static float store(float x) { return x; }
+    /* from double: rounded to float first, as the CPU's (float) cast */
+    __device__ static float from_double(double x) { return (float)x; }
+};
+template <> struct tl_elem<TL_CUDA_F64> {
+    typedef double T;
+    typedef double C;
+    __device__ static double load(double x) { return x; }
+    __device__ static double store(double x) { return x; }
+    __device__ static double from_double(double x) { return x; }
+};
+template <> struct tl_elem<TL_CUDA_BF16> {
+    typedef uint16_t T;
+    typedef float C;
+    __device__ static float load(uint16_t x) { return tl_dev_bf16_load(x); }
+    __device__ static uint16_t store(float x) { return tl_dev_bf16_round(x); }
+    __device__ static uint16_t from_double(double x) { return tl_dev_bf16_round((float)x); }
+};
+template <> struct tl_elem<TL_CUDA_F16> {
+    typedef uint16_t T;
+    typedef float C;
+    __device__ static float load(uint16_t x) { return tl_dev_f16_load(x); }
+    __device__ static uint16_t store(float x) { return tl_dev_f16_round(x); }
+    __device__ static uint16_t from_double(double x) { return tl_dev_f16_round((float)x); }
+};
+
+/* Calls body with E = tl_elem<the floating dtype> (a generic lambda: [&](auto e) { typedef
+   decltype(e) E; ... }); other dtypes give an error naming op. */
+template <typename F> static tl_status tl_cuda_floating(int dtype, const char *op, F body) {
+    switch (dtype) {
+    case TL_CUDA_F32:
+        return body(tl_elem<TL_CUDA_F32>());
+    case TL_CUDA_F64:
+        return body(tl_elem<TL_CUDA_F64>());
+    case TL_CUDA_BF16:
+        return body(tl_elem<TL_CUDA_BF16>());
+    case TL_CUDA_F16:
+        return body(tl_elem<TL_CUDA_F16>());
+    default:
+        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", op);
+    }
+}
+
+/* ---- positions ------------------------------------------------------------------------------- */
+/* Offsets of position j in the first N tensors of p. */
+template <int N>
+__device__ __forceinline__ void tl_position_offsets(const tl_cuda_positions &p, int64_t j,
+                                                    int64_t *off) {
+#pragma unroll
+    for (int k = 0; k < N; k++) off[k] = 0;
+    for (int d = p.ndim - 1; d >= 0; d--) {
+        int64_t size = p.shape[d], q = j / size, r = j - q * size;
+#pragma unroll
+        for (int k = 0; k < N; k++) off[k] += r * p.strides[k][d];
+        j = q;
+    }
+}
+
+/* ---- reductions in a fixed order ------------------------------------------------------------ */
+/* v from lane + offset (any trivially copyable type of whole 32-bit words) */
+template <typename S> __device__ __forceinline__ S tl_shfl_down(const S &v, int offset) {
+    static_assert(sizeof(S) % 4 == 0, "shuffled states are whole words");
+    constexpr int W = (int)(sizeof(S) / 4);
+    int w[W];
+    memcpy(w, &v, sizeof(S));
+#pragma unroll
+    for (int i = 0; i < W; i++) w[i] = __shfl_down_sync(0xffffffffu, w[i], offset);
+    S out;
+    memcpy(&out, w, sizeof(S));
+    return out;
+}
+
+/* v of lane 0 of the warp */
+template <typename S> __device__ __forceinline__ S tl_shfl_idx0(const S &v) {
+    constexpr int W = (int)(sizeof(S) / 4);
+    int w[W];
+    memcpy(w, &v, sizeof(S));
+#pragma unroll
+    for (int i = 0; i < W; i++) w[i] = __shfl_sync(0xffffffffu, w[i], 0);
+    S out;
+    memcpy(&out, w, sizeof(S));
+    return out;
+}
+
+/* A tree over the 32 lanes of a warp (all active): lane 0 gets merge of every lane's s. */
+template <typename S, typename M> __device__ __forceinline__ S tl_warp_reduce(S s, M merge) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) s = merge(s, tl_shfl_down(s, offset));
+    return s;
+}
+
+/* The same over the whole block (blockDim.x a multiple of 32, at most 1024; every thread
+   calls it): thread 0 gets the result. smem holds 32 states. identity is merge's neutral
+   element. Ends with a barrier, so smem may be reused at once. */
+template <typename S, typename M>
+__device__ __forceinline__ S tl_block_reduce(S s, M merge, S identity, S *smem) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    s = tl_warp_reduce(s, merge);
+    if (warps == 1) return s;
+    if (lane == 0) smem[warp] = s;
+    __syncthreads();
+    if (warp == 0) s = tl_warp_reduce(lane < warps ? smem[lane] : identity, merge);
+    __syncthreads();
+    return s;
+}
+
+/* The reduction of each group of G consecutive threads (G = 32 or blockDim.x): the group's first
+   thread gets the result; the broadcast version gives it to every thread of the group. */
+template <typename S, typename M>
+__device__ __forceinline__ S tl_group_reduce(S s, M merge, S identity, S *smem, int group) {
+    return group == 32 ? tl_warp_reduce(s, merge) : tl_block_reduce(s, merge, identity, smem);
+}
+template <typename S, typename M>
+__device__ __forceinline__ S tl_group_allreduce(S s, M merge, S identity, S *smem, int group) {
+    s = tl_group_reduce(s, merge, identity, smem, group);
+    if (group == 32) return tl_shfl_idx0(s);
+    if (threadIdx.x == 0) smem[0] = s;
+    __syncthreads();
+    s = smem[0];
+    __syncthreads();
+    return s;
+}
+
+/* ---- scratch memory of the device, given back after the launches that use it -------------- */
+struct tl_cuda_scratch {
+    int device = -1;
+    void *ptr = nullptr;
+    tl_status get(const tl_cuda_where &at, size_t bytes) {
+        device = at.device;
+        return tl_cuda_malloc(at.device, bytes, at.op, &ptr);
+    }
+    ~tl_cuda_scratch() {
+        if (ptr) tl_cuda_free(device, ptr);
+    }
+};
+
+/* At most a few waves of blocks; grid-stride loops cover the rest. */
+static inline unsigned tl_cuda_grid(int64_t blocks, int sm_count, int per_sm = 32) {
+    int64_t cap = (int64_t)sm_count * per_sm;
+    if (blocks > cap) blocks = cap;
+    return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+static inline int64_t tl_ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+#endif

@@ -1,0 +1,96 @@
+/* CUDA fused in-place optimizer steps, the device side: cpu/optim.c's update rules with its
+   arithmetic, operation for operation (each rounded on its own, no FMA contraction), so a step
+   gives the CPU's values bit for bit. */
+#include "kernels/cuda/ops_common.cuh"
+
+#define OPTIM_THREADS 256
+
+/* torch.optim.SGD: d = g (+ weight_decay * p); buf = d on the first step, else
+   buf * momentum + (1 - dampening) * d; d = nesterov ? d + momentum * buf : buf; p -= lr * d */
+template <class E>
+__global__ void __launch_bounds__(OPTIM_THREADS)
+    sgd_kernel(typename E::T *p, const typename E::T *g, typename E::T *buf, int64_t n, double wd_,
+               double momentum_, double keep_, double neg_lr_, bool decay, bool nesterov,
+               bool first) {
+    typedef typename E::C C;
+    const C wd = (C)wd_, momentum = (C)momentum_, keep = (C)keep_, neg_lr = (C)neg_lr_;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const C pi = E::load(p[i]);
+        C d = E::load(g[i]);
+        if (decay) d = tl_add(d, tl_mul(wd, pi));
+        if (buf) {
+            C b;
+            if (first) {
+                b = d;
+            } else {
+                b = tl_mul(E::load(buf[i]), momentum);
+                b = tl_add(b, tl_mul(keep, d));
+            }
+            buf[i] = E::store(b);
+            d = nesterov ? tl_add(d, tl_mul(momentum, b)) : b;
+        }
+        p[i] = E::store(tl_add(pi, tl_mul(neg_lr, d)));
+    }
+}
+
+extern "C" tl_status tl_cuda_sgd_run(const tl_cuda_optim *o) {
+    return tl_cuda_floating(o->dtype, o->at.op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(o->n, OPTIM_THREADS), o->at.sm_count);
+        sgd_kernel<E><<<grid, OPTIM_THREADS, 0, o->at.stream>>>(
+            (T *)o->param, (const T *)o->grad, (T *)o->state0, o->n, o->weight_decay, o->momentum,
+            o->keep, o->neg_lr, o->decay, o->nesterov, o->first_step);
+        return tl_cuda_check_launch(o->at.op);
+    });
+}
+
+/* The scalars of an Adam step, already in double as the CPU computes them. */
+struct adam_scalars {
+    double neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
+        shrink;
+    bool decoupled, l2;
+};
+
+/* torch.optim.Adam / AdamW: p *= 1 - lr * wd (AdamW); g += wd * p (Adam with wd);
+   m = m * beta1 + (1 - beta1) * g; v = v * beta2 + (1 - beta2) * g * g;
+   p += -step_size * (m / (sqrt(v) / sqrt(bias_correction2) + eps)) */
+template <class E>
+__global__ void __launch_bounds__(OPTIM_THREADS)
+    adam_kernel(typename E::T *p, const typename E::T *g, typename E::T *m, typename E::T *v,
+                int64_t n, adam_scalars a) {
+    typedef typename E::C C;
+    const C neg_step_size = (C)a.neg_step_size, correction2_sqrt = (C)a.correction2_sqrt;
+    const C beta1 = (C)a.beta1, beta2 = (C)a.beta2, one_minus_beta1 = (C)a.one_minus_beta1,
+            one_minus_beta2 = (C)a.one_minus_beta2, eps = (C)a.eps, wd = (C)a.wd,
+            shrink = (C)a.shrink;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        C pi = E::load(p[i]), gi = E::load(g[i]);
+        if (a.decoupled) pi = tl_mul(pi, shrink);
+        if (a.l2) gi = tl_add(gi, tl_mul(wd, pi));
+        C mi = tl_mul(E::load(m[i]), beta1);
+        mi = tl_add(mi, tl_mul(one_minus_beta1, gi));
+        C vi = tl_mul(E::load(v[i]), beta2);
+        vi = tl_add(vi, tl_mul(tl_mul(one_minus_beta2, gi), gi));
+        const C denom = tl_add(tl_div(tl_sqrt(vi), correction2_sqrt), eps);
+        m[i] = E::store(mi);
+        v[i] = E::store(vi);
+        p[i] = E::store(tl_add(pi, tl_mul(neg_step_size, tl_div(mi, denom))));
+    }
+}
+
+extern "C" tl_status tl_cuda_adam_run(const tl_cuda_optim *o) {
+    const adam_scalars a = {o->neg_step_size,   o->correction2_sqrt, o->beta1, o->beta2,
+                            o->one_minus_beta1, o->one_minus_beta2,  o->eps,   o->weight_decay,
+                            o->shrink,          o->decoupled,        o->l2};
+    return tl_cuda_floating(o->dtype, o->at.op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(o->n, OPTIM_THREADS), o->at.sm_count);
+        adam_kernel<E><<<grid, OPTIM_THREADS, 0, o->at.stream>>>(
+            (T *)o->param, (const T *)o->grad, (T *)o->state0, (T *)o->state1, o->n, a);
+        return tl_cuda_check_launch(o->at.op);
+    });
+}

@@ -1,0 +1,65 @@
+/* CUDA max_pool2d and its backward, the C side: the dtypes of cpu/pool.c (cuda/pool.cu). */
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/ops_launch.h"
+
+static tl_cuda_window window_of(const tl_window2d *w) {
+    return (tl_cuda_window){
+        .batch = w->batch,
+        .channels = w->channels,
+        .height = w->height,
+        .width = w->width,
+        .kernel_h = w->kernel_h,
+        .kernel_w = w->kernel_w,
+        .stride_h = w->stride_h,
+        .stride_w = w->stride_w,
+        .pad_h = w->pad_h,
+        .pad_w = w->pad_w,
+        .out_h = w->out_h,
+        .out_w = w->out_w,
+    };
+}
+
+static tl_status pool_kernel(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
+                             const tl_window2d *w) {
+    if (tl_numel(out) == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(out, "max_pool2d", &at));
+    tl_cuda_window cw = window_of(w);
+    return tl_cuda_max_pool_run(&at, (int)in->dtype, tl_data(out), tl_data(indices), tl_data(in),
+                                &cw);
+}
+
+static tl_status pool_backward_kernel(tl_tensor *grad_in, const tl_tensor *grad_out,
+                                      const tl_tensor *indices, const tl_window2d *w) {
+    if (tl_numel(grad_in) == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(grad_in, "max_pool2d_backward", &at));
+    tl_cuda_window cw = window_of(w);
+    return tl_cuda_max_pool_backward_run(&at, (int)grad_in->dtype, tl_data(grad_in),
+                                         tl_data(grad_out), tl_data(indices), &cw);
+}
+
+static const tl_kernel_entry entries[] = {
+    {TL_OP_max_pool2d, TL_F32, "cuda_max_pool2d_f32", {.pool = pool_kernel}},
+    {TL_OP_max_pool2d, TL_F64, "cuda_max_pool2d_f64", {.pool = pool_kernel}},
+    {TL_OP_max_pool2d, TL_BF16, "cuda_max_pool2d_bf16", {.pool = pool_kernel}},
+    {TL_OP_max_pool2d, TL_F16, "cuda_max_pool2d_f16", {.pool = pool_kernel}},
+    {TL_OP_max_pool2d_backward,
+     TL_F32,
+     "cuda_max_pool2d_backward_f32",
+     {.pool_backward = pool_backward_kernel}},
+    {TL_OP_max_pool2d_backward,
+     TL_F64,
+     "cuda_max_pool2d_backward_f64",
+     {.pool_backward = pool_backward_kernel}},
+    {TL_OP_max_pool2d_backward,
+     TL_BF16,
+     "cuda_max_pool2d_backward_bf16",
+     {.pool_backward = pool_backward_kernel}},
+    {TL_OP_max_pool2d_backward,
+     TL_F16,
+     "cuda_max_pool2d_backward_f16",
+     {.pool_backward = pool_backward_kernel}},
+};
+
+TL_KERNEL_TABLE(tl_cuda_pool_table, TL_DEVICE_CUDA, entries);

@@ -1,0 +1,132 @@
+/* CUDA max_pool2d, the device side: the forward as cpu/pool.c (first maximum, the last NaN
+   wins, padding never does); the backward scatters each plane's gradients with one warp that
+   adds them in output order (lanes with the same index add in lane order), so the sums are
+   deterministic and equal to the CPU's. */
+#include "kernels/cuda/ops_common.cuh"
+
+#define POOL_THREADS    256
+#define POOL_SMEM_BYTES (48 * 1024) /* shared accumulators without an opt-in */
+#define POOL_WARPS      4           /* planes per block of the backward */
+
+/* One thread per output element. */
+template <class E>
+__global__ void __launch_bounds__(POOL_THREADS)
+    pool_kernel(typename E::T *out, int64_t *indices, const typename E::T *in,
+                const __grid_constant__ tl_cuda_window w, int64_t total) {
+    typedef typename E::C C;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x, out_size = w.out_h * w.out_w;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const int64_t plane = e / out_size, q = e - plane * out_size;
+        const int64_t oh = q / w.out_w, ow = q - oh * w.out_w;
+        const typename E::T *x = in + plane * w.height * w.width;
+        int64_t h0 = oh * w.stride_h - w.pad_h, h1 = h0 + w.kernel_h;
+        int64_t w0 = ow * w.stride_w - w.pad_w, w1 = w0 + w.kernel_w;
+        h0 = h0 < 0 ? 0 : h0, h1 = h1 > w.height ? w.height : h1;
+        w0 = w0 < 0 ? 0 : w0, w1 = w1 > w.width ? w.width : w1;
+        int64_t best = h0 * w.width + w0;
+        C max = E::load(x[best]);
+        bool nan = false;
+        for (int64_t ih = h0; ih < h1; ih++)
+            for (int64_t iw = w0; iw < w1; iw++) {
+                const C v = E::load(x[ih * w.width + iw]);
+                if (v > max) max = v, best = ih * w.width + iw;
+                nan |= v != v;
+            }
+        if (nan)
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++) {
+                    const C v = E::load(x[ih * w.width + iw]);
+                    if (v != v) best = ih * w.width + iw;
+                }
+        out[e] = x[best];
+        indices[e] = best;
+    }
+}
+
+/* One warp per plane: acc (shared memory, grad_in itself, or a float32 scratch plane) starts at
+   zero; 32 outputs at a time, lanes sharing an index add their gradients to acc in lane order
+   and the first of them writes. A is the accumulation type (float32 for 16-bit). */
+template <class E, typename A, bool SHARED>
+__global__ void pool_backward_kernel(typename E::T *grad_in, const typename E::T *grad_out,
+                                     const int64_t *indices, int64_t planes, int64_t in_size,
+                                     int64_t out_size, A *scratch) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr bool NATIVE = sizeof(A) == sizeof(typename E::T);
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int warps = (int)blockDim.x >> 5;
+    for (int64_t p = (int64_t)blockIdx.x * warps + warp; p < planes;
+         p += (int64_t)gridDim.x * warps) {
+        typename E::T *plane = grad_in + p * in_size;
+        A *acc = SHARED   ? (A *)smem_raw + (int64_t)warp * in_size
+                 : NATIVE ? (A *)plane
+                          : scratch + p * in_size;
+        for (int64_t e = lane; e < in_size; e += 32) acc[e] = A(0);
+        __syncwarp();
+        const typename E::T *g = grad_out + p * out_size;
+        const int64_t *at = indices + p * out_size;
+        for (int64_t o0 = 0; o0 < out_size; o0 += 32) {
+            const int64_t o = o0 + lane;
+            const bool active = o < out_size;
+            const unsigned mask = __ballot_sync(0xffffffffu, active);
+            if (active) {
+                const int64_t t = at[o];
+                const A v = (A)E::load(g[o]);
+                const unsigned peers = __match_any_sync(mask, (unsigned long long)t);
+                A sum = acc[t];
+                for (unsigned rest = peers; rest; rest &= rest - 1)
+                    sum = sum + __shfl_sync(peers, v, __ffs(rest) - 1);
+                if (lane == __ffs(peers) - 1) acc[t] = sum;
+            }
+            __syncwarp();
+        }
+        if (SHARED || !NATIVE)
+            for (int64_t e = lane; e < in_size; e += 32) plane[e] = E::store(acc[e]);
+        __syncwarp();
+    }
+}
+
+extern "C" tl_status tl_cuda_max_pool_run(const tl_cuda_where *at, int dtype, void *out,
+                                          int64_t *indices, const void *in,
+                                          const tl_cuda_window *w) {
+    return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        const int64_t total = w->batch * w->channels * w->out_h * w->out_w;
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(total, POOL_THREADS), at->sm_count);
+        pool_kernel<E>
+            <<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices, (const T *)in, *w, total);
+        return tl_cuda_check_launch(at->op);
+    });
+}
+
+extern "C" tl_status tl_cuda_max_pool_backward_run(const tl_cuda_where *at, int dtype,
+                                                   void *grad_in, const void *grad_out,
+                                                   const int64_t *indices,
+                                                   const tl_cuda_window *w) {
+    return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        typedef typename E::C A;
+        const int64_t planes = w->batch * w->channels, in_size = w->height * w->width;
+        const int64_t out_size = w->out_h * w->out_w;
+        const int64_t plane_bytes = in_size * (int64_t)sizeof(A);
+        const int64_t fit = plane_bytes > 0 ? POOL_SMEM_BYTES / plane_bytes : POOL_WARPS;
+        const int warps = fit < POOL_WARPS ? (int)fit : POOL_WARPS;
+        T *gi = (T *)grad_in;
+        const T *go = (const T *)grad_out;
+        if (warps >= 1) {
+            const unsigned grid = tl_cuda_grid(tl_ceil_div(planes, warps), at->sm_count);
+            pool_backward_kernel<E, A, true>
+                <<<grid, 32 * warps, (size_t)(warps * plane_bytes), at->stream>>>(
+                    gi, go, indices, planes, in_size, out_size, nullptr);
+            return tl_cuda_check_launch(at->op);
+        }
+        /* planes too large for shared memory: accumulate in global memory */
+        tl_cuda_scratch scratch;
+        if (sizeof(A) != sizeof(T)) TL_TRY(scratch.get(*at, (size_t)(planes * plane_bytes)));
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(planes, POOL_WARPS), at->sm_count);
+        pool_backward_kernel<E, A, false><<<grid, 32 * POOL_WARPS, 0, at->stream>>>(
+            gi, go, indices, planes, in_size, out_size, (A *)scratch.ptr);
+        return tl_cuda_check_launch(at->op);
+    });
+}

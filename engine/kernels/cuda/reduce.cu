@@ -1,0 +1,273 @@
+/* CUDA reductions along one dim, the device side: floating sums in double, integer and bool sums
+   in int64, max/min with NaN propagation and the first index of the extreme (cpu/reduce.c's
+   results); a fixed combination order, so every result is deterministic. */
+#include <type_traits>
+
+#include "kernels/cuda/ops_common.cuh"
+
+#define REDUCE_THREADS 256
+#define COLS_X         32 /* outputs per block of the column kernel */
+#define COLS_Y         8  /* slices of the reduced dim per block of the column kernel */
+#define MAX_CHUNKS     1024
+
+/* Per input dtype: storage T, the value reduced V (double or int64), load and store. */
+template <int D> struct rd;
+template <> struct rd<TL_CUDA_F32> {
+    typedef float T;
+    typedef double V;
+    __device__ static double load(float x) { return x; }
+    __device__ static float store(double v) { return (float)v; }
+};
+template <> struct rd<TL_CUDA_F64> {
+    typedef double T;
+    typedef double V;
+    __device__ static double load(double x) { return x; }
+    __device__ static double store(double v) { return v; }
+};
+template <> struct rd<TL_CUDA_BF16> {
+    typedef uint16_t T;
+    typedef double V;
+    __device__ static double load(uint16_t x) { return tl_dev_bf16_load(x); }
+    __device__ static uint16_t store(double v) { return tl_dev_bf16_round((float)v); }
+};
+template <> struct rd<TL_CUDA_F16> {
+    typedef uint16_t T;
+    typedef double V;
+    __device__ static double load(uint16_t x) { return tl_dev_f16_load(x); }
+    __device__ static uint16_t store(double v) { return tl_dev_f16_round((float)v); }
+};
+template <> struct rd<TL_CUDA_I32> {
+    typedef int32_t T;
+    typedef int64_t V;
+    __device__ static int64_t load(int32_t x) { return x; }
+    __device__ static int32_t store(int64_t v) { return (int32_t)v; }
+};
+template <> struct rd<TL_CUDA_I64> {
+    typedef int64_t T;
+    typedef int64_t V;
+    __device__ static int64_t load(int64_t x) { return x; }
+    __device__ static int64_t store(int64_t v) { return v; }
+};
+template <> struct rd<TL_CUDA_BOOL> {
+    typedef uint8_t T;
+    typedef int64_t V;
+    __device__ static int64_t load(uint8_t x) { return x != 0; }
+    __device__ static uint8_t store(int64_t v) { return v != 0; }
+};
+
+/* An op: the state S, its identity, make (one element at r), merge (operator()), finish. */
+template <int D> struct sum_op {
+    typedef typename rd<D>::T T;
+    typedef typename rd<D>::V S;
+    bool mean;
+    int64_t len;
+    __device__ S identity() const { return S(0); }
+    __device__ S make(T x, int64_t) const { return rd<D>::load(x); }
+    __device__ S operator()(S a, S b) const { return a + b; }
+    /* floating sums and means write the input's dtype, integer and bool sums int64 */
+    __device__ void finish(S s, void *out, int64_t *, int64_t out_off, int64_t) const {
+        if constexpr (std::is_integral<S>::value)
+            ((int64_t *)out)[out_off] = (int64_t)s;
+        else
+            ((T *)out)[out_off] = rd<D>::store(mean ? tl_div((double)s, (double)len) : s);
+    }
+};
+
+template <typename V> struct extreme {
+    V value;
+    int64_t index; /* -1: no element yet */
+};
+
+/* The better of two candidates as the CPU's sequential scan decides: a NaN beats any number
+   and the first NaN stays, otherwise the larger (smaller) value, the first index on ties. */
+template <int D> struct extreme_op {
+    typedef typename rd<D>::T T;
+    typedef typename rd<D>::V V;
+    typedef extreme<V> S;
+    bool is_max;
+    __device__ S identity() const { return S{V(0), -1}; }
+    __device__ S make(T x, int64_t r) const { return S{rd<D>::load(x), r}; }
+    __device__ S operator()(S a, S b) const {
+        if (b.index < 0) return a;
+        if (a.index < 0) return b;
+        const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
+        if (a_nan || b_nan) {
+            if (a_nan && b_nan) return b.index < a.index ? b : a;
+            return a_nan ? a : b;
+        }
+        if (is_max ? b.value > a.value : b.value < a.value) return b;
+        if (is_max ? a.value > b.value : a.value < b.value) return a;
+        return b.index < a.index ? b : a;
+    }
+    __device__ void finish(S s, void *out, int64_t *idx, int64_t out_off, int64_t idx_off) const {
+        if (out) ((T *)out)[out_off] = rd<D>::store(s.value);
+        if (idx) idx[idx_off] = s.index;
+    }
+};
+
+/* Groups of `group` threads (32 or the block) reduce one (position, chunk) item each: the
+   reduced dim is read along the group's threads (for a unit-stride reduced dim). */
+template <class Op>
+__global__ void __launch_bounds__(REDUCE_THREADS)
+    reduce_rows(Op op, const typename Op::T *in, void *out, int64_t *idx,
+                const __grid_constant__ tl_cuda_positions pos, int64_t len, int64_t step, int group,
+                int64_t chunks, int64_t chunk_len, typename Op::S *partials) {
+    typedef typename Op::S S;
+    __shared__ S smem[32];
+    const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
+    const int64_t items = pos.count * chunks;
+    for (int64_t first = (int64_t)blockIdx.x * per_block; first < items;
+         first += (int64_t)gridDim.x * per_block) {
+        const int64_t item = first + (int)threadIdx.x / group;
+        const bool valid = item < items;
+        S s = op.identity();
+        int64_t off[3] = {0, 0, 0};
+        if (valid) {
+            const int64_t o = item / chunks, r0 = (item - o * chunks) * chunk_len;
+            const int64_t r1 = r0 + chunk_len < len ? r0 + chunk_len : len;
+            tl_position_offsets<3>(pos, o, off);
+            const typename Op::T *p = in + off[0];
+            for (int64_t r = r0 + lane; r < r1; r += group) s = op(s, op.make(p[r * step], r));
+        }
+        s = tl_group_reduce(s, op, op.identity(), smem, group);
+        if (valid && lane == 0) {
+            if (chunks == 1)
+                op.finish(s, out, idx, off[1], off[2]);
+            else
+                partials[item] = s;
+        }
+    }
+}
+
+/* Threads x of a block take COLS_X consecutive positions (coalesced where the positions are
+   unit-stride), threads y slices of the reduced dim, merged in y order. */
+template <class Op>
+__global__ void __launch_bounds__(COLS_X *COLS_Y)
+    reduce_cols(Op op, const typename Op::T *in, void *out, int64_t *idx,
+                const __grid_constant__ tl_cuda_positions pos, int64_t len, int64_t step,
+                int64_t chunks, int64_t chunk_len, typename Op::S *partials) {
+    typedef typename Op::S S;
+    __shared__ S smem[COLS_Y][COLS_X];
+    const int64_t tiles = (pos.count + COLS_X - 1) / COLS_X;
+    for (int64_t w = blockIdx.x; w < tiles * chunks; w += gridDim.x) {
+        const int64_t tile = w / chunks, c = w - tile * chunks;
+        const int64_t o = tile * COLS_X + threadIdx.x;
+        const bool valid = o < pos.count;
+        S s = op.identity();
+        int64_t off[3] = {0, 0, 0};
+        if (valid) {
+            const int64_t r0 = c * chunk_len;
+            const int64_t r1 = r0 + chunk_len < len ? r0 + chunk_len : len;
+            tl_position_offsets<3>(pos, o, off);
+            const typename Op::T *p = in + off[0];
+            for (int64_t r = r0 + threadIdx.y; r < r1; r += COLS_Y)
+                s = op(s, op.make(p[r * step], r));
+        }
+        smem[threadIdx.y][threadIdx.x] = s;
+        __syncthreads();
+        if (threadIdx.y == 0 && valid) {
+            for (int y = 1; y < COLS_Y; y++) s = op(s, smem[y][threadIdx.x]);
+            if (chunks == 1)
+                op.finish(s, out, idx, off[1], off[2]);
+            else
+                partials[o * chunks + c] = s;
+        }
+        __syncthreads();
+    }
+}
+
+/* Merges the chunks of each position in order and writes the result. */
+template <class Op>
+__global__ void __launch_bounds__(REDUCE_THREADS)
+    reduce_finish(Op op, void *out, int64_t *idx, const __grid_constant__ tl_cuda_positions pos,
+                  int64_t chunks, const typename Op::S *partials) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < pos.count; o += stride) {
+        typename Op::S s = partials[o * chunks];
+        for (int64_t c = 1; c < chunks; c++) s = op(s, partials[o * chunks + c]);
+        int64_t off[3];
+        tl_position_offsets<3>(pos, o, off);
+        op.finish(s, out, idx, off[1], off[2]);
+    }
+}
+
+static int64_t clamp_chunks(int64_t want, int64_t most) {
+    if (want > most) want = most;
+    if (want > MAX_CHUNKS) want = MAX_CHUNKS;
+    return want > 1 ? want : 1;
+}
+
+template <class Op> static tl_status launch(const tl_cuda_reduce *r, Op op) {
+    typedef typename Op::S S;
+    const tl_cuda_positions &pos = r->pos;
+    const int64_t count = pos.count, len = r->len, sm = r->at.sm_count;
+    const int64_t inner = pos.ndim ? pos.strides[0][pos.ndim - 1] : 0;
+    const typename Op::T *in = (const typename Op::T *)r->in;
+    /* rows: the reduced dim is unit-stride, or the positions are not (nothing to coalesce) */
+    const bool rows = len > 1 && (r->step == 1 || inner != 1 || count == 1);
+    int group = 32;
+    int64_t chunks = 1;
+    if (rows) {
+        if (len >= 1024 && count < sm * 64) group = REDUCE_THREADS;
+        if (group == REDUCE_THREADS && count < 2 * sm && len >= 16384)
+            chunks = clamp_chunks(tl_ceil_div(4 * sm, count), tl_ceil_div(len, 8192));
+    } else {
+        int64_t tiles = tl_ceil_div(count, COLS_X);
+        if (tiles < 2 * sm && len >= 1024)
+            chunks = clamp_chunks(tl_ceil_div(4 * sm, tiles), tl_ceil_div(len, 512));
+    }
+    const int64_t chunk_len = chunks > 1 ? tl_ceil_div(len, chunks) : len;
+    if (chunks > 1) chunks = tl_ceil_div(len, chunk_len); /* no empty chunk */
+    tl_cuda_scratch scratch;
+    S *partials = nullptr;
+    if (chunks > 1) {
+        TL_TRY(scratch.get(r->at, (size_t)(count * chunks) * sizeof(S)));
+        partials = (S *)scratch.ptr;
+    }
+    cudaStream_t stream = r->at.stream;
+    if (rows) {
+        const int per_block = REDUCE_THREADS / group;
+        unsigned grid = tl_cuda_grid(tl_ceil_div(count * chunks, per_block), r->at.sm_count);
+        reduce_rows<Op><<<grid, REDUCE_THREADS, 0, stream>>>(
+            op, in, r->out, r->idx, pos, len, r->step, group, chunks, chunk_len, partials);
+    } else {
+        unsigned grid = tl_cuda_grid(tl_ceil_div(count, COLS_X) * chunks, r->at.sm_count);
+        reduce_cols<Op><<<grid, dim3(COLS_X, COLS_Y), 0, stream>>>(
+            op, in, r->out, r->idx, pos, len, r->step, chunks, chunk_len, partials);
+    }
+    TL_TRY(tl_cuda_check_launch(r->at.op));
+    if (chunks > 1) {
+        unsigned grid = tl_cuda_grid(tl_ceil_div(count, REDUCE_THREADS), r->at.sm_count);
+        reduce_finish<Op>
+            <<<grid, REDUCE_THREADS, 0, stream>>>(op, r->out, r->idx, pos, chunks, partials);
+        TL_TRY(tl_cuda_check_launch(r->at.op));
+    }
+    return TL_OK;
+}
+
+template <int D> static tl_status run_dtype(const tl_cuda_reduce *r) {
+    if (r->kind == TL_CUDA_REDUCE_MAX || r->kind == TL_CUDA_REDUCE_MIN)
+        return launch(r, extreme_op<D>{r->kind == TL_CUDA_REDUCE_MAX});
+    return launch(r, sum_op<D>{r->kind == TL_CUDA_REDUCE_MEAN, r->len});
+}
+
+extern "C" tl_status tl_cuda_reduce_run(const tl_cuda_reduce *r) {
+    switch (r->dtype) {
+    case TL_CUDA_F32:
+        return run_dtype<TL_CUDA_F32>(r);
+    case TL_CUDA_F64:
+        return run_dtype<TL_CUDA_F64>(r);
+    case TL_CUDA_BF16:
+        return run_dtype<TL_CUDA_BF16>(r);
+    case TL_CUDA_F16:
+        return run_dtype<TL_CUDA_F16>(r);
+    case TL_CUDA_I32:
+        return run_dtype<TL_CUDA_I32>(r);
+    case TL_CUDA_I64:
+        return run_dtype<TL_CUDA_I64>(r);
+    case TL_CUDA_BOOL:
+        return run_dtype<TL_CUDA_BOOL>(r);
+    default:
+        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", r->at.op);
+    }
+}

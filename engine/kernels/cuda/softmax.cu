@@ -1,0 +1,119 @@
+/* CUDA softmax and log_softmax along one dim, the device side: numerically stable (the max is
+   subtracted), compute in float32 for bfloat16/float16, sums of exponentials in double, as
+   cpu/softmax.c. A group of threads (a warp, or a block for long rows) per row when the dim is
+   unit-stride, else a thread per row walking it with coalesced neighbours. */
+#include "kernels/cuda/ops_common.cuh"
+
+#define SOFTMAX_THREADS 256
+
+template <typename C> struct max_merge {
+    /* NaN never wins (as the CPU's v > max ? v : max from -inf); it reaches the output
+       through the exponentials */
+    __device__ C operator()(C a, C b) const { return b > a ? b : a; }
+};
+struct sum_merge {
+    __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+/* The output of x in a row of maximum m: log_mode: (x - m) - scale with scale = log(sum), else
+   exp(x - m) * scale with scale = 1 / sum. */
+template <class E>
+__device__ __forceinline__ typename E::T softmax_value(typename E::C x, typename E::C m,
+                                                       typename E::C scale, bool log_mode) {
+    if (log_mode) return E::store(tl_sub(tl_sub(x, m), scale));
+    return E::store(tl_mul(tl_exp(tl_sub(x, m)), scale));
+}
+
+template <class E>
+__device__ __forceinline__ typename E::C softmax_scale(double sum, bool log_mode) {
+    typedef typename E::C C;
+    return log_mode ? (C)log(sum) : (C)tl_div(1.0, sum);
+}
+
+template <class E>
+__global__ void __launch_bounds__(SOFTMAX_THREADS)
+    softmax_rows(const typename E::T *in, typename E::T *out,
+                 const __grid_constant__ tl_cuda_positions pos, int64_t len, int64_t step_in,
+                 int64_t step_out, bool log_mode, int group) {
+    typedef typename E::C C;
+    __shared__ C smem_max[32];
+    __shared__ double smem_sum[32];
+    const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
+    for (int64_t first = (int64_t)blockIdx.x * per_block; first < pos.count;
+         first += (int64_t)gridDim.x * per_block) {
+        const int64_t row = first + (int)threadIdx.x / group;
+        const bool valid = row < pos.count;
+        int64_t off[2] = {0, 0};
+        if (valid) tl_position_offsets<2>(pos, row, off);
+        const typename E::T *x = in + off[0];
+        typename E::T *y = out + off[1];
+        C m = -INFINITY;
+        if (valid)
+            for (int64_t r = lane; r < len; r += group) {
+                C v = E::load(x[r * step_in]);
+                m = v > m ? v : m;
+            }
+        m = tl_group_allreduce(m, max_merge<C>(), (C)-INFINITY, smem_max, group);
+        double sum = 0;
+        if (valid)
+            for (int64_t r = lane; r < len; r += group)
+                sum += (double)tl_exp(tl_sub(E::load(x[r * step_in]), m));
+        sum = tl_group_allreduce(sum, sum_merge(), 0.0, smem_sum, group);
+        if (valid) {
+            const C scale = softmax_scale<E>(sum, log_mode);
+            for (int64_t r = lane; r < len; r += group)
+                y[r * step_out] = softmax_value<E>(E::load(x[r * step_in]), m, scale, log_mode);
+        }
+    }
+}
+
+/* One thread per row (rows side by side in memory, the dim strided). */
+template <class E>
+__global__ void __launch_bounds__(SOFTMAX_THREADS)
+    softmax_cols(const typename E::T *in, typename E::T *out,
+                 const __grid_constant__ tl_cuda_positions pos, int64_t len, int64_t step_in,
+                 int64_t step_out, bool log_mode) {
+    typedef typename E::C C;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < pos.count;
+         row += stride) {
+        int64_t off[2];
+        tl_position_offsets<2>(pos, row, off);
+        const typename E::T *x = in + off[0];
+        typename E::T *y = out + off[1];
+        C m = -INFINITY;
+        for (int64_t r = 0; r < len; r++) {
+            C v = E::load(x[r * step_in]);
+            m = v > m ? v : m;
+        }
+        double sum = 0;
+        for (int64_t r = 0; r < len; r++) sum += (double)tl_exp(tl_sub(E::load(x[r * step_in]), m));
+        const C scale = softmax_scale<E>(sum, log_mode);
+        for (int64_t r = 0; r < len; r++)
+            y[r * step_out] = softmax_value<E>(E::load(x[r * step_in]), m, scale, log_mode);
+    }
+}
+
+extern "C" tl_status tl_cuda_softmax_run(const tl_cuda_softmax *s) {
+    return tl_cuda_floating(s->dtype, s->at.op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        const tl_cuda_positions &pos = s->pos;
+        const int64_t inner = pos.ndim ? pos.strides[0][pos.ndim - 1] : 0;
+        const bool rows = s->len > 1 && (s->step_in == 1 || inner != 1 || pos.count == 1);
+        if (rows) {
+            const int group = s->len >= 1024 ? SOFTMAX_THREADS : 32;
+            const unsigned grid =
+                tl_cuda_grid(tl_ceil_div(pos.count, SOFTMAX_THREADS / group), s->at.sm_count);
+            softmax_rows<E><<<grid, SOFTMAX_THREADS, 0, s->at.stream>>>(
+                (const T *)s->in, (T *)s->out, pos, s->len, s->step_in, s->step_out, s->log_mode,
+                group);
+        } else {
+            const unsigned grid =
+                tl_cuda_grid(tl_ceil_div(pos.count, SOFTMAX_THREADS), s->at.sm_count);
+            softmax_cols<E><<<grid, SOFTMAX_THREADS, 0, s->at.stream>>>(
+                (const T *)s->in, (T *)s->out, pos, s->len, s->step_in, s->step_out, s->log_mode);
+        }
+        return tl_cuda_check_launch(s->at.op);
+    });
+}

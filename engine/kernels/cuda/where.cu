@@ -1,0 +1,55 @@
+/* CUDA where kernels, as cpu/where.c: out = cond ? a : b, cond bool, a/b/out of one dtype. Only
+   the element size matters, so dtypes of one size share a kernel. */
+#include "kernels/cuda/elementwise.cuh"
+
+/* dense operands; bit k of scalar_mask: operand k (1 cond, 2 a, 3 b) is one element */
+template <typename T>
+__global__ void __launch_bounds__(TL_CUDA_THREADS)
+    where_dense(T *out, const uint8_t *cond, const T *a, const T *b, uint32_t scalar_mask,
+                int64_t n) {
+    const int64_t ic = (scalar_mask >> 1) & 1u ? 0 : 1, ia = (scalar_mask >> 2) & 1u ? 0 : 1,
+                  ib = (scalar_mask >> 3) & 1u ? 0 : 1;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = cond[i * ic] ? a[i * ia] : b[i * ib];
+}
+
+template <typename T>
+__global__ void __launch_bounds__(TL_CUDA_THREADS)
+    where_strided(T *out, const uint8_t *cond, const T *a, const T *b, int64_t n,
+                  const __grid_constant__ tl_cuda_geometry g) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int64_t off[4];
+        if (n <= (int64_t)UINT32_MAX)
+            tl_offsets<4>(g, g.ndim, (uint32_t)i, off);
+        else
+            tl_offsets<4>(g, g.ndim, (uint64_t)i, off);
+        out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+    }
+}
+
+template <typename T> static tl_status run(const tl_cuda_launch *l) {
+    if (l->numel == 0) return TL_OK;
+    T *out = (T *)l->data[0];
+    const uint8_t *cond = (const uint8_t *)l->data[1];
+    const T *a = (const T *)l->data[2], *b = (const T *)l->data[3];
+    unsigned blocks = tl_cuda_blocks(l->numel, l->sm_count);
+    if (l->dense)
+        where_dense<T><<<blocks, TL_CUDA_THREADS, 0, l->stream>>>(out, cond, a, b, l->scalar_mask,
+                                                                   l->numel);
+    else
+        where_strided<T>
+            <<<blocks, TL_CUDA_THREADS, 0, l->stream>>>(out, cond, a, b, l->numel, l->geometry);
+    return tl_cuda_check_launch(l->op);
+}
+
+extern "C" tl_status tl_cuda_where_run(size_t element_size, const tl_cuda_launch *l) {
+    switch (element_size) {
+    case 1: return run<uint8_t>(l);
+    case 2: return run<uint16_t>(l);
+    case 4: return run<uint32_t>(l);
+    case 8: return run<uint64_t>(l);
+    default: return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
+    }
+}

@@ -1,0 +1,107 @@
+-- The CUDA runtime from Lua: moves between devices, device mixing errors,
+-- out-of-memory recovery, the allocator's statistics, traces of CUDA kernels.
+-- Tagged #cuda; without a GPU each block says so in one skipped line.
+local tl = require("tlua")
+
+local has_gpu = tl.cuda.device_count() > 0
+
+describe("cuda runtime #cuda", function()
+  if not has_gpu then
+    it("is skipped: no CUDA device", function() end)
+    return
+  end
+
+  it("moves tensors to the GPU and back unchanged, in every dtype", function()
+    for _, dtype in ipairs(tl.dtypes) do
+      local x = tl.randint(-5, 6, { 3, 4 }):to(dtype)
+      local y = x:cuda()
+      assert.are.equal("cuda:0", y.device)
+      assert.are.equal(dtype, y.dtype)
+      assert.tensor_equal(x, y:cpu())
+    end
+  end)
+
+  it("computes a small graph on the GPU as on the CPU", function()
+    tl.manual_seed(3)
+    local x = tl.randn(8, 5, { requires_grad = true })
+    local w = tl.randn(3, 5, { requires_grad = true })
+    local xc = x:detach():cuda():requires_grad_()
+    local wc = w:detach():cuda():requires_grad_()
+    local loss = tl.linear(x, w):relu():softmax(-1):sum()
+    local loss_c = tl.linear(xc, wc):relu():softmax(-1):sum()
+    loss:backward()
+    loss_c:backward()
+    assert.tensor_near(loss, loss_c:cpu(), 1e-5, 1e-5)
+    assert.tensor_near(x.grad, xc.grad:cpu(), 1e-4, 1e-5)
+    assert.tensor_near(w.grad, wc.grad:cpu(), 1e-4, 1e-5)
+  end)
+
+  it("names both devices when an op mixes them", function()
+    local ok, err = pcall(function() return tl.ones(2) + tl.ones(2):cuda() end)
+    assert.is_false(ok)
+    assert.matches("add", err)
+    assert.matches("cpu", err)
+    assert.matches("cuda:0", err)
+  end)
+
+  it("reports out of memory and keeps working", function()
+    local ok, err = pcall(tl.empty, 1024, 1024, 1024, 1024, { device = "cuda" }) -- 4 TiB
+    assert.is_false(ok)
+    assert.matches("memory", err)
+    ok, err = pcall(tl.empty, 1024, 1024, 1024, 200, { device = "cuda" }) -- 800 GiB: the driver says no
+    assert.is_false(ok)
+    assert.matches("out of memory", err)
+    local y = tl.ones(1000, { device = "cuda" }) * 2
+    assert.are.equal(2000, y:sum():item())
+  end)
+
+  it("keeps allocator statistics", function()
+    tl.cuda.synchronize()
+    tl.cuda.empty_cache()
+    tl.cuda.reset_peak_memory_stats()
+    local before = tl.cuda.memory_stats()
+    local big = tl.empty(64, 1024, 1024, { device = "cuda" }) -- 256 MiB
+    local during = tl.cuda.memory_stats()
+    assert.is_true(during.allocated - before.allocated >= 256 * 1024 * 1024)
+    assert.is_true(during.peak >= during.allocated)
+    assert.is_true(during.reserved >= during.allocated)
+    tl.release(big)
+    local after = tl.cuda.memory_stats()
+    assert.are.equal(before.allocated, after.allocated)
+    assert.is_true(after.reserved >= 256 * 1024 * 1024) -- cached for reuse
+    tl.cuda.empty_cache()
+    assert.is_true(tl.cuda.memory_stats().reserved < after.reserved)
+  end)
+
+  it("shows CUDA kernels in the trace", function()
+    local a = tl.ones(4, 4, { device = "cuda" })
+    local events = tl.trace(function() return tl.matmul(a, a) + 1 end)
+    local devices = {}
+    for _, e in ipairs(events) do devices[#devices + 1] = e.device .. ":" .. e.op end
+    assert.matches("cuda:0:matmul", table.concat(devices, " "), 1, true)
+    assert.matches("cuda:0:add", table.concat(devices, " "), 1, true)
+  end)
+
+  it("uses TF32 only when asked (precision 'high')", function()
+    local a = tl.randn(256, 256, { device = "cuda" })
+    local exact = tl.matmul(a:double(), a:double())
+    local highest = tl.matmul(a, a):double()
+    tl.set_matmul_precision("high")
+    local high = tl.matmul(a, a):double()
+    tl.set_matmul_precision("highest")
+    local err_highest = (highest - exact):abs():max():item()
+    local err_high = (high - exact):abs():max():item()
+    assert.is_true(err_highest < 1e-3)
+    assert.is_true(err_high > err_highest) -- TF32 rounds the inputs to 10 mantissa bits
+  end)
+end)
+
+describe("cuda without a GPU", function()
+  if has_gpu then return end
+  it("raises a clear error for a CUDA tensor", function()
+    local ok, err = pcall(tl.ones, 2, { device = "cuda" })
+    assert.is_false(ok)
+    assert.matches("cuda:0 is not available", err)
+    assert.is_false(tl.cuda.is_available())
+  end)
+end)

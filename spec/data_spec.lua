@@ -1,0 +1,235 @@
+-- tl.data: IDX files (the real Fashion-MNIST, and broken files), the FashionMNIST dataset,
+-- TensorDataset, and the DataLoader (batching, seeded shuffles, drop_last, speed).
+local tl = require("tlua")
+local data = tl.data
+
+local ROOT = "/usr/share/datasets/fashion-mnist"
+
+local function tmpdir()
+  local path = os.tmpname()
+  os.remove(path)
+  assert(os.execute("mkdir -p '" .. path .. "'"))
+  return path
+end
+
+local function write(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
+-- an IDX file of unsigned bytes: dims, then the values
+local function idx_bytes(dims, values)
+  local parts = { string.char(0, 0, 0x08, #dims) }
+  for _, d in ipairs(dims) do parts[#parts + 1] = string.pack(">I4", d) end
+  for _, v in ipairs(values) do parts[#parts + 1] = string.char(v) end
+  return table.concat(parts)
+end
+
+describe("data.read_idx", function()
+  -- Reference figures from the files themselves (/usr/bin/python3, gzip + struct):
+  --   train labels start 9, 0, 0, 3, 0, 2, 7, 2, 5, 5 and end with 5; 6000 of each class;
+  --   image 1 sums to 76247, image 60000 to 16684; row 15 of image 1 as below.
+  it("reads the real Fashion-MNIST training set (gzip)", function()
+    local images = data.read_idx(ROOT .. "/train-images-idx3-ubyte.gz")
+    assert.are.same({ 60000, 28, 28 }, images.shape)
+    assert.are.equal("int32", images.dtype)
+    assert.are.equal(76247, images[1]:sum():item())
+    assert.are.equal(16684, images[60000]:sum():item())
+    assert.tensor_equal(tl.tensor({ 0, 0, 1, 4, 6, 7, 2, 0, 0, 0, 0, 0, 237, 226, 217, 223, 222, 219, 222, 221, 216,
+      223, 229, 215, 218, 255, 77, 0 }, { dtype = "int32" }), images[1][15])
+    local labels = data.read_idx(ROOT .. "/train-labels-idx1-ubyte.gz")
+    assert.are.same({ 60000 }, labels.shape)
+    assert.tensor_equal(tl.tensor({ 9, 0, 0, 3, 0, 2, 7, 2, 5, 5 }, { dtype = "int32" }), labels:narrow(1, 1, 10))
+    assert.are.equal(5, labels[60000])
+    assert.are.equal(0, labels:min():item())
+    assert.are.equal(9, labels:max():item())
+    for class = 0, 9 do assert.are.equal(6000, labels:eq(class):sum():item()) end
+  end)
+
+  it("reads plain (uncompressed) files", function()
+    local dir = tmpdir()
+    write(dir .. "/small", idx_bytes({ 2, 3 }, { 1, 2, 3, 250, 5, 6 }))
+    assert.tensor_equal(tl.tensor({ { 1, 2, 3 }, { 250, 5, 6 } }, { dtype = "int32" }), data.read_idx(dir .. "/small"))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("raises a clear error for a missing, truncated or corrupt file", function()
+    local dir = tmpdir()
+    assert.error_matches(function() data.read_idx(dir .. "/nope") end, { "data.read_idx", "cannot open", dir .. "/nope" })
+    local good = idx_bytes({ 2, 3 }, { 1, 2, 3, 4, 5, 6 })
+    write(dir .. "/truncated", good:sub(1, #good - 2))
+    assert.error_matches(function() data.read_idx(dir .. "/truncated") end, { "data.read_idx", dir .. "/truncated" })
+    write(dir .. "/long", good .. "\0")
+    assert.error_matches(function() data.read_idx(dir .. "/long") end, { "data.read_idx", dir .. "/long" })
+    write(dir .. "/magic", "\1\0\8\2" .. good:sub(5))
+    assert.error_matches(function() data.read_idx(dir .. "/magic") end, { "data.read_idx", dir .. "/magic" })
+    write(dir .. "/type", "\0\0\7\2" .. good:sub(5))
+    assert.error_matches(function() data.read_idx(dir .. "/type") end, { "data.read_idx", dir .. "/type" })
+    write(dir .. "/empty", "")
+    assert.error_matches(function() data.read_idx(dir .. "/empty") end, { "data.read_idx", dir .. "/empty" })
+    -- a gzip stream cut short
+    local gz = io.open(ROOT .. "/train-labels-idx1-ubyte.gz", "rb")
+    local bytes = gz:read("a")
+    gz:close()
+    write(dir .. "/cut.gz", bytes:sub(1, #bytes // 2))
+    assert.error_matches(function() data.read_idx(dir .. "/cut.gz") end, { "data.read_idx", dir .. "/cut.gz" })
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("data.FashionMNIST", function()
+  local train
+
+  it("gives float32 images in [0, 1] shaped [N, 1, 28, 28] and labels 1..10", function()
+    train = data.FashionMNIST { root = ROOT, train = true }
+    assert.are.equal(60000, train:len())
+    assert.are.same({ 60000, 1, 28, 28 }, train.images.shape)
+    assert.are.equal("float32", train.images.dtype)
+    assert.are.equal("int64", train.labels.dtype)
+    assert.are.equal(0, train.images:min():item())
+    assert.are.equal(1, train.images:max():item())
+    assert.is_true(math.abs(train.images[1]:sum():item() - 76247 / 255) < 1e-3)
+    assert.tensor_equal(tl.tensor({ 10, 1, 1, 4, 1, 3, 8, 3, 6, 6 }), train.labels:narrow(1, 1, 10))
+    local x, y = train:get(1)
+    assert.are.same({ 1, 28, 28 }, x.shape)
+    assert.are.equal(10, y)
+    assert.are.equal("Ankle boot", train.classes[y])
+  end)
+
+  it("reads the test set and normalises on request", function()
+    local test = data.FashionMNIST { root = ROOT, train = false, normalize = true }
+    assert.are.equal(10000, test:len())
+    assert.tensor_equal(tl.tensor({ 10, 3, 2, 2, 7 }), test.labels:narrow(1, 1, 5))
+    assert.is_true(math.abs(test.images:min():item() - (0 - 0.2860) / 0.3530) < 1e-5)
+  end)
+
+  it("names the missing file", function()
+    assert.error_matches(function() data.FashionMNIST { root = "/nonexistent" } end,
+      { "FashionMNIST", "/nonexistent/train-images-idx3-ubyte" })
+  end)
+
+  it("batches an epoch of 60000 images by 128 in well under a second", function()
+    local loader = data.DataLoader { train, batch_size = 128, shuffle = true, seed = 3 }
+    local t0 = tl.clock()
+    local count, batches = 0, 0
+    local label_sum = 0
+    for x, y in loader:iter() do
+      batches = batches + 1
+      count = count + y:numel()
+      if batches == 1 then label_sum = y:sum():item() end
+      assert(x:size(1) == y:size(1))
+    end
+    local elapsed = tl.clock() - t0
+    assert.are.equal(469, batches)
+    assert.are.equal(60000, count)
+    assert.is_true(label_sum > 128) -- labels count from 1
+    -- typically ~0.1 s: the shuffle is one Lua loop, each batch one gather in C
+    assert.is_true(elapsed < 2, string.format("an epoch of batches took %.2f s", elapsed))
+  end)
+end)
+
+describe("data.DataLoader", function()
+  local function dataset(n)
+    local x = tl.arange(1, n + 1):double():view(n, 1) * tl.tensor({ { 1, 10 } }, { dtype = "float64" })
+    local y = tl.arange(1, n + 1)
+    return data.TensorDataset(x, y)
+  end
+
+  local function collect(loader)
+    local out = {}
+    for x, y in loader:iter() do
+      assert.tensor_equal(y:double(), x:select(2, 1)) -- rows stay together
+      assert.tensor_equal(y:double() * 10, x:select(2, 2))
+      out[#out + 1] = y:totable()
+    end
+    return out
+  end
+
+  it("batches in order, with a smaller last batch unless drop_last", function()
+    local ds = dataset(10)
+    assert.are.same({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 }, { 9, 10 } }, collect(data.DataLoader { ds, batch_size = 4 }))
+    assert.are.same({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 } }, collect(data.DataLoader { ds, batch_size = 4, drop_last = true }))
+    assert.are.equal(3, #data.DataLoader { ds, batch_size = 4 })
+    assert.are.equal(2, data.DataLoader { ds, batch_size = 4, drop_last = true }:len())
+    assert.are.same({ { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 } }, collect(data.DataLoader { dataset = ds, batch_size = 20 }))
+    local seen = {}
+    for i, x, y in data.DataLoader { ds, batch_size = 3 }:enumerate() do seen[i] = y:numel() + 0 * x:numel() end
+    assert.are.same({ 3, 3, 3, 1 }, seen)
+  end)
+
+  it("shuffles reproducibly with a seed: a new permutation every epoch", function()
+    local ds = dataset(50)
+    local a = data.DataLoader { ds, batch_size = 8, shuffle = true, seed = 42 }
+    local b = data.DataLoader { ds, batch_size = 8, shuffle = true, seed = 42 }
+    local c = data.DataLoader { ds, batch_size = 8, shuffle = true, seed = 43 }
+    local a1, a2 = collect(a), collect(a)
+    assert.are.same(a1, collect(b))
+    assert.are.same(a2, collect(b))
+    assert.are_not.same(a1, a2)
+    assert.are_not.same(a1, collect(c))
+    for _, epoch in ipairs({ a1, a2 }) do
+      local all = {}
+      for _, batch in ipairs(epoch) do for _, v in ipairs(batch) do all[#all + 1] = v end end
+      table.sort(all)
+      for i = 1, 50 do assert.are.equal(i, all[i]) end
+    end
+    -- the shuffle leaves tl's generator alone
+    tl.manual_seed(5)
+    local r1 = tl.rand(3)
+    tl.manual_seed(5)
+    collect(data.DataLoader { ds, batch_size = 8, shuffle = true, seed = 1 })
+    assert.tensor_equal(r1, tl.rand(3))
+  end)
+
+  it("without a seed takes it from tl.manual_seed's generator", function()
+    local ds = dataset(30)
+    tl.manual_seed(8)
+    local a = collect(data.DataLoader { ds, batch_size = 30, shuffle = true })
+    tl.manual_seed(8)
+    local b = collect(data.DataLoader { ds, batch_size = 30, shuffle = true })
+    assert.are.same(a, b)
+  end)
+
+  it("stacks samples of a dataset that only has get(i)", function()
+    local ds = {
+      len = function() return 5 end,
+      get = function(_, i) return tl.full({ 2 }, i * 1.5), i end,
+    }
+    local batches = {}
+    for x, y in data.DataLoader { ds, batch_size = 2 }:iter() do batches[#batches + 1] = { x:totable(), y:totable() } end
+    assert.are.same({ { { { 1.5, 1.5 }, { 3, 3 } }, { 1, 2 } }, { { { 4.5, 4.5 }, { 6, 6 } }, { 3, 4 } },
+      { { { 7.5, 7.5 } }, { 5 } } }, batches)
+  end)
+
+  it("checks its arguments", function()
+    local ds = dataset(4)
+    assert.error_matches(function() data.DataLoader { ds, batch_size = 0 } end, { "DataLoader", "batch_size" })
+    assert.error_matches(function() data.DataLoader { batch_size = 2 } end, { "DataLoader", "dataset" })
+    assert.error_matches(function() data.DataLoader { ds, seed = 1.5 } end, { "DataLoader", "seed" })
+    assert.error_matches(function() data.TensorDataset(tl.zeros(3), tl.zeros(4)) end, { "TensorDataset", "3 and 4" })
+    assert.error_matches(function() data.TensorDataset(tl.zeros(3), 5) end, { "TensorDataset", "argument 2" })
+  end)
+end)
+
+describe("tl._gather_rows", function()
+  it("gathers rows of any dtype by 1-based indices", function()
+    for _, dtype in ipairs(tl.dtypes) do
+      local t = tl.arange(12):view(4, 3):to(dtype)
+      local got = tl._gather_rows(t, tl.tensor({ 4, 1, 4 }))
+      assert.tensor_equal(tl.tensor({ { 9, 10, 11 }, { 0, 1, 2 }, { 9, 10, 11 } }):to(dtype), got)
+    end
+    local t = tl.arange(24):view(2, 3, 4):transpose(1, 2) -- not contiguous
+    assert.tensor_equal(t:select(1, 3):unsqueeze(1):contiguous(), tl._gather_rows(t, tl.tensor({ 3 }, { dtype = "int32" })))
+    assert.are.same({ 0, 3 }, tl._gather_rows(tl.zeros(5, 3), tl.zeros(0, { dtype = "int64" })).shape)
+  end)
+
+  it("rejects out-of-range and non-integer indices", function()
+    local t = tl.zeros(4, 2)
+    assert.error_matches(function() tl._gather_rows(t, tl.tensor({ 1, 5 })) end,
+      { "_gather_rows", "index 5 at position 2", "1 <= index <= 4" })
+    assert.error_matches(function() tl._gather_rows(t, tl.tensor({ 0 })) end, { "_gather_rows", "index 0" })
+    assert.error_matches(function() tl._gather_rows(t, tl.tensor({ 1.0 })) end, { "_gather_rows", "int64 or int32" })
+    assert.error_matches(function() tl._gather_rows(t, tl.tensor({ { 1 } })) end, { "_gather_rows", "1-D" })
+  end)
+end)
