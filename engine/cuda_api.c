@@ -15,18 +15,21 @@ tl_status tl_set_matmul_precision(const char *precision) {
     else if (precision && strcmp(precision, "high") == 0)
         atomic_store(&allow_tf32, true);
     else
-        return tl_error(TL_ERR_ARGUMENT,
-                        "set_matmul_precision: expected \"highest\" or \"high\", got %s%s%s",
-                        precision ? "\"" : "", precision ? precision : "nothing",
-                        precision ? "\"" : "");
+        return tl_error(
+            TL_ERR_ARGUMENT, "set_matmul_precision: expected \"highest\" or \"high\", got %s%s%s",
+            precision ? "\"" : "", precision ? precision : "nothing", precision ? "\"" : "");
     return TL_OK;
 }
 
-const char *tl_get_matmul_precision(void) { return atomic_load(&allow_tf32) ? "high" : "highest"; }
+const char *tl_get_matmul_precision(void) {
+    return atomic_load(&allow_tf32) ? "high" : "highest";
+}
 
 /* internal (cuda/cuda_runtime.h), declared here to keep CUDA headers out of this file */
 bool tl_cuda_matmul_allow_tf32(void);
-bool tl_cuda_matmul_allow_tf32(void) { return atomic_load(&allow_tf32); }
+bool tl_cuda_matmul_allow_tf32(void) {
+    return atomic_load(&allow_tf32);
+}
 
 #ifndef TLUA_HAVE_CUDA
 static tl_status no_cuda(const char *op, int device) {
@@ -36,9 +39,15 @@ static tl_status no_cuda(const char *op, int device) {
                     op, device);
 }
 
-int tl_cuda_device_count(void) { return 0; }
-bool tl_cuda_is_available(void) { return false; }
-tl_status tl_cuda_synchronize(int device) { return no_cuda("synchronize", device); }
+int tl_cuda_device_count(void) {
+    return 0;
+}
+bool tl_cuda_is_available(void) {
+    return false;
+}
+tl_status tl_cuda_synchronize(int device) {
+    return no_cuda("synchronize", device);
+}
 tl_status tl_cuda_memory_stats(int device, tl_cuda_allocator_stats *out) {
     (void)out;
     return no_cuda("memory_stats", device);

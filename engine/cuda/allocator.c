@@ -6,12 +6,12 @@
 
 #include "cuda/cuda_runtime.h"
 
-#define SMALL_ROUND     ((size_t)512)     /* requests up to SMALL_LIMIT round to this */
-#define SMALL_LIMIT     ((size_t)1 << 20) /* 1 MiB */
-#define LARGE_ROUND     ((size_t)2 << 20) /* larger ones round to 2 MiB */
-#define SMALL_BUCKETS   (SMALL_LIMIT / SMALL_ROUND)
-#define HASH_BUCKETS    4096
-#define MIB             (1024.0 * 1024.0)
+#define SMALL_ROUND   ((size_t)512)     /* requests up to SMALL_LIMIT round to this */
+#define SMALL_LIMIT   ((size_t)1 << 20) /* 1 MiB */
+#define LARGE_ROUND   ((size_t)2 << 20) /* larger ones round to 2 MiB */
+#define SMALL_BUCKETS (SMALL_LIMIT / SMALL_ROUND)
+#define HASH_BUCKETS  4096
+#define MIB           (1024.0 * 1024.0)
 
 /* One cudaMalloc'd block: in the active hash (held by a tensor) or on a free list. */
 typedef struct block {
@@ -45,8 +45,7 @@ static size_t hash_ptr(const void *p) {
 }
 
 static void update_peaks(tl_cuda_allocator_stats *s) {
-    if (s->allocated_bytes > s->peak_allocated_bytes)
-        s->peak_allocated_bytes = s->allocated_bytes;
+    if (s->allocated_bytes > s->peak_allocated_bytes) s->peak_allocated_bytes = s->allocated_bytes;
     if (s->reserved_bytes > s->peak_reserved_bytes) s->peak_reserved_bytes = s->reserved_bytes;
 }
 

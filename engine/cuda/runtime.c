@@ -35,7 +35,9 @@ int tl_cuda_device_count(void) {
     return device_count;
 }
 
-bool tl_cuda_is_available(void) { return tl_cuda_device_count() > 0; }
+bool tl_cuda_is_available(void) {
+    return tl_cuda_device_count() > 0;
+}
 
 /* ---- errors ------------------------------------------------------------------------------ */
 /* Errors after which the context cannot be used again (the process must restart). */
@@ -60,25 +62,35 @@ static bool is_sticky(cudaError_t err) {
 tl_status tl_cuda_fail(cudaError_t err, const char *op, const char *what) {
     (void)cudaGetLastError(); /* clears the error unless it is sticky */
     tl_status status = err == cudaErrorMemoryAllocation ? TL_ERR_MEMORY : TL_ERR_RUNTIME;
-    return tl_error(status, "%s: CUDA error: %s (%s, %s)%s", op, cudaGetErrorString(err),
-                    cudaGetErrorName(err), what,
-                    is_sticky(err) ? "; the CUDA context is unusable now, restart the process"
-                                   : "");
+    return tl_error(
+        status, "%s: CUDA error: %s (%s, %s)%s", op, cudaGetErrorString(err), cudaGetErrorName(err),
+        what, is_sticky(err) ? "; the CUDA context is unusable now, restart the process" : "");
 }
 
 static const char *cublas_status_name(cublasStatus_t s) {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "CUBLAS_STATUS_UNKNOWN";
+    case CUBLAS_STATUS_SUCCESS:
+        return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+        return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+        return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+        return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+        return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+        return "CUBLAS_STATUS_LICENSE_ERROR";
+    default:
+        return "CUBLAS_STATUS_UNKNOWN";
     }
 }
 

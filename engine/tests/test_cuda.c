@@ -99,11 +99,16 @@ static void compare(const char *what, tl_tensor *cuda, tl_tensor *cpu, double rt
 
 static double tol_of(tl_dtype dtype) {
     switch (dtype) {
-    case TL_F64: return 1e-12;
-    case TL_F32: return 1e-5;
-    case TL_F16: return 2e-3;
-    case TL_BF16: return 1e-2;
-    default: return 0;
+    case TL_F64:
+        return 1e-12;
+    case TL_F32:
+        return 1e-5;
+    case TL_F16:
+        return 2e-3;
+    case TL_BF16:
+        return 1e-2;
+    default:
+        return 0;
     }
 }
 
@@ -111,8 +116,8 @@ static double tol_of(tl_dtype dtype) {
 typedef tl_status (*binary_fn)(const tl_tensor *, const tl_tensor *, tl_tensor **);
 typedef tl_status (*unary_fn)(const tl_tensor *, tl_tensor **);
 
-static void binary_case(const char *name, binary_fn fn, tl_dtype dtype, int na,
-                        const int64_t *sa, int nb, const int64_t *sb, double lo, double hi) {
+static void binary_case(const char *name, binary_fn fn, tl_dtype dtype, int na, const int64_t *sa,
+                        int nb, const int64_t *sb, double lo, double hi) {
     tl_tensor *a = random_cpu(dtype, na, sa, lo, hi), *b = random_cpu(dtype, nb, sb, lo, hi);
     tl_tensor *ga = to_device(a, CUDA0), *gb = to_device(b, CUDA0);
     tl_tensor *want = NULL, *got = NULL;
@@ -121,8 +126,7 @@ static void binary_case(const char *name, binary_fn fn, tl_dtype dtype, int na,
     char what[96];
     snprintf(what, sizeof what, "%s %s", name, tl_dtype_name(dtype));
     compare(what, got, want, tol_of(dtype), tol_of(dtype), false);
-    tl_release(a), tl_release(b), tl_release(ga), tl_release(gb), tl_release(want),
-        tl_release(got);
+    tl_release(a), tl_release(b), tl_release(ga), tl_release(gb), tl_release(want), tl_release(got);
 }
 
 static void unary_case(const char *name, unary_fn fn, tl_tensor *cpu_in, tl_tensor *cuda_in) {
@@ -238,18 +242,37 @@ static void test_elementwise(void) {
         compare(what, got, want, 0, 0, true);
         tl_release(want), tl_release(got);
     }
-    tl_release(a), tl_release(ga), tl_release(at), tl_release(gat), tl_release(an),
-        tl_release(gan), tl_release(bt), tl_release(gbt), tl_release(cond), tl_release(gcond),
-        tl_release(zero), tl_release(gzero), tl_release(r), tl_release(gr), tl_release(g),
-        tl_release(gg);
+    tl_release(a), tl_release(ga), tl_release(at), tl_release(gat), tl_release(an), tl_release(gan),
+        tl_release(bt), tl_release(gbt), tl_release(cond), tl_release(gcond), tl_release(zero),
+        tl_release(gzero), tl_release(r), tl_release(gr), tl_release(g), tl_release(gg);
 }
 
 /* ---- casts: every pair, bit for bit, with special values ---------------------------------- */
 static void test_casts(void) {
-    const double specials[] = {0.0,     -0.0,   1.0,     -1.5,    2.5,        3.5,      65504.0,
-                               65520.0, 1e-8,   -6e-8,   3e38,    -1e300,     1e10,     -3e9,
-                               NAN,     -NAN,   INFINITY, -INFINITY, 0.333333333333, 257.5,
-                               1.00390625, 1.0 + 0x1p-9 + 0x1p-30, 16777217.0, -2147483649.0};
+    const double specials[] = {0.0,
+                               -0.0,
+                               1.0,
+                               -1.5,
+                               2.5,
+                               3.5,
+                               65504.0,
+                               65520.0,
+                               1e-8,
+                               -6e-8,
+                               3e38,
+                               -1e300,
+                               1e10,
+                               -3e9,
+                               NAN,
+                               -NAN,
+                               INFINITY,
+                               -INFINITY,
+                               0.333333333333,
+                               257.5,
+                               1.00390625,
+                               1.0 + 0x1p-9 + 0x1p-30,
+                               16777217.0,
+                               -2147483649.0};
     int n = (int)(sizeof specials / sizeof specials[0]);
     int64_t shape[] = {n + 1000};
     for (int s = 0; s < TL_DTYPE_COUNT; s++) {
@@ -294,8 +317,7 @@ static void matmul_case(const char *name, tl_dtype dtype, int na, const int64_t 
     snprintf(what, sizeof what, "matmul %s %s", name, tl_dtype_name(dtype));
     compare(what, got, want, rtol, rtol, false);
     if (transpose_b) tl_release(ub), tl_release(gub);
-    tl_release(a), tl_release(b), tl_release(ga), tl_release(gb), tl_release(want),
-        tl_release(got);
+    tl_release(a), tl_release(b), tl_release(ga), tl_release(gb), tl_release(want), tl_release(got);
 }
 
 static void test_gemm(void) {
@@ -331,7 +353,8 @@ static void test_memory(void) {
     OK(tl_cuda_reset_peak_memory_stats(0));
     tl_cuda_allocator_stats s0, s1, s2, s3;
     OK(tl_cuda_memory_stats(0, &s0));
-    CHECK(s0.reserved_bytes == s0.allocated_bytes, "after empty_cache reserved %llu != allocated %llu",
+    CHECK(s0.reserved_bytes == s0.allocated_bytes,
+          "after empty_cache reserved %llu != allocated %llu",
           (unsigned long long)s0.reserved_bytes, (unsigned long long)s0.allocated_bytes);
 
     const int64_t shape[] = {10 << 20}; /* 40 MiB of f32 */
@@ -340,8 +363,7 @@ static void test_memory(void) {
     OK(tl_cuda_memory_stats(0, &s1));
     uint64_t bytes = (uint64_t)40 << 20;
     CHECK(s1.allocated_bytes == s0.allocated_bytes + bytes, "allocated %llu, expected %llu",
-          (unsigned long long)s1.allocated_bytes,
-          (unsigned long long)(s0.allocated_bytes + bytes));
+          (unsigned long long)s1.allocated_bytes, (unsigned long long)(s0.allocated_bytes + bytes));
     CHECK(s1.reserved_bytes == s0.reserved_bytes + bytes, "reserved grew by %llu",
           (unsigned long long)(s1.reserved_bytes - s0.reserved_bytes));
     CHECK(s1.peak_allocated_bytes >= s1.allocated_bytes, "peak below allocated");
@@ -379,6 +401,36 @@ static void test_memory(void) {
     OK(tl_cuda_synchronize(0));
 }
 
+/* ---- a second GPU: copies between devices, ops and GEMM on cuda:1 ------------------------- */
+static void test_second_device(void) {
+    const tl_device cuda1 = {.type = TL_DEVICE_CUDA, .index = 1};
+    const int64_t shape[] = {33, 65}, sb[] = {65, 17};
+    tl_tensor *a = random_cpu(TL_F32, 2, shape, -1, 1), *b = random_cpu(TL_F32, 2, sb, -1, 1);
+    tl_tensor *a0 = to_device(a, CUDA0), *a1 = NULL, *b1 = to_device(b, cuda1);
+    OK(tl_to(a0, TL_F32, cuda1, &a1)); /* cuda:0 -> cuda:1 */
+    compare("copy cuda:0 -> cuda:1", a1, a, 0, 0, true);
+    tl_tensor *want = NULL, *got = NULL, *back = NULL;
+    OK(tl_exp(a, &want));
+    OK(tl_exp(a1, &got));
+    compare("exp on cuda:1", got, want, 1e-6, 1e-6, false);
+    tl_release(want), tl_release(got);
+    OK(tl_matmul(a, b, &want));
+    OK(tl_matmul(a1, b1, &got));
+    compare("matmul on cuda:1", got, want, 1e-4, 1e-4, false);
+    OK(tl_to(got, TL_F32, CUDA0, &back)); /* cuda:1 -> cuda:0 */
+    compare("copy cuda:1 -> cuda:0", back, want, 1e-4, 1e-4, false);
+    tl_release(got);
+    tl_tensor *mixed = NULL;
+    CHECK(tl_add(a0, a1, &mixed) == TL_ERR_DEVICE, "add across devices: %s", tl_last_error());
+    tl_release(mixed);
+    tl_cuda_allocator_stats s;
+    OK(tl_cuda_memory_stats(1, &s));
+    CHECK(s.allocated_bytes > 0, "cuda:1 allocations not counted on cuda:1");
+    OK(tl_cuda_synchronize(1));
+    tl_release(a), tl_release(b), tl_release(a0), tl_release(a1), tl_release(b1), tl_release(want),
+        tl_release(back);
+}
+
 /* ---- without a GPU ---------------------------------------------------------------------- */
 static void test_unavailable(void) {
     tl_tensor *t = NULL;
@@ -409,6 +461,7 @@ int main(void) {
     test_casts();
     test_gemm();
     test_memory();
+    if (tl_cuda_device_count() > 1) test_second_device();
     printf("test_cuda: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -35,8 +35,12 @@ template <class IO, class M> struct tl_compare_fn {
 };
 
 /* ---- floating arithmetic ----------------------------------------------------------------- */
-__device__ __forceinline__ float d_pow(float a, float b) { return b == 2.0f ? a * a : powf(a, b); }
-__device__ __forceinline__ double d_pow(double a, double b) { return b == 2.0 ? a * a : pow(a, b); }
+__device__ __forceinline__ float d_pow(float a, float b) {
+    return b == 2.0f ? a * a : powf(a, b);
+}
+__device__ __forceinline__ double d_pow(double a, double b) {
+    return b == 2.0 ? a * a : pow(a, b);
+}
 
 struct m_add {
     template <class C> __device__ C operator()(C a, C b) const { return a + b; }
@@ -56,12 +60,8 @@ struct m_pow {
 
 /* ---- integer arithmetic, wrapping (computed unsigned) --------------------------------------- */
 template <class T> struct tl_unsigned;
-template <> struct tl_unsigned<int32_t> {
-    typedef uint32_t type;
-};
-template <> struct tl_unsigned<int64_t> {
-    typedef uint64_t type;
-};
+template <> struct tl_unsigned<int32_t> { typedef uint32_t type; };
+template <> struct tl_unsigned<int64_t> { typedef uint64_t type; };
 
 struct m_iadd {
     template <class T> __device__ T operator()(T a, T b) const {
@@ -127,47 +127,73 @@ template <class IO, class M> static tl_status arith(const tl_cuda_launch *l) {
 
 template <class IO> static tl_status compare(tl_op op, const tl_cuda_launch *l) {
     switch (op) {
-    case TL_OP_eq: return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_eq>{});
-    case TL_OP_ne: return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_ne>{});
-    case TL_OP_lt: return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_lt>{});
-    case TL_OP_le: return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_le>{});
-    case TL_OP_gt: return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_gt>{});
-    case TL_OP_ge: return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_ge>{});
-    default: return no_kernel(l);
+    case TL_OP_eq:
+        return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_eq>{});
+    case TL_OP_ne:
+        return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_ne>{});
+    case TL_OP_lt:
+        return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_lt>{});
+    case TL_OP_le:
+        return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_le>{});
+    case TL_OP_gt:
+        return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_gt>{});
+    case TL_OP_ge:
+        return tl_cuda_elementwise<2>(l, tl_compare_fn<IO, m_ge>{});
+    default:
+        return no_kernel(l);
     }
 }
 
 template <class IO> static tl_status float_op(tl_op op, const tl_cuda_launch *l) {
     switch (op) {
-    case TL_OP_add: return arith<IO, m_add>(l);
-    case TL_OP_sub: return arith<IO, m_sub>(l);
-    case TL_OP_mul: return arith<IO, m_mul>(l);
-    case TL_OP_div: return arith<IO, m_div>(l);
-    case TL_OP_pow: return arith<IO, m_pow>(l);
-    default: return compare<IO>(op, l);
+    case TL_OP_add:
+        return arith<IO, m_add>(l);
+    case TL_OP_sub:
+        return arith<IO, m_sub>(l);
+    case TL_OP_mul:
+        return arith<IO, m_mul>(l);
+    case TL_OP_div:
+        return arith<IO, m_div>(l);
+    case TL_OP_pow:
+        return arith<IO, m_pow>(l);
+    default:
+        return compare<IO>(op, l);
     }
 }
 
 template <class T> static tl_status int_op(tl_op op, const tl_cuda_launch *l) {
     typedef tl_int_io<T> IO;
     switch (op) {
-    case TL_OP_add: return arith<IO, m_iadd>(l);
-    case TL_OP_sub: return arith<IO, m_isub>(l);
-    case TL_OP_mul: return arith<IO, m_imul>(l);
-    case TL_OP_pow: return arith<IO, m_ipow>(l);
-    default: return compare<IO>(op, l);
+    case TL_OP_add:
+        return arith<IO, m_iadd>(l);
+    case TL_OP_sub:
+        return arith<IO, m_isub>(l);
+    case TL_OP_mul:
+        return arith<IO, m_imul>(l);
+    case TL_OP_pow:
+        return arith<IO, m_ipow>(l);
+    default:
+        return compare<IO>(op, l);
     }
 }
 
 extern "C" tl_status tl_cuda_binary_run(tl_op op, int dtype, const tl_cuda_launch *l) {
     switch (dtype) {
-    case TL_CUDA_F32: return float_op<tl_f32_io>(op, l);
-    case TL_CUDA_F64: return float_op<tl_f64_io>(op, l);
-    case TL_CUDA_BF16: return float_op<tl_bf16_io>(op, l);
-    case TL_CUDA_F16: return float_op<tl_f16_io>(op, l);
-    case TL_CUDA_I32: return int_op<int32_t>(op, l);
-    case TL_CUDA_I64: return int_op<int64_t>(op, l);
-    case TL_CUDA_BOOL: return compare<tl_bool_io>(op, l);
-    default: return no_kernel(l);
+    case TL_CUDA_F32:
+        return float_op<tl_f32_io>(op, l);
+    case TL_CUDA_F64:
+        return float_op<tl_f64_io>(op, l);
+    case TL_CUDA_BF16:
+        return float_op<tl_bf16_io>(op, l);
+    case TL_CUDA_F16:
+        return float_op<tl_f16_io>(op, l);
+    case TL_CUDA_I32:
+        return int_op<int32_t>(op, l);
+    case TL_CUDA_I64:
+        return int_op<int64_t>(op, l);
+    case TL_CUDA_BOOL:
+        return compare<tl_bool_io>(op, l);
+    default:
+        return no_kernel(l);
     }
 }

@@ -63,14 +63,20 @@ struct dst_bf16 {
     __device__ static uint16_t from(double v) {
         return tl_dev_bf16_round(tl_dev_double_to_f32_odd(v));
     }
-    __device__ static uint16_t from(int64_t v) { return tl_dev_bf16_round(tl_dev_i64_to_f32_odd(v)); }
+    __device__ static uint16_t from(int64_t v) {
+        return tl_dev_bf16_round(tl_dev_i64_to_f32_odd(v));
+    }
 };
 struct dst_f16 {
     static constexpr int dtype = TL_CUDA_F16;
     typedef uint16_t storage;
     __device__ static uint16_t from(float v) { return tl_dev_f16_round(v); }
-    __device__ static uint16_t from(double v) { return tl_dev_f16_round(tl_dev_double_to_f32_odd(v)); }
-    __device__ static uint16_t from(int64_t v) { return tl_dev_f16_round(tl_dev_i64_to_f32_odd(v)); }
+    __device__ static uint16_t from(double v) {
+        return tl_dev_f16_round(tl_dev_double_to_f32_odd(v));
+    }
+    __device__ static uint16_t from(int64_t v) {
+        return tl_dev_f16_round(tl_dev_i64_to_f32_odd(v));
+    }
 };
 struct dst_i32 {
     static constexpr int dtype = TL_CUDA_I32;
@@ -128,46 +134,70 @@ template <class S, class D> static tl_status cast(const tl_cuda_launch *l) {
 
 template <class S> static tl_status cast_from(int dst_dtype, const tl_cuda_launch *l) {
     switch (dst_dtype) {
-    case TL_CUDA_F32: return cast<S, dst_f32>(l);
-    case TL_CUDA_F64: return cast<S, dst_f64>(l);
-    case TL_CUDA_BF16: return cast<S, dst_bf16>(l);
-    case TL_CUDA_F16: return cast<S, dst_f16>(l);
-    case TL_CUDA_I32: return cast<S, dst_i32>(l);
-    case TL_CUDA_I64: return cast<S, dst_i64>(l);
-    case TL_CUDA_BOOL: return cast<S, dst_bool>(l);
-    default: return no_kernel(l);
+    case TL_CUDA_F32:
+        return cast<S, dst_f32>(l);
+    case TL_CUDA_F64:
+        return cast<S, dst_f64>(l);
+    case TL_CUDA_BF16:
+        return cast<S, dst_bf16>(l);
+    case TL_CUDA_F16:
+        return cast<S, dst_f16>(l);
+    case TL_CUDA_I32:
+        return cast<S, dst_i32>(l);
+    case TL_CUDA_I64:
+        return cast<S, dst_i64>(l);
+    case TL_CUDA_BOOL:
+        return cast<S, dst_bool>(l);
+    default:
+        return no_kernel(l);
     }
 }
 
 static size_t element_size(int dtype) {
     switch (dtype) {
     case TL_CUDA_F64:
-    case TL_CUDA_I64: return 8;
+    case TL_CUDA_I64:
+        return 8;
     case TL_CUDA_F32:
-    case TL_CUDA_I32: return 4;
+    case TL_CUDA_I32:
+        return 4;
     case TL_CUDA_BF16:
-    case TL_CUDA_F16: return 2;
-    default: return 1;
+    case TL_CUDA_F16:
+        return 2;
+    default:
+        return 1;
     }
 }
 
 extern "C" tl_status tl_cuda_cast_run(int src_dtype, int dst_dtype, const tl_cuda_launch *l) {
     if (src_dtype == dst_dtype) {
         switch (element_size(src_dtype)) {
-        case 8: return copy_bits<uint64_t>(l);
-        case 4: return copy_bits<uint32_t>(l);
-        case 2: return copy_bits<uint16_t>(l);
-        default: return copy_bits<uint8_t>(l);
+        case 8:
+            return copy_bits<uint64_t>(l);
+        case 4:
+            return copy_bits<uint32_t>(l);
+        case 2:
+            return copy_bits<uint16_t>(l);
+        default:
+            return copy_bits<uint8_t>(l);
         }
     }
     switch (src_dtype) {
-    case TL_CUDA_F32: return cast_from<src_f32>(dst_dtype, l);
-    case TL_CUDA_F64: return cast_from<src_f64>(dst_dtype, l);
-    case TL_CUDA_BF16: return cast_from<src_bf16>(dst_dtype, l);
-    case TL_CUDA_F16: return cast_from<src_f16>(dst_dtype, l);
-    case TL_CUDA_I32: return cast_from<src_i32>(dst_dtype, l);
-    case TL_CUDA_I64: return cast_from<src_i64>(dst_dtype, l);
-    case TL_CUDA_BOOL: return cast_from<src_bool>(dst_dtype, l);
-    default: return no_kernel(l);
+    case TL_CUDA_F32:
+        return cast_from<src_f32>(dst_dtype, l);
+    case TL_CUDA_F64:
+        return cast_from<src_f64>(dst_dtype, l);
+    case TL_CUDA_BF16:
+        return cast_from<src_bf16>(dst_dtype, l);
+    case TL_CUDA_F16:
+        return cast_from<src_f16>(dst_dtype, l);
+    case TL_CUDA_I32:
+        return cast_from<src_i32>(dst_dtype, l);
+    case TL_CUDA_I64:
+        return cast_from<src_i64>(dst_dtype, l);
+    case TL_CUDA_BOOL:
+        return cast_from<src_bool>(dst_dtype, l);
+    default:
+        return no_kernel(l);
     }
 }

@@ -8,13 +8,14 @@ extern "C" {
 
 #include "kernels/kernel.h"
 
-extern const tl_kernel_table tl_cuda_unary_table;  /* cuda/unary.cu */
-extern const tl_kernel_table tl_cuda_binary_table; /* cuda/binary.cu: arithmetic, comparisons */
-extern const tl_kernel_table tl_cuda_where_table;  /* cuda/where.cu */
-extern const tl_kernel_table tl_cuda_fill_table;   /* cuda/fill.cu */
-extern const tl_kernel_table tl_cuda_copy_table;   /* cuda/copy.cu: casts between all dtypes */
-extern const tl_kernel_table tl_cuda_gemm_table;   /* cuda/gemm.cu: cuBLAS */
-extern const tl_kernel_table tl_cuda_activation_backward_table; /* cuda/activation_backward.cu */
+extern const tl_kernel_table tl_cuda_unary_table;  /* cuda/elementwise.c + unary.cu */
+extern const tl_kernel_table tl_cuda_binary_table; /* cuda/elementwise.c + binary.cu */
+extern const tl_kernel_table tl_cuda_where_table;  /* cuda/elementwise.c + where.cu */
+extern const tl_kernel_table tl_cuda_fill_table;   /* cuda/elementwise.c + fill.cu */
+extern const tl_kernel_table tl_cuda_copy_table;   /* cuda/elementwise.c + copy.cu: casts */
+extern const tl_kernel_table tl_cuda_gemm_table;   /* cuda/gemm.c: cuBLAS */
+/* cuda/elementwise.c + activation_backward.cu */
+extern const tl_kernel_table tl_cuda_activation_backward_table;
 extern const tl_kernel_table tl_cuda_reduce_table;  /* cuda/reduce.c + .cu */
 extern const tl_kernel_table tl_cuda_softmax_table; /* cuda/softmax.c + .cu */
 extern const tl_kernel_table tl_cuda_random_table;  /* cuda/random.c + .cu: Philox as the CPU */

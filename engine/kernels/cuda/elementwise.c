@@ -172,21 +172,21 @@ static tl_status cuda_cast(tl_tensor *dst, const tl_tensor *src) {
     FLOAT_ENTRIES(op, member), INT_ENTRIES(op, member), ENTRY(op, cuda_##op, member, TL_BOOL, bool)
 
 static const tl_kernel_entry unary_entries[] = {
-    FLOAT_ENTRIES(neg, unary),        INT_ENTRIES(neg, unary),   FLOAT_ENTRIES(exp, unary),
-    FLOAT_ENTRIES(log, unary),        FLOAT_ENTRIES(sqrt, unary), FLOAT_ENTRIES(abs, unary),
-    INT_ENTRIES(abs, unary),          FLOAT_ENTRIES(tanh, unary), FLOAT_ENTRIES(sigmoid, unary),
-    FLOAT_ENTRIES(relu, unary),       INT_ENTRIES(relu, unary),  FLOAT_ENTRIES(gelu, unary),
-    FLOAT_ENTRIES(pow_scalar, unary), INT_ENTRIES(pow_scalar, unary),
-    FLOAT_ENTRIES(clamp, unary),      INT_ENTRIES(clamp, unary),
+    FLOAT_ENTRIES(neg, unary),        INT_ENTRIES(neg, unary),        FLOAT_ENTRIES(exp, unary),
+    FLOAT_ENTRIES(log, unary),        FLOAT_ENTRIES(sqrt, unary),     FLOAT_ENTRIES(abs, unary),
+    INT_ENTRIES(abs, unary),          FLOAT_ENTRIES(tanh, unary),     FLOAT_ENTRIES(sigmoid, unary),
+    FLOAT_ENTRIES(relu, unary),       INT_ENTRIES(relu, unary),       FLOAT_ENTRIES(gelu, unary),
+    FLOAT_ENTRIES(pow_scalar, unary), INT_ENTRIES(pow_scalar, unary), FLOAT_ENTRIES(clamp, unary),
+    INT_ENTRIES(clamp, unary),
 };
 TL_KERNEL_TABLE(tl_cuda_unary_table, TL_DEVICE_CUDA, unary_entries);
 
 static const tl_kernel_entry binary_entries[] = {
-    FLOAT_ENTRIES(add, binary), INT_ENTRIES(add, binary), FLOAT_ENTRIES(sub, binary),
+    FLOAT_ENTRIES(add, binary), INT_ENTRIES(add, binary),   FLOAT_ENTRIES(sub, binary),
     INT_ENTRIES(sub, binary),   FLOAT_ENTRIES(mul, binary), INT_ENTRIES(mul, binary),
     FLOAT_ENTRIES(div, binary), FLOAT_ENTRIES(pow, binary), INT_ENTRIES(pow, binary),
-    ALL_ENTRIES(eq, binary),    ALL_ENTRIES(ne, binary),  ALL_ENTRIES(lt, binary),
-    ALL_ENTRIES(le, binary),    ALL_ENTRIES(gt, binary),  ALL_ENTRIES(ge, binary),
+    ALL_ENTRIES(eq, binary),    ALL_ENTRIES(ne, binary),    ALL_ENTRIES(lt, binary),
+    ALL_ENTRIES(le, binary),    ALL_ENTRIES(gt, binary),    ALL_ENTRIES(ge, binary),
 };
 TL_KERNEL_TABLE(tl_cuda_binary_table, TL_DEVICE_CUDA, binary_entries);
 

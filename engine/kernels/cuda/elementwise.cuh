@@ -1,6 +1,6 @@
 /* Internal: the device side shared by the CUDA elementwise kernels: element conversions (bit for
    bit those of kernels/cpu/convert.h), strided offsets, and two kernels per functor (a flat one
-   with 16-byte vector accesses, a strided one) with their launch. */
+   with 16-byte vector accesses, one by rows for any strides) with their launch. */
 #ifndef TLUA_CUDA_ELEMENTWISE_CUH
 #define TLUA_CUDA_ELEMENTWISE_CUH
 
@@ -101,13 +101,9 @@ struct tl_f16_io {
 };
 
 /* ---- the kernels: dense (flat, vectorised) and by rows (any strides) ----------------------- */
-template <typename T, int N> struct alignas(sizeof(T) * N) tl_vec {
-    T v[N];
-};
+template <typename T, int N> struct alignas(sizeof(T) * N) tl_vec { T v[N]; };
 
-template <typename T, int N> struct tl_ptrs {
-    const T *p[N];
-};
+template <typename T, int N> struct tl_ptrs { const T *p[N]; };
 
 /* elements per 16-byte access of the wider of the two types */
 template <typename TO, typename TI> __host__ __device__ constexpr int tl_vec_width() {
@@ -177,8 +173,7 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
 /* The element offsets, in the first N operands of g, of position i over g's dims [0, ndim)
    (row-major). */
 template <int N, typename I>
-__device__ __forceinline__ void tl_offsets(const tl_cuda_geometry &g, int ndim, I i,
-                                           int64_t *off) {
+__device__ __forceinline__ void tl_offsets(const tl_cuda_geometry &g, int ndim, I i, int64_t *off) {
 #pragma unroll
     for (int k = 0; k < N; k++) off[k] = 0;
     for (int d = ndim - 1; d >= 0; d--) {

@@ -53,10 +53,15 @@ template <typename T> static tl_status run(uint64_t bits, const tl_cuda_launch *
 
 extern "C" tl_status tl_cuda_fill_run(size_t element_size, uint64_t bits, const tl_cuda_launch *l) {
     switch (element_size) {
-    case 1: return run<uint8_t>(bits, l);
-    case 2: return run<uint16_t>(bits, l);
-    case 4: return run<uint32_t>(bits, l);
-    case 8: return run<uint64_t>(bits, l);
-    default: return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
+    case 1:
+        return run<uint8_t>(bits, l);
+    case 2:
+        return run<uint16_t>(bits, l);
+    case 4:
+        return run<uint32_t>(bits, l);
+    case 8:
+        return run<uint64_t>(bits, l);
+    default:
+        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
     }
 }

@@ -33,14 +33,20 @@ static tl_status device_of(const void *c, int *device) {
 
 static cudaDataType_t data_type(tl_dtype dtype) {
     switch (dtype) {
-    case TL_F64: return CUDA_R_64F;
-    case TL_BF16: return CUDA_R_16BF;
-    case TL_F16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
+    case TL_F64:
+        return CUDA_R_64F;
+    case TL_BF16:
+        return CUDA_R_16BF;
+    case TL_F16:
+        return CUDA_R_16F;
+    default:
+        return CUDA_R_32F;
     }
 }
 
-static cublasOperation_t blas_op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
+static cublasOperation_t blas_op(bool trans) {
+    return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
 
 /* One kernel for every dtype: tl_gemm has validated sizes, leading dims and the dtype combination
    (f32 -> f32, f64 -> f64, bf16/f16 -> f32 or the same, computed in f32). */

@@ -7,6 +7,7 @@
 #define POOL_THREADS    256
 #define POOL_SMEM_BYTES (48 * 1024) /* shared accumulators without an opt-in */
 #define POOL_WARPS      4           /* planes per block of the backward */
+#define POOL_BATCH      4           /* outputs per lane loaded at once by the backward */
 
 /* One thread per output element. */
 template <class E>
@@ -64,20 +65,29 @@ __global__ void pool_backward_kernel(typename E::T *grad_in, const typename E::T
         __syncwarp();
         const typename E::T *g = grad_out + p * out_size;
         const int64_t *at = indices + p * out_size;
-        for (int64_t o0 = 0; o0 < out_size; o0 += 32) {
-            const int64_t o = o0 + lane;
-            const bool active = o < out_size;
-            const unsigned mask = __ballot_sync(0xffffffffu, active);
-            if (active) {
-                const int64_t t = at[o];
-                const A v = (A)E::load(g[o]);
-                const unsigned peers = __match_any_sync(mask, (unsigned long long)t);
-                A sum = acc[t];
-                for (unsigned rest = peers; rest; rest &= rest - 1)
-                    sum = sum + __shfl_sync(peers, v, __ffs(rest) - 1);
-                if (lane == __ffs(peers) - 1) acc[t] = sum;
+        for (int64_t o0 = 0; o0 < out_size; o0 += 32 * POOL_BATCH) {
+            /* the batch's indices and gradients first, so their loads overlap */
+            int64_t t[POOL_BATCH];
+            A v[POOL_BATCH];
+#pragma unroll
+            for (int k = 0; k < POOL_BATCH; k++) {
+                const int64_t o = o0 + k * 32 + lane;
+                t[k] = o < out_size ? at[o] : 0;
+                v[k] = o < out_size ? (A)E::load(g[o]) : A(0);
             }
-            __syncwarp();
+#pragma unroll
+            for (int k = 0; k < POOL_BATCH; k++) {
+                const bool active = o0 + k * 32 + lane < out_size;
+                const unsigned mask = __ballot_sync(0xffffffffu, active);
+                if (active) {
+                    const unsigned peers = __match_any_sync(mask, (unsigned long long)t[k]);
+                    A sum = acc[t[k]];
+                    for (unsigned rest = peers; rest; rest &= rest - 1)
+                        sum = sum + __shfl_sync(peers, v[k], __ffs(rest) - 1);
+                    if (lane == __ffs(peers) - 1) acc[t[k]] = sum;
+                }
+                __syncwarp();
+            }
         }
         if (SHARED || !NATIVE)
             for (int64_t e = lane; e < in_size; e += 32) plane[e] = E::store(acc[e]);

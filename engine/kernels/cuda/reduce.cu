@@ -105,6 +105,24 @@ template <int D> struct extreme_op {
     }
 };
 
+/* s merged with p's elements r, r + stride, ... below r1 (step apart), in that order, four
+   loads in flight. */
+template <class Op>
+__device__ __forceinline__ typename Op::S accumulate(const Op &op, typename Op::S s,
+                                                     const typename Op::T *p, int64_t step,
+                                                     int64_t r, int64_t r1, int64_t stride) {
+    for (; r + 3 * stride < r1; r += 4 * stride) {
+        const typename Op::T x0 = p[r * step], x1 = p[(r + stride) * step],
+                             x2 = p[(r + 2 * stride) * step], x3 = p[(r + 3 * stride) * step];
+        s = op(s, op.make(x0, r));
+        s = op(s, op.make(x1, r + stride));
+        s = op(s, op.make(x2, r + 2 * stride));
+        s = op(s, op.make(x3, r + 3 * stride));
+    }
+    for (; r < r1; r += stride) s = op(s, op.make(p[r * step], r));
+    return s;
+}
+
 /* Groups of `group` threads (32 or the block) reduce one (position, chunk) item each: the
    reduced dim is read along the group's threads (for a unit-stride reduced dim). */
 template <class Op>
@@ -127,7 +145,7 @@ __global__ void __launch_bounds__(REDUCE_THREADS)
             const int64_t r1 = r0 + chunk_len < len ? r0 + chunk_len : len;
             tl_position_offsets<3>(pos, o, off);
             const typename Op::T *p = in + off[0];
-            for (int64_t r = r0 + lane; r < r1; r += group) s = op(s, op.make(p[r * step], r));
+            s = accumulate(op, s, p, step, r0 + lane, r1, group);
         }
         s = tl_group_reduce(s, op, op.identity(), smem, group);
         if (valid && lane == 0) {
@@ -160,8 +178,7 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y)
             const int64_t r1 = r0 + chunk_len < len ? r0 + chunk_len : len;
             tl_position_offsets<3>(pos, o, off);
             const typename Op::T *p = in + off[0];
-            for (int64_t r = r0 + threadIdx.y; r < r1; r += COLS_Y)
-                s = op(s, op.make(p[r * step], r));
+            s = accumulate(op, s, p, step, r0 + threadIdx.y, r1, (int64_t)COLS_Y);
         }
         smem[threadIdx.y][threadIdx.x] = s;
         __syncthreads();
@@ -176,18 +193,24 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y)
     }
 }
 
-/* Merges the chunks of each position in order and writes the result. */
+/* A block per position merges its chunks (each thread a strided subset in order, then a
+   fixed tree) and writes the result. */
 template <class Op>
 __global__ void __launch_bounds__(REDUCE_THREADS)
     reduce_finish(Op op, void *out, int64_t *idx, const __grid_constant__ tl_cuda_positions pos,
                   int64_t chunks, const typename Op::S *partials) {
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < pos.count; o += stride) {
-        typename Op::S s = partials[o * chunks];
-        for (int64_t c = 1; c < chunks; c++) s = op(s, partials[o * chunks + c]);
-        int64_t off[3];
-        tl_position_offsets<3>(pos, o, off);
-        op.finish(s, out, idx, off[1], off[2]);
+    typedef typename Op::S S;
+    __shared__ S smem[32];
+    for (int64_t o = blockIdx.x; o < pos.count; o += gridDim.x) {
+        S s = op.identity();
+        for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x)
+            s = op(s, partials[o * chunks + c]);
+        s = tl_block_reduce(s, op, op.identity(), smem);
+        if (threadIdx.x == 0) {
+            int64_t off[3];
+            tl_position_offsets<3>(pos, o, off);
+            op.finish(s, out, idx, off[1], off[2]);
+        }
     }
 }
 
@@ -208,9 +231,11 @@ template <class Op> static tl_status launch(const tl_cuda_reduce *r, Op op) {
     int group = 32;
     int64_t chunks = 1;
     if (rows) {
-        if (len >= 1024 && count < sm * 64) group = REDUCE_THREADS;
+        /* a block per row for long rows when there are few rows (or very long ones), else a
+           warp per row */
+        if (len >= 1024 && (count < 8 * sm || len >= 32768)) group = REDUCE_THREADS;
         if (group == REDUCE_THREADS && count < 2 * sm && len >= 16384)
-            chunks = clamp_chunks(tl_ceil_div(4 * sm, count), tl_ceil_div(len, 8192));
+            chunks = clamp_chunks(tl_ceil_div(8 * sm, count), tl_ceil_div(len, 4096));
     } else {
         int64_t tiles = tl_ceil_div(count, COLS_X);
         if (tiles < 2 * sm && len >= 1024)
@@ -237,7 +262,7 @@ template <class Op> static tl_status launch(const tl_cuda_reduce *r, Op op) {
     }
     TL_TRY(tl_cuda_check_launch(r->at.op));
     if (chunks > 1) {
-        unsigned grid = tl_cuda_grid(tl_ceil_div(count, REDUCE_THREADS), r->at.sm_count);
+        unsigned grid = tl_cuda_grid(count, r->at.sm_count);
         reduce_finish<Op>
             <<<grid, REDUCE_THREADS, 0, stream>>>(op, r->out, r->idx, pos, chunks, partials);
         TL_TRY(tl_cuda_check_launch(r->at.op));

@@ -5,6 +5,8 @@
 #include "kernels/cuda/ops_common.cuh"
 
 #define SOFTMAX_THREADS 256
+#define COLS_X          32 /* rows per block of the strided kernel */
+#define COLS_Y_MAX      32 /* its slices of the dim */
 
 template <typename C> struct max_merge {
     /* NaN never wins (as the CPU's v > max ? v : max from -inf); it reaches the output
@@ -67,30 +69,49 @@ __global__ void __launch_bounds__(SOFTMAX_THREADS)
     }
 }
 
-/* One thread per row (rows side by side in memory, the dim strided). */
+/* Rows side by side in memory (the dim strided): threads x of a block take COLS_X neighbouring
+   rows, threads y (blockDim.y) slices of the dim, merged in y order through shared memory. */
 template <class E>
-__global__ void __launch_bounds__(SOFTMAX_THREADS)
+__global__ void __launch_bounds__(COLS_X *COLS_Y_MAX)
     softmax_cols(const typename E::T *in, typename E::T *out,
                  const __grid_constant__ tl_cuda_positions pos, int64_t len, int64_t step_in,
                  int64_t step_out, bool log_mode) {
     typedef typename E::C C;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; row < pos.count;
-         row += stride) {
-        int64_t off[2];
-        tl_position_offsets<2>(pos, row, off);
+    __shared__ C smem_max[COLS_Y_MAX][COLS_X];
+    __shared__ double smem_sum[COLS_Y_MAX][COLS_X];
+    const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, ny = (int)blockDim.y;
+    const int64_t tiles = (pos.count + COLS_X - 1) / COLS_X;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int64_t row = tile * COLS_X + tx;
+        const bool valid = row < pos.count;
+        int64_t off[2] = {0, 0};
+        if (valid) tl_position_offsets<2>(pos, row, off);
         const typename E::T *x = in + off[0];
         typename E::T *y = out + off[1];
         C m = -INFINITY;
-        for (int64_t r = 0; r < len; r++) {
-            C v = E::load(x[r * step_in]);
-            m = v > m ? v : m;
-        }
+        if (valid)
+            for (int64_t r = ty; r < len; r += ny) {
+                C v = E::load(x[r * step_in]);
+                m = v > m ? v : m;
+            }
+        smem_max[ty][tx] = m;
+        __syncthreads();
+        m = smem_max[0][tx];
+        for (int k = 1; k < ny; k++) m = max_merge<C>()(m, smem_max[k][tx]);
         double sum = 0;
-        for (int64_t r = 0; r < len; r++) sum += (double)tl_exp(tl_sub(E::load(x[r * step_in]), m));
-        const C scale = softmax_scale<E>(sum, log_mode);
-        for (int64_t r = 0; r < len; r++)
-            y[r * step_out] = softmax_value<E>(E::load(x[r * step_in]), m, scale, log_mode);
+        if (valid)
+            for (int64_t r = ty; r < len; r += ny)
+                sum += (double)tl_exp(tl_sub(E::load(x[r * step_in]), m));
+        smem_sum[ty][tx] = sum;
+        __syncthreads();
+        sum = smem_sum[0][tx];
+        for (int k = 1; k < ny; k++) sum += smem_sum[k][tx];
+        if (valid) {
+            const C scale = softmax_scale<E>(sum, log_mode);
+            for (int64_t r = ty; r < len; r += ny)
+                y[r * step_out] = softmax_value<E>(E::load(x[r * step_in]), m, scale, log_mode);
+        }
+        __syncthreads();
     }
 }
 
@@ -109,9 +130,11 @@ extern "C" tl_status tl_cuda_softmax_run(const tl_cuda_softmax *s) {
                 (const T *)s->in, (T *)s->out, pos, s->len, s->step_in, s->step_out, s->log_mode,
                 group);
         } else {
-            const unsigned grid =
-                tl_cuda_grid(tl_ceil_div(pos.count, SOFTMAX_THREADS), s->at.sm_count);
-            softmax_cols<E><<<grid, SOFTMAX_THREADS, 0, s->at.stream>>>(
+            /* more slices of the dim where there are few tiles of rows */
+            const int64_t tiles = tl_ceil_div(pos.count, COLS_X);
+            const int ny = s->len < 8 ? 1 : tiles >= 4 * s->at.sm_count ? 8 : COLS_Y_MAX;
+            const unsigned grid = tl_cuda_grid(tiles, s->at.sm_count, 2048 / (COLS_X * ny));
+            softmax_cols<E><<<grid, dim3(COLS_X, ny), 0, s->at.stream>>>(
                 (const T *)s->in, (T *)s->out, pos, s->len, s->step_in, s->step_out, s->log_mode);
         }
         return tl_cuda_check_launch(s->at.op);

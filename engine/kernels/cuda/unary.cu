@@ -22,20 +22,48 @@ template <class T, class M> struct tl_int_unary_fn {
 };
 
 /* ---- floating math, in float or double ------------------------------------------------- */
-__device__ __forceinline__ float d_exp(float x) { return expf(x); }
-__device__ __forceinline__ double d_exp(double x) { return exp(x); }
-__device__ __forceinline__ float d_log(float x) { return logf(x); }
-__device__ __forceinline__ double d_log(double x) { return log(x); }
-__device__ __forceinline__ float d_sqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double d_sqrt(double x) { return sqrt(x); }
-__device__ __forceinline__ float d_abs(float x) { return fabsf(x); }
-__device__ __forceinline__ double d_abs(double x) { return fabs(x); }
-__device__ __forceinline__ float d_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double d_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float d_erf(float x) { return erff(x); }
-__device__ __forceinline__ double d_erf(double x) { return erf(x); }
-__device__ __forceinline__ float d_pow(float x, float e) { return powf(x, e); }
-__device__ __forceinline__ double d_pow(double x, double e) { return pow(x, e); }
+__device__ __forceinline__ float d_exp(float x) {
+    return expf(x);
+}
+__device__ __forceinline__ double d_exp(double x) {
+    return exp(x);
+}
+__device__ __forceinline__ float d_log(float x) {
+    return logf(x);
+}
+__device__ __forceinline__ double d_log(double x) {
+    return log(x);
+}
+__device__ __forceinline__ float d_sqrt(float x) {
+    return sqrtf(x);
+}
+__device__ __forceinline__ double d_sqrt(double x) {
+    return sqrt(x);
+}
+__device__ __forceinline__ float d_abs(float x) {
+    return fabsf(x);
+}
+__device__ __forceinline__ double d_abs(double x) {
+    return fabs(x);
+}
+__device__ __forceinline__ float d_tanh(float x) {
+    return tanhf(x);
+}
+__device__ __forceinline__ double d_tanh(double x) {
+    return tanh(x);
+}
+__device__ __forceinline__ float d_erf(float x) {
+    return erff(x);
+}
+__device__ __forceinline__ double d_erf(double x) {
+    return erf(x);
+}
+__device__ __forceinline__ float d_pow(float x, float e) {
+    return powf(x, e);
+}
+__device__ __forceinline__ double d_pow(double x, double e) {
+    return pow(x, e);
+}
 
 struct m_neg {
     template <class C> __device__ C operator()(C x) const { return -x; }
@@ -127,20 +155,31 @@ template <class IO>
 static tl_status float_op(tl_op op, const tl_cuda_launch *l, const double *s, const bool *has) {
     typedef typename IO::compute C;
     switch (op) {
-    case TL_OP_neg: return run_float<IO>(l, m_neg{});
-    case TL_OP_exp: return run_float<IO>(l, m_exp{});
-    case TL_OP_log: return run_float<IO>(l, m_log{});
-    case TL_OP_sqrt: return run_float<IO>(l, m_sqrt{});
-    case TL_OP_abs: return run_float<IO>(l, m_abs{});
-    case TL_OP_tanh: return run_float<IO>(l, m_tanh{});
-    case TL_OP_sigmoid: return run_float<IO>(l, m_sigmoid{});
-    case TL_OP_relu: return run_float<IO>(l, m_relu{});
-    case TL_OP_gelu: return run_float<IO>(l, m_gelu{});
-    case TL_OP_pow_scalar: return run_float<IO>(l, m_pow<C>{(C)s[0]});
+    case TL_OP_neg:
+        return run_float<IO>(l, m_neg{});
+    case TL_OP_exp:
+        return run_float<IO>(l, m_exp{});
+    case TL_OP_log:
+        return run_float<IO>(l, m_log{});
+    case TL_OP_sqrt:
+        return run_float<IO>(l, m_sqrt{});
+    case TL_OP_abs:
+        return run_float<IO>(l, m_abs{});
+    case TL_OP_tanh:
+        return run_float<IO>(l, m_tanh{});
+    case TL_OP_sigmoid:
+        return run_float<IO>(l, m_sigmoid{});
+    case TL_OP_relu:
+        return run_float<IO>(l, m_relu{});
+    case TL_OP_gelu:
+        return run_float<IO>(l, m_gelu{});
+    case TL_OP_pow_scalar:
+        return run_float<IO>(l, m_pow<C>{(C)s[0]});
     case TL_OP_clamp:
-        return run_float<IO>(l, m_clamp<C>{has[0] ? (C)s[0] : (C)-INFINITY,
-                                           has[1] ? (C)s[1] : (C)INFINITY});
-    default: return no_kernel(l);
+        return run_float<IO>(
+            l, m_clamp<C>{has[0] ? (C)s[0] : (C)-INFINITY, has[1] ? (C)s[1] : (C)INFINITY});
+    default:
+        return no_kernel(l);
     }
 }
 
@@ -149,13 +188,17 @@ static int64_t host_to_i64(double v) {
 }
 
 template <class T>
-static tl_status int_op(tl_op op, const tl_cuda_launch *l, const double *s, const bool *has,
-                        T min, T max) {
+static tl_status int_op(tl_op op, const tl_cuda_launch *l, const double *s, const bool *has, T min,
+                        T max) {
     switch (op) {
-    case TL_OP_neg: return run_int<T>(l, m_ineg{});
-    case TL_OP_abs: return run_int<T>(l, m_iabs{});
-    case TL_OP_relu: return run_int<T>(l, m_irelu{});
-    case TL_OP_pow_scalar: return run_int<T>(l, m_ipow{host_to_i64(s[0])});
+    case TL_OP_neg:
+        return run_int<T>(l, m_ineg{});
+    case TL_OP_abs:
+        return run_int<T>(l, m_iabs{});
+    case TL_OP_relu:
+        return run_int<T>(l, m_irelu{});
+    case TL_OP_pow_scalar:
+        return run_int<T>(l, m_ipow{host_to_i64(s[0])});
     case TL_OP_clamp: {
         /* the op layer sends integral bounds; out-of-range ones saturate */
         int64_t lo = has[0] ? host_to_i64(s[0]) : (int64_t)min;
@@ -164,19 +207,27 @@ static tl_status int_op(tl_op op, const tl_cuda_launch *l, const double *s, cons
         hi = hi < (int64_t)min ? (int64_t)min : hi > (int64_t)max ? (int64_t)max : hi;
         return run_int<T>(l, m_iclamp<T>{(T)lo, (T)hi});
     }
-    default: return no_kernel(l);
+    default:
+        return no_kernel(l);
     }
 }
 
 extern "C" tl_status tl_cuda_unary_run(tl_op op, int dtype, const tl_cuda_launch *l,
                                        const double *scalar, const bool *has_scalar) {
     switch (dtype) {
-    case TL_CUDA_F32: return float_op<tl_f32_io>(op, l, scalar, has_scalar);
-    case TL_CUDA_F64: return float_op<tl_f64_io>(op, l, scalar, has_scalar);
-    case TL_CUDA_BF16: return float_op<tl_bf16_io>(op, l, scalar, has_scalar);
-    case TL_CUDA_F16: return float_op<tl_f16_io>(op, l, scalar, has_scalar);
-    case TL_CUDA_I32: return int_op<int32_t>(op, l, scalar, has_scalar, INT32_MIN, INT32_MAX);
-    case TL_CUDA_I64: return int_op<int64_t>(op, l, scalar, has_scalar, INT64_MIN, INT64_MAX);
-    default: return no_kernel(l);
+    case TL_CUDA_F32:
+        return float_op<tl_f32_io>(op, l, scalar, has_scalar);
+    case TL_CUDA_F64:
+        return float_op<tl_f64_io>(op, l, scalar, has_scalar);
+    case TL_CUDA_BF16:
+        return float_op<tl_bf16_io>(op, l, scalar, has_scalar);
+    case TL_CUDA_F16:
+        return float_op<tl_f16_io>(op, l, scalar, has_scalar);
+    case TL_CUDA_I32:
+        return int_op<int32_t>(op, l, scalar, has_scalar, INT32_MIN, INT32_MAX);
+    case TL_CUDA_I64:
+        return int_op<int64_t>(op, l, scalar, has_scalar, INT64_MIN, INT64_MAX);
+    default:
+        return no_kernel(l);
     }
 }

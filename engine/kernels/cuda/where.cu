@@ -36,8 +36,8 @@ template <typename T> static tl_status run(const tl_cuda_launch *l) {
     const T *a = (const T *)l->data[2], *b = (const T *)l->data[3];
     unsigned blocks = tl_cuda_blocks(l->numel, l->sm_count);
     if (l->dense)
-        where_dense<T><<<blocks, TL_CUDA_THREADS, 0, l->stream>>>(out, cond, a, b, l->scalar_mask,
-                                                                   l->numel);
+        where_dense<T>
+            <<<blocks, TL_CUDA_THREADS, 0, l->stream>>>(out, cond, a, b, l->scalar_mask, l->numel);
     else
         where_strided<T>
             <<<blocks, TL_CUDA_THREADS, 0, l->stream>>>(out, cond, a, b, l->numel, l->geometry);
@@ -46,10 +46,15 @@ template <typename T> static tl_status run(const tl_cuda_launch *l) {
 
 extern "C" tl_status tl_cuda_where_run(size_t element_size, const tl_cuda_launch *l) {
     switch (element_size) {
-    case 1: return run<uint8_t>(l);
-    case 2: return run<uint16_t>(l);
-    case 4: return run<uint32_t>(l);
-    case 8: return run<uint64_t>(l);
-    default: return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
+    case 1:
+        return run<uint8_t>(l);
+    case 2:
+        return run<uint16_t>(l);
+    case 4:
+        return run<uint32_t>(l);
+    case 8:
+        return run<uint64_t>(l);
+    default:
+        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
     }
 }
