@@ -266,3 +266,43 @@ describe("atomic writes", function()
     assert.are.same({ "ckpt.safetensors", "log" }, list_dir(dir))
   end)
 end)
+
+describe("examples/fashion_mnist/train.lua", function()
+  it("trains, reports test accuracy, writes the loss CSV and a checkpoint that loads", function()
+    assert.is_true(exists(BIN), "the tlua executable is needed: " .. BIN .. " (set TLUA_BIN)")
+    local ckpt = dir .. "/mlp.safetensors"
+    local cmd = string.format("cd %s && TLUA_PROGRESS=plain %s %s --limit 2048 --epochs 2 --batch 64 --save %s > %s 2>&1",
+      sh_quote(dir), sh_quote(BIN), sh_quote(ROOT .. "/examples/fashion_mnist/train.lua"), sh_quote(ckpt),
+      sh_quote(dir .. "/log"))
+    local ok = os.execute(cmd)
+    local log = read_file(dir .. "/log") or ""
+    assert.is_true(ok == true or ok == 0, log)
+    local accuracy = tonumber(log:match("done: mlp, 2 epochs, test accuracy ([%d.]+)%%"))
+    assert.is_not_nil(accuracy, log)
+    assert.is_true(accuracy > 70, log) -- 2048 images, 2 epochs: about 78%
+    assert.matches("epoch 2/2: train loss [%d.]+, train accuracy [%d.]+%%, test accuracy", log)
+    -- one CSV row per batch (32 a epoch), next to the checkpoint
+    local csv = read_file(dir .. "/fashion_mnist_loss.csv")
+    local rows = {}
+    for line in csv:gmatch("[^\n]+") do rows[#rows + 1] = line end
+    assert.are.equal("epoch,batch,step,loss,accuracy", rows[1])
+    assert.are.equal(1 + 64, #rows)
+    assert.matches("^2,32,64,[%d.]+,[%d.]+$", rows[#rows])
+    local sd, metadata = tl.load(ckpt)
+    assert.are.same({ "2.bias", "2.weight", "4.bias", "4.weight", "6.bias", "6.weight" }, nn.keys(sd))
+    assert.are.equal("mlp", metadata.model)
+    local model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+      nn.Linear(256, 10))
+    model:load_state_dict(sd)
+  end)
+
+  it("rejects unknown options with the usage", function()
+    local cmd = string.format("%s %s --modle cnn > %s 2>&1", sh_quote(BIN),
+      sh_quote(ROOT .. "/examples/fashion_mnist/train.lua"), sh_quote(dir .. "/log"))
+    local ok = os.execute(cmd)
+    assert.is_falsy(ok == true or ok == 0)
+    local log = read_file(dir .. "/log")
+    assert.matches("unknown option --modle", log, 1, true)
+    assert.matches("usage: tlua examples/fashion_mnist/train.lua", log, 1, true)
+  end)
+end)

@@ -233,3 +233,43 @@ describe("tl._gather_rows", function()
     assert.error_matches(function() tl._gather_rows(t, tl.tensor({ { 1 } })) end, { "_gather_rows", "1-D" })
   end)
 end)
+
+describe("tlua.progress", function()
+  local progress = require("tlua.progress")
+
+  local function sink()
+    local s = { text = "" }
+    function s:write(...) for _, v in ipairs({ ... }) do self.text = self.text .. v end end
+    function s:flush() end
+    return s
+  end
+
+  it("redraws one line with \\r on a terminal and ends it on finish", function()
+    local out = sink()
+    local bar = progress.new { total = 3, label = "epoch 1/2", out = out, tty = true, width = 10 }
+    bar:update(1, { loss = 2.5, acc = 0.25, samples = 128 })
+    bar:update(2, { loss = 1.5, acc = 0.5, samples = 128 })
+    bar:update(3, { loss = 1.0, acc = 0.75, samples = 64 })
+    local elapsed = bar:finish()
+    assert.is_true(elapsed >= 0)
+    assert.matches("^\repoch 1/2  %[=*%s*%]  batch 1/3  loss 2.5000  acc 25.00%%", out.text)
+    assert.matches("\repoch 1/2  %[==========%]  batch 3/3  loss 1.0000  acc 75.00%%  %d+ samples/s  time 0:00\n$", out.text)
+    assert.is_nil(out.text:sub(1, -2):find("\n"))
+  end)
+
+  it("prints plain lines elsewhere, with an ETA", function()
+    local out = sink()
+    local bar = progress.new { total = 4, out = out, tty = false, every = 0 }
+    bar:update(1, { loss = 0.5, samples = 10 })
+    bar:update(2, { loss = 0.25, samples = 10 })
+    bar:finish()
+    local lines = {}
+    for line in out.text:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.are.equal(3, #lines)
+    assert.is_nil(out.text:find("\r"))
+    assert.matches("^batch 1/4  loss 0.5000  .*ETA %d+:%d%d$", lines[1])
+    assert.matches("^batch 2/4  loss 0.2500  ", lines[2])
+    assert.matches("time 0:00$", lines[3])
+    assert.error_matches(function() progress.new { total = -1 } end, { "progress.new", "total" })
+  end)
+end)

@@ -343,7 +343,10 @@ describe("Module", function()
       self.head = nn.Sequential(nn.Linear(4, 2))
       self.head2 = self.encoder -- shared: listed once
     end
-    function Net:forward(x) return self.head(self.encoder(x) * self.scale + self.running) end
+    function Net:forward(x)
+      self.last_hidden = self.encoder(x) * self.scale -- not a leaf: not a parameter
+      return self.head(self.last_hidden + self.running)
+    end
     local net = Net()
     local names = {}
     for name in net:named_parameters() do names[#names + 1] = name end
@@ -353,6 +356,7 @@ describe("Module", function()
     assert.are.same({ "scale", "running", "encoder.weight", "encoder.bias", "head.1.weight", "head.1.bias" }, sd_names)
     assert.are.same({ 2, 1 }, { #net:children(), #net:buffers() }) -- head2 is encoder
     assert.are.same({ 2, 2 }, net(tl.randn(2, 3)).shape)
+    assert.are.equal(5, #net:parameters())
   end)
 
   it("switches train and eval mode recursively", function()

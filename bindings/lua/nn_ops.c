@@ -23,8 +23,7 @@ static void check_pair(lua_State *L, int idx, const char *op, const char *what, 
         lua_Integer v = lua_tointegerx(L, -1, &isnum);
         if (!isnum || lua_type(L, -1) != LUA_TNUMBER)
             tlb_errorf(L, "%s: %s[%d] expected an integer, got %s", op, what, i + 1,
-                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
-                                                      : tlb_typename(L, -1));
+                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : tlb_typename(L, -1));
         out[i] = (int64_t)v;
         lua_pop(L, 1);
     }
@@ -64,8 +63,9 @@ static void check_option_keys(lua_State *L, int idx, const char *op, const char 
 static tl_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
     if (lua_isnoneornil(L, idx)) return NULL;
     tl_tensor *t = tlb_totensor(L, idx, op);
-    if (!t) tlb_errorf(L, "%s: argument %d (%s) expected a tensor or nil, got %s", op, idx, what,
-                       tlb_typename(L, idx));
+    if (!t)
+        tlb_errorf(L, "%s: argument %d (%s) expected a tensor or nil, got %s", op, idx, what,
+                   tlb_typename(L, idx));
     return t;
 }
 
@@ -113,7 +113,8 @@ static int index_range_error(lua_State *L, const char *op, const char *what,
     return tlb_errorf(L, "%s", saved);
 }
 
-/* ---- conv2d, max_pool2d ------------------------------------------------------------------------ */
+/* ---- conv2d, max_pool2d ------------------------------------------------------------------------
+ */
 /* conv2d(input, weight, bias?, {stride = 1, padding = 0}): stride and padding are numbers or
    {h, w}; the options table may take bias's place. */
 static int nn_conv2d(lua_State *L) {
@@ -132,8 +133,8 @@ static int nn_conv2d(lua_State *L) {
     opt_pair(L, opts, "conv2d", "padding", zero, padding);
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status = tl_ag_conv2d(input, weight, bias, stride[0], stride[1], padding[0],
-                                    padding[1], &out);
+    tl_status status =
+        tl_ag_conv2d(input, weight, bias, stride[0], stride[1], padding[0], padding[1], &out);
     return tlb_result(L, box, status, out);
 }
 
@@ -157,7 +158,8 @@ static int nn_max_pool2d(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
-/* ---- embedding, cross_entropy ------------------------------------------------------------------ */
+/* ---- embedding, cross_entropy ------------------------------------------------------------------
+ */
 /* embedding(indices, weight): indices (int64/int32, any shape) count from 1 */
 static int nn_embedding(lua_State *L) {
     tl_tensor *indices = tlb_check(L, 1, "embedding"), *weight = tlb_check(L, 2, "embedding");
@@ -185,7 +187,8 @@ static int nn_cross_entropy(lua_State *L) {
     } else if (!lua_isnoneornil(L, 3)) {
         check_option_keys(L, 3, "cross_entropy", keys, "label_smoothing, reduction");
         lua_getfield(L, 3, "label_smoothing");
-        if (!lua_isnil(L, -1)) smoothing = tlb_check_number(L, -1, "cross_entropy", "label_smoothing");
+        if (!lua_isnil(L, -1))
+            smoothing = tlb_check_number(L, -1, "cross_entropy", "label_smoothing");
         lua_pop(L, 1);
         lua_getfield(L, 3, "reduction");
         if (!lua_isnil(L, -1) &&
@@ -207,7 +210,8 @@ static int nn_cross_entropy(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
-/* ---- layer_norm -------------------------------------------------------------------------------- */
+/* ---- layer_norm --------------------------------------------------------------------------------
+ */
 /* layer_norm(input, weight?, bias?, eps = 1e-5): over the last dim */
 static int nn_layer_norm(lua_State *L) {
     tl_tensor *input = tlb_check(L, 1, "layer_norm");
@@ -220,7 +224,8 @@ static int nn_layer_norm(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
-/* ---- optimizer steps (used by tl.optim) --------------------------------------------------------- */
+/* ---- optimizer steps (used by tl.optim) ---------------------------------------------------------
+ */
 /* _sgd_step(param, grad, momentum_buffer|nil, lr, momentum, dampening, weight_decay, nesterov,
    first_step): in place */
 static int nn_sgd_step(lua_State *L) {
@@ -257,7 +262,8 @@ static int nn_adam_step(lua_State *L) {
     return 0;
 }
 
-/* ---- row gather (DataLoader batches) ------------------------------------------------------------ */
+/* ---- row gather (DataLoader batches) ------------------------------------------------------------
+ */
 /* Copies rows of the contiguous CPU tensor src into out (CPU, contiguous). */
 static void gather_rows_cpu(const tl_tensor *src, const int64_t *rows, int64_t n, tl_tensor *out) {
     size_t row_bytes = tl_dtype_size(src->dtype);
@@ -362,7 +368,8 @@ static int nn_gather_rows(lua_State *L) {
     status = zero_based(indices, &shifted);
     if (status == TL_OK) status = gather_rows_device(src, shifted, &out);
     tl_release(shifted);
-    if (status == TL_ERR_INDEX) return index_range_error(L, op, "indices", indices, rows, "the rows");
+    if (status == TL_ERR_INDEX)
+        return index_range_error(L, op, "indices", indices, rows, "the rows");
     return tlb_result(L, box, status, out);
 }
 

@@ -5,8 +5,8 @@
 -- the module also remembers their keys, in registration order, so that
 -- parameters(), state_dict() and friends walk them in a stable order:
 --   * assigning a Module to a new field registers it as a submodule;
---   * assigning a tensor that requires grad to a new field registers it as a
---     parameter (or call self:register_parameter(name, t));
+--   * assigning a leaf tensor that requires grad to a new field registers it
+--     as a parameter (or call self:register_parameter(name, t));
 --   * self:register_buffer(name, t) registers state that is saved but not
 --     trained.
 -- Names are dotted paths ("features.1.weight"); Sequential and ModuleList
@@ -72,12 +72,13 @@ local function contains(list, key)
   return false
 end
 
--- a new field: registers modules and tensors that require grad
+-- a new field: registers modules, and leaf tensors that require grad (not results of ops
+-- kept by forward)
 function Module:__newindex(key, value)
   if is_module(value) then
     local keys = rawget(self, "_module_keys")
     if not contains(keys, key) then keys[#keys + 1] = key end
-  elseif is_tensor(value) and value.requires_grad then
+  elseif is_tensor(value) and value.requires_grad and value.is_leaf then
     local keys = rawget(self, "_param_keys")
     if not contains(keys, key) then keys[#keys + 1] = key end
   end

@@ -77,14 +77,20 @@ __global__ void pool_backward_kernel(typename E::T *grad_in, const typename E::T
             }
 #pragma unroll
             for (int k = 0; k < POOL_BATCH; k++) {
-                const bool active = o0 + k * 32 + lane < out_size;
-                const unsigned mask = __ballot_sync(0xffffffffu, active);
-                if (active) {
-                    const unsigned peers = __match_any_sync(mask, (unsigned long long)t[k]);
-                    A sum = acc[t[k]];
-                    for (unsigned rest = peers; rest; rest &= rest - 1)
-                        sum = sum + __shfl_sync(peers, v[k], __ffs(rest) - 1);
-                    if (lane == __ffs(peers) - 1) acc[t[k]] = sum;
+                const bool active = o0 + k * 32 + lane < out_size; /* a prefix of the lanes */
+                /* indices increasing along the lanes (the usual case): no two lanes share one */
+                const int64_t before = __shfl_up_sync(0xffffffffu, t[k], 1);
+                if (__all_sync(0xffffffffu, !active || lane == 0 || t[k] > before)) {
+                    if (active) acc[t[k]] = acc[t[k]] + v[k];
+                } else {
+                    const unsigned mask = __ballot_sync(0xffffffffu, active);
+                    if (active) {
+                        const unsigned peers = __match_any_sync(mask, (unsigned long long)t[k]);
+                        A sum = acc[t[k]];
+                        for (unsigned rest = peers; rest; rest &= rest - 1)
+                            sum = sum + __shfl_sync(peers, v[k], __ffs(rest) - 1);
+                        if (lane == __ffs(peers) - 1) acc[t[k]] = sum;
+                    }
                 }
                 __syncwarp();
             }

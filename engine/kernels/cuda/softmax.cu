@@ -121,7 +121,9 @@ extern "C" tl_status tl_cuda_softmax_run(const tl_cuda_softmax *s) {
         typedef typename E::T T;
         const tl_cuda_positions &pos = s->pos;
         const int64_t inner = pos.ndim ? pos.strides[0][pos.ndim - 1] : 0;
-        const bool rows = s->len > 1 && (s->step_in == 1 || inner != 1 || pos.count == 1);
+        /* the strided kernel needs runs of neighbouring rows to coalesce */
+        const int64_t run = pos.ndim ? pos.shape[pos.ndim - 1] : 1;
+        const bool rows = s->len > 1 && (s->step_in == 1 || inner != 1 || run < 8);
         if (rows) {
             const int group = s->len >= 1024 ? SOFTMAX_THREADS : 32;
             const unsigned grid =
