@@ -24,6 +24,12 @@ static const char *metadata_value(lua_State *L, int idx, const char *key) {
     return lua_tostring(L, -1);
 }
 
+/* The path argument: a string (a number is not taken for a file name). */
+static const char *check_path(lua_State *L, int idx, const char *op) {
+    if (lua_type(L, idx) != LUA_TSTRING) tlb_type_error(L, idx, op, "a path (a string)");
+    return lua_tostring(L, idx);
+}
+
 /* Counts the entries of the table at idx. */
 static int count_entries(lua_State *L, int idx) {
     int n = 0;
@@ -39,7 +45,7 @@ static int count_entries(lua_State *L, int idx) {
 /* tl.save(path, {name = tensor, ...}, metadata?) with metadata {key = string, ...}. The file is
    written under a temporary name and renamed: on error the path is untouched. */
 static int io_save(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = check_path(L, 1, "save");
     if (!lua_istable(L, 2)) return tlb_type_error(L, 2, "save", "a table of named tensors");
     bool has_metadata = !lua_isnoneornil(L, 3);
     if (has_metadata && !lua_istable(L, 3))
@@ -115,7 +121,7 @@ static const char loaded_key = 'L';
 /* tl.load(path) -> {name = tensor, ...} (CPU tensors), {key = string, ...} (the metadata). A
    truncated, corrupt or unreadable file raises and loads nothing. */
 static int io_load(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = check_path(L, 1, "load");
     loaded *l = lua_newuserdatauv(L, sizeof *l, 0);
     memset(l, 0, sizeof *l);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &loaded_key) == LUA_TNIL) {
@@ -151,7 +157,7 @@ static int io_load(lua_State *L) {
 /* ---- IDX ------------------------------------------------------------------------------------- */
 /* tl._read_idx(path) -> the tensor (int32 for the integer types, as tl_read_idx gives it) */
 static int io_read_idx(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = check_path(L, 1, "read_idx");
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     tl_status status = tl_read_idx(path, &out);
