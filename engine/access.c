@@ -11,9 +11,8 @@ static tl_status element_offset(const char *op, const tl_tensor *t, const int64_
     for (int d = 0; d < t->ndim; d++) {
         int64_t i = index[d], size = t->shape[d];
         if (i < -size || i >= size)
-            return tl_error(TL_ERR_INDEX,
-                            "%s: index %lld is out of range for dim %d of size %lld", op,
-                            (long long)(i >= 0 ? i + 1 : i), d + 1, (long long)size);
+            return tl_error(TL_ERR_INDEX, "%s: index %lld is out of range for dim %d of size %lld",
+                            op, (long long)(i >= 0 ? i + 1 : i), d + 1, (long long)size);
         if (i < 0) i += size;
         off += i * t->strides[d];
     }

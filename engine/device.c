@@ -29,8 +29,10 @@ tl_status tl_device_parse(const char *name, tl_device *out) {
 }
 
 const char *tl_device_name(tl_device device, char *buf) {
-    if (device.type == TL_DEVICE_CPU) snprintf(buf, 16, "cpu");
-    else snprintf(buf, 16, "cuda:%d", device.index);
+    if (device.type == TL_DEVICE_CPU)
+        snprintf(buf, 16, "cpu");
+    else
+        snprintf(buf, 16, "cuda:%d", device.index);
     return buf;
 }
 

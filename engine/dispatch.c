@@ -127,8 +127,7 @@ const tl_kernel_entry *tl_dispatch(tl_op op, tl_device device, tl_dtype dtype,
 }
 
 const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype dtype, int count,
-                                          const int *ndims,
-                                          const int64_t (*shapes)[TL_MAX_DIMS]) {
+                                          const int *ndims, const int64_t (*shapes)[TL_MAX_DIMS]) {
     registered_kernel *k = find_or_fail(op, device, dtype);
     if (!k) return NULL;
     record(k, device, count, ndims, shapes, NULL);

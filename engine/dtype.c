@@ -13,7 +13,9 @@ static const struct {
     [TL_BOOL] = {"bool", 1},
 };
 
-size_t tl_dtype_size(tl_dtype dtype) { return dtype_facts[dtype].size; }
+size_t tl_dtype_size(tl_dtype dtype) {
+    return dtype_facts[dtype].size;
+}
 const char *tl_dtype_name(tl_dtype dtype) {
     return (unsigned)dtype < TL_DTYPE_COUNT ? dtype_facts[dtype].name : "invalid";
 }
@@ -45,10 +47,14 @@ tl_status tl_dtype_parse(const char *name, tl_dtype *out) {
 bool tl_dtype_is_floating(tl_dtype d) {
     return d == TL_F32 || d == TL_F64 || d == TL_BF16 || d == TL_F16;
 }
-bool tl_dtype_is_integral(tl_dtype d) { return d == TL_I32 || d == TL_I64; }
+bool tl_dtype_is_integral(tl_dtype d) {
+    return d == TL_I32 || d == TL_I64;
+}
 
 /* bool 0, integers 1, floating 2 */
-static int category(tl_dtype d) { return d == TL_BOOL ? 0 : tl_dtype_is_integral(d) ? 1 : 2; }
+static int category(tl_dtype d) {
+    return d == TL_BOOL ? 0 : tl_dtype_is_integral(d) ? 1 : 2;
+}
 
 tl_dtype tl_promote_types(tl_dtype a, tl_dtype b) {
     if (a == b) return a;
@@ -62,16 +68,21 @@ tl_dtype tl_promote_types(tl_dtype a, tl_dtype b) {
 
 double tl_scalar_to_double(tl_scalar s) {
     switch (s.kind) {
-    case TL_SCALAR_INT: return (double)s.value.i;
-    case TL_SCALAR_BOOL: return s.value.b ? 1.0 : 0.0;
-    default: return s.value.f;
+    case TL_SCALAR_INT:
+        return (double)s.value.i;
+    case TL_SCALAR_BOOL:
+        return s.value.b ? 1.0 : 0.0;
+    default:
+        return s.value.f;
     }
 }
 
 int64_t tl_scalar_to_int(tl_scalar s) {
     switch (s.kind) {
-    case TL_SCALAR_INT: return s.value.i;
-    case TL_SCALAR_BOOL: return s.value.b;
+    case TL_SCALAR_INT:
+        return s.value.i;
+    case TL_SCALAR_BOOL:
+        return s.value.b;
     default: {
         double f = s.value.f;
         if (isnan(f)) return 0;
@@ -96,11 +107,13 @@ static float bits_float(uint32_t u) {
 uint16_t tl_f32_to_bf16(float value) {
     uint32_t u = float_bits(value);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                               /* to even */
+    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                              /* to even */
     return (uint16_t)((u + rounding) >> 16);
 }
 
-float tl_bf16_to_f32(uint16_t bits) { return bits_float((uint32_t)bits << 16); }
+float tl_bf16_to_f32(uint16_t bits) {
+    return bits_float((uint32_t)bits << 16);
+}
 
 uint16_t tl_f32_to_f16(float value) {
     uint32_t u = float_bits(value);
@@ -140,28 +153,50 @@ float tl_f16_to_f32(uint16_t bits) {
 
 void tl_dtype_store(tl_dtype dtype, void *dst, tl_scalar value) {
     switch (dtype) {
-    case TL_F32: *(float *)dst = (float)tl_scalar_to_double(value); break;
-    case TL_F64: *(double *)dst = tl_scalar_to_double(value); break;
-    case TL_BF16: *(uint16_t *)dst = tl_f32_to_bf16((float)tl_scalar_to_double(value)); break;
-    case TL_F16: *(uint16_t *)dst = tl_f32_to_f16((float)tl_scalar_to_double(value)); break;
-    case TL_I32: *(int32_t *)dst = (int32_t)tl_scalar_to_int(value); break;
-    case TL_I64: *(int64_t *)dst = tl_scalar_to_int(value); break;
-    case TL_BOOL:
-        *(bool *)dst = value.kind == TL_SCALAR_BOOL ? value.value.b : tl_scalar_to_double(value) != 0;
+    case TL_F32:
+        *(float *)dst = (float)tl_scalar_to_double(value);
         break;
-    default: break;
+    case TL_F64:
+        *(double *)dst = tl_scalar_to_double(value);
+        break;
+    case TL_BF16:
+        *(uint16_t *)dst = tl_f32_to_bf16((float)tl_scalar_to_double(value));
+        break;
+    case TL_F16:
+        *(uint16_t *)dst = tl_f32_to_f16((float)tl_scalar_to_double(value));
+        break;
+    case TL_I32:
+        *(int32_t *)dst = (int32_t)tl_scalar_to_int(value);
+        break;
+    case TL_I64:
+        *(int64_t *)dst = tl_scalar_to_int(value);
+        break;
+    case TL_BOOL:
+        *(bool *)dst =
+            value.kind == TL_SCALAR_BOOL ? value.value.b : tl_scalar_to_double(value) != 0;
+        break;
+    default:
+        break;
     }
 }
 
 tl_scalar tl_dtype_load(tl_dtype dtype, const void *src) {
     switch (dtype) {
-    case TL_F32: return tl_scalar_float(*(const float *)src);
-    case TL_F64: return tl_scalar_float(*(const double *)src);
-    case TL_BF16: return tl_scalar_float(tl_bf16_to_f32(*(const uint16_t *)src));
-    case TL_F16: return tl_scalar_float(tl_f16_to_f32(*(const uint16_t *)src));
-    case TL_I32: return tl_scalar_int(*(const int32_t *)src);
-    case TL_I64: return tl_scalar_int(*(const int64_t *)src);
-    case TL_BOOL: return tl_scalar_bool(*(const bool *)src);
-    default: return tl_scalar_int(0);
+    case TL_F32:
+        return tl_scalar_float(*(const float *)src);
+    case TL_F64:
+        return tl_scalar_float(*(const double *)src);
+    case TL_BF16:
+        return tl_scalar_float(tl_bf16_to_f32(*(const uint16_t *)src));
+    case TL_F16:
+        return tl_scalar_float(tl_f16_to_f32(*(const uint16_t *)src));
+    case TL_I32:
+        return tl_scalar_int(*(const int32_t *)src);
+    case TL_I64:
+        return tl_scalar_int(*(const int64_t *)src);
+    case TL_BOOL:
+        return tl_scalar_bool(*(const bool *)src);
+    default:
+        return tl_scalar_int(0);
     }
 }

@@ -6,7 +6,9 @@
 
 static _Thread_local char last_error[1024];
 
-const char *tl_last_error(void) { return last_error; }
+const char *tl_last_error(void) {
+    return last_error;
+}
 
 tl_status tl_error(tl_status status, const char *fmt, ...) {
     va_list args;
@@ -16,4 +18,6 @@ tl_status tl_error(tl_status status, const char *fmt, ...) {
     return status;
 }
 
-void tl_clear_error(void) { last_error[0] = '\0'; }
+void tl_clear_error(void) {
+    last_error[0] = '\0';
+}

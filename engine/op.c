@@ -4,13 +4,15 @@
 #include "kernels/op.h"
 
 static const tl_op_info op_infos[TL_OP_COUNT] = {
-#define OP(name, family, differentiable, backward)                                               \
+#define OP(name, family, differentiable, backward)                                                 \
     [TL_OP_##name] = {#name, TL_FAMILY_##family, differentiable, TL_BACKWARD_##backward},
 #include "ops.def"
 #undef OP
 };
 
-const tl_op_info *tl_op_info_of(tl_op op) { return &op_infos[op]; }
+const tl_op_info *tl_op_info_of(tl_op op) {
+    return &op_infos[op];
+}
 
 tl_op tl_op_by_name(const char *name) {
     for (int op = 0; op < TL_OP_COUNT; op++)

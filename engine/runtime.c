@@ -16,7 +16,9 @@ tl_status tl_set_num_threads(int n) {
     return TL_OK;
 }
 
-int tl_get_num_threads(void) { return num_threads > 0 ? num_threads : omp_get_max_threads(); }
+int tl_get_num_threads(void) {
+    return num_threads > 0 ? num_threads : omp_get_max_threads();
+}
 
 double tl_clock(void) {
     struct timespec ts;

@@ -6,8 +6,8 @@
 static void shape_to_str(const int64_t *shape, int ndim, char *buf, int size) {
     int used = snprintf(buf, (size_t)size, "[");
     for (int d = 0; d < ndim && used < size; d++)
-        used += snprintf(buf + used, (size_t)(size - used), d ? ", %lld" : "%lld",
-                         (long long)shape[d]);
+        used +=
+            snprintf(buf + used, (size_t)(size - used), d ? ", %lld" : "%lld", (long long)shape[d]);
     if (used < size) snprintf(buf + used, (size_t)(size - used), "]");
 }
 

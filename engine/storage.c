@@ -49,7 +49,9 @@ tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
     return TL_OK;
 }
 
-void tl_storage_retain(tl_storage *s) { s->refcount++; }
+void tl_storage_retain(tl_storage *s) {
+    s->refcount++;
+}
 
 void tl_storage_release(tl_storage *s) {
     if (!s || --s->refcount > 0) return;

@@ -104,7 +104,9 @@ bool tl_is_contiguous(const tl_tensor *t) {
     return true;
 }
 
-tl_device tl_tensor_device(const tl_tensor *t) { return t->storage->device; }
+tl_device tl_tensor_device(const tl_tensor *t) {
+    return t->storage->device;
+}
 
 void *tl_data(const tl_tensor *t) {
     return (char *)t->storage->data + t->offset * (int64_t)tl_dtype_size(t->dtype);
@@ -119,4 +121,6 @@ const char *tl_shape_str(const tl_tensor *t, char *buf, int size) {
     return buf;
 }
 
-void tl_bump_version(tl_tensor *t) { t->storage->version++; }
+void tl_bump_version(tl_tensor *t) {
+    t->storage->version++;
+}

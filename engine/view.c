@@ -15,8 +15,8 @@ static tl_status infer_shape(const char *op, const tl_tensor *t, const int64_t *
     for (int d = 0; d < ndim; d++) {
         if (shape[d] == -1) {
             if (infer >= 0)
-                return tl_error(TL_ERR_SHAPE, "%s: only one dim can be -1 (dims %d and %d are)",
-                                op, infer + 1, d + 1);
+                return tl_error(TL_ERR_SHAPE, "%s: only one dim can be -1 (dims %d and %d are)", op,
+                                infer + 1, d + 1);
             infer = d;
         } else if (shape[d] < 0) {
             return tl_error(TL_ERR_SHAPE, "%s: size of dim %d must be >= 0 or -1, got %lld", op,
@@ -30,8 +30,9 @@ static tl_status infer_shape(const char *op, const tl_tensor *t, const int64_t *
     char buf[256];
     if (infer >= 0) {
         if (known == 0 || numel % known != 0)
-            return tl_error(TL_ERR_SHAPE, "%s: cannot infer dim %d: %lld elements of shape %s do "
-                                          "not divide into the other dims' %lld",
+            return tl_error(TL_ERR_SHAPE,
+                            "%s: cannot infer dim %d: %lld elements of shape %s do "
+                            "not divide into the other dims' %lld",
                             op, infer + 1, (long long)numel, tl_shape_str(t, buf, sizeof buf),
                             (long long)known);
         out[infer] = numel / known;
@@ -55,8 +56,8 @@ static bool view_strides(const tl_tensor *t, const int64_t *shape, int ndim, int
     int64_t tensor_numel = 1, view_numel = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         tensor_numel *= t->shape[d];
-        bool run_ends = d == 0 || (t->shape[d - 1] != 1 &&
-                                   t->strides[d - 1] != tensor_numel * chunk_stride);
+        bool run_ends =
+            d == 0 || (t->shape[d - 1] != 1 && t->strides[d - 1] != tensor_numel * chunk_stride);
         if (!run_ends) continue;
         while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
             strides[view_d] = view_numel * chunk_stride;
@@ -126,8 +127,7 @@ tl_status tl_permute(tl_tensor *t, const int *dims, int ndim, tl_tensor **out) {
         int d;
         tl_status status = tl_wrap_dim("permute", dims[i], t->ndim, &d);
         if (status != TL_OK) return status;
-        if (seen[d])
-            return tl_error(TL_ERR_ARGUMENT, "permute: dim %d appears twice", d + 1);
+        if (seen[d]) return tl_error(TL_ERR_ARGUMENT, "permute: dim %d appears twice", d + 1);
         seen[d] = true;
         shape[i] = t->shape[d];
         strides[i] = t->strides[d];

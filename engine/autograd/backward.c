@@ -109,7 +109,8 @@ static const char *no_grad_reason(const tl_tensor *t) {
     switch (reason) {
     case TL_NO_GRAD_DISABLED:
         return "it was computed while gradients were disabled (inside no_grad)";
-    case TL_NO_GRAD_DETACHED: return "it was detached from the graph (detach())";
+    case TL_NO_GRAD_DETACHED:
+        return "it was detached from the graph (detach())";
     default:
         return "neither it nor any input it was computed from requires grad (set "
                "requires_grad = true on the leaves to differentiate)";
@@ -170,11 +171,14 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
             tl_edge *edge = &node->inputs[i];
             tl_tensor *g = grads_in[i];
             if (!g) continue;
-            if (status != TL_OK || !node->needs_input_grad[i]) tl_release(g);
+            if (status != TL_OK || !node->needs_input_grad[i])
+                tl_release(g);
             else if (edge->node)
                 status = accumulate(&p.entries[edge->node->pass_index].grads[edge->output_nr], g);
-            else if (edge->leaf) status = accumulate_leaf(edge->leaf, g);
-            else tl_release(g);
+            else if (edge->leaf)
+                status = accumulate_leaf(edge->leaf, g);
+            else
+                tl_release(g);
         }
         if (!retain_graph) {
             node->released = true;

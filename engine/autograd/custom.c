@@ -11,8 +11,8 @@ static tl_status custom_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
                                  node->needs_input_grad, gi);
 }
 
-tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs,
-                       int num_outputs, tl_tensor *const *outputs, tl_custom_backward backward,
+tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs, int num_outputs,
+                       tl_tensor *const *outputs, tl_custom_backward backward,
                        tl_custom_release release, void *user) {
     if (num_inputs > TL_NODE_MAX_INPUTS || num_outputs > TL_NODE_MAX_OUTPUTS) {
         if (release) release(user);

@@ -75,7 +75,8 @@ static tl_status pow_scalar_backward(tl_node *node, tl_tensor *const *g, tl_tens
     tl_tensor *self, *power = NULL, *scaled = NULL;
     double p = node->scalar[0];
     TL_TRY(tl_node_saved(node, 0, &self));
-    if (p == 0) return tl_zeros(self->shape, self->ndim, g[0]->dtype, tl_tensor_device(self), &gi[0]);
+    if (p == 0)
+        return tl_zeros(self->shape, self->ndim, g[0]->dtype, tl_tensor_device(self), &gi[0]);
     tl_status status = tl_pow_scalar(self, p - 1.0, &power);
     if (status == TL_OK) status = tl_mul_number(power, p, &scaled);
     if (status == TL_OK) status = tl_mul(g[0], scaled, &gi[0]);

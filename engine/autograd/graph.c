@@ -9,7 +9,9 @@
 static _Thread_local bool grad_disabled;
 static uint64_t next_sequence;
 
-bool tl_is_grad_enabled(void) { return !grad_disabled; }
+bool tl_is_grad_enabled(void) {
+    return !grad_disabled;
+}
 
 bool tl_set_grad_enabled(bool enabled) {
     bool previous = !grad_disabled;
@@ -33,11 +35,17 @@ struct tl_autograd_meta *tl_meta(tl_tensor *t) {
     return t->autograd;
 }
 
-bool tl_requires_grad(const tl_tensor *t) { return t->autograd && t->autograd->requires_grad; }
+bool tl_requires_grad(const tl_tensor *t) {
+    return t->autograd && t->autograd->requires_grad;
+}
 
-bool tl_is_leaf(const tl_tensor *t) { return !t->autograd || !t->autograd->grad_fn; }
+bool tl_is_leaf(const tl_tensor *t) {
+    return !t->autograd || !t->autograd->grad_fn;
+}
 
-tl_tensor *tl_grad(const tl_tensor *t) { return t->autograd ? t->autograd->grad : NULL; }
+tl_tensor *tl_grad(const tl_tensor *t) {
+    return t->autograd ? t->autograd->grad : NULL;
+}
 
 const char *tl_grad_fn_name(const tl_tensor *t) {
     return t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name : NULL;
@@ -177,8 +185,10 @@ void tl_node_release(tl_node *node) {
             tl_release(node->inputs[i].leaf);
             tl_node *input = node->inputs[i].node;
             if (!input) continue;
-            if (!next) next = input;
-            else tl_node_release(input);
+            if (!next)
+                next = input;
+            else
+                tl_node_release(input);
         }
         free(node);
         node = next;
@@ -200,10 +210,11 @@ tl_status tl_node_saved(tl_node *node, int slot, tl_tensor **out) {
                         "saved tensors were freed); pass retain_graph = true to the first backward",
                         node->name);
     if (!s->tensor)
-        return tl_error(TL_ERR_AUTOGRAD,
-                        "backward: '%s' needs its saved tensor %d, which was not saved (an internal "
-                        "error: the gradient it is asked for was not needed when recorded)",
-                        node->name, slot + 1);
+        return tl_error(
+            TL_ERR_AUTOGRAD,
+            "backward: '%s' needs its saved tensor %d, which was not saved (an internal "
+            "error: the gradient it is asked for was not needed when recorded)",
+            node->name, slot + 1);
     if (s->tensor->storage->version != s->version)
         return tl_error(TL_ERR_AUTOGRAD,
                         "backward: a tensor saved by '%s' (%s) was modified in place after it was "
@@ -251,8 +262,7 @@ tl_status tl_record(const char *name, tl_backward_fn backward, int num_inputs,
     return TL_OK;
 }
 
-tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t,
-                         tl_tensor *out) {
+tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t, tl_tensor *out) {
     tl_status status = tl_node_save(node, slot, what, t);
     if (status != TL_OK) tl_release(out);
     return status;

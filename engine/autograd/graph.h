@@ -4,9 +4,9 @@
 
 #include "tlua/autograd.h"
 
-#define TL_NODE_MAX_INPUTS 4
+#define TL_NODE_MAX_INPUTS  4
 #define TL_NODE_MAX_OUTPUTS 4
-#define TL_NODE_MAX_SAVED 4
+#define TL_NODE_MAX_SAVED   4
 
 typedef struct tl_node tl_node;
 
@@ -18,8 +18,8 @@ typedef tl_status (*tl_backward_fn)(tl_node *node, tl_tensor *const *grads_out,
 
 /* Where one input's gradient goes: the node that produced it, or the leaf. */
 typedef struct tl_edge {
-    tl_node *node; /* retained; NULL for a leaf or an input without grad */
-    int output_nr; /* which output of node */
+    tl_node *node;   /* retained; NULL for a leaf or an input without grad */
+    int output_nr;   /* which output of node */
     tl_tensor *leaf; /* retained; the leaf that accumulates the gradient */
 } tl_edge;
 
@@ -28,7 +28,7 @@ typedef struct tl_edge {
 typedef struct tl_saved {
     tl_tensor *tensor; /* NULL when not saved */
     uint64_t version;
-    const char *what;  /* "self", "other", "result": for error messages */
+    const char *what; /* "self", "other", "result": for error messages */
 } tl_saved;
 
 /* Why a tensor does not require grad, for backward's error message. */
@@ -108,8 +108,6 @@ void tl_mark_no_grad(int count, tl_tensor *const *inputs, tl_tensor *out);
 tl_status tl_record(const char *name, tl_backward_fn backward, int num_inputs,
                     tl_tensor *const *inputs, tl_tensor *out, tl_node **node);
 /* Saves t into node's slot; on failure releases out (and with it the node). */
-tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t,
-                         tl_tensor *out);
-
+tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t, tl_tensor *out);
 
 #endif

@@ -81,8 +81,8 @@ static tl_status linear_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
         tl_tensor *input;
         status = tl_node_saved(node, 0, &input);
         if (status == TL_OK)
-            status = tl_empty(node->input_shape[LINEAR_WEIGHT], 2, dtype, device,
-                              &gi[LINEAR_WEIGHT]);
+            status =
+                tl_empty(node->input_shape[LINEAR_WEIGHT], 2, dtype, device, &gi[LINEAR_WEIGHT]);
         if (status == TL_OK) status = tl_linear_backward_weight(grad, input, gi[LINEAR_WEIGHT]);
     }
     if (status == TL_OK && node->needs_input_grad[LINEAR_BIAS]) {
@@ -153,8 +153,9 @@ tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
         return tl_error(TL_ERR_SHAPE, "outer: expected two 1-D tensors, got shapes %s and %s",
                         tl_shape_str(a, sa, sizeof sa), tl_shape_str(b, sb, sizeof sb));
     if (a->dtype != b->dtype || !tl_dtype_is_floating(a->dtype))
-        return tl_error(TL_ERR_DTYPE, "outer: expected two tensors of one floating dtype, got %s "
-                                      "and %s",
+        return tl_error(TL_ERR_DTYPE,
+                        "outer: expected two tensors of one floating dtype, got %s "
+                        "and %s",
                         tl_dtype_name(a->dtype), tl_dtype_name(b->dtype));
     if (!tl_device_equal(tl_tensor_device(a), tl_tensor_device(b)))
         return tl_error(TL_ERR_DEVICE, "outer: expected both tensors on one device, got %s and %s",

@@ -7,7 +7,8 @@ static tl_status expand_back(tl_node *node, tl_tensor *g, tl_tensor **out) {
     tl_status status = TL_OK;
     if (node->dim >= 0 && !node->keepdim && node->input_ndim[0] > 0)
         status = tl_unsqueeze(g, node->dim, &unsqueezed);
-    else unsqueezed = tl_retain(g);
+    else
+        unsqueezed = tl_retain(g);
     if (status == TL_OK)
         status = tl_expand(unsqueezed, node->input_shape[0], node->input_ndim[0], out);
     tl_release(unsqueezed);
@@ -38,8 +39,10 @@ static tl_status record_reduce(const char *name, tl_backward_fn backward, tl_ten
     tl_node *node;
     TL_TRY(tl_record(name, backward, 1, &a, out, &node));
     if (node) {
-        if (dim >= 0) TL_TRY(tl_wrap_dim(name, dim, a->ndim, &node->dim));
-        else node->dim = -1;
+        if (dim >= 0)
+            TL_TRY(tl_wrap_dim(name, dim, a->ndim, &node->dim));
+        else
+            node->dim = -1;
         node->keepdim = keepdim;
     }
     if (node_out) *node_out = node;
@@ -135,9 +138,10 @@ static tl_status extreme_dim(const char *name, tl_status forward_status, tl_tens
     int d;
     tl_status status = tl_wrap_dim(name, dim, a->ndim, &d);
     tl_node *node = NULL;
-    if (status == TL_OK) status = record_reduce(name, extreme_dim_backward, a, *values, d,
-                                                keepdim, &node);
-    else tl_release(*values);
+    if (status == TL_OK)
+        status = record_reduce(name, extreme_dim_backward, a, *values, d, keepdim, &node);
+    else
+        tl_release(*values);
     if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", *indices, *values);
     if (status != TL_OK) tl_release(*indices); /* values were released above */
     return status;
@@ -145,13 +149,13 @@ static tl_status extreme_dim(const char *name, tl_status forward_status, tl_tens
 
 tl_status tl_ag_max_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
                         tl_tensor **indices) {
-    return extreme_dim("max", tl_max_dim(a, dim, keepdim, values, indices), a, dim, keepdim,
-                       values, indices);
+    return extreme_dim("max", tl_max_dim(a, dim, keepdim, values, indices), a, dim, keepdim, values,
+                       indices);
 }
 tl_status tl_ag_min_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
                         tl_tensor **indices) {
-    return extreme_dim("min", tl_min_dim(a, dim, keepdim, values, indices), a, dim, keepdim,
-                       values, indices);
+    return extreme_dim("min", tl_min_dim(a, dim, keepdim, values, indices), a, dim, keepdim, values,
+                       indices);
 }
 
 /* softmax: dx = y * (g - sum(g * y, dim)); slot 0: result y */

@@ -26,8 +26,8 @@ static tl_status expand_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
 /* narrow and select: zeros everywhere but the slice the view looked at */
 static tl_status slice_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi, bool select) {
     tl_tensor *full, *slice;
-    TL_TRY(tl_zeros(node->input_shape[0], node->input_ndim[0], g[0]->dtype,
-                    tl_tensor_device(g[0]), &full));
+    TL_TRY(tl_zeros(node->input_shape[0], node->input_ndim[0], g[0]->dtype, tl_tensor_device(g[0]),
+                    &full));
     tl_status status = select ? tl_select(full, node->dim, node->ints[0], &slice)
                               : tl_narrow(full, node->dim, node->ints[0], node->ints[1], &slice);
     if (status == TL_OK) {

@@ -10,8 +10,6 @@
 #include "kernels/gemm.h"
 #include "kernels/op.h"
 
-
-
 /* Scalars an op passes to its kernel: pow's exponent (scalar[0]); clamp's
    bounds (scalar[0..1] with has_scalar); randint's [low, high) (scalar[0..1]);
    the random stream (seed, counter). */
@@ -65,8 +63,7 @@ typedef tl_status (*tl_pool_kernel)(tl_tensor *out, tl_tensor *indices, const tl
                                     const tl_window2d *window);
 /* grad_in [N, C, H, W] = grad_out scattered (summed) to indices ("="). */
 typedef tl_status (*tl_pool_backward_kernel)(tl_tensor *grad_in, const tl_tensor *grad_out,
-                                             const tl_tensor *indices,
-                                             const tl_window2d *window);
+                                             const tl_tensor *indices, const tl_window2d *window);
 /* indices int32/int64 [n], already checked to be in range.
    embedding: out [n, D] = src [V, D] rows at indices;
    embedding_backward: out [V, D] = sum of src [n, D] rows per index, in order ("="). */
@@ -81,8 +78,7 @@ typedef tl_status (*tl_cross_entropy_kernel)(tl_tensor *loss, tl_tensor *lse,
 /* grad_logits [N, C] = (exp(x - lse) - (1 - s) onehot(target) - s/C) * grad_loss / N ("="). */
 typedef tl_status (*tl_cross_entropy_backward_kernel)(tl_tensor *grad_logits,
                                                       const tl_tensor *grad_loss,
-                                                      const tl_tensor *logits,
-                                                      const tl_tensor *lse,
+                                                      const tl_tensor *logits, const tl_tensor *lse,
                                                       const tl_tensor *target,
                                                       double label_smoothing);
 /* Over rows of in [rows, D]: out = (x - mean) * rstd * weight + bias (weight, bias may be
@@ -94,9 +90,8 @@ typedef tl_status (*tl_layer_norm_kernel)(tl_tensor *out, tl_tensor *mean, tl_te
    layer_norm_backward_weight: first = grad_weight [D], second = grad_bias [D], either
    NULL when not needed. weight may be NULL. "=" semantics. */
 typedef tl_status (*tl_layer_norm_backward_kernel)(tl_tensor *first, tl_tensor *second,
-                                                   const tl_tensor *grad_out,
-                                                   const tl_tensor *in, const tl_tensor *mean,
-                                                   const tl_tensor *rstd,
+                                                   const tl_tensor *grad_out, const tl_tensor *in,
+                                                   const tl_tensor *mean, const tl_tensor *rstd,
                                                    const tl_tensor *weight);
 /* Hyper-parameters of one optimizer step (PyTorch's names). */
 typedef struct tl_optim_args {
@@ -145,7 +140,7 @@ typedef struct tl_kernel_table {
 } tl_kernel_table;
 
 /* Ends a kernel file: `TL_KERNEL_TABLE(tl_cpu_unary_table, TL_DEVICE_CPU, entries);` */
-#define TL_KERNEL_TABLE(table_name, device, entries)                                             \
+#define TL_KERNEL_TABLE(table_name, device, entries)                                               \
     const tl_kernel_table table_name = {device, entries, (int)(sizeof entries / sizeof entries[0])}
 
 /* Finds the kernel for (op, device, dtype) and records the run for tl.trace
@@ -156,8 +151,7 @@ const tl_kernel_entry *tl_dispatch(tl_op op, tl_device device, tl_dtype dtype,
                                    const tl_tensor *const *tensors);
 /* The same with explicit shapes (for GEMM, which sees pointers, not tensors). */
 const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype dtype, int count,
-                                          const int *ndims,
-                                          const int64_t (*shapes)[TL_MAX_DIMS]);
+                                          const int *ndims, const int64_t (*shapes)[TL_MAX_DIMS]);
 /* True if a kernel exists (no error, no record). */
 bool tl_has_kernel(tl_op op, tl_device_type device, tl_dtype dtype);
 

@@ -32,8 +32,8 @@ static GemmParams params_for(const tl_tensor *in, const tl_tensor *out) {
     };
 }
 
-tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight,
-                            const tl_tensor *bias, tl_tensor *out) {
+tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                            tl_tensor *out) {
     const char *op = "linear_forward";
     TL_TRY(check_matrix(op, "input", input, 2));
     TL_TRY(check_matrix(op, "weight", weight, 2));
@@ -56,8 +56,8 @@ tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight,
     p.lda = row_stride(weight);
     p.ldb = row_stride(input);
     p.ldc = row_stride(out);
-    return tl_gemm(TL_OP_linear_forward, tl_tensor_device(out), &p, tl_data(weight),
-                   tl_data(input), tl_data(out));
+    return tl_gemm(TL_OP_linear_forward, tl_tensor_device(out), &p, tl_data(weight), tl_data(input),
+                   tl_data(out));
 }
 
 tl_status tl_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *weight,
@@ -93,8 +93,8 @@ tl_status tl_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *
     p.lda = row_stride(input);
     p.ldb = row_stride(grad_out);
     p.ldc = row_stride(grad_weight);
-    return tl_gemm(TL_OP_linear_backward_weight, tl_tensor_device(grad_weight), &p,
-                   tl_data(input), tl_data(grad_out), tl_data(grad_weight));
+    return tl_gemm(TL_OP_linear_backward_weight, tl_tensor_device(grad_weight), &p, tl_data(input),
+                   tl_data(grad_out), tl_data(grad_weight));
 }
 
 tl_status tl_linear_backward_bias(const tl_tensor *grad_out, tl_tensor *grad_bias) {
@@ -102,8 +102,7 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad_out, tl_tensor *grad_bia
     TL_TRY(check_matrix(op, "grad_out", grad_out, 2));
     TL_TRY(check_matrix(op, "grad_bias", grad_bias, 1));
     tl_tensor *ones;
-    TL_TRY(tl_ones(&grad_out->shape[0], 1, grad_out->dtype, tl_tensor_device(grad_out),
-                          &ones));
+    TL_TRY(tl_ones(&grad_out->shape[0], 1, grad_out->dtype, tl_tensor_device(grad_out), &ones));
     /* grad_bias[O, 1] = grad_out^T[O, N] ones[N, 1] */
     GemmParams p = params_for(grad_out, grad_bias);
     p.m = grad_out->shape[1];

@@ -7,8 +7,8 @@
 #include "tlua/tensor.h"
 
 /* out[N, O] = input[N, I] @ weight[O, I]^T (+ bias[O] on every row) */
-tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight,
-                            const tl_tensor *bias, tl_tensor *out);
+tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                            tl_tensor *out);
 /* grad_input[N, I] = grad_out[N, O] @ weight[O, I] */
 tl_status tl_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *weight,
                                    tl_tensor *grad_input);

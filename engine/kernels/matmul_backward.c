@@ -23,8 +23,10 @@ static tl_status as_matrices(const tl_tensor *grad, const tl_tensor *saved, bool
     tl_tensor *s = NULL;
     if (status == TL_OK) {
         bool one_d = saved_is_other ? other_ndim == 1 : input_ndim == 1;
-        if (!one_d) s = tl_retain((tl_tensor *)saved);
-        else status = tl_unsqueeze((tl_tensor *)saved, saved_is_other ? 1 : 0, &s);
+        if (!one_d)
+            s = tl_retain((tl_tensor *)saved);
+        else
+            status = tl_unsqueeze((tl_tensor *)saved, saved_is_other ? 1 : 0, &s);
     }
     if (status != TL_OK) {
         tl_release(g);
@@ -61,7 +63,8 @@ tl_status tl_matmul_backward_input(const tl_tensor *grad, const tl_tensor *other
     if (status == TL_OK)
         status = to_operand_shape(full, input_shape, input_ndim, 1,
                                   input_ndim == 1 ? input_shape[0] : 0, out);
-    else tl_release(full);
+    else
+        tl_release(full);
     tl_release(g), tl_release(b), tl_release(b_t);
     return status;
 }
@@ -75,7 +78,8 @@ tl_status tl_matmul_backward_other(const tl_tensor *grad, const tl_tensor *input
     if (status == TL_OK)
         status = to_operand_shape(full, other_shape, other_ndim,
                                   other_ndim == 1 ? other_shape[0] : 0, 1, out);
-    else tl_release(full);
+    else
+        tl_release(full);
     tl_release(g), tl_release(a), tl_release(a_t);
     return status;
 }

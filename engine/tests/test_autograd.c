@@ -10,14 +10,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            failures++;                                                                           \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                           \
-            printf(__VA_ARGS__);                                                                  \
-            printf("\n");                                                                         \
-        }                                                                                         \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
 #define OK(expr) CHECK((expr) == TL_OK, "%s: %s", #expr, tl_last_error())
 
@@ -46,8 +46,10 @@ static double linear_loss(tl_tensor *x, tl_tensor *w, tl_tensor *b, tl_tensor **
     OK(tl_ag_sum_all(sq, &loss));
     double value = sum_of(loss);
     tl_release(y), tl_release(sq);
-    if (loss_out) *loss_out = loss;
-    else tl_release(loss);
+    if (loss_out)
+        *loss_out = loss;
+    else
+        tl_release(loss);
     return value;
 }
 
@@ -140,7 +142,9 @@ int main(void) {
     test_linear(true, false);
     test_version_check();
     test_no_grad_reason();
-    if (failures) printf("%d failure(s)\n", failures);
-    else printf("test_autograd: all passed\n");
+    if (failures)
+        printf("%d failure(s)\n", failures);
+    else
+        printf("test_autograd: all passed\n");
     return failures != 0;
 }

@@ -96,8 +96,8 @@ typedef void (*tl_custom_release)(void *user);
 /* Connects outputs (already computed, by any means) to inputs in the graph
    through a node named name. Takes ownership of user (release frees it,
    also on failure). Outputs that are leaves are marked as produced by it. */
-tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs,
-                       int num_outputs, tl_tensor *const *outputs, tl_custom_backward backward,
+tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs, int num_outputs,
+                       tl_tensor *const *outputs, tl_custom_backward backward,
                        tl_custom_release release, void *user);
 
 #endif

@@ -26,10 +26,10 @@ void tl_clear_error(void);
 
 /* Returns from the calling function when expr fails (its status and message
    stand). Only where nothing needs releasing on that path. */
-#define TL_TRY(expr)                                                                              \
-    do {                                                                                          \
-        tl_status tl_try_status_ = (expr);                                                        \
-        if (tl_try_status_ != TL_OK) return tl_try_status_;                                       \
+#define TL_TRY(expr)                                                                               \
+    do {                                                                                           \
+        tl_status tl_try_status_ = (expr);                                                         \
+        if (tl_try_status_ != TL_OK) return tl_try_status_;                                        \
     } while (0)
 
 #endif

@@ -39,8 +39,7 @@ tl_status tl_le(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_gt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_ge(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 /* cond ? a : b, elementwise, all three broadcast; cond must be bool. */
-tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b,
-                   tl_tensor **out);
+tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 
 /* ---- in place and casts ------------------------------------------------- */
 tl_status tl_fill_(tl_tensor *t, tl_scalar value);

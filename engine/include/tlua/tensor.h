@@ -47,8 +47,8 @@ void tl_release(tl_tensor *t);
 /* ---- creation (dims are 0-based in C) ----------------------------------- */
 tl_status tl_empty(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
                    tl_tensor **out);
-tl_status tl_full(const int64_t *shape, int ndim, tl_scalar value, tl_dtype dtype,
-                  tl_device device, tl_tensor **out);
+tl_status tl_full(const int64_t *shape, int ndim, tl_scalar value, tl_dtype dtype, tl_device device,
+                  tl_tensor **out);
 tl_status tl_zeros(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
                    tl_tensor **out);
 tl_status tl_ones(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,

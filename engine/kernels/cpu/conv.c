@@ -114,8 +114,8 @@ static tl_status im2col_16(tl_tensor *dst, const tl_tensor *src, const tl_window
 #define LOAD_SAME(x) (x)
 DEFINE_COL2IM_PLANE(f32, float, float, LOAD_SAME)
 DEFINE_COL2IM_PLANE(f64, double, double, LOAD_SAME)
-DEFINE_COL2IM_PLANE(bf16, uint16_t, float, nn_bf16_to_f32)
-DEFINE_COL2IM_PLANE(f16, uint16_t, float, nn_f16_to_f32)
+DEFINE_COL2IM_PLANE(bf16, uint16_t, float, tl_bf16_load)
+DEFINE_COL2IM_PLANE(f16, uint16_t, float, tl_f16_load)
 
 static tl_status col2im_f32(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
     float *img = tl_data(dst);
@@ -149,10 +149,10 @@ static tl_status col2im_16(tl_tensor *dst, const tl_tensor *src, const tl_window
         uint16_t *out = img + bc * size;
         if (bf16) {
             col2im_plane_bf16(acc, col, w, bc);
-            for (int64_t e = 0; e < size; e++) out[e] = nn_f32_to_bf16(acc[e]);
+            for (int64_t e = 0; e < size; e++) out[e] = tl_bf16_round(acc[e]);
         } else {
             col2im_plane_f16(acc, col, w, bc);
-            for (int64_t e = 0; e < size; e++) out[e] = nn_f32_to_f16(acc[e]);
+            for (int64_t e = 0; e < size; e++) out[e] = tl_f16_round(acc[e]);
         }
     }
     free(scratch);

@@ -93,19 +93,19 @@ COPY_LOOP(copy64, uint64_t)
 #define CAST(src, dst)                                                                             \
     CAST_LOOP(cast_##src##_##dst, T_##src, T_##dst, LOAD_##src, STORE_OF(KIND_##src, dst))
 
-CAST(f32, f64)
-CAST(f32, bf16)
-CAST(f32, f16) CAST(f32, i32) CAST(f32, i64) CAST(f32, bool8) CAST(f64, f32) CAST(f64, bf16)
-    CAST(f64, f16) CAST(f64, i32) CAST(f64, i64) CAST(f64, bool8) CAST(bf16, f32) CAST(bf16, f64)
-        CAST(bf16, f16) CAST(bf16, i32) CAST(bf16, i64) CAST(bf16, bool8) CAST(f16, f32)
-            CAST(f16, f64) CAST(f16, bf16) CAST(f16, i32) CAST(f16, i64) CAST(f16, bool8)
-                CAST(i32, f32) CAST(i32, f64) CAST(i32, bf16) CAST(i32, f16) CAST(i32, i64)
-                    CAST(i32, bool8) CAST(i64, f32) CAST(i64, f64) CAST(i64, bf16) CAST(i64, f16)
-                        CAST(i64, i32) CAST(i64, bool8) CAST(bool8, f32) CAST(bool8, f64)
-                            CAST(bool8, bf16) CAST(bool8, f16) CAST(bool8, i32) CAST(bool8, i64)
+/* one row of cast loops per source dtype */
+// clang-format off
+CAST(f32, f64) CAST(f32, bf16) CAST(f32, f16) CAST(f32, i32) CAST(f32, i64) CAST(f32, bool8)
+CAST(f64, f32) CAST(f64, bf16) CAST(f64, f16) CAST(f64, i32) CAST(f64, i64) CAST(f64, bool8)
+CAST(bf16, f32) CAST(bf16, f64) CAST(bf16, f16) CAST(bf16, i32) CAST(bf16, i64) CAST(bf16, bool8)
+CAST(f16, f32) CAST(f16, f64) CAST(f16, bf16) CAST(f16, i32) CAST(f16, i64) CAST(f16, bool8)
+CAST(i32, f32) CAST(i32, f64) CAST(i32, bf16) CAST(i32, f16) CAST(i32, i64) CAST(i32, bool8)
+CAST(i64, f32) CAST(i64, f64) CAST(i64, bf16) CAST(i64, f16) CAST(i64, i32) CAST(i64, bool8)
+CAST(bool8, f32) CAST(bool8, f64) CAST(bool8, bf16) CAST(bool8, f16) CAST(bool8, i32) CAST(bool8, i64)
+    // clang-format on
 
     /* cast_loops[src][dst], rows and columns in the order of tl_dtype: f32, f64, bf16, f16,
-       i32, i64, bool; the diagonal copies bytes */
+           i32, i64, bool; the diagonal copies bytes */
     _Static_assert(TL_F32 == 0 && TL_F64 == 1 && TL_BF16 == 2 && TL_F16 == 3 && TL_I32 == 4 &&
                        TL_I64 == 5 && TL_BOOL == 6,
                    "cast_loops follows the order of tl_dtype");

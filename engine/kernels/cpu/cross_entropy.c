@@ -52,8 +52,8 @@ static inline int64_t target_at(const tl_tensor *target, int64_t i) {
 
 DEFINE_CROSS_ENTROPY(f32, float, float, LOAD_SAME, STORE_SAME, expf, log)
 DEFINE_CROSS_ENTROPY(f64, double, double, LOAD_SAME, STORE_SAME, exp, log)
-DEFINE_CROSS_ENTROPY(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16, expf, log)
-DEFINE_CROSS_ENTROPY(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16, expf, log)
+DEFINE_CROSS_ENTROPY(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, expf, log)
+DEFINE_CROSS_ENTROPY(f16, uint16_t, float, tl_f16_load, tl_f16_round, expf, log)
 
 /* grad[i, k] = (exp(x[i, k] - lse[i]) - s / K - (1 - s) [k == target[i]]) * grad_loss / N */
 #define DEFINE_CROSS_ENTROPY_BACKWARD(suffix, T, C, LOAD, STORE, EXP)                              \
@@ -79,8 +79,8 @@ DEFINE_CROSS_ENTROPY(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16, expf, l
 
 DEFINE_CROSS_ENTROPY_BACKWARD(f32, float, float, LOAD_SAME, STORE_SAME, expf)
 DEFINE_CROSS_ENTROPY_BACKWARD(f64, double, double, LOAD_SAME, STORE_SAME, exp)
-DEFINE_CROSS_ENTROPY_BACKWARD(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16, expf)
-DEFINE_CROSS_ENTROPY_BACKWARD(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16, expf)
+DEFINE_CROSS_ENTROPY_BACKWARD(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, expf)
+DEFINE_CROSS_ENTROPY_BACKWARD(f16, uint16_t, float, tl_f16_load, tl_f16_round, expf)
 
 #define ENTRY(op, dtype, suffix, member, fn)                                                       \
     {                                                                                              \

@@ -105,12 +105,12 @@ static tl_status scatter_16(tl_tensor *out, const tl_tensor *src, const tl_tenso
         uint16_t *dst = o + v * D;
         if (bf16) {
             for (int64_t k = start[v]; k < start[v + 1]; k++)
-                for (int64_t d = 0; d < D; d++) acc[d] += nn_bf16_to_f32(g[order[k] * D + d]);
-            for (int64_t d = 0; d < D; d++) dst[d] = nn_f32_to_bf16(acc[d]);
+                for (int64_t d = 0; d < D; d++) acc[d] += tl_bf16_load(g[order[k] * D + d]);
+            for (int64_t d = 0; d < D; d++) dst[d] = tl_bf16_round(acc[d]);
         } else {
             for (int64_t k = start[v]; k < start[v + 1]; k++)
-                for (int64_t d = 0; d < D; d++) acc[d] += nn_f16_to_f32(g[order[k] * D + d]);
-            for (int64_t d = 0; d < D; d++) dst[d] = nn_f32_to_f16(acc[d]);
+                for (int64_t d = 0; d < D; d++) acc[d] += tl_f16_load(g[order[k] * D + d]);
+            for (int64_t d = 0; d < D; d++) dst[d] = tl_f16_round(acc[d]);
         }
     }
     free(start), free(order), free(scratch);

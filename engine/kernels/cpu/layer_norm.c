@@ -45,8 +45,8 @@
 
 DEFINE_LAYER_NORM(f32, float, float, LOAD_SAME, STORE_SAME)
 DEFINE_LAYER_NORM(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16)
-DEFINE_LAYER_NORM(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16)
+DEFINE_LAYER_NORM(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
+DEFINE_LAYER_NORM(f16, uint16_t, float, tl_f16_load, tl_f16_round)
 
 /* grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = grad_out * weight,
    xhat = (x - mean) * rstd. `second` is unused. */
@@ -85,8 +85,8 @@ DEFINE_LAYER_NORM(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16)
 
 DEFINE_LAYER_NORM_BACKWARD_INPUT(f32, float, float, LOAD_SAME, STORE_SAME)
 DEFINE_LAYER_NORM_BACKWARD_INPUT(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM_BACKWARD_INPUT(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16)
-DEFINE_LAYER_NORM_BACKWARD_INPUT(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16)
+DEFINE_LAYER_NORM_BACKWARD_INPUT(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
+DEFINE_LAYER_NORM_BACKWARD_INPUT(f16, uint16_t, float, tl_f16_load, tl_f16_round)
 
 /* grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out (either may be
    NULL; in, mean and rstd are read only for grad_weight): each block of columns sums its rows
@@ -134,8 +134,8 @@ DEFINE_LAYER_NORM_BACKWARD_INPUT(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_
 
 DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f32, float, float, LOAD_SAME, STORE_SAME)
 DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM_BACKWARD_WEIGHT(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16)
-DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16)
+DEFINE_LAYER_NORM_BACKWARD_WEIGHT(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
+DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f16, uint16_t, float, tl_f16_load, tl_f16_round)
 
 #define ENTRY(op, dtype, suffix, member)                                                           \
     {                                                                                              \

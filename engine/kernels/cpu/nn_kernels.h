@@ -32,55 +32,7 @@ static inline int nn_thread_id(void) {
 #define NN_PARALLEL_FOR(work)                                                                      \
     NN_PRAGMA(omp parallel for schedule(static) if ((work) > NN_PARALLEL_THRESHOLD))
 
-static inline float nn_bf16_to_f32(uint16_t bits) {
-    uint32_t u = (uint32_t)bits << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t nn_f32_to_bf16(float value) {
-    uint32_t u;
-    memcpy(&u, &value, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float nn_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu,
-             mantissa = h & 0x3ffu, u;
-    if (exponent == 0x1f) {
-        u = sign | 0x7f800000u | (mantissa << 13);
-    } else if (exponent == 0) {
-        float f = (float)mantissa * 5.9604644775390625e-8f; /* subnormal: mantissa * 2^-24 */
-        memcpy(&u, &f, sizeof u);
-        u |= sign;
-    } else {
-        u = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-    }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t nn_f32_to_f16(float value) {
-    uint32_t u;
-    memcpy(&u, &value, sizeof u);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    u &= 0x7fffffffu;
-    if (u >= 0x7f800000u) return sign | 0x7c00u | (u > 0x7f800000u ? 0x200u : 0u);
-    if (u >= 0x477ff000u) return sign | 0x7c00u; /* rounds to 65520 or more: infinity */
-    if (u < 0x38800000u) {
-        /* below the smallest normal: adding 0.5 lets the FPU round to a multiple of 2^-24 */
-        float f;
-        memcpy(&f, &u, sizeof f);
-        f += 0.5f;
-        memcpy(&u, &f, sizeof u);
-        return sign | (uint16_t)(u - 0x3f000000u);
-    }
-    u += 0xc8000fffu + ((u >> 13) & 1u); /* rebias the exponent by -112, round to even */
-    return sign | (uint16_t)(u >> 13);
-}
+/* bf16/f16 conversions: tl_bf16_load, tl_bf16_round, tl_f16_load, tl_f16_round */
+#include "kernels/cpu/convert.h"
 
 #endif

@@ -44,8 +44,8 @@
 
 DEFINE_SGD(f32, float, float, LOAD_SAME, STORE_SAME)
 DEFINE_SGD(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_SGD(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16)
-DEFINE_SGD(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16)
+DEFINE_SGD(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
+DEFINE_SGD(f16, uint16_t, float, tl_f16_load, tl_f16_round)
 
 /* torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element:
      p = p * (1 - lr * weight_decay)               (AdamW)
@@ -87,8 +87,8 @@ DEFINE_SGD(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16)
 
 DEFINE_ADAM(f32, float, float, LOAD_SAME, STORE_SAME, sqrtf)
 DEFINE_ADAM(f64, double, double, LOAD_SAME, STORE_SAME, sqrt)
-DEFINE_ADAM(bf16, uint16_t, float, nn_bf16_to_f32, nn_f32_to_bf16, sqrtf)
-DEFINE_ADAM(f16, uint16_t, float, nn_f16_to_f32, nn_f32_to_f16, sqrtf)
+DEFINE_ADAM(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, sqrtf)
+DEFINE_ADAM(f16, uint16_t, float, tl_f16_load, tl_f16_round, sqrtf)
 
 #define ENTRY(op, dtype, suffix, fn)                                                               \
     {                                                                                              \

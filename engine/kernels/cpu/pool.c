@@ -50,8 +50,8 @@ static inline int64_t plane_work(const tl_window2d *w) {
 #define LOAD_SAME(x) (x)
 DEFINE_POOL_PLANE(f32, float, float, LOAD_SAME)
 DEFINE_POOL_PLANE(f64, double, double, LOAD_SAME)
-DEFINE_POOL_PLANE(bf16, uint16_t, float, nn_bf16_to_f32)
-DEFINE_POOL_PLANE(f16, uint16_t, float, nn_f16_to_f32)
+DEFINE_POOL_PLANE(bf16, uint16_t, float, tl_bf16_load)
+DEFINE_POOL_PLANE(f16, uint16_t, float, tl_f16_load)
 
 #define DEFINE_POOL(suffix, T)                                                                     \
     static tl_status pool_##suffix(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,        \
@@ -115,11 +115,11 @@ static tl_status pool_backward_16(tl_tensor *grad_in, const tl_tensor *grad_out,
         const int64_t *at = idx + p * out_size;
         uint16_t *plane = gi + p * in_size;
         if (bf16) {
-            for (int64_t o = 0; o < out_size; o++) acc[at[o]] += nn_bf16_to_f32(g[o]);
-            for (int64_t e = 0; e < in_size; e++) plane[e] = nn_f32_to_bf16(acc[e]);
+            for (int64_t o = 0; o < out_size; o++) acc[at[o]] += tl_bf16_load(g[o]);
+            for (int64_t e = 0; e < in_size; e++) plane[e] = tl_bf16_round(acc[e]);
         } else {
-            for (int64_t o = 0; o < out_size; o++) acc[at[o]] += nn_f16_to_f32(g[o]);
-            for (int64_t e = 0; e < in_size; e++) plane[e] = nn_f32_to_f16(acc[e]);
+            for (int64_t o = 0; o < out_size; o++) acc[at[o]] += tl_f16_load(g[o]);
+            for (int64_t e = 0; e < in_size; e++) plane[e] = tl_f16_round(acc[e]);
         }
     }
     free(scratch);
