@@ -179,7 +179,11 @@ describe("the tlua executable", function()
   it("require('tlua') works from the stock lua5.4 with LUA_PATH and LUA_CPATH", function()
     local lpath = ROOT .. "/bindings/lua/?.lua;" .. ROOT .. "/bindings/lua/?/init.lua;;"
     local cpath = BIN_DIR .. "/lua/?.so;;"
-    local code, out, err = run("LUA_PATH=" .. sh_quote(lpath) .. " LUA_CPATH=" .. sh_quote(cpath)
+    -- a sanitizer build's module needs the sanitizer runtimes loaded first
+    -- (scripts/test --sanitize names them in TLUA_ASAN_PRELOAD)
+    local preload = os.getenv("TLUA_ASAN_PRELOAD")
+    local prefix = preload and ("LD_PRELOAD=" .. sh_quote(preload) .. " ASAN_OPTIONS=detect_leaks=0 ") or ""
+    local code, out, err = run(prefix .. "LUA_PATH=" .. sh_quote(lpath) .. " LUA_CPATH=" .. sh_quote(cpath)
       .. " lua5.4 -e " .. sh_quote("local tl = require('tlua'); print(tl.ones(3):sum():item(), tl.tensor({1, 2}).dtype)"))
     assert.equal(0, code, err)
     assert.equal("3.0\tint64\n", out)
