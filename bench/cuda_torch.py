@@ -59,3 +59,7 @@ u = torch.ones(1, device=dev)
 v = torch.ones(1, device=dev)
 s = timed(lambda: u + v, 9, 20000)
 print("tiny_add_us %.3f" % (s * 1e6))
+
+# the floor under any tiny op: one empty kernel launch (torch.cuda._sleep(0))
+s = timed(lambda: torch.cuda._sleep(0), 9, 20000)
+print("bare_launch_us %.3f" % (s * 1e6))
