@@ -149,27 +149,17 @@ static tl_status gemm_f16(const GemmParams *p, const void *a, const void *b, voi
 }
 
 /* The same four functions serve every op that goes through tl_gemm: each op of the GEMM
-   family in ops.def gets them. IS_GEMM(family) is 1 for GEMM and 0 for any other family
-   (PROBE_GEMM supplies the extra argument that selects the 1); GEMM_ROW(1, op) gives the
-   op's entries, GEMM_ROW(0, op) nothing. */
+   family in ops.def gets them (TL_GEMM_OP_ROW, kernels/gemm.h). */
 // clang-format off
 #define GEMM_ENTRIES(op)                                                 \
     {TL_OP_##op, TL_F32, "cpu_gemm_f32", {.gemm = gemm_f32}},           \
     {TL_OP_##op, TL_F64, "cpu_gemm_f64", {.gemm = gemm_f64}},           \
     {TL_OP_##op, TL_BF16, "cpu_gemm_bf16", {.gemm = gemm_bf16}},        \
     {TL_OP_##op, TL_F16, "cpu_gemm_f16", {.gemm = gemm_f16}},
-#define PROBE_GEMM ~, 1
-#define SECOND_(a, b, ...) b
-#define SECOND(...) SECOND_(__VA_ARGS__)
-#define IS_GEMM(family) SECOND(PROBE_##family, 0, ~)
-#define GEMM_ROW_1(op) GEMM_ENTRIES(op)
-#define GEMM_ROW_0(op)
-#define GEMM_ROW_(is_gemm, op) GEMM_ROW_##is_gemm(op)
-#define GEMM_ROW(is_gemm, op) GEMM_ROW_(is_gemm, op)
 // clang-format on
 
 static const tl_kernel_entry entries[] = {
-#define OP(name, family, differentiable, backward) GEMM_ROW(IS_GEMM(family), name)
+#define OP(name, family, differentiable, backward) TL_GEMM_OP_ROW(family, GEMM_ENTRIES, name)
 #include "ops.def"
 #undef OP
 };
