@@ -8,18 +8,7 @@
 #include "tlua/autograd.h"
 #include "tlua/tlua.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK((expr) == TL_OK, "%s: %s", #expr, tl_last_error())
+#include "check.h"
 
 static tl_tensor *random_f64(int64_t rows, int64_t cols, bool requires_grad) {
     int64_t shape[2] = {rows, cols};

@@ -10,19 +10,7 @@
 
 #include "tlua/tlua.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK((expr) == TL_OK, "%s: %s", #expr, tl_last_error())
+#include "check.h"
 
 static const tl_device CUDA0 = {.type = TL_DEVICE_CUDA, .index = 0};
 

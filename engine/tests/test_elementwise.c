@@ -9,18 +9,7 @@
 #include "kernels/cpu/convert.h"
 #include "tlua/tlua.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK((expr) == TL_OK, "%s: %s", #expr, tl_last_error())
+#include "check.h"
 
 /* a tensor of dtype holding values (stored through tl_dtype_store, not the kernels) */
 static tl_tensor *make(tl_dtype dtype, int ndim, const int64_t *shape, const double *values) {

@@ -8,18 +8,7 @@
 #include "tlua/nn.h"
 #include "tlua/tlua.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK((expr) == TL_OK, "%s: %s", #expr, tl_last_error())
+#include "check.h"
 /* expr fails with status and a message containing text */
 #define FAILS(expr, status, text)                                                                  \
     do {                                                                                           \

@@ -7,18 +7,7 @@
 
 #include "tlua/tlua.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK((expr) == TL_OK, "%s: %s", #expr, tl_last_error())
+#include "check.h"
 
 static double get(const tl_tensor *t, const int64_t *index) {
     tl_scalar v = tl_scalar_float(NAN);
