@@ -7,8 +7,8 @@
    - div: true division; integer or bool inputs give float32;
    - comparisons: computed in the inputs' common dtype, result bool;
    - where: tl_promote_types of a and b; cond must be bool;
-   - exp, log, sqrt, tanh, sigmoid, gelu: floating inputs keep their dtype, integer and
-     bool inputs give float32;
+   - pointwise ops (exp, log, sqrt, tanh, sigmoid, gelu, ...): floating inputs keep their
+     dtype, integer and bool inputs give float32;
    - neg, abs, relu: the input's dtype; bool computes as int64 (PyTorch rejects it);
    - pow_scalar: integer/bool inputs stay integer (bool -> int64) for an integral
      exponent >= 0, else float32; clamp: integer/bool inputs stay integer (bool ->
@@ -126,24 +126,16 @@ tl_status tl_abs(const tl_tensor *a, tl_tensor **out) {
 tl_status tl_relu(const tl_tensor *a, tl_tensor **out) {
     return unary_any(TL_OP_relu, a, out);
 }
-tl_status tl_exp(const tl_tensor *a, tl_tensor **out) {
-    return unary_floating(TL_OP_exp, a, out);
-}
-tl_status tl_log(const tl_tensor *a, tl_tensor **out) {
-    return unary_floating(TL_OP_log, a, out);
-}
-tl_status tl_sqrt(const tl_tensor *a, tl_tensor **out) {
-    return unary_floating(TL_OP_sqrt, a, out);
-}
-tl_status tl_tanh(const tl_tensor *a, tl_tensor **out) {
-    return unary_floating(TL_OP_tanh, a, out);
-}
-tl_status tl_sigmoid(const tl_tensor *a, tl_tensor **out) {
-    return unary_floating(TL_OP_sigmoid, a, out);
-}
-tl_status tl_gelu(const tl_tensor *a, tl_tensor **out) {
-    return unary_floating(TL_OP_gelu, a, out);
-}
+
+/* every POINTWISE row of ops.def */
+#define POINTWISE_OP(name)                                                                         \
+    tl_status tl_##name(const tl_tensor *a, tl_tensor **out) {                                     \
+        return unary_floating(TL_OP_##name, a, out);                                               \
+    }
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, POINTWISE_OP, name)
+#include "tlua/ops.def"
+#undef OP
 
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
     TL_TRY(check_input("pow_scalar", "a", a));

@@ -5,8 +5,8 @@
 
 static const tl_op_info op_infos[TL_OP_COUNT] = {
 #define OP(name, family, differentiable, backward)                                                 \
-    [TL_OP_##name] = {#name, TL_FAMILY_##family, differentiable, TL_BACKWARD_##backward},
-#include "ops.def"
+    [TL_OP_##name] = {#name, TL_FAMILY_##family, #family, differentiable, TL_BACKWARD_##backward},
+#include "tlua/ops.def"
 #undef OP
 };
 

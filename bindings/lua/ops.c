@@ -17,14 +17,12 @@ static int unary(lua_State *L, const char *op, unary_fn fn) {
         return unary(L, #name, tl_ag_##name);                                                      \
     }
 UNARY(neg)
-UNARY(exp)
-UNARY(log)
-UNARY(sqrt)
 UNARY(abs)
-UNARY(tanh)
-UNARY(sigmoid)
 UNARY(relu)
-UNARY(gelu)
+/* every POINTWISE row of ops.def: tl.<name>(t) and t:<name>() */
+#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE, UNARY, name)
+#include "tlua/ops.def"
+#undef OP
 #undef UNARY
 
 /* a op b where either side may be a Lua number or boolean (the hot path of
@@ -347,12 +345,12 @@ static int op_outer(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+#define POINTWISE_ENTRY(name) {#name, op_##name},
+
+// clang-format off
 const luaL_Reg tlb_op_methods[] = {
-    {"neg", op_neg},         {"exp", op_exp},
-    {"log", op_log},         {"sqrt", op_sqrt},
-    {"abs", op_abs},         {"tanh", op_tanh},
-    {"sigmoid", op_sigmoid}, {"relu", op_relu},
-    {"gelu", op_gelu},       {"clamp", op_clamp},
+    {"neg", op_neg},         {"abs", op_abs},
+    {"relu", op_relu},       {"clamp", op_clamp},
     {"pow", op_pow},         {"add", op_add},
     {"sub", op_sub},         {"mul", op_mul},
     {"div", op_div},         {"eq", op_eq},
@@ -369,8 +367,13 @@ const luaL_Reg tlb_op_methods[] = {
     {"argmax", op_argmax},   {"argmin", op_argmin},
     {"softmax", op_softmax}, {"log_softmax", op_log_softmax},
     {"matmul", op_matmul},   {"linear", op_linear},
-    {"outer", op_outer},     {NULL, NULL},
+    {"outer", op_outer},
+#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE, POINTWISE_ENTRY, name)
+#include "tlua/ops.def"
+#undef OP
+    {NULL, NULL},
 };
+// clang-format on
 
 /* the operators of the metatable */
 const luaL_Reg tlb_op_meta[] = {

@@ -136,31 +136,13 @@ static int rt_kernels(lua_State *L) {
     return 1;
 }
 
-static const char *family_name(tl_op_family family) {
-    switch (family) {
-    case TL_FAMILY_UNARY:
-        return "unary";
-    case TL_FAMILY_BINARY:
-        return "binary";
-    case TL_FAMILY_TERNARY:
-        return "ternary";
-    case TL_FAMILY_FILL:
-        return "fill";
-    case TL_FAMILY_COPY:
-        return "copy";
-    case TL_FAMILY_REDUCE:
-        return "reduce";
-    case TL_FAMILY_SOFTMAX:
-        return "softmax";
-    case TL_FAMILY_GEMM:
-        return "gemm";
-    case TL_FAMILY_RANDOM:
-        return "random";
-    case TL_FAMILY_VIEW:
-        return "view";
-    default:
-        return "other";
-    }
+/* the family as ops.def writes it, in lower case ("POINTWISE" -> "pointwise") */
+static void push_family(lua_State *L, const char *family) {
+    char lower[64];
+    size_t n = 0;
+    for (; family[n] && n + 1 < sizeof lower; n++)
+        lower[n] = (char)(family[n] >= 'A' && family[n] <= 'Z' ? family[n] - 'A' + 'a' : family[n]);
+    lua_pushlstring(L, lower, n);
 }
 
 /* tl.ops() -> the op table: list of {name=, family=, differentiable=, backward=}
@@ -171,7 +153,8 @@ static int rt_ops(lua_State *L) {
         const tl_op_info *info = tl_op_info_of((tl_op)op);
         lua_createtable(L, 0, 4);
         set_string(L, "name", info->name);
-        set_string(L, "family", family_name(info->family));
+        push_family(L, info->family_name);
+        lua_setfield(L, -2, "family");
         lua_pushboolean(L, info->differentiable);
         lua_setfield(L, -2, "differentiable");
         set_string(L, "backward",

@@ -11,27 +11,6 @@ static tl_status neg_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
     return tl_neg(g[0], &gi[0]);
 }
 
-static tl_status exp_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *result;
-    TL_TRY(tl_node_saved(node, 0, &result));
-    return tl_mul(g[0], result, &gi[0]);
-}
-
-static tl_status log_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *self;
-    TL_TRY(tl_node_saved(node, 0, &self));
-    return tl_div(g[0], self, &gi[0]);
-}
-
-static tl_status sqrt_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *result, *twice;
-    TL_TRY(tl_node_saved(node, 0, &result));
-    TL_TRY(tl_mul_number(result, 2.0, &twice));
-    tl_status status = tl_div(g[0], twice, &gi[0]);
-    tl_release(twice);
-    return status;
-}
-
 /* d|x|/dx = sign(x), 0 at 0 */
 static tl_status abs_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *self, *zero = NULL, *pos = NULL, *neg = NULL, *neg_g = NULL, *partial = NULL;
@@ -46,28 +25,10 @@ static tl_status abs_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
     return status;
 }
 
-static tl_status tanh_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *result;
-    TL_TRY(tl_node_saved(node, 0, &result));
-    return tl_tanh_backward(g[0], result, &gi[0]);
-}
-
-static tl_status sigmoid_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *result;
-    TL_TRY(tl_node_saved(node, 0, &result));
-    return tl_sigmoid_backward(g[0], result, &gi[0]);
-}
-
 static tl_status relu_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *result;
     TL_TRY(tl_node_saved(node, 0, &result));
     return tl_relu_backward(g[0], result, &gi[0]);
-}
-
-static tl_status gelu_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *self;
-    TL_TRY(tl_node_saved(node, 0, &self));
-    return tl_gelu_backward(g[0], self, &gi[0]);
 }
 
 /* d(x^p)/dx = p * x^(p-1) */
@@ -113,51 +74,20 @@ static tl_status clamp_backward(tl_node *node, tl_tensor *const *g, tl_tensor **
     return TL_OK;
 }
 
-/* Forward, then record; save_input / save_result pick what backward reads. */
-static tl_status unary(const char *name, tl_backward_fn backward, tl_status forward_status,
-                       tl_tensor *a, tl_tensor **out, bool save_input, bool save_result,
-                       tl_node **node_out) {
-    TL_TRY(forward_status);
-    tl_node *node;
-    TL_TRY(tl_record(name, backward, 1, &a, *out, &node));
-    if (node && save_input) TL_TRY(tl_record_save(node, 0, "self", a, *out));
-    if (node && save_result) TL_TRY(tl_record_save(node, 0, "result", *out, *out));
-    if (node_out) *node_out = node;
-    return TL_OK;
-}
-
 tl_status tl_ag_neg(tl_tensor *a, tl_tensor **out) {
-    return unary("neg", neg_backward, tl_neg(a, out), a, out, false, false, NULL);
-}
-tl_status tl_ag_exp(tl_tensor *a, tl_tensor **out) {
-    return unary("exp", exp_backward, tl_exp(a, out), a, out, false, true, NULL);
-}
-tl_status tl_ag_log(tl_tensor *a, tl_tensor **out) {
-    return unary("log", log_backward, tl_log(a, out), a, out, true, false, NULL);
-}
-tl_status tl_ag_sqrt(tl_tensor *a, tl_tensor **out) {
-    return unary("sqrt", sqrt_backward, tl_sqrt(a, out), a, out, false, true, NULL);
+    return tl_record_unary("neg", neg_backward, tl_neg(a, out), a, out, false, false, NULL);
 }
 tl_status tl_ag_abs(tl_tensor *a, tl_tensor **out) {
-    return unary("abs", abs_backward, tl_abs(a, out), a, out, true, false, NULL);
-}
-tl_status tl_ag_tanh(tl_tensor *a, tl_tensor **out) {
-    return unary("tanh", tanh_backward, tl_tanh(a, out), a, out, false, true, NULL);
-}
-tl_status tl_ag_sigmoid(tl_tensor *a, tl_tensor **out) {
-    return unary("sigmoid", sigmoid_backward, tl_sigmoid(a, out), a, out, false, true, NULL);
+    return tl_record_unary("abs", abs_backward, tl_abs(a, out), a, out, true, false, NULL);
 }
 tl_status tl_ag_relu(tl_tensor *a, tl_tensor **out) {
-    return unary("relu", relu_backward, tl_relu(a, out), a, out, false, true, NULL);
-}
-tl_status tl_ag_gelu(tl_tensor *a, tl_tensor **out) {
-    return unary("gelu", gelu_backward, tl_gelu(a, out), a, out, true, false, NULL);
+    return tl_record_unary("relu", relu_backward, tl_relu(a, out), a, out, false, true, NULL);
 }
 
 tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out) {
     tl_node *node;
-    TL_TRY(unary("pow", pow_scalar_backward, tl_pow_scalar(a, exponent, out), a, out, true, false,
-                 &node));
+    TL_TRY(tl_record_unary("pow", pow_scalar_backward, tl_pow_scalar(a, exponent, out), a, out,
+                           true, false, &node));
     if (node) node->scalar[0] = exponent;
     return TL_OK;
 }
@@ -165,8 +95,8 @@ tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out) {
 tl_status tl_ag_clamp(tl_tensor *a, bool has_min, double min, bool has_max, double max,
                       tl_tensor **out) {
     tl_node *node;
-    TL_TRY(unary("clamp", clamp_backward, tl_clamp(a, has_min, min, has_max, max, out), a, out,
-                 true, false, &node));
+    TL_TRY(tl_record_unary("clamp", clamp_backward, tl_clamp(a, has_min, min, has_max, max, out), a,
+                           out, true, false, &node));
     if (node) {
         node->has_scalar[0] = has_min, node->scalar[0] = min;
         node->has_scalar[1] = has_max, node->scalar[1] = max;

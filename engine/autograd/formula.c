@@ -1,4 +1,4 @@
-/* Small tensor arithmetic shared by backward formulas. */
+/* Small tensor arithmetic shared by backward formulas, and recording one-input ops. */
 #include "autograd/formula.h"
 
 static tl_status with_number(tl_status (*op)(const tl_tensor *, const tl_tensor *, tl_tensor **),
@@ -32,4 +32,16 @@ tl_status tl_mul3(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c, tl
     tl_status status = tl_mul(ab, c, out);
     tl_release(ab);
     return status;
+}
+
+tl_status tl_record_unary(const char *name, tl_backward_fn backward, tl_status forward_status,
+                          tl_tensor *a, tl_tensor **out, bool save_input, bool save_result,
+                          tl_node **node_out) {
+    TL_TRY(forward_status);
+    tl_node *node;
+    TL_TRY(tl_record(name, backward, 1, &a, *out, &node));
+    if (node && save_input) TL_TRY(tl_record_save(node, 0, "self", a, *out));
+    if (node && save_result) TL_TRY(tl_record_save(node, 0, "result", *out, *out));
+    if (node_out) *node_out = node;
+    return TL_OK;
 }

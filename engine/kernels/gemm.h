@@ -31,19 +31,4 @@ typedef struct GemmParams {
 tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const void *a,
                   const void *b, void *c);
 
-/* Keeps the preprocessor test below in one place: GEMM tables list their
-   kernels for every op of the GEMM family in ops.def with
-   TL_GEMM_OP_ROW(family, ENTRIES, op), which expands ENTRIES(op) for GEMM
-   ops and nothing for the others (TL_GEMM_PROBE_ supplies the argument that
-   selects the 1). */
-#define TL_GEMM_PROBE_GEMM         ~, 1
-#define TL_GEMM_SECOND_(a, b, ...) b
-#define TL_GEMM_SECOND(...)        TL_GEMM_SECOND_(__VA_ARGS__)
-#define TL_GEMM_IS(family)         TL_GEMM_SECOND(TL_GEMM_PROBE_##family, 0, ~)
-#define TL_GEMM_ROW_1(entries, op) entries(op)
-#define TL_GEMM_ROW_0(entries, op)
-#define TL_GEMM_ROW_(is_gemm, entries, op)  TL_GEMM_ROW_##is_gemm(entries, op)
-#define TL_GEMM_ROW(is_gemm, entries, op)   TL_GEMM_ROW_(is_gemm, entries, op)
-#define TL_GEMM_OP_ROW(family, entries, op) TL_GEMM_ROW(TL_GEMM_IS(family), entries, op)
-
 #endif

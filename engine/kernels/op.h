@@ -4,15 +4,18 @@
 
 #include <stdbool.h>
 
+#include "tlua/op_table.h"
+
 typedef enum tl_op {
 #define OP(name, family, differentiable, backward) TL_OP_##name,
-#include "ops.def"
+#include "tlua/ops.def"
 #undef OP
     TL_OP_COUNT
 } tl_op;
 
 typedef enum tl_op_family {
     TL_FAMILY_UNARY,
+    TL_FAMILY_POINTWISE, /* y = f(x), math shared by the CPU and CUDA (kernels/pointwise.h) */
     TL_FAMILY_BINARY,
     TL_FAMILY_TERNARY,
     TL_FAMILY_FILL,
@@ -43,6 +46,7 @@ typedef enum tl_backward_kind {
 typedef struct tl_op_info {
     const char *name;
     tl_op_family family;
+    const char *family_name; /* as written in ops.def */
     bool differentiable;
     tl_backward_kind backward;
 } tl_op_info;

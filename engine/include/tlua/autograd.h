@@ -34,14 +34,15 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph);
 
 /* ---- recording ops: same contract as the tl_* ops, plus the graph ------- */
 tl_status tl_ag_neg(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_exp(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_log(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_sqrt(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_abs(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_tanh(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_sigmoid(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_relu(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_gelu(tl_tensor *a, tl_tensor **out);
+/* tl_ag_<name>(a, out) for every POINTWISE row of tlua/ops.def (tl_ag_exp, ...) */
+#define TL_AG_POINTWISE_DECLARE(name) tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out);
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, TL_AG_POINTWISE_DECLARE, name)
+#include "tlua/ops.def"
+#undef OP
+#undef TL_AG_POINTWISE_DECLARE
 tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out);
 tl_status tl_ag_clamp(tl_tensor *a, bool has_min, double min, bool has_max, double max,
                       tl_tensor **out);

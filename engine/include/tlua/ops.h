@@ -5,19 +5,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tlua/op_table.h"
 #include "tlua/tensor.h"
 
-/* ---- elementwise, unary (integer inputs of float-only ops give float32) -- */
+/* ---- elementwise, unary ------------------------------------------------- */
 tl_status tl_neg(const tl_tensor *a, tl_tensor **out);
-tl_status tl_exp(const tl_tensor *a, tl_tensor **out);
-tl_status tl_log(const tl_tensor *a, tl_tensor **out);
-tl_status tl_sqrt(const tl_tensor *a, tl_tensor **out);
 tl_status tl_abs(const tl_tensor *a, tl_tensor **out);
-tl_status tl_tanh(const tl_tensor *a, tl_tensor **out);
-tl_status tl_sigmoid(const tl_tensor *a, tl_tensor **out);
 tl_status tl_relu(const tl_tensor *a, tl_tensor **out);
-/* GELU with the exact erf form, as PyTorch's default. */
-tl_status tl_gelu(const tl_tensor *a, tl_tensor **out);
+
+/* ---- pointwise: tl_<name>(a, out) for every POINTWISE row of tlua/ops.def (exp, log,
+   sqrt, tanh, sigmoid, gelu with the exact erf form, ...); floating inputs keep their
+   dtype, integer and bool inputs give float32 ------------------------------ */
+#define TL_POINTWISE_DECLARE(name) tl_status tl_##name(const tl_tensor *a, tl_tensor **out);
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, TL_POINTWISE_DECLARE, name)
+#include "tlua/ops.def"
+#undef OP
+#undef TL_POINTWISE_DECLARE
 /* a ^ exponent for a number exponent. */
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out);
 /* Clamps to [min, max]; either bound may be absent. */

@@ -149,7 +149,7 @@ static tl_status gemm_f16(const GemmParams *p, const void *a, const void *b, voi
 }
 
 /* The same four functions serve every op that goes through tl_gemm: each op of the GEMM
-   family in ops.def gets them (TL_GEMM_OP_ROW, kernels/gemm.h). */
+   family in ops.def gets them (TL_IF_FAMILY, tlua/op_table.h). */
 // clang-format off
 #define GEMM_ENTRIES(op)                                                 \
     {TL_OP_##op, TL_F32, "cpu_gemm_f32", {.gemm = gemm_f32}},           \
@@ -159,8 +159,8 @@ static tl_status gemm_f16(const GemmParams *p, const void *a, const void *b, voi
 // clang-format on
 
 static const tl_kernel_entry entries[] = {
-#define OP(name, family, differentiable, backward) TL_GEMM_OP_ROW(family, GEMM_ENTRIES, name)
-#include "ops.def"
+#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, GEMM, GEMM_ENTRIES, name)
+#include "tlua/ops.def"
 #undef OP
 };
 

@@ -1,11 +1,12 @@
-/* CPU unary elementwise kernels: neg, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu,
-   pow_scalar, clamp. Floating dtypes compute in their own type (bf16/f16 in f32,
-   rounded to nearest even); neg, abs, relu, clamp, pow_scalar also for int32/int64. */
+/* CPU unary elementwise kernels: neg, abs, relu, pow_scalar, clamp and every pointwise op.
+   Floating dtypes compute in their own type (bf16/f16 in f32, rounded to nearest even);
+   neg, abs, relu, clamp, pow_scalar also for int32/int64. */
 #include <math.h>
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
+#include "kernels/pointwise.h"
 
 /* element <-> compute type */
 #define LOAD_SAME(v)  (v)
@@ -53,25 +54,12 @@
 #define NO_SETUP
 
 /* ---- floating ------------------------------------------------------------ */
-static inline float sigmoid_f(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
-static inline double sigmoid_d(double x) {
-    return 1.0 / (1.0 + exp(-x));
-}
 /* max(x, 0) with NaN kept and -0 -> +0 */
 static inline float relu_f(float x) {
     return x > 0 || x != x ? x : 0.0f;
 }
 static inline double relu_d(double x) {
     return x > 0 || x != x ? x : 0.0;
-}
-/* x * Phi(x), the exact (erf) form */
-static inline float gelu_f(float x) {
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-static inline double gelu_d(double x) {
-    return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
 }
 static inline float pow_f(float x, float e) {
     return e == 2.0f ? x * x : powf(x, e);
@@ -95,17 +83,19 @@ static inline double clamp_d(double x, double lo, double hi) {
     const CT hi = args->has_scalar[1] ? (CT)args->scalar[1] : (CT)INFINITY;
 
 FLOAT_KERNELS(neg, NO_SETUP, -x, NO_SETUP, -x)
-FLOAT_KERNELS(exp, NO_SETUP, expf(x), NO_SETUP, exp(x))
-FLOAT_KERNELS(log, NO_SETUP, logf(x), NO_SETUP, log(x))
-FLOAT_KERNELS(sqrt, NO_SETUP, sqrtf(x), NO_SETUP, sqrt(x))
 FLOAT_KERNELS(abs, NO_SETUP, fabsf(x), NO_SETUP, fabs(x))
-FLOAT_KERNELS(tanh, NO_SETUP, tanhf(x), NO_SETUP, tanh(x))
-FLOAT_KERNELS(sigmoid, NO_SETUP, sigmoid_f(x), NO_SETUP, sigmoid_d(x))
 FLOAT_KERNELS(relu, NO_SETUP, relu_f(x), NO_SETUP, relu_d(x))
-FLOAT_KERNELS(gelu, NO_SETUP, gelu_f(x), NO_SETUP, gelu_d(x))
 FLOAT_KERNELS(pow_scalar, SETUP_POW(float), pow_f(x, e), SETUP_POW(double), pow_d(x, e))
 FLOAT_KERNELS(clamp, SETUP_CLAMP(float), clamp_f(x, lo, hi), SETUP_CLAMP(double),
               clamp_d(x, lo, hi))
+
+/* ---- pointwise: every POINTWISE row of ops.def, the math from kernels/pointwise.h ---- */
+#define POINTWISE_KERNELS(op)                                                                      \
+    FLOAT_KERNELS(op, NO_SETUP, tl_pointwise_##op##_f(x), NO_SETUP, tl_pointwise_##op##_d(x))
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, POINTWISE_KERNELS, name)
+#include "tlua/ops.def"
+#undef OP
 
 /* ---- integer: wrapping arithmetic (through unsigned, no undefined behaviour) ---- */
 static inline int32_t wrap_neg32(int32_t x) {
@@ -164,11 +154,16 @@ UNARY_KERNEL(clamp_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, SETUP_CLAMP_I64
     ENTRY(op, TL_F32, f32), ENTRY(op, TL_F64, f64), ENTRY(op, TL_BF16, bf16), ENTRY(op, TL_F16, f16)
 #define INT_ENTRIES(op) ENTRY(op, TL_I32, i32), ENTRY(op, TL_I64, i64)
 
+#define POINTWISE_ENTRIES(op) FLOAT_ENTRIES(op),
+
 static const tl_kernel_entry entries[] = {
-    FLOAT_ENTRIES(neg),        INT_ENTRIES(neg),        FLOAT_ENTRIES(exp),   FLOAT_ENTRIES(log),
-    FLOAT_ENTRIES(sqrt),       FLOAT_ENTRIES(abs),      INT_ENTRIES(abs),     FLOAT_ENTRIES(tanh),
-    FLOAT_ENTRIES(sigmoid),    FLOAT_ENTRIES(relu),     INT_ENTRIES(relu),    FLOAT_ENTRIES(gelu),
-    FLOAT_ENTRIES(pow_scalar), INT_ENTRIES(pow_scalar), FLOAT_ENTRIES(clamp), INT_ENTRIES(clamp),
+    FLOAT_ENTRIES(neg),   INT_ENTRIES(neg),   FLOAT_ENTRIES(abs),        INT_ENTRIES(abs),
+    FLOAT_ENTRIES(relu),  INT_ENTRIES(relu),  FLOAT_ENTRIES(pow_scalar), INT_ENTRIES(pow_scalar),
+    FLOAT_ENTRIES(clamp), INT_ENTRIES(clamp),
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, POINTWISE_ENTRIES, name)
+#include "tlua/ops.def"
+#undef OP
 };
 
 TL_KERNEL_TABLE(tl_cpu_unary_table, TL_DEVICE_CPU, entries);

@@ -78,16 +78,13 @@ static tl_status unary(tl_op op, tl_tensor *out, const tl_tensor *in, const tl_o
         return unary(TL_OP_##op, out, in, args);                                                   \
     }
 UNARY(neg)
-UNARY(exp)
-UNARY(log)
-UNARY(sqrt)
 UNARY(abs)
-UNARY(tanh)
-UNARY(sigmoid)
 UNARY(relu)
-UNARY(gelu)
 UNARY(pow_scalar)
 UNARY(clamp)
+#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE, UNARY, name)
+#include "tlua/ops.def"
+#undef OP
 
 /* ---- binary and activation backward ------------------------------------------------------ */
 static tl_status binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
@@ -171,13 +168,17 @@ static tl_status cuda_cast(tl_tensor *dst, const tl_tensor *src) {
 #define ALL_ENTRIES(op, member)                                                                    \
     FLOAT_ENTRIES(op, member), INT_ENTRIES(op, member), ENTRY(op, cuda_##op, member, TL_BOOL, bool)
 
+#define POINTWISE_ENTRIES(op) FLOAT_ENTRIES(op, unary),
+
 static const tl_kernel_entry unary_entries[] = {
-    FLOAT_ENTRIES(neg, unary),        INT_ENTRIES(neg, unary),        FLOAT_ENTRIES(exp, unary),
-    FLOAT_ENTRIES(log, unary),        FLOAT_ENTRIES(sqrt, unary),     FLOAT_ENTRIES(abs, unary),
-    INT_ENTRIES(abs, unary),          FLOAT_ENTRIES(tanh, unary),     FLOAT_ENTRIES(sigmoid, unary),
-    FLOAT_ENTRIES(relu, unary),       INT_ENTRIES(relu, unary),       FLOAT_ENTRIES(gelu, unary),
+    FLOAT_ENTRIES(neg, unary),        INT_ENTRIES(neg, unary),        FLOAT_ENTRIES(abs, unary),
+    INT_ENTRIES(abs, unary),          FLOAT_ENTRIES(relu, unary),     INT_ENTRIES(relu, unary),
     FLOAT_ENTRIES(pow_scalar, unary), INT_ENTRIES(pow_scalar, unary), FLOAT_ENTRIES(clamp, unary),
     INT_ENTRIES(clamp, unary),
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, POINTWISE_ENTRIES, name)
+#include "tlua/ops.def"
+#undef OP
 };
 TL_KERNEL_TABLE(tl_cuda_unary_table, TL_DEVICE_CUDA, unary_entries);
 

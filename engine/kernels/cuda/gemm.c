@@ -90,7 +90,7 @@ static tl_status gemm(const GemmParams *p, const void *a, const void *b, void *c
     return tl_cuda_check_launch(OP_NAME);
 }
 
-/* Every op of the GEMM family in ops.def gets the entries (TL_GEMM_OP_ROW, kernels/gemm.h). */
+/* Every op of the GEMM family in ops.def gets the entries (TL_IF_FAMILY, tlua/op_table.h). */
 // clang-format off
 #define GEMM_ENTRIES(op)                                                 \
     {TL_OP_##op, TL_F32, "cuda_gemm_f32", {.gemm = gemm}},              \
@@ -100,8 +100,8 @@ static tl_status gemm(const GemmParams *p, const void *a, const void *b, void *c
 // clang-format on
 
 static const tl_kernel_entry entries[] = {
-#define OP(name, family, differentiable, backward) TL_GEMM_OP_ROW(family, GEMM_ENTRIES, name)
-#include "ops.def"
+#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, GEMM, GEMM_ENTRIES, name)
+#include "tlua/ops.def"
 #undef OP
 };
 

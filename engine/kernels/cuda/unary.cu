@@ -1,7 +1,9 @@
-/* CUDA unary elementwise kernels, as cpu/unary.c: neg, exp, log, sqrt, abs, tanh, sigmoid,
-   relu, gelu, pow_scalar, clamp for floating dtypes (bf16/f16 in f32, rounded to nearest even);
-   neg, abs, relu, pow_scalar, clamp also for int32/int64 (wrapping). */
+/* CUDA unary elementwise kernels, as cpu/unary.c: neg, abs, relu, pow_scalar, clamp and every
+   pointwise op for floating dtypes (bf16/f16 in f32, rounded to nearest even); neg, abs, relu,
+   pow_scalar, clamp also for int32/int64 (wrapping). */
 #include <math.h>
+
+#include "kernels/pointwise.h"
 
 #include "kernels/cuda/elementwise.cuh"
 
@@ -22,41 +24,11 @@ template <class T, class M> struct tl_int_unary_fn {
 };
 
 /* ---- floating math, in float or double ------------------------------------------------- */
-__device__ __forceinline__ float d_exp(float x) {
-    return expf(x);
-}
-__device__ __forceinline__ double d_exp(double x) {
-    return exp(x);
-}
-__device__ __forceinline__ float d_log(float x) {
-    return logf(x);
-}
-__device__ __forceinline__ double d_log(double x) {
-    return log(x);
-}
-__device__ __forceinline__ float d_sqrt(float x) {
-    return sqrtf(x);
-}
-__device__ __forceinline__ double d_sqrt(double x) {
-    return sqrt(x);
-}
 __device__ __forceinline__ float d_abs(float x) {
     return fabsf(x);
 }
 __device__ __forceinline__ double d_abs(double x) {
     return fabs(x);
-}
-__device__ __forceinline__ float d_tanh(float x) {
-    return tanhf(x);
-}
-__device__ __forceinline__ double d_tanh(double x) {
-    return tanh(x);
-}
-__device__ __forceinline__ float d_erf(float x) {
-    return erff(x);
-}
-__device__ __forceinline__ double d_erf(double x) {
-    return erf(x);
 }
 __device__ __forceinline__ float d_pow(float x, float e) {
     return powf(x, e);
@@ -68,33 +40,12 @@ __device__ __forceinline__ double d_pow(double x, double e) {
 struct m_neg {
     template <class C> __device__ C operator()(C x) const { return -x; }
 };
-struct m_exp {
-    template <class C> __device__ C operator()(C x) const { return d_exp(x); }
-};
-struct m_log {
-    template <class C> __device__ C operator()(C x) const { return d_log(x); }
-};
-struct m_sqrt {
-    template <class C> __device__ C operator()(C x) const { return d_sqrt(x); }
-};
 struct m_abs {
     template <class C> __device__ C operator()(C x) const { return d_abs(x); }
-};
-struct m_tanh {
-    template <class C> __device__ C operator()(C x) const { return d_tanh(x); }
-};
-struct m_sigmoid {
-    template <class C> __device__ C operator()(C x) const { return (C)1 / ((C)1 + d_exp(-x)); }
 };
 /* max(x, 0) with NaN kept and -0 -> +0 */
 struct m_relu {
     template <class C> __device__ C operator()(C x) const { return x > 0 || x != x ? x : (C)0; }
-};
-/* x * Phi(x), the exact (erf) form */
-struct m_gelu {
-    template <class C> __device__ C operator()(C x) const {
-        return (C)0.5 * x * ((C)1 + d_erf(x * (C)0.70710678118654752));
-    }
 };
 template <class C> struct m_pow {
     C e;
@@ -108,6 +59,17 @@ template <class C> struct m_clamp {
         return y > hi ? hi : y;
     }
 };
+
+/* every POINTWISE row of ops.def: the math of kernels/pointwise.h in float or double */
+#define POINTWISE_MATH(name)                                                                       \
+    struct m_##name {                                                                              \
+        __device__ float operator()(float x) const { return tl_pointwise_##name##_f(x); }          \
+        __device__ double operator()(double x) const { return tl_pointwise_##name##_d(x); }        \
+    };
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, POINTWISE_MATH, name)
+#include "tlua/ops.def"
+#undef OP
 
 /* ---- integer math, wrapping (through unsigned) ---------------------------------------- */
 struct m_ineg {
@@ -157,27 +119,22 @@ static tl_status float_op(tl_op op, const tl_cuda_launch *l, const double *s, co
     switch (op) {
     case TL_OP_neg:
         return run_float<IO>(l, m_neg{});
-    case TL_OP_exp:
-        return run_float<IO>(l, m_exp{});
-    case TL_OP_log:
-        return run_float<IO>(l, m_log{});
-    case TL_OP_sqrt:
-        return run_float<IO>(l, m_sqrt{});
     case TL_OP_abs:
         return run_float<IO>(l, m_abs{});
-    case TL_OP_tanh:
-        return run_float<IO>(l, m_tanh{});
-    case TL_OP_sigmoid:
-        return run_float<IO>(l, m_sigmoid{});
     case TL_OP_relu:
         return run_float<IO>(l, m_relu{});
-    case TL_OP_gelu:
-        return run_float<IO>(l, m_gelu{});
     case TL_OP_pow_scalar:
         return run_float<IO>(l, m_pow<C>{(C)s[0]});
     case TL_OP_clamp:
         return run_float<IO>(
             l, m_clamp<C>{has[0] ? (C)s[0] : (C)-INFINITY, has[1] ? (C)s[1] : (C)INFINITY});
+#define POINTWISE_CASE(name)                                                                       \
+    case TL_OP_##name:                                                                             \
+        return run_float<IO>(l, m_##name{});
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE, POINTWISE_CASE, name)
+#include "tlua/ops.def"
+#undef OP
     default:
         return no_kernel(l);
     }

@@ -1,0 +1,16 @@
+-- One line per pointwise op (family "pointwise" in the op table): the range its
+-- inputs are drawn from and an independent reference in Lua (float64). The specs
+-- that walk the op table (pointwise_spec: values in every dtype, integer inputs,
+-- strided inputs; gradcheck_spec: finite differences; kernel_sweep_spec: every
+-- kernel against float64, on the CPU and CUDA) take their cases from here and
+-- fail for a pointwise op without a line.
+local ref = require("helpers.reference")
+
+return {
+  exp = { lo = -5, hi = 5, reference = math.exp },
+  log = { lo = 0.01, hi = 10, reference = math.log },
+  sqrt = { lo = 0.01, hi = 10, reference = math.sqrt },
+  tanh = { lo = -6, hi = 6, reference = ref.tanh },
+  sigmoid = { lo = -12, hi = 12, reference = ref.sigmoid },
+  gelu = { lo = -6, hi = 6, reference = ref.gelu },
+}
