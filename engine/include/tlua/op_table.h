@@ -14,8 +14,9 @@
 #define TL_FAMILY_IS(family, wanted)   TL_OP_TABLE_SECOND(TL_FAMILY_PROBE_##wanted##_##family, 0, ~)
 #define TL_OP_TABLE_IF_1(macro, name)  macro(name)
 #define TL_OP_TABLE_IF_0(macro, name)
-#define TL_OP_TABLE_IF_(is, macro, name)      TL_OP_TABLE_IF_##is(macro, name)
-#define TL_OP_TABLE_IF(is, macro, name)       TL_OP_TABLE_IF_(is, macro, name)
-#define TL_IF_FAMILY(family, wanted, macro, name) TL_OP_TABLE_IF(TL_FAMILY_IS(family, wanted), macro, name)
+#define TL_OP_TABLE_IF_(is, macro, name) TL_OP_TABLE_IF_##is(macro, name)
+#define TL_OP_TABLE_IF(is, macro, name)  TL_OP_TABLE_IF_(is, macro, name)
+#define TL_IF_FAMILY(family, wanted, macro, name)                                                  \
+    TL_OP_TABLE_IF(TL_FAMILY_IS(family, wanted), macro, name)
 
 #endif
