@@ -46,6 +46,38 @@ GRADIENT(gelu, INPUT) {
     return tl_gelu_backward(g, saved, gi);
 }
 
+/* silu' = s (1 + x (1 - s)) with s = sigmoid(x) */
+GRADIENT(silu, INPUT) {
+    tl_tensor *s = NULL, *one_minus = NULL, *x_one_minus = NULL, *inner = NULL;
+    tl_status status = tl_sigmoid(saved, &s);
+    if (status == TL_OK) status = tl_mul_number(s, -1.0, &one_minus);
+    if (status == TL_OK) status = tl_add_number(one_minus, 1.0, &inner);
+    if (status == TL_OK) status = tl_mul(saved, inner, &x_one_minus);
+    tl_release(inner), inner = NULL;
+    if (status == TL_OK) status = tl_add_number(x_one_minus, 1.0, &inner);
+    if (status == TL_OK) status = tl_mul3(g, s, inner, gi);
+    tl_release(s), tl_release(one_minus), tl_release(x_one_minus), tl_release(inner);
+    return status;
+}
+
+/* sin' = cos, cos' = -sin */
+GRADIENT(sin, INPUT) {
+    tl_tensor *c;
+    TL_TRY(tl_cos(saved, &c));
+    tl_status status = tl_mul(g, c, gi);
+    tl_release(c);
+    return status;
+}
+
+GRADIENT(cos, INPUT) {
+    tl_tensor *s, *minus_g = NULL;
+    TL_TRY(tl_sin(saved, &s));
+    tl_status status = tl_neg(g, &minus_g);
+    if (status == TL_OK) status = tl_mul(minus_g, s, gi);
+    tl_release(s), tl_release(minus_g);
+    return status;
+}
+
 /* ---- generated: the backward function and tl_ag_<name> of every POINTWISE row ---- */
 #define POINTWISE_AUTOGRAD(name)                                                                   \
     static tl_status name##_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {         \

@@ -30,5 +30,9 @@ TL_POINTWISE(sigmoid, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + exp(-x)))
 /* x * Phi(x), the exact (erf) form */
 TL_POINTWISE(gelu, 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)),
              0.5 * x * (1.0 + erf(x * 0.70710678118654752)))
+/* x * sigmoid(x) */
+TL_POINTWISE(silu, x / (1.0f + expf(-x)), x / (1.0 + exp(-x)))
+TL_POINTWISE(sin, sinf(x), sin(x))
+TL_POINTWISE(cos, cosf(x), cos(x))
 
 #endif

@@ -13,4 +13,7 @@ return {
   tanh = { lo = -6, hi = 6, reference = ref.tanh },
   sigmoid = { lo = -12, hi = 12, reference = ref.sigmoid },
   gelu = { lo = -6, hi = 6, reference = ref.gelu },
+  silu = { lo = -12, hi = 12, reference = function(x) return x * ref.sigmoid(x) end },
+  sin = { lo = -7, hi = 7, reference = math.sin },
+  cos = { lo = -7, hi = 7, reference = math.cos },
 }
