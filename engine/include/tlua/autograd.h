@@ -6,6 +6,10 @@
 
 #include "tlua/ops.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- per-tensor state ---------------------------------------------------- */
 /* Marks a leaf as requiring grad (floating dtypes only). */
 tl_status tl_set_requires_grad(tl_tensor *t, bool requires_grad);
@@ -41,6 +45,7 @@ tl_status tl_ag_relu(tl_tensor *a, tl_tensor **out);
 #define OP(name, family, differentiable, backward)                                                 \
     TL_IF_FAMILY(family, POINTWISE, TL_AG_POINTWISE_DECLARE, name)
 #include "tlua/ops.def"
+
 #undef OP
 #undef TL_AG_POINTWISE_DECLARE
 tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out);
@@ -100,5 +105,9 @@ typedef void (*tl_custom_release)(void *user);
 tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs, int num_outputs,
                        tl_tensor *const *outputs, tl_custom_backward backward,
                        tl_custom_release release, void *user);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,6 +6,10 @@
 
 #include "tlua/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum tl_device_type { TL_DEVICE_CPU, TL_DEVICE_CUDA, TL_DEVICE_TYPE_COUNT } tl_device_type;
 
 typedef struct tl_device {
@@ -24,5 +28,9 @@ bool tl_device_equal(tl_device a, tl_device b);
 tl_status tl_device_check(tl_device device);
 /* Number of CUDA devices present (0 without CUDA support or without a GPU). */
 int tl_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 
 #include "tlua/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum tl_dtype {
     TL_F32,
     TL_F64,
@@ -49,13 +53,22 @@ typedef struct tl_scalar {
 } tl_scalar;
 
 static inline tl_scalar tl_scalar_int(int64_t v) {
-    return (tl_scalar){.kind = TL_SCALAR_INT, .value.i = v};
+    tl_scalar s;
+    s.kind = TL_SCALAR_INT;
+    s.value.i = v;
+    return s;
 }
 static inline tl_scalar tl_scalar_float(double v) {
-    return (tl_scalar){.kind = TL_SCALAR_FLOAT, .value.f = v};
+    tl_scalar s;
+    s.kind = TL_SCALAR_FLOAT;
+    s.value.f = v;
+    return s;
 }
 static inline tl_scalar tl_scalar_bool(bool v) {
-    return (tl_scalar){.kind = TL_SCALAR_BOOL, .value.b = v};
+    tl_scalar s;
+    s.kind = TL_SCALAR_BOOL;
+    s.value.b = v;
+    return s;
 }
 double tl_scalar_to_double(tl_scalar s);
 int64_t tl_scalar_to_int(tl_scalar s);
@@ -64,5 +77,9 @@ int64_t tl_scalar_to_int(tl_scalar s);
    Slow paths for constructors, item() and printing, not for kernels. */
 void tl_dtype_store(tl_dtype dtype, void *dst, tl_scalar value);
 tl_scalar tl_dtype_load(tl_dtype dtype, const void *src);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -2,6 +2,10 @@
 #ifndef TLUA_ERROR_H
 #define TLUA_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum tl_status {
     TL_OK = 0,
     TL_ERR_ARGUMENT, /* a bad value or type of argument */
@@ -31,5 +35,9 @@ void tl_clear_error(void);
         tl_status tl_try_status_ = (expr);                                                         \
         if (tl_try_status_ != TL_OK) return tl_try_status_;                                        \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 #include "tlua/error.h"
 #include "tlua/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A tensor and its name in a checkpoint. */
 typedef struct tl_named_tensor {
     const char *name;
@@ -68,5 +72,9 @@ void tl_safetensors_free(tl_named_tensor *tensors, int count, tl_metadata_entry 
    gives float64. Files compressed with gzip (MNIST's .gz) are read as they
    are; plain files too. The data must fill the file exactly. */
 tl_status tl_read_idx(const char *path, tl_tensor **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 
 #include "tlua/autograd.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Dims and indices are 0-based. Floating ops take float32, float64, bfloat16 or float16 (the
    16-bit ones compute in float32); every tensor of one call has the same dtype and device.
    Functional ops return new tensors ("=" semantics); backward functions compute one gradient
@@ -103,5 +107,9 @@ tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *moment
 tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
                        tl_tensor *exp_avg_sq, int64_t step, double lr, double beta1, double beta2,
                        double eps, double weight_decay, bool decoupled);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

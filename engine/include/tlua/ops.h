@@ -8,6 +8,10 @@
 #include "tlua/op_table.h"
 #include "tlua/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- elementwise, unary ------------------------------------------------- */
 tl_status tl_neg(const tl_tensor *a, tl_tensor **out);
 tl_status tl_abs(const tl_tensor *a, tl_tensor **out);
@@ -20,6 +24,7 @@ tl_status tl_relu(const tl_tensor *a, tl_tensor **out);
 #define OP(name, family, differentiable, backward)                                                 \
     TL_IF_FAMILY(family, POINTWISE, TL_POINTWISE_DECLARE, name)
 #include "tlua/ops.def"
+
 #undef OP
 #undef TL_POINTWISE_DECLARE
 /* a ^ exponent for a number exponent. */
@@ -104,5 +109,9 @@ tl_status tl_randint(int64_t low, int64_t high, const int64_t *shape, int ndim, 
                      tl_device device, tl_tensor **out);
 /* a random permutation of 0 .. n-1 */
 tl_status tl_randperm(int64_t n, tl_dtype dtype, tl_device device, tl_tensor **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,6 +6,10 @@
 
 #include "tlua/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Threads used by OpenBLAS and the engine's own CPU loops (OpenMP). */
 tl_status tl_set_num_threads(int n);
 int tl_get_num_threads(void);
@@ -22,5 +26,9 @@ void tl_manual_seed(uint64_t seed);
 tl_status tl_set_matmul_precision(const char *precision);
 /* "highest" or "high". */
 const char *tl_get_matmul_precision(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,6 +9,10 @@
 #include "tlua/dtype.h"
 #include "tlua/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TL_MAX_DIMS 16
 
 /* A block of device memory shared by a tensor and its views. `version` counts
@@ -120,5 +124,9 @@ tl_status tl_broadcast_shapes(const char *op, const int64_t *a, int na, const in
 #define TL_DIM_FOR_USER(dim) ((dim) >= 0 ? (dim) + 1 : (dim))
 /* Normalises a 0-based dim that may be negative (-1 = last) against ndim. */
 tl_status tl_wrap_dim(const char *op, int dim, int ndim, int *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

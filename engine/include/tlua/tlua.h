@@ -9,6 +9,9 @@
 #include "tlua/cuda.h"
 #include "tlua/tensor.h"
 #include "tlua/ops.h"
+#include "tlua/autograd.h"
+#include "tlua/nn.h"
+#include "tlua/io.h"
 #include "tlua/trace.h"
 
 #endif

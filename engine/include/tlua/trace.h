@@ -9,6 +9,10 @@
 #include "tlua/dtype.h"
 #include "tlua/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TL_TRACE_MAX_TENSORS 4
 
 typedef struct tl_trace_event {
@@ -37,5 +41,9 @@ typedef struct tl_kernel_info {
 } tl_kernel_info;
 /* Writes up to max entries; returns the number of registered kernels. */
 int tl_kernel_list(tl_kernel_info *out, int max);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
