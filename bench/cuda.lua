@@ -26,6 +26,15 @@ local function time(fn, repeats, inner)
   return median(samples)
 end
 
+-- --tiny: only the tiny-op launch figure (scripts/bench-cuda alternates it with torch's)
+if arg and arg[1] == "--tiny" then
+  local u = tl.ones(1, { device = "cuda" })
+  local v = tl.ones(1, { device = "cuda" })
+  local s = time(function() return u + v end, 9, 20000)
+  print(string.format("tiny_add_us %.3f", s * 1e6))
+  return
+end
+
 tl.manual_seed(0)
 local n = 4096
 local a = tl.randn(n, n, { device = "cuda" }):bfloat16()

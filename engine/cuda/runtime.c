@@ -120,13 +120,20 @@ static tl_status check_index(int device, const char *op) {
     return TL_OK;
 }
 
+/* Set once this thread has made cuda:0 current while it is the only device: nothing can make
+   another device current then, so ops skip cudaGetDevice. With several devices the host may
+   switch between calls, so every op asks. */
+static _Thread_local bool only_device_current;
+
 static tl_status make_current(int device, const char *op) {
+    if (only_device_current) return TL_OK;
     int current = -1;
     if (cudaGetDevice(&current) != cudaSuccess) {
         (void)cudaGetLastError();
         current = -1;
     }
     if (current != device) TL_CUDA_TRY(cudaSetDevice(device), op, "cudaSetDevice");
+    only_device_current = tl_cuda_device_count() == 1;
     return TL_OK;
 }
 
