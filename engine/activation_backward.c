@@ -1,4 +1,5 @@
-/* relu/gelu/tanh/sigmoid backward as ops: validate, make dense, dispatch. */
+/* The pointwise backward ops (relu_backward, gelu_backward, ...): validate, make dense, dispatch.
+ */
 #include <string.h>
 
 #include "kernels/kernel.h"
@@ -38,15 +39,12 @@ static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, tl
     return TL_OK;
 }
 
-tl_status tl_relu_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out) {
-    return run(TL_OP_relu_backward, grad, result, out);
-}
-tl_status tl_gelu_backward(const tl_tensor *grad, const tl_tensor *input, tl_tensor **out) {
-    return run(TL_OP_gelu_backward, grad, input, out);
-}
-tl_status tl_tanh_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out) {
-    return run(TL_OP_tanh_backward, grad, result, out);
-}
-tl_status tl_sigmoid_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out) {
-    return run(TL_OP_sigmoid_backward, grad, result, out);
-}
+/* every POINTWISE_BACKWARD row of ops.def */
+#define BACKWARD_OP(name)                                                                          \
+    tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out) {          \
+        return run(TL_OP_##name, grad, saved, out);                                                \
+    }
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD_OP, name)
+#include "tlua/ops.def"
+#undef OP

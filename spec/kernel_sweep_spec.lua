@@ -88,8 +88,6 @@ local cases = {
                   run = function(x) return x:log_softmax(1) end },
   matmul = { floating_only = true, inputs = function(d) return { normal(d, 2, 3, 4), normal(d, 4, 5) } end,
              run = tl.matmul },
-  relu_backward = backward_of(tl.relu), gelu_backward = backward_of(tl.gelu),
-  tanh_backward = backward_of(tl.tanh), sigmoid_backward = backward_of(tl.sigmoid),
   linear = { floating_only = true,
              inputs = function(d) return { normal(d, 4, 3), normal(d, 5, 3), normal(d, 5), normal(d, 4, 5) } end,
              run = function(x, w, b, g)
@@ -184,6 +182,17 @@ for name, case in pairs(require("helpers.pointwise_cases")) do
   cases[name] = unary(tl[name], function(d, ...)
     return (tl.rand(...) * (case.hi - case.lo) + case.lo):to(d)
   end)
+end
+
+-- pointwise backward kernels (relu_backward, ...): through their forward op's backward
+for _, op in ipairs(tl.ops()) do
+  if op.family == "pointwise_backward" then
+    local forward = op.name:gsub("_backward$", "")
+    local case = require("helpers.pointwise_cases")[forward]
+    cases[op.name] = backward_of(tl[forward], case and function(d, ...)
+      return (tl.rand(...) * (case.hi - case.lo) + case.lo):to(d)
+    end)
+  end
 end
 
 -- which case covers a kernel's op

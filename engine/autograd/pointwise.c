@@ -33,7 +33,8 @@ GRADIENT(sqrt, RESULT) {
     return status;
 }
 
-/* tanh' = 1 - y^2, sigmoid' = y (1 - y), gelu' = Phi(x) + x phi(x): backward kernels */
+/* tanh' = 1 - y^2, sigmoid' = y (1 - y), gelu' = Phi(x) + x phi(x): backward kernels
+   (POINTWISE_BACKWARD rows, their math in kernels/pointwise.h) */
 GRADIENT(tanh, RESULT) {
     return tl_tanh_backward(g, saved, gi);
 }
@@ -46,18 +47,9 @@ GRADIENT(gelu, INPUT) {
     return tl_gelu_backward(g, saved, gi);
 }
 
-/* silu' = s (1 + x (1 - s)) with s = sigmoid(x) */
+/* silu' = s (1 + x (1 - s)) with s = sigmoid(x): a backward kernel */
 GRADIENT(silu, INPUT) {
-    tl_tensor *s = NULL, *one_minus = NULL, *x_one_minus = NULL, *inner = NULL;
-    tl_status status = tl_sigmoid(saved, &s);
-    if (status == TL_OK) status = tl_mul_number(s, -1.0, &one_minus);
-    if (status == TL_OK) status = tl_add_number(one_minus, 1.0, &inner);
-    if (status == TL_OK) status = tl_mul(saved, inner, &x_one_minus);
-    tl_release(inner), inner = NULL;
-    if (status == TL_OK) status = tl_add_number(x_one_minus, 1.0, &inner);
-    if (status == TL_OK) status = tl_mul3(g, s, inner, gi);
-    tl_release(s), tl_release(one_minus), tl_release(x_one_minus), tl_release(inner);
-    return status;
+    return tl_silu_backward(g, saved, gi);
 }
 
 /* sin' = cos, cos' = -sin */

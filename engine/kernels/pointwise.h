@@ -1,5 +1,7 @@
-/* The math of the pointwise ops (family POINTWISE in tlua/ops.def), one line per op, shared by
-   the CPU kernels (kernels/cpu/unary.c) and the CUDA kernels (kernels/cuda/unary.cu). */
+/* The math of the pointwise ops and their backward kernels (families POINTWISE and
+   POINTWISE_BACKWARD in tlua/ops.def), one line per op, shared by the CPU kernels
+   (kernels/cpu/unary.c, activation_backward.c) and the CUDA kernels (kernels/cuda/unary.cu,
+   activation_backward.cu). */
 #ifndef TLUA_POINTWISE_H
 #define TLUA_POINTWISE_H
 
@@ -34,5 +36,32 @@ TL_POINTWISE(gelu, 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)),
 TL_POINTWISE(silu, x / (1.0f + expf(-x)), x / (1.0 + exp(-x)))
 TL_POINTWISE(sin, sinf(x), sin(x))
 TL_POINTWISE(cos, cosf(x), cos(x))
+
+/* Backward kernels: out = f(g, s) where g is the gradient of the output and s the saved
+   tensor (the forward's result y or input x, as the op's gradient formula saves).
+   Defines tl_pointwise_<name>_f(g, s) and tl_pointwise_<name>_d(g, s). */
+#define TL_POINTWISE_BACKWARD(name, float_expr, double_expr)                                       \
+    TL_POINTWISE_FN float tl_pointwise_##name##_f(float g, float s) {                              \
+        return float_expr;                                                                         \
+    }                                                                                              \
+    TL_POINTWISE_FN double tl_pointwise_##name##_d(double g, double s) {                           \
+        return double_expr;                                                                        \
+    }
+
+/* s = y: relu' = [y > 0], tanh' = 1 - y^2, sigmoid' = y (1 - y) */
+TL_POINTWISE_BACKWARD(relu_backward, s > 0 ? g : 0.0f, s > 0 ? g : 0.0)
+TL_POINTWISE_BACKWARD(tanh_backward, g *(1.0f - s * s), g *(1.0 - s * s))
+TL_POINTWISE_BACKWARD(sigmoid_backward, g *s *(1.0f - s), g *s *(1.0 - s))
+/* s = x: gelu' = Phi(x) + x phi(x) */
+TL_POINTWISE_BACKWARD(gelu_backward,
+                      g *(0.5f * (1.0f + erff(s * 0.70710678118654752f)) +
+                          s * 0.39894228040143268f * expf(-0.5f * s * s)),
+                      g *(0.5 * (1.0 + erf(s * 0.70710678118654752)) +
+                          s * 0.39894228040143268 * exp(-0.5 * s * s)))
+/* s = x: silu' = sigmoid(x) (1 + x (1 - sigmoid(x))) */
+TL_POINTWISE_BACKWARD(silu_backward,
+                      g *tl_pointwise_sigmoid_f(s) *
+                          (1.0f + s * (1.0f - tl_pointwise_sigmoid_f(s))),
+                      g *tl_pointwise_sigmoid_d(s) * (1.0 + s * (1.0 - tl_pointwise_sigmoid_d(s))))
 
 #endif

@@ -6,8 +6,9 @@
    MACRO, name)` followed by `#include "tlua/ops.def"`, MACRO(name) expands for the rows of the
    POINTWISE family and to nothing for the others. A family selected this way has a probe
    TL_FAMILY_PROBE_<F>_<F> below; the probe supplies the argument that picks the 1. */
-#define TL_FAMILY_PROBE_GEMM_GEMM           ~, 1
-#define TL_FAMILY_PROBE_POINTWISE_POINTWISE ~, 1
+#define TL_FAMILY_PROBE_GEMM_GEMM                             ~, 1
+#define TL_FAMILY_PROBE_POINTWISE_POINTWISE                   ~, 1
+#define TL_FAMILY_PROBE_POINTWISE_BACKWARD_POINTWISE_BACKWARD ~, 1
 
 #define TL_OP_TABLE_SECOND_(a, b, ...) b
 #define TL_OP_TABLE_SECOND(...)        TL_OP_TABLE_SECOND_(__VA_ARGS__)

@@ -90,12 +90,16 @@ tl_status tl_log_softmax(const tl_tensor *a, int dim, tl_tensor **out);
    (as torch.matmul); floating dtypes, both the same. */
 tl_status tl_matmul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 
-/* ---- backward formulas that have kernels of their own --------------------
-   grad is d(loss)/d(output); input or result as named. Same shapes. */
-tl_status tl_relu_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out);
-tl_status tl_gelu_backward(const tl_tensor *grad, const tl_tensor *input, tl_tensor **out);
-tl_status tl_tanh_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out);
-tl_status tl_sigmoid_backward(const tl_tensor *grad, const tl_tensor *result, tl_tensor **out);
+/* ---- pointwise backward kernels: tl_<name>(grad, saved, out) for every POINTWISE_BACKWARD
+   row of tlua/ops.def. grad is d(loss)/d(output), saved the forward's result (relu, tanh,
+   sigmoid) or input (gelu, silu); same shapes, floating; out has saved's dtype. ---------- */
+#define TL_POINTWISE_BACKWARD_DECLARE(name)                                                        \
+    tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out);
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BACKWARD, TL_POINTWISE_BACKWARD_DECLARE, name)
+#include "tlua/ops.def"
+#undef OP
+#undef TL_POINTWISE_BACKWARD_DECLARE
 
 /* ---- random (the global generator of tl_manual_seed) --------------------- */
 /* uniform [0, 1) */

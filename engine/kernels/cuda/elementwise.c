@@ -120,10 +120,10 @@ static tl_status activation_backward(tl_op op, tl_tensor *out, const tl_tensor *
     static tl_status cuda_##op(tl_tensor *out, const tl_tensor *grad, const tl_tensor *saved) {    \
         return activation_backward(TL_OP_##op, out, grad, saved);                                  \
     }
-BACKWARD(relu_backward)
-BACKWARD(gelu_backward)
-BACKWARD(tanh_backward)
-BACKWARD(sigmoid_backward)
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD, name)
+#include "tlua/ops.def"
+#undef OP
 
 /* ---- where, fill, cast ------------------------------------------------------------------- */
 static tl_status cuda_where(tl_tensor *out, const tl_tensor *cond, const tl_tensor *a,
@@ -191,11 +191,13 @@ static const tl_kernel_entry binary_entries[] = {
 };
 TL_KERNEL_TABLE(tl_cuda_binary_table, TL_DEVICE_CUDA, binary_entries);
 
+#define BACKWARD_ENTRIES(op) FLOAT_ENTRIES(op, binary),
+
 static const tl_kernel_entry activation_backward_entries[] = {
-    FLOAT_ENTRIES(relu_backward, binary),
-    FLOAT_ENTRIES(gelu_backward, binary),
-    FLOAT_ENTRIES(tanh_backward, binary),
-    FLOAT_ENTRIES(sigmoid_backward, binary),
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD_ENTRIES, name)
+#include "tlua/ops.def"
+#undef OP
 };
 TL_KERNEL_TABLE(tl_cuda_activation_backward_table, TL_DEVICE_CUDA, activation_backward_entries);
 
