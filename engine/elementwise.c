@@ -4,7 +4,8 @@
    Result dtypes (PyTorch's, except where said):
    - binary arithmetic (add, sub, mul, pow): tl_promote_types of the inputs;
      bool with bool computes as int64 (true + true = 2; PyTorch keeps bool);
-   - div: true division; integer or bool inputs give float32;
+   - pointwise binary ops (div: true division, atan2, ...): integer or bool inputs give
+     float32;
    - comparisons: computed in the inputs' common dtype, result bool;
    - where: tl_promote_types of a and b; cond must be bool;
    - pointwise ops (exp, log, sqrt, tanh, sigmoid, gelu, ...): floating inputs keep their
@@ -160,7 +161,9 @@ tl_status tl_clamp(const tl_tensor *a, bool has_min, double min, bool has_max, d
 }
 
 /* ---- binary ------------------------------------------------------------- */
-typedef enum binary_kind { ARITHMETIC, TRUE_DIVISION, COMPARISON } binary_kind;
+/* ARITHMETIC keeps integers (bool as int64); FLOATING computes integer and bool inputs in
+   float32 (true division and the other pointwise binary ops); COMPARISON gives bool. */
+typedef enum binary_kind { ARITHMETIC, FLOATING, COMPARISON } binary_kind;
 
 static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl_tensor *b,
                         tl_tensor **out) {
@@ -173,9 +176,9 @@ static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl
     TL_TRY(tl_broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, shape, &ndim));
 
     tl_dtype common = tl_promote_types(a->dtype, b->dtype);
-    tl_dtype dtype = kind == TRUE_DIVISION ? floating_or_f32(common)
-                     : kind == ARITHMETIC  ? bool_as_i64(common)
-                                           : common;
+    tl_dtype dtype = kind == FLOATING     ? floating_or_f32(common)
+                     : kind == ARITHMETIC ? bool_as_i64(common)
+                                          : common;
     tl_dtype out_dtype = kind == COMPARISON ? TL_BOOL : dtype;
     tl_device device = tl_tensor_device(a);
 
@@ -215,9 +218,6 @@ tl_status tl_sub(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
 tl_status tl_mul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
     return binary(TL_OP_mul, ARITHMETIC, a, b, out);
 }
-tl_status tl_div(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_div, TRUE_DIVISION, a, b, out);
-}
 tl_status tl_pow(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
     return binary(TL_OP_pow, ARITHMETIC, a, b, out);
 }
@@ -239,6 +239,16 @@ tl_status tl_gt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
 tl_status tl_ge(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
     return binary(TL_OP_ge, COMPARISON, a, b, out);
 }
+
+/* every POINTWISE_BINARY row of ops.def (div, atan2, ...) */
+#define POINTWISE_BINARY_OP(name)                                                                  \
+    tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {                 \
+        return binary(TL_OP_##name, FLOATING, a, b, out);                                          \
+    }
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_OP, name)
+#include "tlua/ops.def"
+#undef OP
 
 /* ---- where -------------------------------------------------------------- */
 tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {

@@ -32,7 +32,6 @@ local cases = {
   add = { { tl.add, { input(3, 1), input(1, 4) } }, { function(a) return a + 2 end, { input(2) } } },
   sub = { { tl.sub, { input(2, 3, 4), input(4) } } },
   mul = { { tl.mul, { input(3, 1), input(3, 4) } }, { function(a) return 3 * a end, { input(2) } } },
-  div = { { tl.div, { input(3, 4), positive(1, 4) } } },
   pow = { { tl.pow, { positive(3, 4), input(4) } } },
   where = { { function(a, b) return tl.where(tl.tensor({ true, false, true }), a, b) end,
               { input(2, 3), input(1, 3) } } },
@@ -89,11 +88,25 @@ local cases = {
 
 -- pointwise ops: their line in helpers/pointwise_cases.lua, inputs drawn from its
 -- range (kept within [-3, 3]), contiguous and transposed
+-- (binary ones: broadcast shapes, and a Lua number on either side)
+local function drawer(lo, hi)
+  lo, hi = math.max(lo, -3), math.min(hi, 3)
+  return function(...) return (tl.rand(...):double() * (hi - lo) + lo):detach():requires_grad_() end
+end
 for name, case in pairs(require("helpers.pointwise_cases")) do
-  local lo, hi = math.max(case.lo, -3), math.min(case.hi, 3)
-  local function draw(...) return (tl.rand(...):double() * (hi - lo) + lo):detach():requires_grad_() end
-  cases[name] = { { tl[name], { draw(3, 4) } },
-                  { function(x) return tl[name](x:transpose(1, 2)) end, { draw(2, 3) } } }
+  if case.ranges then
+    local da, db = drawer(table.unpack(case.ranges[1])), drawer(table.unpack(case.ranges[2]))
+    local a_number = (case.ranges[1][1] + case.ranges[1][2]) / 2 + 0.25
+    local b_number = (case.ranges[2][1] + case.ranges[2][2]) / 2 + 0.25
+    cases[name] = { { tl[name], { da(3, 1), db(1, 4) } },
+                    { tl[name], { da(2, 3, 4), db(4) } },
+                    { function(a) return tl[name](a, b_number) end, { da(5) } },
+                    { function(b) return tl[name](a_number, b) end, { db(5) } } }
+  else
+    local draw = drawer(case.lo, case.hi)
+    cases[name] = { { tl[name], { draw(3, 4) } },
+                    { function(x) return tl[name](x:transpose(1, 2)) end, { draw(2, 3) } } }
+  end
 end
 
 describe("gradcheck of every differentiable op in the op table", function()

@@ -48,7 +48,6 @@ local cases = {
   add = { inputs = function(d) return { values(d, 3, 1), values(d, 1, 5) } end, run = tl.add },
   sub = { inputs = function(d) return { values(d, 3, 5), values(d, 5) } end, run = tl.sub },
   mul = { inputs = function(d) return { values(d, 3, 5), values(d, 3, 5) } end, run = tl.mul },
-  div = { inputs = function(d) return { normal(d, 3, 5), positive(d, 5) } end, run = tl.div },
   pow = { inputs = function(d)
             if floating[d] then return { positive(d, 3, 5), normal(d, 5) } end
             return { small_ints(d, 3, 5), tl.randint(0, 3, { 5 }):to(d) }
@@ -178,10 +177,16 @@ local cases = {
 }
 
 -- pointwise ops: inputs from their range in helpers/pointwise_cases.lua
+local function uniform(lo, hi, d, ...) return (tl.rand(...) * (hi - lo) + lo):to(d) end
 for name, case in pairs(require("helpers.pointwise_cases")) do
-  cases[name] = unary(tl[name], function(d, ...)
-    return (tl.rand(...) * (case.hi - case.lo) + case.lo):to(d)
-  end)
+  if case.ranges then
+    local ra, rb = case.ranges[1], case.ranges[2]
+    cases[name] = { floating_only = true, run = tl[name], inputs = function(d)
+      return { uniform(ra[1], ra[2], d, 3, 1), uniform(rb[1], rb[2], d, 1, 5) }
+    end }
+  else
+    cases[name] = unary(tl[name], function(d, ...) return uniform(case.lo, case.hi, d, ...) end)
+  end
 end
 
 -- pointwise backward kernels (relu_backward, ...): through their forward op's backward
@@ -190,7 +195,7 @@ for _, op in ipairs(tl.ops()) do
     local forward = op.name:gsub("_backward$", "")
     local case = require("helpers.pointwise_cases")[forward]
     cases[op.name] = backward_of(tl[forward], case and function(d, ...)
-      return (tl.rand(...) * (case.hi - case.lo) + case.lo):to(d)
+      return uniform(case.lo, case.hi, d, ...)
     end)
   end
 end

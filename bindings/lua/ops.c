@@ -58,7 +58,11 @@ static int binary(lua_State *L, const char *op, binary_fn fn) {
 BINARY(add)
 BINARY(sub)
 BINARY(mul)
-BINARY(div)
+/* every POINTWISE_BINARY row of ops.def: tl.<name>(a, b) and a:<name>(b) */
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, BINARY, name)
+#include "tlua/ops.def"
+#undef OP
 #undef BINARY
 
 #define COMPARE(name)                                                                              \
@@ -353,7 +357,7 @@ const luaL_Reg tlb_op_methods[] = {
     {"relu", op_relu},       {"clamp", op_clamp},
     {"pow", op_pow},         {"add", op_add},
     {"sub", op_sub},         {"mul", op_mul},
-    {"div", op_div},         {"eq", op_eq},
+    {"eq", op_eq},
     {"ne", op_ne},           {"lt", op_lt},
     {"le", op_le},           {"gt", op_gt},
     {"ge", op_ge},           {"where", op_where},
@@ -369,6 +373,9 @@ const luaL_Reg tlb_op_methods[] = {
     {"matmul", op_matmul},   {"linear", op_linear},
     {"outer", op_outer},
 #define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE, POINTWISE_ENTRY, name)
+#include "tlua/ops.def"
+#undef OP
+#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_ENTRY, name)
 #include "tlua/ops.def"
 #undef OP
     {NULL, NULL},

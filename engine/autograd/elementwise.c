@@ -105,21 +105,15 @@ tl_status tl_ag_clamp(tl_tensor *a, bool has_min, double min, bool has_max, doub
 }
 
 /* ---- binary: gradients summed back to each input's shape ------------------- */
-static tl_status reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor **gi) {
-    if (status != TL_OK) return status;
-    tl_tensor *full = gi[i];
-    gi[i] = NULL;
-    return tl_sum_to_shape(full, node->input_shape[i], node->input_ndim[i], &gi[i]);
-}
 
 static tl_status add_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     if (node->needs_input_grad[0]) {
         gi[0] = tl_retain(g[0]);
-        TL_TRY(reduce_to_input(node, 0, TL_OK, gi));
+        TL_TRY(tl_reduce_to_input(node, 0, TL_OK, gi));
     }
     if (node->needs_input_grad[1]) {
         gi[1] = tl_retain(g[0]);
-        TL_TRY(reduce_to_input(node, 1, TL_OK, gi));
+        TL_TRY(tl_reduce_to_input(node, 1, TL_OK, gi));
     }
     return TL_OK;
 }
@@ -127,9 +121,9 @@ static tl_status add_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
 static tl_status sub_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     if (node->needs_input_grad[0]) {
         gi[0] = tl_retain(g[0]);
-        TL_TRY(reduce_to_input(node, 0, TL_OK, gi));
+        TL_TRY(tl_reduce_to_input(node, 0, TL_OK, gi));
     }
-    if (node->needs_input_grad[1]) TL_TRY(reduce_to_input(node, 1, tl_neg(g[0], &gi[1]), gi));
+    if (node->needs_input_grad[1]) TL_TRY(tl_reduce_to_input(node, 1, tl_neg(g[0], &gi[1]), gi));
     return TL_OK;
 }
 
@@ -138,29 +132,11 @@ static tl_status mul_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
     tl_tensor *a, *b;
     if (node->needs_input_grad[0]) {
         TL_TRY(tl_node_saved(node, 1, &b));
-        TL_TRY(reduce_to_input(node, 0, tl_mul(g[0], b, &gi[0]), gi));
+        TL_TRY(tl_reduce_to_input(node, 0, tl_mul(g[0], b, &gi[0]), gi));
     }
     if (node->needs_input_grad[1]) {
         TL_TRY(tl_node_saved(node, 0, &a));
-        TL_TRY(reduce_to_input(node, 1, tl_mul(g[0], a, &gi[1]), gi));
-    }
-    return TL_OK;
-}
-
-/* d(a/b)/da = 1/b, d(a/b)/db = -a/b^2; slot 0: a, slot 1: b */
-static tl_status div_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *a, *b;
-    TL_TRY(tl_node_saved(node, 1, &b));
-    if (node->needs_input_grad[0]) TL_TRY(reduce_to_input(node, 0, tl_div(g[0], b, &gi[0]), gi));
-    if (node->needs_input_grad[1]) {
-        TL_TRY(tl_node_saved(node, 0, &a));
-        tl_tensor *ga = NULL, *quotient = NULL, *neg = NULL;
-        tl_status status = tl_div(g[0], b, &ga);
-        if (status == TL_OK) status = tl_div(a, b, &quotient);
-        if (status == TL_OK) status = tl_mul(ga, quotient, &neg);
-        if (status == TL_OK) status = tl_neg(neg, &gi[1]);
-        tl_release(ga), tl_release(quotient), tl_release(neg);
-        TL_TRY(reduce_to_input(node, 1, status, gi));
+        TL_TRY(tl_reduce_to_input(node, 1, tl_mul(g[0], a, &gi[1]), gi));
     }
     return TL_OK;
 }
@@ -176,7 +152,7 @@ static tl_status pow_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
         if (status == TL_OK) status = tl_pow(a, b_minus_1, &power);
         if (status == TL_OK) status = tl_mul3(g[0], b, power, &gi[0]);
         tl_release(b_minus_1), tl_release(power);
-        TL_TRY(reduce_to_input(node, 0, status, gi));
+        TL_TRY(tl_reduce_to_input(node, 0, status, gi));
     }
     if (node->needs_input_grad[1]) {
         tl_tensor *result, *log_a = NULL;
@@ -184,7 +160,7 @@ static tl_status pow_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
         tl_status status = tl_log(a, &log_a);
         if (status == TL_OK) status = tl_mul3(g[0], result, log_a, &gi[1]);
         tl_release(log_a);
-        TL_TRY(reduce_to_input(node, 1, status, gi));
+        TL_TRY(tl_reduce_to_input(node, 1, status, gi));
     }
     return TL_OK;
 }
@@ -214,14 +190,6 @@ tl_status tl_ag_mul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     return TL_OK;
 }
 
-tl_status tl_ag_div(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    tl_node *node;
-    TL_TRY(binary("div", div_backward, tl_div(a, b, out), a, b, out, &node));
-    if (node && node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 0, "self", a, *out));
-    if (node) TL_TRY(tl_record_save(node, 1, "other", b, *out));
-    return TL_OK;
-}
-
 tl_status tl_ag_pow(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     tl_node *node;
     TL_TRY(binary("pow", pow_backward, tl_pow(a, b, out), a, b, out, &node));
@@ -239,9 +207,9 @@ static tl_status where_backward(tl_node *node, tl_tensor *const *g, tl_tensor **
     TL_TRY(tl_zeros(NULL, 0, g[0]->dtype, tl_tensor_device(g[0]), &zero));
     tl_status status = TL_OK;
     if (node->needs_input_grad[1])
-        status = reduce_to_input(node, 1, tl_where(cond, g[0], zero, &gi[1]), gi);
+        status = tl_reduce_to_input(node, 1, tl_where(cond, g[0], zero, &gi[1]), gi);
     if (status == TL_OK && node->needs_input_grad[2])
-        status = reduce_to_input(node, 2, tl_where(cond, zero, g[0], &gi[2]), gi);
+        status = tl_reduce_to_input(node, 2, tl_where(cond, zero, g[0], &gi[2]), gi);
     tl_release(zero);
     return status;
 }

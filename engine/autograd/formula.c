@@ -45,3 +45,10 @@ tl_status tl_record_unary(const char *name, tl_backward_fn backward, tl_status f
     if (node_out) *node_out = node;
     return TL_OK;
 }
+
+tl_status tl_reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor **gi) {
+    if (status != TL_OK) return status;
+    tl_tensor *full = gi[i];
+    gi[i] = NULL;
+    return tl_sum_to_shape(full, node->input_shape[i], node->input_ndim[i], &gi[i]);
+}

@@ -12,6 +12,9 @@ tl_status tl_mask_or_zero(const tl_tensor *mask, const tl_tensor *t, tl_tensor *
 /* a * b * c */
 tl_status tl_mul3(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c, tl_tensor **out);
 
+/* gi[i], computed at the output's shape with status, summed back to input i's shape. */
+tl_status tl_reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor **gi);
+
 /* Records a one-input op after its forward (forward_status, *out): save_input / save_result
    pick what backward reads (slot 0); *node_out (may be NULL) gets the node, NULL when nothing
    was recorded. */

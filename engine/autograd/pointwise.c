@@ -1,5 +1,5 @@
-/* The gradients of the pointwise ops (family POINTWISE in tlua/ops.def), one formula per op;
-   their recording wrappers tl_ag_<name> are generated from the op table below. */
+/* The gradients of the pointwise ops (families POINTWISE and POINTWISE_BINARY in tlua/ops.def),
+   one formula per op; their recording wrappers tl_ag_<name> are generated from the op table. */
 #include "autograd/formula.h"
 
 /* GRADIENT(name, SAVES) { ... } defines the gradient of the op `name`: g is the gradient of
@@ -70,6 +70,47 @@ GRADIENT(cos, INPUT) {
     return status;
 }
 
+/* ---- pointwise binary ops ------------------------------------------------------------------
+   GRADIENT2(name, save_a, save_b) { ... } defines the gradients of the two-input op `name`:
+   g is the gradient of its output; need[0], need[1] say which of ga (for a), gb (for b) to set,
+   at the output's shape (the generated code sums each back to its input's shape). a and b are
+   the inputs, saved when save_a / save_b (expressions of need) hold, else NULL. */
+#define GRADIENT2(name, save_a, save_b)                                                            \
+    static void name##_saves(const bool *need, bool *save) {                                       \
+        (void)need;                                                                                \
+        save[0] = (save_a);                                                                        \
+        save[1] = (save_b);                                                                        \
+    }                                                                                              \
+    static tl_status name##_gradient2(const tl_tensor *g, const tl_tensor *a, const tl_tensor *b,  \
+                                      const bool *need, tl_tensor **ga, tl_tensor **gb)
+
+/* d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b */
+GRADIENT2(div, need[1], true) {
+    if (need[0]) TL_TRY(tl_div(g, b, ga));
+    if (!need[1]) return TL_OK;
+    tl_tensor *g_over_b = NULL, *quotient = NULL, *product = NULL;
+    tl_status status = tl_div(g, b, &g_over_b);
+    if (status == TL_OK) status = tl_div(a, b, &quotient);
+    if (status == TL_OK) status = tl_mul(g_over_b, quotient, &product);
+    if (status == TL_OK) status = tl_neg(product, gb);
+    tl_release(g_over_b), tl_release(quotient), tl_release(product);
+    return status;
+}
+
+/* atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
+GRADIENT2(atan2, true, true) {
+    tl_tensor *aa = NULL, *bb = NULL, *r2 = NULL, *g_over = NULL, *neg_a = NULL;
+    tl_status status = tl_mul(a, a, &aa);
+    if (status == TL_OK) status = tl_mul(b, b, &bb);
+    if (status == TL_OK) status = tl_add(aa, bb, &r2);
+    if (status == TL_OK) status = tl_div(g, r2, &g_over);
+    if (status == TL_OK && need[0]) status = tl_mul(g_over, b, ga);
+    if (status == TL_OK && need[1]) status = tl_neg(a, &neg_a);
+    if (status == TL_OK && need[1]) status = tl_mul(g_over, neg_a, gb);
+    tl_release(aa), tl_release(bb), tl_release(r2), tl_release(g_over), tl_release(neg_a);
+    return status;
+}
+
 /* ---- generated: the backward function and tl_ag_<name> of every POINTWISE row ---- */
 #define POINTWISE_AUTOGRAD(name)                                                                   \
     static tl_status name##_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {         \
@@ -82,5 +123,36 @@ GRADIENT(cos, INPUT) {
     }
 #define OP(name, family, differentiable, backward)                                                 \
     TL_IF_FAMILY(family, POINTWISE, POINTWISE_AUTOGRAD, name)
+#include "tlua/ops.def"
+#undef OP
+
+/* ---- generated: the same for every POINTWISE_BINARY row ---------------------------- */
+#define POINTWISE_BINARY_AUTOGRAD(name)                                                            \
+    static tl_status name##_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {         \
+        bool save[2];                                                                              \
+        name##_saves(node->needs_input_grad, save);                                                \
+        tl_tensor *saved[2] = {NULL, NULL};                                                        \
+        for (int i = 0; i < 2; i++)                                                                \
+            if (save[i]) TL_TRY(tl_node_saved(node, i, &saved[i]));                                \
+        TL_TRY(                                                                                    \
+            name##_gradient2(g[0], saved[0], saved[1], node->needs_input_grad, &gi[0], &gi[1]));   \
+        for (int i = 0; i < 2; i++)                                                                \
+            if (gi[i]) TL_TRY(tl_reduce_to_input(node, i, TL_OK, gi));                             \
+        return TL_OK;                                                                              \
+    }                                                                                              \
+    tl_status tl_ag_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out) {                          \
+        TL_TRY(tl_##name(a, b, out));                                                              \
+        tl_tensor *inputs[2] = {a, b};                                                             \
+        tl_node *node;                                                                             \
+        TL_TRY(tl_record(#name, name##_backward, 2, inputs, *out, &node));                         \
+        if (!node) return TL_OK;                                                                   \
+        bool save[2];                                                                              \
+        name##_saves(node->needs_input_grad, save);                                                \
+        if (save[0]) TL_TRY(tl_record_save(node, 0, "self", a, *out));                             \
+        if (save[1]) TL_TRY(tl_record_save(node, 1, "other", b, *out));                            \
+        return TL_OK;                                                                              \
+    }
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_AUTOGRAD, name)
 #include "tlua/ops.def"
 #undef OP

@@ -17,6 +17,7 @@ typedef enum tl_op_family {
     TL_FAMILY_UNARY,
     TL_FAMILY_POINTWISE,          /* y = f(x), math shared by CPU and CUDA (kernels/pointwise.h) */
     TL_FAMILY_POINTWISE_BACKWARD, /* out = f(grad, saved), binary kernels, math as above */
+    TL_FAMILY_POINTWISE_BINARY,   /* y = f(a, b) broadcasting, binary kernels, math as above */
     TL_FAMILY_BINARY,
     TL_FAMILY_TERNARY,
     TL_FAMILY_FILL,

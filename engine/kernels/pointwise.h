@@ -1,6 +1,6 @@
-/* The math of the pointwise ops and their backward kernels (families POINTWISE and
-   POINTWISE_BACKWARD in tlua/ops.def), one line per op, shared by the CPU kernels
-   (kernels/cpu/unary.c, activation_backward.c) and the CUDA kernels (kernels/cuda/unary.cu,
+/* The math of the pointwise ops (families POINTWISE, POINTWISE_BINARY and POINTWISE_BACKWARD
+   in tlua/ops.def), one line per op, shared by the CPU kernels (kernels/cpu/unary.c, binary.c,
+   activation_backward.c) and the CUDA kernels (kernels/cuda/unary.cu, binary.cu,
    activation_backward.cu). */
 #ifndef TLUA_POINTWISE_H
 #define TLUA_POINTWISE_H
@@ -36,6 +36,21 @@ TL_POINTWISE(gelu, 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)),
 TL_POINTWISE(silu, x / (1.0f + expf(-x)), x / (1.0 + exp(-x)))
 TL_POINTWISE(sin, sinf(x), sin(x))
 TL_POINTWISE(cos, cosf(x), cos(x))
+
+/* Two inputs: y = f(a, b) (inputs broadcast), as TL_POINTWISE. Defines tl_pointwise_<name>_f(a, b)
+   and tl_pointwise_<name>_d(a, b). */
+#define TL_POINTWISE_BINARY(name, float_expr, double_expr)                                         \
+    TL_POINTWISE_FN float tl_pointwise_##name##_f(float a, float b) {                              \
+        return float_expr;                                                                         \
+    }                                                                                              \
+    TL_POINTWISE_FN double tl_pointwise_##name##_d(double a, double b) {                           \
+        return double_expr;                                                                        \
+    }
+
+/* true division */
+TL_POINTWISE_BINARY(div, a / b, a / b)
+/* the angle of the point (b, a), in (-pi, pi] */
+TL_POINTWISE_BINARY(atan2, atan2f(a, b), atan2(a, b))
 
 /* Backward kernels: out = f(g, s) where g is the gradient of the output and s the saved
    tensor (the forward's result y or input x, as the op's gradient formula saves).

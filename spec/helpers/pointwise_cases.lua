@@ -1,5 +1,6 @@
--- One line per pointwise op (family "pointwise" in the op table): the range its
--- inputs are drawn from and an independent reference in Lua (float64). The specs
+-- One line per pointwise op (families "pointwise" and "pointwise_binary" in the op
+-- table): the range its inputs are drawn from (lo, hi; for a binary op a range per
+-- input, {lo, hi} each) and an independent reference in Lua (float64). The specs
 -- that walk the op table (pointwise_spec: values in every dtype, integer inputs,
 -- strided inputs; gradcheck_spec: finite differences; kernel_sweep_spec: every
 -- kernel against float64, on the CPU and CUDA) take their cases from here and
@@ -16,4 +17,7 @@ return {
   silu = { lo = -12, hi = 12, reference = function(x) return x * ref.sigmoid(x) end },
   sin = { lo = -7, hi = 7, reference = math.sin },
   cos = { lo = -7, hi = 7, reference = math.cos },
+  -- binary
+  div = { ranges = { { -5, 5 }, { 0.5, 5 } }, reference = function(a, b) return a / b end },
+  atan2 = { ranges = { { -3, 3 }, { -3, 3 } }, reference = math.atan },
 }

@@ -48,13 +48,20 @@ tl_status tl_ag_relu(tl_tensor *a, tl_tensor **out);
 
 #undef OP
 #undef TL_AG_POINTWISE_DECLARE
+/* tl_ag_<name>(a, b, out) for every POINTWISE_BINARY row (tl_ag_div, ...) */
+#define TL_AG_POINTWISE_BINARY_DECLARE(name)                                                       \
+    tl_status tl_ag_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, TL_AG_POINTWISE_BINARY_DECLARE, name)
+#include "tlua/ops.def"
+#undef OP
+#undef TL_AG_POINTWISE_BINARY_DECLARE
 tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out);
 tl_status tl_ag_clamp(tl_tensor *a, bool has_min, double min, bool has_max, double max,
                       tl_tensor **out);
 tl_status tl_ag_add(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_sub(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_mul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
-tl_status tl_ag_div(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_pow(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_where(tl_tensor *cond, tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_cast(tl_tensor *a, tl_dtype dtype, tl_tensor **out);

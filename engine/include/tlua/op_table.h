@@ -9,6 +9,7 @@
 #define TL_FAMILY_PROBE_GEMM_GEMM                             ~, 1
 #define TL_FAMILY_PROBE_POINTWISE_POINTWISE                   ~, 1
 #define TL_FAMILY_PROBE_POINTWISE_BACKWARD_POINTWISE_BACKWARD ~, 1
+#define TL_FAMILY_PROBE_POINTWISE_BINARY_POINTWISE_BINARY     ~, 1
 
 #define TL_OP_TABLE_SECOND_(a, b, ...) b
 #define TL_OP_TABLE_SECOND(...)        TL_OP_TABLE_SECOND_(__VA_ARGS__)

@@ -37,9 +37,16 @@ tl_status tl_clamp(const tl_tensor *a, bool has_min, double min, bool has_max, d
 tl_status tl_add(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_sub(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_mul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
-/* True division: integer inputs give float32. */
-tl_status tl_div(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_pow(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+/* Pointwise binary: tl_<name>(a, b, out) for every POINTWISE_BINARY row of tlua/ops.def (tl_div:
+   true division, tl_atan2, ...); integer and bool inputs give float32. */
+#define TL_POINTWISE_BINARY_DECLARE(name)                                                          \
+    tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, TL_POINTWISE_BINARY_DECLARE, name)
+#include "tlua/ops.def"
+#undef OP
+#undef TL_POINTWISE_BINARY_DECLARE
 /* Comparisons give bool. */
 tl_status tl_eq(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_ne(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);

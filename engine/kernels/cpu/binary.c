@@ -1,11 +1,12 @@
-/* CPU binary elementwise kernels: add, sub, mul, div, pow (floating dtypes; add, sub,
-   mul, pow also int32/int64, wrapping) and the comparisons eq, ne, lt, le, gt, ge for
-   every dtype, giving bool. Keyed by the inputs' dtype; bf16/f16 compute in f32. */
+/* CPU binary elementwise kernels: add, sub, mul, pow and the pointwise binary ops (floating
+   dtypes; add, sub, mul, pow also int32/int64, wrapping) and the comparisons eq, ne, lt, le, gt, ge
+   for every dtype, giving bool. Keyed by the inputs' dtype; bf16/f16 compute in f32. */
 #include <math.h>
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
+#include "kernels/pointwise.h"
 
 /* element <-> compute type */
 #define LOAD_SAME(v)  (v)
@@ -85,8 +86,15 @@ static inline double pow_d(double a, double b) {
 FLOAT_KERNELS(add, a + b, a + b)
 FLOAT_KERNELS(sub, a - b, a - b)
 FLOAT_KERNELS(mul, a *b, a *b)
-FLOAT_KERNELS(div, a / b, a / b)
 FLOAT_KERNELS(pow, pow_f(a, b), pow_d(a, b))
+
+/* every POINTWISE_BINARY row of ops.def, the math from kernels/pointwise.h */
+#define POINTWISE_BINARY_KERNELS(op)                                                               \
+    FLOAT_KERNELS(op, tl_pointwise_##op##_f(a, b), tl_pointwise_##op##_d(a, b))
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_KERNELS, name)
+#include "tlua/ops.def"
+#undef OP
 
 /* integers wrap on overflow (computed unsigned: no undefined behaviour) */
 #define WRAP32(expr) ((int32_t)(expr))
@@ -127,9 +135,14 @@ COMPARE_KERNELS(ge, a >= b)
 
 static const tl_kernel_entry entries[] = {
     FLOAT_ENTRIES(add),  INT_ENTRIES(add),    FLOAT_ENTRIES(sub),  INT_ENTRIES(sub),
-    FLOAT_ENTRIES(mul),  INT_ENTRIES(mul),    FLOAT_ENTRIES(div),  FLOAT_ENTRIES(pow),
-    INT_ENTRIES(pow),    COMPARE_ENTRIES(eq), COMPARE_ENTRIES(ne), COMPARE_ENTRIES(lt),
-    COMPARE_ENTRIES(le), COMPARE_ENTRIES(gt), COMPARE_ENTRIES(ge),
+    FLOAT_ENTRIES(mul),  INT_ENTRIES(mul),    FLOAT_ENTRIES(pow),  INT_ENTRIES(pow),
+    COMPARE_ENTRIES(eq), COMPARE_ENTRIES(ne), COMPARE_ENTRIES(lt), COMPARE_ENTRIES(le),
+    COMPARE_ENTRIES(gt), COMPARE_ENTRIES(ge),
+#define POINTWISE_BINARY_ENTRIES(op) FLOAT_ENTRIES(op),
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_ENTRIES, name)
+#include "tlua/ops.def"
+#undef OP
 };
 
 TL_KERNEL_TABLE(tl_cpu_binary_table, TL_DEVICE_CPU, entries);

@@ -1,7 +1,9 @@
-/* CUDA binary elementwise kernels, as cpu/binary.c: add, sub, mul, div, pow for floating dtypes
-   (bf16/f16 in f32); add, sub, mul, pow for int32/int64 (wrapping); eq, ne, lt, le, gt, ge for
-   every dtype, giving bool. Keyed by the inputs' dtype. */
+/* CUDA binary elementwise kernels, as cpu/binary.c: add, sub, mul, pow and the pointwise binary
+   ops for floating dtypes (bf16/f16 in f32); add, sub, mul, pow for int32/int64 (wrapping); eq,
+   ne, lt, le, gt, ge for every dtype, giving bool. Keyed by the inputs' dtype. */
 #include <math.h>
+
+#include "kernels/pointwise.h"
 
 #include "kernels/cuda/elementwise.cuh"
 
@@ -51,14 +53,26 @@ struct m_sub {
 struct m_mul {
     template <class C> __device__ C operator()(C a, C b) const { return a * b; }
 };
-struct m_div {
-    template <class C> __device__ C operator()(C a, C b) const { return a / b; }
-};
 struct m_pow {
     template <class C> __device__ C operator()(C a, C b) const { return d_pow(a, b); }
 };
 
 /* ---- integer arithmetic, wrapping (computed unsigned) --------------------------------------- */
+/* every POINTWISE_BINARY row of ops.def: the math of kernels/pointwise.h in float or double */
+#define POINTWISE_BINARY_MATH(name)                                                                \
+    struct m_##name {                                                                              \
+        __device__ float operator()(float a, float b) const {                                      \
+            return tl_pointwise_##name##_f(a, b);                                                  \
+        }                                                                                          \
+        __device__ double operator()(double a, double b) const {                                   \
+            return tl_pointwise_##name##_d(a, b);                                                  \
+        }                                                                                          \
+    };
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_MATH, name)
+#include "tlua/ops.def"
+#undef OP
+
 template <class T> struct tl_unsigned;
 template <> struct tl_unsigned<int32_t> { typedef uint32_t type; };
 template <> struct tl_unsigned<int64_t> { typedef uint64_t type; };
@@ -152,8 +166,13 @@ template <class IO> static tl_status float_op(tl_op op, const tl_cuda_launch *l)
         return arith<IO, m_sub>(l);
     case TL_OP_mul:
         return arith<IO, m_mul>(l);
-    case TL_OP_div:
-        return arith<IO, m_div>(l);
+#define POINTWISE_BINARY_CASE(name)                                                                \
+    case TL_OP_##name:                                                                             \
+        return arith<IO, m_##name>(l);
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_CASE, name)
+#include "tlua/ops.def"
+#undef OP
     case TL_OP_pow:
         return arith<IO, m_pow>(l);
     default:

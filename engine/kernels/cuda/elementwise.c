@@ -100,7 +100,6 @@ static tl_status binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_t
 BINARY(add)
 BINARY(sub)
 BINARY(mul)
-BINARY(div)
 BINARY(pow)
 BINARY(eq)
 BINARY(ne)
@@ -108,6 +107,10 @@ BINARY(lt)
 BINARY(le)
 BINARY(gt)
 BINARY(ge)
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, BINARY, name)
+#include "tlua/ops.def"
+#undef OP
 
 static tl_status activation_backward(tl_op op, tl_tensor *out, const tl_tensor *grad,
                                      const tl_tensor *saved) {
@@ -185,9 +188,14 @@ TL_KERNEL_TABLE(tl_cuda_unary_table, TL_DEVICE_CUDA, unary_entries);
 static const tl_kernel_entry binary_entries[] = {
     FLOAT_ENTRIES(add, binary), INT_ENTRIES(add, binary),   FLOAT_ENTRIES(sub, binary),
     INT_ENTRIES(sub, binary),   FLOAT_ENTRIES(mul, binary), INT_ENTRIES(mul, binary),
-    FLOAT_ENTRIES(div, binary), FLOAT_ENTRIES(pow, binary), INT_ENTRIES(pow, binary),
-    ALL_ENTRIES(eq, binary),    ALL_ENTRIES(ne, binary),    ALL_ENTRIES(lt, binary),
-    ALL_ENTRIES(le, binary),    ALL_ENTRIES(gt, binary),    ALL_ENTRIES(ge, binary),
+    FLOAT_ENTRIES(pow, binary), INT_ENTRIES(pow, binary),   ALL_ENTRIES(eq, binary),
+    ALL_ENTRIES(ne, binary),    ALL_ENTRIES(lt, binary),    ALL_ENTRIES(le, binary),
+    ALL_ENTRIES(gt, binary),    ALL_ENTRIES(ge, binary),
+#define POINTWISE_BINARY_ENTRIES(op) FLOAT_ENTRIES(op, binary),
+#define OP(name, family, differentiable, backward)                                                 \
+    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_ENTRIES, name)
+#include "tlua/ops.def"
+#undef OP
 };
 TL_KERNEL_TABLE(tl_cuda_binary_table, TL_DEVICE_CUDA, binary_entries);
 
