@@ -6,15 +6,7 @@ local tl = require("tlua")
 local ref = require("helpers.reference")
 local cases = require("helpers.pointwise_cases")
 
-local FLOAT_DTYPES = { "float32", "float64", "bfloat16", "float16" }
--- results in dtype against a float64 reference from the stored inputs: float32 to a
--- few ulp, bf16/f16 one rounding (plus the float32 compute) away
-local TOL = {
-  float32 = { rtol = 1e-5, atol = 1e-6 },
-  float64 = { rtol = 1e-12, atol = 1e-14 },
-  bfloat16 = { rtol = 2 ^ -7, atol = 1e-3 },
-  float16 = { rtol = 2 ^ -10, atol = 1e-4 },
-}
+local FLOAT_DTYPES, TOL = ref.FLOAT_DTYPES, ref.ELEMENTWISE_TOL
 
 local pointwise, binary = {}, {}
 for _, op in ipairs(tl.ops()) do

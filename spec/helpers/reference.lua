@@ -507,4 +507,15 @@ function M.to_table(t)
   return t:totable()
 end
 
+-- The floating dtypes, and the tolerances of an elementwise result in each against a float64
+-- reference computed from the stored inputs: float32 kernels are good to a few ulp; bf16/f16
+-- results are one rounding (plus the float32 compute) away.
+M.FLOAT_DTYPES = { "float32", "float64", "bfloat16", "float16" }
+M.ELEMENTWISE_TOL = {
+  float32 = { rtol = 1e-5, atol = 1e-6 },
+  float64 = { rtol = 1e-12, atol = 1e-14 },
+  bfloat16 = { rtol = 2 ^ -7, atol = 1e-3 },
+  float16 = { rtol = 2 ^ -10, atol = 1e-4 },
+}
+
 return M
