@@ -3,7 +3,7 @@
 local tl = require("tlua")
 local data = tl.data
 
-local ROOT = "/usr/share/datasets/fashion-mnist"
+local ROOT = data.FASHION_MNIST_ROOT -- $TLUA_FASHION_MNIST or Debian's dataset-fashion-mnist
 
 local function tmpdir()
   local path = os.tmpname()

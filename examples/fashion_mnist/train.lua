@@ -27,11 +27,12 @@ usage: tlua examples/fashion_mnist/train.lua [options]
   --save path           write the trained model's state_dict there (safetensors)
   --csv path            the loss history (default fashion_mnist_loss.csv, next to --save if given)
   --limit N             use only the first N training images (quick runs)
-  --root dir            the dataset's folder (default /usr/share/datasets/fashion-mnist)
+  --root dir            the dataset's folder (default $TLUA_FASHION_MNIST, else
+                        /usr/share/datasets/fashion-mnist)
   --help                this text]]
 
 local defaults = { model = "mlp", batch = 128, optimizer = "adam", schedule = "cosine", device = "cpu", seed = 1,
-  root = "/usr/share/datasets/fashion-mnist" }
+  root = tl.data.FASHION_MNIST_ROOT }
 local numeric = { epochs = "integer", batch = "integer", lr = "number", seed = "integer", limit = "integer",
   threads = "integer" }
 local known = { model = true, epochs = true, batch = true, lr = true, optimizer = true, device = true, seed = true,

@@ -87,14 +87,18 @@ end
 data.FASHION_MNIST_CLASSES = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
   "Sneaker", "Bag", "Ankle boot" }
 
---- FashionMNIST{root = "/usr/share/datasets/fashion-mnist", train = true, normalize = false,
+-- Where FashionMNIST looks by default: $TLUA_FASHION_MNIST if set, else Debian's
+-- dataset-fashion-mnist package.
+data.FASHION_MNIST_ROOT = os.getenv("TLUA_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
+
+--- FashionMNIST{root = data.FASHION_MNIST_ROOT, train = true, normalize = false,
 -- device = "cpu"}: a TensorDataset of images [N, 1, 28, 28] float32 in [0, 1] (normalize = true:
 -- (x - 0.2860) / 0.3530, the training set's mean and std) and labels [N] int64, classes 1..10
 -- (the files' 0..9 plus one). ds.images, ds.labels, ds.classes.
 function data.FashionMNIST(opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("data.FashionMNIST: expected an options table, got " .. type(opts), 2) end
-  local root = opts.root or "/usr/share/datasets/fashion-mnist"
+  local root = opts.root or data.FASHION_MNIST_ROOT
   local prefix = (opts.train == false) and "t10k" or "train"
   local images = data.read_idx(file_in(root, prefix .. "-images-idx3-ubyte"))
   local labels = data.read_idx(file_in(root, prefix .. "-labels-idx1-ubyte"))
