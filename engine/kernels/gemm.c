@@ -92,5 +92,5 @@ tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const vo
                                                        (const int64_t(*)[TL_MAX_DIMS])shapes);
     if (!kernel) return TL_ERR_DTYPE;
     if (p->m == 0 || p->n == 0) return TL_OK;
-    return kernel->fn.gemm(p, a, b, c);
+    return kernel->fn.gemm(device, p, a, b, c);
 }

@@ -37,8 +37,9 @@ typedef tl_status (*tl_copy_kernel)(tl_tensor *dst, const tl_tensor *src);
 typedef tl_status (*tl_reduce_kernel)(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
                                       int dim);
 typedef tl_status (*tl_softmax_kernel)(tl_tensor *out, const tl_tensor *in, int dim);
-typedef tl_status (*tl_gemm_kernel)(const GemmParams *params, const void *a, const void *b,
-                                    void *c);
+/* tl_gemm's device travels with the call: where the operands live and whose handle runs it */
+typedef tl_status (*tl_gemm_kernel)(tl_device device, const GemmParams *params, const void *a,
+                                    const void *b, void *c);
 typedef tl_status (*tl_random_kernel)(tl_tensor *out, const tl_op_args *args);
 
 /* ---- nn kernels (engine/include/tlua/nn.h); tensors are dense (contiguous) ---- */

@@ -42,7 +42,9 @@ static int64_t batches(const GemmParams *p) {
 DEFINE_SCALE(f32, float)
 DEFINE_SCALE(f64, double)
 
-static tl_status gemm_f32(const GemmParams *p, const void *a, const void *b, void *c) {
+static tl_status gemm_f32(tl_device device, const GemmParams *p, const void *a, const void *b,
+                          void *c) {
+    (void)device; /* the CPU */
     TL_TRY(check_blas_int(p));
     const float *pa = a, *pb = b;
     float *pc = c;
@@ -59,7 +61,9 @@ static tl_status gemm_f32(const GemmParams *p, const void *a, const void *b, voi
     return TL_OK;
 }
 
-static tl_status gemm_f64(const GemmParams *p, const void *a, const void *b, void *c) {
+static tl_status gemm_f64(tl_device device, const GemmParams *p, const void *a, const void *b,
+                          void *c) {
+    (void)device; /* the CPU */
     TL_TRY(check_blas_int(p));
     const double *pa = a, *pb = b;
     double *pc = c;
@@ -140,11 +144,15 @@ static tl_status gemm_16(const GemmParams *p, const void *a, const void *b, void
     return TL_OK;
 }
 
-static tl_status gemm_bf16(const GemmParams *p, const void *a, const void *b, void *c) {
+static tl_status gemm_bf16(tl_device device, const GemmParams *p, const void *a, const void *b,
+                           void *c) {
+    (void)device; /* the CPU */
     return gemm_16(p, a, b, c, tl_bf16_to_f32, tl_f32_to_bf16);
 }
 
-static tl_status gemm_f16(const GemmParams *p, const void *a, const void *b, void *c) {
+static tl_status gemm_f16(tl_device device, const GemmParams *p, const void *a, const void *b,
+                          void *c) {
+    (void)device; /* the CPU */
     return gemm_16(p, a, b, c, tl_f16_to_f32, tl_f32_to_f16);
 }
 

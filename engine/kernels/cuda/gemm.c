@@ -18,19 +18,6 @@ static tl_status check_int(const GemmParams *p) {
     return TL_OK;
 }
 
-/* The device that holds c. GemmParams names no device (tl_gemm does, but the kernel signature
-   does not pass it on): with one GPU that is cuda:0, else the pointer says. */
-static tl_status device_of(const void *c, int *device) {
-    *device = 0;
-    if (tl_cuda_device_count() <= 1) return TL_OK;
-    struct cudaPointerAttributes attr;
-    TL_CUDA_TRY(cudaPointerGetAttributes(&attr, c), OP_NAME, "cudaPointerGetAttributes");
-    if (attr.type != cudaMemoryTypeDevice)
-        return tl_error(TL_ERR_DEVICE, OP_NAME ": the output is not in CUDA device memory");
-    *device = attr.device;
-    return TL_OK;
-}
-
 static cudaDataType_t data_type(tl_dtype dtype) {
     switch (dtype) {
     case TL_F64:
@@ -50,13 +37,12 @@ static cublasOperation_t blas_op(bool trans) {
 
 /* One kernel for every dtype: tl_gemm has validated sizes, leading dims and the dtype combination
    (f32 -> f32, f64 -> f64, bf16/f16 -> f32 or the same, computed in f32). */
-static tl_status gemm(const GemmParams *p, const void *a, const void *b, void *c) {
+static tl_status gemm(tl_device device, const GemmParams *p, const void *a, const void *b,
+                      void *c) {
     TL_TRY(check_int(p));
-    int device;
-    TL_TRY(device_of(c, &device));
     cublasHandle_t handle;
     cudaStream_t stream;
-    TL_TRY(tl_cuda_blas(device, OP_NAME, &handle, &stream));
+    TL_TRY(tl_cuda_blas(device.index, OP_NAME, &handle, &stream));
 
     cudaDataType_t in_type = data_type(p->input_dtype), out_type = data_type(p->output_dtype);
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
