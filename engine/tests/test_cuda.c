@@ -1,9 +1,10 @@
 /* C unit test of the CUDA backend: CUDA against the CPU kernels on the same random inputs
    (broadcast add, unary ops, casts bit for bit, where, comparisons, GEMM in f32, TF32, bf16,
    f16 and f64, batched, non-contiguous inputs), an out-of-memory request followed by a normal
-   op, and the caching allocator's statistics. Without a GPU it checks the "not available"
-   errors and skips the rest. */
+   op, the caching allocator's statistics, and an op from a thread that made no CUDA call yet.
+   Without a GPU it checks the "not available" errors and skips the rest. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,36 @@ static void test_unavailable(void) {
     OK(tl_set_matmul_precision("highest"));
 }
 
+/* Ops from a thread that has made no CUDA call of its own (its first op finds cached blocks and
+   launches at once), after the main thread ran the same kernels: the result is right. */
+typedef struct {
+    tl_tensor *a, *b, *sum;
+    tl_status status;
+} thread_case;
+
+static void *add_in_thread(void *arg) {
+    thread_case *c = arg;
+    c->status = tl_add(c->a, c->b, &c->sum);
+    return NULL;
+}
+
+static void test_fresh_thread(void) {
+    const int64_t shape[1] = {1000};
+    tl_tensor *a = random_cpu(TL_F32, 1, shape, -1, 1), *b = random_cpu(TL_F32, 1, shape, -1, 1);
+    tl_tensor *ga = to_device(a, CUDA0), *gb = to_device(b, CUDA0), *want = NULL, *warm = NULL;
+    OK(tl_add(a, b, &want));
+    OK(tl_add(ga, gb, &warm)); /* the main thread runs the kernel first */
+    tl_release(warm);          /* its block is cached for the thread's result */
+    thread_case c = {ga, gb, NULL, TL_OK};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, add_in_thread, &c) == 0, "pthread_create");
+    pthread_join(thread, NULL);
+    CHECK(c.status == TL_OK, "add in a fresh thread: %s", tl_last_error());
+    if (c.status == TL_OK) compare("add in a fresh thread", c.sum, want, 0, 0, true);
+    tl_release(c.sum), tl_release(want), tl_release(a), tl_release(b), tl_release(ga),
+        tl_release(gb);
+}
+
 int main(void) {
     if (tl_cuda_device_count() == 0) {
         test_unavailable();
@@ -449,6 +480,7 @@ int main(void) {
     test_casts();
     test_gemm();
     test_memory();
+    test_fresh_thread();
     if (tl_cuda_device_count() > 1) test_second_device();
     printf("test_cuda: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "cuda/cuda_runtime.h"
+#include "kernels/cuda/fast_launch.cuh"
 #include "kernels/cuda/launch.h"
 
 #define TL_CUDA_THREADS 256
@@ -265,11 +266,12 @@ static inline bool tl_cuda_aligned(const void *p, size_t bytes) {
 }
 
 /* Runs f over the operands of l (out = operand 0, NIN inputs of F::in_t): one launch on l's
-   stream, no allocation, no synchronisation. */
+   stream (through cuLaunchKernel, fast_launch.cuh), no allocation, no synchronisation. */
 template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cuda_launch *l, F f) {
     typedef typename F::out_t TO;
     typedef typename F::in_t TI;
     if (l->numel == 0) return TL_OK;
+    cudaError_t err;
     TO *out = (TO *)l->data[0];
     tl_ptrs<TI, NIN> in;
     for (int k = 0; k < NIN; k++) in.p[k] = (const TI *)l->data[k + 1];
@@ -280,8 +282,9 @@ template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cud
             if (!((l->scalar_mask >> (k + 1)) & 1u))
                 vec_ok = vec_ok && tl_cuda_aligned(in.p[k], sizeof(TI) * V);
         int64_t work = vec_ok ? (l->numel + V - 1) / V : l->numel;
-        tl_ew_dense<NIN, F><<<tl_cuda_blocks(work, l->sm_count), TL_CUDA_THREADS, 0, l->stream>>>(
-            out, in, l->scalar_mask, l->numel, vec_ok, f);
+        err = tl_cuda_launch_kernel<tl_ew_dense<NIN, F>>(tl_cuda_blocks(work, l->sm_count),
+                                                         TL_CUDA_THREADS, l->stream, out, in,
+                                                         l->scalar_mask, l->numel, vec_ok, f);
     } else {
         /* vectors need whole chunks and every row of a stride-1 operand aligned for them */
         constexpr int V = tl_vec_width<TO, TI>();
@@ -295,10 +298,11 @@ template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cud
         }
         int64_t chunks_per_row = (g->shape[inner] + V - 1) / V;
         int64_t items = l->numel / g->shape[inner] * chunks_per_row;
-        tl_ew_rows<NIN, F><<<tl_cuda_blocks(items, l->sm_count), TL_CUDA_THREADS, 0, l->stream>>>(
-            out, in, items, chunks_per_row, vec_ok, *g, f);
+        err = tl_cuda_launch_kernel<tl_ew_rows<NIN, F>>(tl_cuda_blocks(items, l->sm_count),
+                                                        TL_CUDA_THREADS, l->stream, out, in, items,
+                                                        chunks_per_row, vec_ok, *g, f);
     }
-    return tl_cuda_check_launch(l->op);
+    return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, l->op, "kernel launch");
 }
 
 #endif
