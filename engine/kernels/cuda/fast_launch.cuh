@@ -57,7 +57,7 @@ template <typename... P> struct tl_kernel_signature<void (*)(P...)> {
    launch, cudaSuccess when it was queued. */
 template <auto Kernel, typename... A>
 static inline cudaError_t tl_cuda_launch_kernel(unsigned grid, unsigned block, cudaStream_t stream,
-                                         A... args) {
+                                                A... args) {
     static const CUfunction fn = tl_cu_function((const void *)Kernel);
     return tl_kernel_signature<decltype(Kernel)>::launch(Kernel, fn, grid, block, stream, args...);
 }
