@@ -5,13 +5,10 @@
 /* GRADIENT(name, SAVES) { ... } defines the gradient of the op `name`: g is the gradient of
    its output, saved the tensor SAVES names (INPUT: x, RESULT: y = f(x)); it sets *gi, the
    gradient of x ("=": the engine accumulates), by forward ops or backward kernels. */
-#define SAVES_INPUT  true, false
+#define SAVES_INPUT  true, false /* {input, result} */
 #define SAVES_RESULT false, true
 #define GRADIENT(name, saves)                                                                      \
-    static tl_status name##_record(tl_backward_fn backward, tl_status forward, tl_tensor *a,       \
-                                   tl_tensor **out) {                                              \
-        return tl_record_unary(#name, backward, forward, a, out, SAVES_##saves, NULL);             \
-    }                                                                                              \
+    static const bool name##_saves[2] = {SAVES_##saves};                                           \
     static tl_status name##_gradient(const tl_tensor *g, const tl_tensor *saved, tl_tensor **gi)
 
 /* exp' = exp */
@@ -119,7 +116,8 @@ GRADIENT2(atan2, true, true) {
         return name##_gradient(g[0], saved, &gi[0]);                                               \
     }                                                                                              \
     tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out) {                                        \
-        return name##_record(name##_backward, tl_##name(a, out), a, out);                          \
+        return tl_record_unary(#name, name##_backward, tl_##name(a, out), a, out, name##_saves[0], \
+                               name##_saves[1], NULL);                                             \
     }
 #define OP(name, family, differentiable, backward)                                                 \
     TL_IF_FAMILY(family, POINTWISE, POINTWISE_AUTOGRAD, name)

@@ -2,7 +2,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/ops_launch.h"
 
-static tl_cuda_window window_of(const tl_window2d *w) {
+tl_cuda_window tl_cuda_window_of(const tl_window2d *w) {
     return (tl_cuda_window){
         .batch = w->batch,
         .channels = w->channels,
@@ -26,7 +26,7 @@ static tl_status run(const char *op, bool to_columns, tl_tensor *dst, const tl_t
     if (tl_numel(dst) == 0) return TL_OK;
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(dst, op, &at));
-    tl_cuda_window cw = window_of(w);
+    tl_cuda_window cw = tl_cuda_window_of(w);
     return tl_cuda_im2col_run(&at, to_columns, (int)src->dtype, tl_data(dst), tl_data(src), &cw);
 }
 

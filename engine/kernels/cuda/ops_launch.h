@@ -88,6 +88,9 @@ typedef struct tl_cuda_window {
     int64_t out_h, out_w;
     int64_t col_row_stride, col_batch_stride;
 } tl_cuda_window;
+/* the window of kernels/kernel.h in this plain form (cuda/conv.c; used by cuda/pool.c too) */
+struct tl_window2d;
+tl_cuda_window tl_cuda_window_of(const struct tl_window2d *w);
 
 /* cuda/conv.cu: im2col (dst columns, src images) or col2im (dst images, src columns) */
 tl_status tl_cuda_im2col_run(const tl_cuda_where *at, bool to_columns, int dtype, void *dst,

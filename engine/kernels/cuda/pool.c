@@ -2,29 +2,12 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/ops_launch.h"
 
-static tl_cuda_window window_of(const tl_window2d *w) {
-    return (tl_cuda_window){
-        .batch = w->batch,
-        .channels = w->channels,
-        .height = w->height,
-        .width = w->width,
-        .kernel_h = w->kernel_h,
-        .kernel_w = w->kernel_w,
-        .stride_h = w->stride_h,
-        .stride_w = w->stride_w,
-        .pad_h = w->pad_h,
-        .pad_w = w->pad_w,
-        .out_h = w->out_h,
-        .out_w = w->out_w,
-    };
-}
-
 static tl_status pool_kernel(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
                              const tl_window2d *w) {
     if (tl_numel(out) == 0) return TL_OK;
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(out, "max_pool2d", &at));
-    tl_cuda_window cw = window_of(w);
+    tl_cuda_window cw = tl_cuda_window_of(w);
     return tl_cuda_max_pool_run(&at, (int)in->dtype, tl_data(out), tl_data(indices), tl_data(in),
                                 &cw);
 }
@@ -34,7 +17,7 @@ static tl_status pool_backward_kernel(tl_tensor *grad_in, const tl_tensor *grad_
     if (tl_numel(grad_in) == 0) return TL_OK;
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(grad_in, "max_pool2d_backward", &at));
-    tl_cuda_window cw = window_of(w);
+    tl_cuda_window cw = tl_cuda_window_of(w);
     return tl_cuda_max_pool_backward_run(&at, (int)grad_in->dtype, tl_data(grad_in),
                                          tl_data(grad_out), tl_data(indices), &cw);
 }
