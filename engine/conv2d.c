@@ -23,19 +23,9 @@ static tl_status check_geometry(const char *op, const int64_t *in, const int64_t
     if (wt[2] < 1 || wt[3] < 1)
         return tl_error(TL_ERR_SHAPE, "%s: kernel must be at least 1x1, got weight shape %s", op,
                         nn_shape_str(wt, 4, sw, sizeof sw));
-    if (stride_h < 1 || stride_w < 1)
-        return tl_error(TL_ERR_ARGUMENT, "%s: stride must be >= 1, got %lld x %lld", op,
-                        (long long)stride_h, (long long)stride_w);
-    if (pad_h < 0 || pad_w < 0)
-        return tl_error(TL_ERR_ARGUMENT, "%s: padding must be >= 0, got %lld x %lld", op,
-                        (long long)pad_h, (long long)pad_w);
-    if (in[2] + 2 * pad_h < wt[2] || in[3] + 2 * pad_w < wt[3])
-        return tl_error(TL_ERR_SHAPE,
-                        "%s: kernel %lldx%lld is larger than the padded input %lldx%lld (input "
-                        "%lldx%lld, padding %lld x %lld)",
-                        op, (long long)wt[2], (long long)wt[3], (long long)(in[2] + 2 * pad_h),
-                        (long long)(in[3] + 2 * pad_w), (long long)in[2], (long long)in[3],
-                        (long long)pad_h, (long long)pad_w);
+    int64_t out_h, out_w;
+    TL_TRY(tl_window_out_size(op, "height", in[2], wt[2], stride_h, pad_h, 1, false, &out_h));
+    TL_TRY(tl_window_out_size(op, "width", in[3], wt[3], stride_w, pad_w, 1, false, &out_w));
     *w = (tl_window2d){
         .batch = in[0],
         .channels = in[1],
@@ -47,8 +37,8 @@ static tl_status check_geometry(const char *op, const int64_t *in, const int64_t
         .stride_w = stride_w,
         .pad_h = pad_h,
         .pad_w = pad_w,
-        .out_h = (in[2] + 2 * pad_h - wt[2]) / stride_h + 1,
-        .out_w = (in[3] + 2 * pad_w - wt[3]) / stride_w + 1,
+        .out_h = out_h,
+        .out_w = out_w,
     };
     return TL_OK;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
+#include "size.h"
 #include "tlua/nn.h"
 
 /* t has a floating dtype. */

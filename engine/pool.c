@@ -10,30 +10,21 @@ static tl_status check_window(const tl_tensor *input, int64_t kernel_h, int64_t 
         return tl_error(TL_ERR_SHAPE, "max_pool2d: input must be [N, C, H, W], got shape %s",
                         tl_shape_str(input, si, sizeof si));
     TL_TRY(nn_check_floating(op, "input", input));
-    if (kernel_h < 1 || kernel_w < 1)
-        return tl_error(TL_ERR_ARGUMENT, "max_pool2d: kernel size must be >= 1, got %lld x %lld",
-                        (long long)kernel_h, (long long)kernel_w);
-    if (stride_h < 1 || stride_w < 1)
-        return tl_error(TL_ERR_ARGUMENT, "max_pool2d: stride must be >= 1, got %lld x %lld",
-                        (long long)stride_h, (long long)stride_w);
-    if (pad_h < 0 || pad_w < 0 || 2 * pad_h > kernel_h || 2 * pad_w > kernel_w)
-        return tl_error(TL_ERR_ARGUMENT,
-                        "max_pool2d: padding must be between 0 and half the kernel size, got "
-                        "padding %lld x %lld for kernel %lld x %lld",
-                        (long long)pad_h, (long long)pad_w, (long long)kernel_h,
-                        (long long)kernel_w);
     const int64_t H = input->shape[2], W = input->shape[3];
     if (H < 1 || W < 1)
         return tl_error(TL_ERR_SHAPE,
                         "max_pool2d: input height and width must be >= 1, got shape %s",
                         tl_shape_str(input, si, sizeof si));
-    if (H + 2 * pad_h < kernel_h || W + 2 * pad_w < kernel_w)
-        return tl_error(TL_ERR_SHAPE,
-                        "max_pool2d: kernel %lldx%lld is larger than the padded input %lldx%lld "
-                        "(input shape %s, padding %lld x %lld)",
-                        (long long)kernel_h, (long long)kernel_w, (long long)(H + 2 * pad_h),
-                        (long long)(W + 2 * pad_w), tl_shape_str(input, si, sizeof si),
-                        (long long)pad_h, (long long)pad_w);
+    int64_t out_h, out_w;
+    TL_TRY(tl_window_out_size(op, "height", H, kernel_h, stride_h, pad_h, 1, false, &out_h));
+    TL_TRY(tl_window_out_size(op, "width", W, kernel_w, stride_w, pad_w, 1, false, &out_w));
+    /* a window made only of padding would have no maximum */
+    if (pad_h > kernel_h / 2 || pad_w > kernel_w / 2)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "max_pool2d: padding must be between 0 and half the kernel size, got "
+                        "padding %lld x %lld for kernel %lld x %lld",
+                        (long long)pad_h, (long long)pad_w, (long long)kernel_h,
+                        (long long)kernel_w);
     *w = (tl_window2d){
         .batch = input->shape[0],
         .channels = input->shape[1],
@@ -45,8 +36,8 @@ static tl_status check_window(const tl_tensor *input, int64_t kernel_h, int64_t 
         .stride_w = stride_w,
         .pad_h = pad_h,
         .pad_w = pad_w,
-        .out_h = (H + 2 * pad_h - kernel_h) / stride_h + 1,
-        .out_w = (W + 2 * pad_w - kernel_w) / stride_w + 1,
+        .out_h = out_h,
+        .out_w = out_w,
     };
     return TL_OK;
 }

@@ -3,12 +3,13 @@
 
 #include "tlua/tensor.h"
 
-static void shape_to_str(const int64_t *shape, int ndim, char *buf, int size) {
+const char *tl_format_shape(const int64_t *shape, int ndim, char *buf, int size) {
     int used = snprintf(buf, (size_t)size, "[");
     for (int d = 0; d < ndim && used < size; d++)
         used +=
             snprintf(buf + used, (size_t)(size - used), d ? ", %lld" : "%lld", (long long)shape[d]);
     if (used < size) snprintf(buf + used, (size_t)(size - used), "]");
+    return buf;
 }
 
 tl_status tl_broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b, int nb,
@@ -19,8 +20,8 @@ tl_status tl_broadcast_shapes(const char *op, const int64_t *a, int na, const in
         int64_t sa = da >= 0 ? a[da] : 1, sb = db >= 0 ? b[db] : 1;
         if (sa != sb && sa != 1 && sb != 1) {
             char sa_str[256], sb_str[256];
-            shape_to_str(a, na, sa_str, sizeof sa_str);
-            shape_to_str(b, nb, sb_str, sizeof sb_str);
+            tl_format_shape(a, na, sa_str, sizeof sa_str);
+            tl_format_shape(b, nb, sb_str, sizeof sb_str);
             return tl_error(TL_ERR_SHAPE,
                             "%s: shapes %s and %s cannot be broadcast (size %lld vs %lld at "
                             "dim %d of the result)",

@@ -1,8 +1,10 @@
 /* Reference-counted, 64-byte aligned storage and cross-device byte copies. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "storage.h"
+#include "tlua/runtime.h"
 #ifdef TLUA_HAVE_CUDA
 #include "cuda/cuda_runtime.h"
 #endif
@@ -10,6 +12,32 @@
 #define TL_ALIGNMENT 64
 /* 1 TiB: larger requests are mistakes, refused before asking the system */
 #define TL_MAX_ALLOCATION ((size_t)1 << 40)
+
+/* CPU allocation counters: atomics, since several threads may use the engine */
+static _Atomic uint64_t cpu_allocated, cpu_peak, cpu_alloc_count, cpu_free_count;
+
+static void cpu_count_alloc(size_t nbytes) {
+    uint64_t now = atomic_fetch_add(&cpu_allocated, nbytes) + nbytes;
+    uint64_t peak = atomic_load(&cpu_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&cpu_peak, &peak, now)) {
+    }
+    atomic_fetch_add(&cpu_alloc_count, 1);
+}
+
+void tl_cpu_get_memory_stats(tl_cpu_memory_stats *out) {
+    uint64_t allocs = atomic_load(&cpu_alloc_count), frees = atomic_load(&cpu_free_count);
+    *out = (tl_cpu_memory_stats){
+        .allocated_bytes = atomic_load(&cpu_allocated),
+        .peak_allocated_bytes = atomic_load(&cpu_peak),
+        .active_blocks = allocs - frees,
+        .alloc_count = allocs,
+        .free_count = frees,
+    };
+}
+
+void tl_cpu_reset_peak_memory_stats(void) {
+    atomic_store(&cpu_peak, atomic_load(&cpu_allocated));
+}
 
 tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
     tl_status status = tl_device_check(device);
@@ -42,6 +70,7 @@ tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
         free(s);
         return tl_error(TL_ERR_MEMORY, "empty: cannot allocate %zu bytes on the cpu", nbytes);
     }
+    cpu_count_alloc(nbytes);
     s->nbytes = nbytes;
     s->device = device;
     s->refcount = 1;
@@ -60,8 +89,22 @@ void tl_storage_release(tl_storage *s) {
         tl_cuda_free(s->device.index, s->data);
     else
 #endif
+    {
+        atomic_fetch_sub(&cpu_allocated, s->nbytes);
+        atomic_fetch_add(&cpu_free_count, 1);
         free(s->data);
+    }
     free(s);
+}
+
+tl_status tl_memset_zero(tl_device device, void *dst, size_t n) {
+#ifdef TLUA_HAVE_CUDA
+    if (device.type == TL_DEVICE_CUDA) return tl_cuda_memset_zero(device.index, dst, n);
+#else
+    (void)device;
+#endif
+    if (n) memset(dst, 0, n);
+    return TL_OK;
 }
 
 tl_status tl_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,

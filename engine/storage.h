@@ -15,6 +15,9 @@ void tl_storage_release(tl_storage *s);
 tl_status tl_make_view(const tl_tensor *base, const int64_t *shape, const int64_t *strides,
                        int ndim, int64_t offset, tl_tensor **out);
 
+/* Sets n bytes at dst (memory of device) to zero. */
+tl_status tl_memset_zero(tl_device device, void *dst, size_t n);
+
 /* Copies n bytes between any two devices (host <-> device, device <-> device). */
 tl_status tl_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
                     size_t n);

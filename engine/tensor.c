@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "size.h"
 #include "storage.h"
 
 tl_tensor *tl_retain(tl_tensor *t) {
@@ -17,23 +18,6 @@ void tl_release(tl_tensor *t) {
     free(t);
 }
 
-static tl_status check_shape(const char *op, const int64_t *shape, int ndim, int64_t *numel) {
-    if (ndim < 0 || ndim > TL_MAX_DIMS)
-        return tl_error(TL_ERR_SHAPE, "%s: expected at most %d dims, got %d", op, TL_MAX_DIMS,
-                        ndim);
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return tl_error(TL_ERR_SHAPE, "%s: size of dim %d must be >= 0, got %lld", op, d + 1,
-                            (long long)shape[d]);
-        if (shape[d] > 0 && n > INT64_MAX / 8 / shape[d])
-            return tl_error(TL_ERR_SHAPE, "%s: shape has too many elements", op);
-        n *= shape[d];
-    }
-    *numel = n;
-    return TL_OK;
-}
-
 void tl_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
     int64_t stride = 1;
     for (int d = ndim - 1; d >= 0; d--) {
@@ -45,14 +29,19 @@ void tl_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
 tl_status tl_empty(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
                    tl_tensor **out) {
     int64_t numel = 0;
-    tl_status status = check_shape("empty", shape, ndim, &numel);
-    if (status != TL_OK) return status;
+    size_t nbytes = 0;
     if ((unsigned)dtype >= TL_DTYPE_COUNT)
         return tl_error(TL_ERR_DTYPE, "empty: invalid dtype %d", (int)dtype);
+    TL_TRY(tl_shape_numel("empty", shape, ndim, &numel));
+    TL_TRY(tl_size_bytes("empty", numel, dtype, &nbytes));
     tl_tensor *t = calloc(1, sizeof *t);
     if (!t) return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a tensor");
-    status = tl_storage_new(device, (size_t)numel * tl_dtype_size(dtype), &t->storage);
+    tl_status status = tl_storage_new(device, nbytes, &t->storage);
+    /* bool storage holds only 0 and 1: a new bool tensor starts as false */
+    if (status == TL_OK && dtype == TL_BOOL && nbytes)
+        status = tl_memset_zero(device, t->storage->data, nbytes);
     if (status != TL_OK) {
+        tl_storage_release(t->storage);
         free(t);
         return status;
     }
@@ -113,12 +102,7 @@ void *tl_data(const tl_tensor *t) {
 }
 
 const char *tl_shape_str(const tl_tensor *t, char *buf, int size) {
-    int used = snprintf(buf, (size_t)size, "[");
-    for (int d = 0; d < t->ndim && used < size; d++)
-        used += snprintf(buf + used, (size_t)(size - used), d ? ", %lld" : "%lld",
-                         (long long)t->shape[d]);
-    if (used < size) snprintf(buf + used, (size_t)(size - used), "]");
-    return buf;
+    return tl_format_shape(t->shape, t->ndim, buf, size);
 }
 
 void tl_bump_version(tl_tensor *t) {

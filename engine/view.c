@@ -2,6 +2,7 @@
    squeeze, unsqueeze, expand, flatten; contiguous and clone. */
 #include <string.h>
 
+#include "size.h"
 #include "storage.h"
 #include "tlua/ops.h"
 
@@ -11,21 +12,19 @@ static tl_status infer_shape(const char *op, const tl_tensor *t, const int64_t *
         return tl_error(TL_ERR_SHAPE, "%s: expected at most %d dims, got %d", op, TL_MAX_DIMS,
                         ndim);
     int infer = -1;
-    int64_t known = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] == -1) {
             if (infer >= 0)
                 return tl_error(TL_ERR_SHAPE, "%s: only one dim can be -1 (dims %d and %d are)", op,
                                 infer + 1, d + 1);
             infer = d;
-        } else if (shape[d] < 0) {
-            return tl_error(TL_ERR_SHAPE, "%s: size of dim %d must be >= 0 or -1, got %lld", op,
-                            d + 1, (long long)shape[d]);
+            out[d] = 1; /* for the count of the known dims below */
         } else {
-            known *= shape[d];
+            out[d] = shape[d];
         }
-        out[d] = shape[d];
     }
+    int64_t known;
+    TL_TRY(tl_shape_numel(op, out, ndim, &known)); /* sizes >= 0, no overflow */
     int64_t numel = tl_numel(t);
     char buf[256];
     if (infer >= 0) {
@@ -148,12 +147,12 @@ tl_status tl_narrow(tl_tensor *t, int dim, int64_t start, int64_t length, tl_ten
     if (status == TL_OK) status = tl_wrap_dim("narrow", dim, t->ndim, &d);
     if (status != TL_OK) return status;
     int64_t size = t->shape[d];
-    if (start < 0 || length < 0 || start + length > size)
+    if (!tl_range_within(start, length, size))
         return tl_error(TL_ERR_INDEX,
-                        "narrow: elements %lld to %lld (start %lld, length %lld) do not lie within "
-                        "dim %d of size %lld",
-                        (long long)start + 1, (long long)(start + length), (long long)start + 1,
-                        (long long)length, d + 1, (long long)size);
+                        "narrow: start %lld and length %lld do not lie within dim %d of size "
+                        "%lld (expected 1 <= start and start + length - 1 <= %lld)",
+                        (long long)(start < INT64_MAX ? start + 1 : start), (long long)length,
+                        d + 1, (long long)size, (long long)size);
     int64_t shape[TL_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     shape[d] = length;
@@ -239,13 +238,6 @@ tl_status tl_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **ou
                         tl_shape_str(t, buf, sizeof buf), ndim, t->ndim, TL_MAX_DIMS);
     int64_t new_shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
     int lead = ndim - t->ndim;
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        int64_t size = shape[i] == -1 && i >= lead ? t->shape[i - lead] : shape[i];
-        if (size > 0 && numel > INT64_MAX / 8 / size)
-            return tl_error(TL_ERR_SHAPE, "expand: the requested shape has too many elements");
-        if (size > 0) numel *= size;
-    }
     for (int i = 0; i < ndim; i++) {
         int src = i - lead;
         int64_t want = shape[i];
@@ -269,6 +261,8 @@ tl_status tl_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **ou
                             (long long)want);
         }
     }
+    int64_t numel;
+    TL_TRY(tl_shape_numel("expand", new_shape, ndim, &numel)); /* sizes >= 0, no overflow */
     return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
 }
 

@@ -273,10 +273,9 @@ static int tensor_list(lua_State *L, int idx, const char *what, tl_tensor **ts) 
 }
 
 /* core.custom_function(name, inputs, outputs, backward) -> connected outputs.
-   Joins outputs (computed without recording) to inputs through one node whose
-   backward calls backward(grad_1, ..., grad_m), which returns a table with one
-   gradient (or nil) per input. An output that is also an input (or already in
-   a graph) is connected as a fresh alias. */
+   Joins aliases of outputs (computed without recording) to inputs through one
+   node whose backward calls backward(grad_1, ..., grad_m), which returns a
+   table with one gradient (or nil) per input. */
 static int ag_custom_function(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     tl_tensor *inputs[CUSTOM_MAX], *outputs[CUSTOM_MAX];
@@ -295,21 +294,18 @@ static int ag_custom_function(lua_State *L) {
     lua_rawset(L, -3);
     lua_pop(L, 1);
 
+    /* Each output joins the graph as a fresh alias: the tensor forward returned
+       stays outside the graph, so what forward kept of it (ctx's saved
+       tensors) holds no reference to the node, and node -> backward -> ctx ->
+       output -> node can never form a cycle. */
     lua_createtable(L, num_outputs, 0); /* the connected outputs */
     int result = lua_gettop(L);
     for (int o = 0; o < num_outputs; o++) {
-        bool alias = tl_requires_grad(outputs[o]) || !tl_is_leaf(outputs[o]);
-        for (int i = 0; i < num_inputs && !alias; i++) alias = outputs[o] == inputs[i];
-        for (int k = 0; k < o && !alias; k++) alias = outputs[o] == outputs[k];
-        if (alias) {
-            tlb_box *box = tlb_newbox(L);
-            tl_tensor *out = NULL;
-            if (tl_detach(outputs[o], &out) != TL_OK) return tlb_fail(L);
-            box->tensor = out;
-            outputs[o] = out;
-        } else {
-            lua_rawgeti(L, 3, o + 1);
-        }
+        tlb_box *box = tlb_newbox(L);
+        tl_tensor *out = NULL;
+        if (tl_detach(outputs[o], &out) != TL_OK) return tlb_fail(L);
+        box->tensor = out;
+        outputs[o] = out;
         lua_rawseti(L, result, o + 1);
     }
 

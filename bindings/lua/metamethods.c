@@ -94,6 +94,11 @@ static int field(lua_State *L, tl_tensor *t, const char *key) {
     case 'i':
         if (strcmp(key, "is_leaf") == 0) return tlb_field_is_leaf(L);
         break;
+    case '_':
+        /* the storage's version: every in-place change bumps it */
+        if (strcmp(key, "_version") == 0)
+            return lua_pushinteger(L, (lua_Integer)t->storage->version), 1;
+        break;
     default:
         break;
     }

@@ -16,6 +16,24 @@ static int m_size(lua_State *L) {
     return 1;
 }
 
+/* t:stride() -> the strides (in elements) as a table; t:stride(dim) -> one of them */
+static int m_stride(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "stride");
+    if (lua_isnoneornil(L, 2)) {
+        lua_createtable(L, t->ndim, 0);
+        for (int d = 0; d < t->ndim; d++) {
+            lua_pushinteger(L, (lua_Integer)t->strides[d]);
+            lua_rawseti(L, -2, d + 1);
+        }
+        return 1;
+    }
+    int dim = tlb_check_dim(L, 2, "stride");
+    if (t->ndim == 0) return tlb_errorf(L, "stride: a 0-dim tensor has no dim %d", dim + 1);
+    if (tl_wrap_dim("stride", dim, t->ndim, &dim) != TL_OK) return tlb_fail(L);
+    lua_pushinteger(L, (lua_Integer)t->strides[dim]);
+    return 1;
+}
+
 static int m_dim(lua_State *L) {
     lua_pushinteger(L, tlb_check(L, 1, "dim")->ndim);
     return 1;
@@ -174,6 +192,7 @@ static int m_clone(lua_State *L) {
 
 const luaL_Reg tlb_view_methods[] = {
     {"size", m_size},
+    {"stride", m_stride},
     {"dim", m_dim},
     {"numel", m_numel},
     {"item", m_item},

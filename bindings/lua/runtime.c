@@ -33,6 +33,32 @@ static int rt_cuda_device_count(lua_State *L) {
     return 1;
 }
 
+/* ---- memory statistics ------------------------------------------------------ */
+static void set_field(lua_State *L, const char *key, uint64_t value) {
+    lua_pushinteger(L, (lua_Integer)value);
+    lua_setfield(L, -2, key);
+}
+
+/* tl.memory_stats("cpu") -> {allocated, peak, active_blocks, alloc_count, free_count} in bytes
+   (a CUDA device is served by tl.cuda.memory_stats, which tlua/init.lua forwards to) */
+static int rt_cpu_memory_stats(lua_State *L) {
+    tl_cpu_memory_stats s;
+    tl_cpu_get_memory_stats(&s);
+    lua_createtable(L, 0, 5);
+    set_field(L, "allocated", s.allocated_bytes);
+    set_field(L, "peak", s.peak_allocated_bytes);
+    set_field(L, "active_blocks", s.active_blocks);
+    set_field(L, "alloc_count", s.alloc_count);
+    set_field(L, "free_count", s.free_count);
+    return 1;
+}
+
+static int rt_cpu_reset_peak_memory_stats(lua_State *L) {
+    (void)L;
+    tl_cpu_reset_peak_memory_stats();
+    return 0;
+}
+
 /* ---- trace ---------------------------------------------------------------- */
 /* A to-be-closed guard of tl.trace: ends the trace if fn raised, and frees
    the copied events however the call ends. */
@@ -168,6 +194,8 @@ static int rt_ops(lua_State *L) {
 
 const luaL_Reg tlb_runtime_functions[] = {
     {"ops", rt_ops},
+    {"_cpu_memory_stats", rt_cpu_memory_stats},
+    {"_cpu_reset_peak_memory_stats", rt_cpu_reset_peak_memory_stats},
     {"clock", rt_clock},
     {"set_num_threads", rt_set_num_threads},
     {"get_num_threads", rt_get_num_threads},

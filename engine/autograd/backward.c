@@ -1,4 +1,5 @@
 /* The backward engine: orders the graph, runs each node once, accumulates gradients. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,24 +11,62 @@ typedef struct pass_entry {
     tl_tensor *grads[TL_NODE_MAX_OUTPUTS];
 } pass_entry;
 
+/* The state of one backward pass, owned by that pass alone: a backward started
+   while another runs (from a custom function's backward) has its own, so the
+   two never see each other's bookkeeping. index maps a node to its entry
+   (open addressing on the node's address; slots hold entry + 1, 0 is empty). */
 typedef struct pass {
-    uint64_t id;
     pass_entry *entries;
     int count, capacity;
+    int *index;
+    size_t index_size; /* a power of two, > 2 * capacity */
 } pass;
 
-static uint64_t last_pass_id;
+static size_t slot_of(const pass *p, const tl_node *node) {
+    uintptr_t h = (uintptr_t)node;
+    h ^= h >> 17;
+    h *= (uintptr_t)0x9E3779B97F4A7C15u;
+    return (size_t)(h ^ (h >> 29)) & (p->index_size - 1);
+}
+
+/* The entry of node in this pass, or -1. */
+static int entry_of(const pass *p, const tl_node *node) {
+    if (!p->index_size) return -1;
+    for (size_t s = slot_of(p, node);; s = (s + 1) & (p->index_size - 1)) {
+        int e = p->index[s];
+        if (e == 0) return -1;
+        if (p->entries[e - 1].node == node) return e - 1;
+    }
+}
+
+static void index_insert(pass *p, int entry) {
+    size_t s = slot_of(p, p->entries[entry].node);
+    while (p->index[s]) s = (s + 1) & (p->index_size - 1);
+    p->index[s] = entry + 1;
+}
+
+static void rebuild_index(pass *p) {
+    memset(p->index, 0, sizeof *p->index * p->index_size);
+    for (int e = 0; e < p->count; e++) index_insert(p, e);
+}
 
 static tl_status pass_add(pass *p, tl_node *node) {
     if (p->count == p->capacity) {
         int capacity = p->capacity ? p->capacity * 2 : 64;
+        size_t index_size = (size_t)capacity * 4;
         pass_entry *grown = realloc(p->entries, sizeof *grown * (size_t)capacity);
         if (!grown) return tl_error(TL_ERR_MEMORY, "backward: out of memory");
         p->entries = grown;
+        int *index = malloc(sizeof *index * index_size);
+        if (!index) return tl_error(TL_ERR_MEMORY, "backward: out of memory");
+        free(p->index);
+        p->index = index;
+        p->index_size = index_size;
         p->capacity = capacity;
+        rebuild_index(p);
     }
-    node->pass_id = p->id;
-    p->entries[p->count++] = (pass_entry){.node = node};
+    p->entries[p->count] = (pass_entry){.node = node};
+    index_insert(p, p->count++);
     return TL_OK;
 }
 
@@ -39,7 +78,7 @@ static tl_status collect(pass *p, tl_node *root) {
         tl_node *node = p->entries[next].node;
         for (int i = 0; i < node->num_inputs; i++) {
             tl_node *input = node->inputs[i].node;
-            if (input && input->pass_id != p->id) TL_TRY(pass_add(p, input));
+            if (input && entry_of(p, input) < 0) TL_TRY(pass_add(p, input));
         }
     }
     return TL_OK;
@@ -143,11 +182,11 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
     if (!root_node) return accumulate_leaf(root, seed);
 
     bool previous_mode = tl_set_grad_enabled(false);
-    pass p = {.id = ++last_pass_id};
+    pass p = {0};
     tl_status status = collect(&p, root_node);
     if (status == TL_OK) {
         qsort(p.entries, (size_t)p.count, sizeof *p.entries, by_sequence_descending);
-        for (int i = 0; i < p.count; i++) p.entries[i].node->pass_index = i;
+        rebuild_index(&p);
         p.entries[0].grads[root->autograd->output_nr] = seed;
     } else {
         tl_release(seed);
@@ -174,7 +213,7 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
             if (status != TL_OK || !node->needs_input_grad[i])
                 tl_release(g);
             else if (edge->node)
-                status = accumulate(&p.entries[edge->node->pass_index].grads[edge->output_nr], g);
+                status = accumulate(&p.entries[entry_of(&p, edge->node)].grads[edge->output_nr], g);
             else if (edge->leaf)
                 status = accumulate_leaf(edge->leaf, g);
             else
@@ -182,15 +221,13 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
         }
         if (!retain_graph) {
             node->released = true;
-            for (int s = 0; s < TL_NODE_MAX_SAVED; s++) {
-                tl_release(node->saved[s].tensor);
-                node->saved[s].tensor = NULL;
-            }
+            tl_node_free_saved(node);
         }
     }
     for (int i = 0; i < p.count; i++)
         for (int o = 0; o < TL_NODE_MAX_OUTPUTS; o++) tl_release(p.entries[i].grads[o]);
     free(p.entries);
+    free(p.index);
     tl_set_grad_enabled(previous_mode);
     return status;
 }

@@ -1,5 +1,36 @@
 /* Nodes whose backward is a callback: custom functions written in Lua (or C). */
+#include <string.h>
+
 #include "autograd/graph.h"
+
+/* A gradient must match its input: same shape, dtype and device (the engine
+   accumulates it into the input's gradient as is). */
+static tl_status check_gradient(const tl_node *node, int i, const tl_tensor *grad) {
+    char got[256], want[256];
+    if (grad->ndim != node->input_ndim[i] ||
+        memcmp(grad->shape, node->input_shape[i], sizeof grad->shape[0] * (size_t)grad->ndim) != 0)
+        return tl_error(
+            TL_ERR_SHAPE,
+            "%s backward: the gradient of input %d has shape %s, expected %s (the "
+            "input's shape)",
+            node->name, i + 1, tl_shape_str(grad, got, sizeof got),
+            tl_format_shape(node->input_shape[i], node->input_ndim[i], want, sizeof want));
+    if (grad->dtype != node->input_dtype[i])
+        return tl_error(TL_ERR_DTYPE,
+                        "%s backward: the gradient of input %d has dtype %s, expected %s (the "
+                        "input's dtype)",
+                        node->name, i + 1, tl_dtype_name(grad->dtype),
+                        tl_dtype_name(node->input_dtype[i]));
+    if (!tl_device_equal(tl_tensor_device(grad), node->input_device[i])) {
+        tl_device_name(tl_tensor_device(grad), got);
+        tl_device_name(node->input_device[i], want);
+        return tl_error(TL_ERR_DEVICE,
+                        "%s backward: the gradient of input %d is on %s, expected %s (the "
+                        "input's device)",
+                        node->name, i + 1, got, want);
+    }
+    return TL_OK;
+}
 
 static tl_status custom_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     if (node->released)
@@ -7,8 +38,18 @@ static tl_status custom_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
                         "backward: trying to go through '%s' a second time (its saved state was "
                         "freed); pass retain_graph = true to the first backward",
                         node->name);
-    return node->custom_backward(node->custom_user, node->num_outputs, g, node->num_inputs,
-                                 node->needs_input_grad, gi);
+    TL_TRY(node->custom_backward(node->custom_user, node->num_outputs, g, node->num_inputs,
+                                 node->needs_input_grad, gi));
+    for (int i = 0; i < node->num_inputs; i++) {
+        tl_status status = gi[i] ? check_gradient(node, i, gi[i]) : TL_OK;
+        if (status == TL_OK) continue;
+        for (int j = 0; j < node->num_inputs; j++) {
+            tl_release(gi[j]);
+            gi[j] = NULL;
+        }
+        return status;
+    }
+    return TL_OK;
 }
 
 tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs, int num_outputs,

@@ -87,8 +87,15 @@ tl_status tl_set_grad(tl_tensor *t, tl_tensor *grad) {
     if (!grad && !t->autograd) return TL_OK;
     struct tl_autograd_meta *meta = tl_meta(t);
     if (!meta) return tl_error(TL_ERR_MEMORY, "grad: out of memory");
+    /* A gradient is data: keep an alias outside the graph, so that a gradient
+       computed from t itself (t.grad = t * 2) cannot hold t through its node. */
+    tl_tensor *kept = NULL;
+    if (grad && grad->autograd)
+        TL_TRY(tl_make_view(grad, grad->shape, grad->strides, grad->ndim, grad->offset, &kept));
+    else
+        kept = tl_retain(grad);
     tl_tensor *old = meta->grad;
-    meta->grad = tl_retain(grad);
+    meta->grad = kept;
     tl_release(old);
     return TL_OK;
 }
@@ -167,19 +174,23 @@ tl_status tl_node_new(const char *name, tl_backward_fn backward, int num_inputs,
     return TL_OK;
 }
 
-static void free_saved(tl_node *node) {
+void tl_node_free_saved(tl_node *node) {
     for (int i = 0; i < TL_NODE_MAX_SAVED; i++) {
         tl_release(node->saved[i].tensor);
         node->saved[i].tensor = NULL;
     }
+    /* a custom node's callback state is its saved state */
+    tl_custom_release release = node->custom_release;
+    node->custom_release = NULL;
+    if (release) release(node->custom_user);
+    node->custom_user = NULL;
 }
 
 void tl_node_release(tl_node *node) {
     /* iterative over chains of last references, so deep graphs do not
        overflow the C stack */
     while (node && --node->refcount == 0) {
-        free_saved(node);
-        if (node->custom_release) node->custom_release(node->custom_user);
+        tl_node_free_saved(node);
         tl_node *next = NULL;
         for (int i = 0; i < node->num_inputs; i++) {
             tl_release(node->inputs[i].leaf);

@@ -44,8 +44,6 @@ struct tl_node {
     tl_backward_fn backward;
     uint64_t sequence; /* creation order: later nodes run first */
     bool released;     /* saved tensors freed by a backward without retain_graph */
-    uint64_t pass_id;  /* the backward pass that last reached this node */
-    int pass_index;    /* its entry in that pass */
     int num_inputs, num_outputs;
     tl_edge inputs[TL_NODE_MAX_INPUTS];
     bool needs_input_grad[TL_NODE_MAX_INPUTS];
@@ -90,6 +88,9 @@ bool tl_should_record(int count, tl_tensor *const *inputs);
 tl_status tl_node_new(const char *name, tl_backward_fn backward, int num_inputs,
                       tl_tensor *const *inputs, tl_node **out);
 void tl_node_release(tl_node *node);
+/* Frees what node keeps for backward: its saved tensors and a custom node's
+   callback state (a backward without retain_graph calls it once done). */
+void tl_node_free_saved(tl_node *node);
 /* Saves t (an alias, with its storage version) in slot i. */
 tl_status tl_node_save(tl_node *node, int slot, const char *what, tl_tensor *t);
 /* The saved tensor in slot, checked: raises a clear error if the slot is

@@ -62,6 +62,9 @@ void tl_cuda_free(int device, void *ptr);
 tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
                          size_t n);
 
+/* Sets n bytes of device memory to zero, on the device's stream (in order, no wait). */
+tl_status tl_cuda_memset_zero(int device, void *dst, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -217,6 +217,14 @@ tl_status tl_cuda_synchronize(int device) {
 }
 
 /* ---- copies ------------------------------------------------------------------------------ */
+tl_status tl_cuda_memset_zero(int device, void *dst, size_t n) {
+    if (n == 0) return TL_OK;
+    cudaStream_t stream;
+    TL_TRY(tl_cuda_stream(device, "empty", &stream));
+    TL_CUDA_TRY(cudaMemsetAsync(dst, 0, n, stream), "empty", "zeroing new memory");
+    return TL_OK;
+}
+
 tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
                          size_t n) {
     const char *op = "copy";

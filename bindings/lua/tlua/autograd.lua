@@ -11,8 +11,29 @@ end
 local Context = {}
 Context.__index = Context
 
+-- Saves tensors for backward (ctx.saved_tensors there). Each keeps the version
+-- its storage had: an in-place change before backward is an error, not a wrong
+-- gradient. Keep tensors here rather than in fields of ctx: an output kept in a
+-- field is the tensor forward returned, which autograd replaces by an alias.
 function Context:save_for_backward(...)
-  self.saved_tensors = table.pack(...)
+  local saved = table.pack(...)
+  local versions = {}
+  for i = 1, saved.n do
+    if is_tensor(saved[i]) then versions[i] = saved[i]._version end
+  end
+  self.saved_tensors, self._saved_versions = saved, versions
+end
+
+local function check_saved_versions(ctx)
+  local saved, versions = ctx.saved_tensors, ctx._saved_versions
+  if not versions then return end
+  for i, version in pairs(versions) do
+    local now = saved[i]._version
+    if now ~= version then
+      error(string.format("saved tensor %d was modified in place after it was saved " ..
+        "(version %d, now %d); clone it before changing it", i, version, now), 0)
+    end
+  end
 end
 
 --- Function{forward = function(ctx, ...) end, backward = function(ctx, ...) end, name = "..."}
@@ -53,13 +74,13 @@ function autograd.Function(def)
         end
       end
       local function backward(...)
+        check_saved_versions(ctx)
         local grads = table.pack(def.backward(ctx, ...))
         local by_input = {}
         for j, position in ipairs(positions) do
           local g = grads[position]
           if g ~= nil and not is_tensor(g) then
-            error(string.format("%s backward: gradient %d must be a tensor or nil, got %s",
-              name, position, type(g)), 0)
+            error(string.format("gradient %d must be a tensor or nil, got %s", position, type(g)), 0)
           end
           by_input[j] = g
         end

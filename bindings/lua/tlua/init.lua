@@ -17,6 +17,25 @@ function tl.Tensor.cuda(t, index)
 end
 function tl.Tensor.cpu(t) return t:to("cpu") end
 
+-- tl.memory_stats(device?) and tl.reset_peak_memory_stats(device?): "cpu" (the
+-- default) counts the storages of live tensors ({allocated, peak, active_blocks,
+-- alloc_count, free_count}, bytes as requested); "cuda[:N]" is tl.cuda.memory_stats.
+local function is_cpu(device, op)
+  if device == nil or device == "cpu" then return true end
+  if type(device) == "string" and device:match("^cuda") then return false end
+  if math.type(device) == "integer" then return false end
+  error(string.format("%s: expected a device (\"cpu\", \"cuda\" or \"cuda:N\"), got %s", op,
+    type(device) == "string" and ("'" .. device .. "'") or type(device)), 3)
+end
+function tl.memory_stats(device)
+  if is_cpu(device, "memory_stats") then return tl._cpu_memory_stats() end
+  return require("tlua.cuda").memory_stats(device)
+end
+function tl.reset_peak_memory_stats(device)
+  if is_cpu(device, "reset_peak_memory_stats") then return tl._cpu_reset_peak_memory_stats() end
+  return require("tlua.cuda").reset_peak_memory_stats(device)
+end
+
 return setmetatable(tl, {
   __index = function(t, key)
     if submodules[key] then

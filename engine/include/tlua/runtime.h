@@ -27,6 +27,21 @@ tl_status tl_set_matmul_precision(const char *precision);
 /* "highest" or "high". */
 const char *tl_get_matmul_precision(void);
 
+/* What the CPU storage allocator holds: bytes of the live tensors' storages
+   (as requested, before alignment), their highest value since the last reset,
+   and the counts of storages made and freed. */
+typedef struct tl_cpu_memory_stats {
+    uint64_t allocated_bytes;
+    uint64_t peak_allocated_bytes;
+    uint64_t active_blocks;
+    uint64_t alloc_count;
+    uint64_t free_count;
+} tl_cpu_memory_stats;
+
+void tl_cpu_get_memory_stats(tl_cpu_memory_stats *out);
+/* The peak restarts from the current allocated_bytes. */
+void tl_cpu_reset_peak_memory_stats(void);
+
 #ifdef __cplusplus
 }
 #endif

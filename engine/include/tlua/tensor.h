@@ -81,6 +81,8 @@ tl_device tl_tensor_device(const tl_tensor *t);
 void *tl_data(const tl_tensor *t);
 /* Writes "[2, 3]" into buf (size bytes) and returns buf. */
 const char *tl_shape_str(const tl_tensor *t, char *buf, int size);
+/* The same for a shape given as sizes: "[2, 3]". */
+const char *tl_format_shape(const int64_t *shape, int ndim, char *buf, int size);
 /* Contiguous row-major strides for shape. */
 void tl_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
 /* Bumps the storage version (after an in-place write). */

@@ -6,7 +6,7 @@
 
 /* The smallest x >= 0 with x * step >= a (step >= 1). */
 static inline int64_t first_at_least(int64_t a, int64_t step) {
-    return a <= 0 ? 0 : (a + step - 1) / step;
+    return a <= 0 ? 0 : (a - 1) / step + 1; /* no a + step: step may be near INT64_MAX */
 }
 
 /* The output columns ow in [*lo, *hi) whose input column ow * stride_w - pad_w + j is inside
