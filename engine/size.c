@@ -58,12 +58,19 @@ bool tl_range_within(int64_t start, int64_t length, int64_t size) {
 tl_status tl_window_out_size(const char *op, const char *what, int64_t in, int64_t kernel,
                              int64_t stride, int64_t padding, int64_t dilation, bool ceil_mode,
                              int64_t *out) {
-    if (kernel < 1 || stride < 1 || dilation < 1 || padding < 0)
-        return tl_error(TL_ERR_ARGUMENT,
-                        "%s: %s: expected kernel, stride and dilation >= 1 and padding >= 0, got "
-                        "kernel %lld, stride %lld, dilation %lld, padding %lld",
-                        op, what, (long long)kernel, (long long)stride, (long long)dilation,
-                        (long long)padding);
+    const char *bad = kernel < 1     ? "kernel size"
+                      : stride < 1   ? "stride"
+                      : dilation < 1 ? "dilation"
+                                     : NULL;
+    if (bad)
+        return tl_error(TL_ERR_ARGUMENT, "%s: %s must be >= 1, got %lld (%s)", op, bad,
+                        (long long)(kernel < 1   ? kernel
+                                    : stride < 1 ? stride
+                                                 : dilation),
+                        what);
+    if (padding < 0)
+        return tl_error(TL_ERR_ARGUMENT, "%s: padding must be >= 0, got %lld (%s)", op,
+                        (long long)padding, what);
     int64_t padded, twice, span;
     /* span = dilation (kernel - 1) + 1: the extent one window covers */
     if (!tl_size_mul(padding, 2, &twice) || !tl_size_add(in, twice, &padded) ||

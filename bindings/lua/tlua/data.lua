@@ -15,9 +15,6 @@ local gather_rows = tl._gather_rows
 -- ones, shaped by the file's dims. A missing, truncated or corrupt file raises naming it.
 function data.read_idx(path)
   if type(path) ~= "string" then error("data.read_idx: expected a path (a string), got " .. type(path), 2) end
-  local f, why = io.open(path, "rb")
-  if not f then error("data.read_idx: cannot open '" .. path .. "': " .. tostring(why), 2) end
-  f:close()
   local ok, result = pcall(tl._read_idx, path)
   if not ok then
     local message = tostring(result):gsub("^[^:]*:%d+: ", ""):gsub("^read_idx: ", "")

@@ -46,10 +46,15 @@ typedef struct tl_metadata_entry {
 tl_status tl_save_safetensors(const char *path, const tl_named_tensor *tensors, int count,
                               const tl_metadata_entry *metadata, int metadata_count);
 
-/* Reads a whole file into new contiguous CPU tensors. The header is checked
-   completely (JSON, dtypes, shapes, offsets inside the data, shape * dtype
-   size equal to the offsets' span, no overlapping tensors, no duplicate
-   names) before anything is allocated. On success *tensors is an array of
+/* Reads a whole file into new contiguous CPU tensors. path must name a
+   regular file (a FIFO, directory or device is refused before it is opened).
+   The header is checked completely, by the reference implementation's rules,
+   before anything is allocated: N at most 100,000,000 and 8 + N within the
+   file; UTF-8 JSON starting with '{' (trailing spaces allowed); known dtypes;
+   shapes of integers >= 0 whose sizes fit (engine/size.h); shape * dtype size
+   equal to the offsets' span; no duplicate names; and the tensors, sorted by
+   offset, tile the data exactly: no hole, no overlap, no trailing byte. BOOL
+   bytes load as 0 or 1 (any non-zero byte is true). On success *tensors is an array of
    *count entries whose names and tensors the caller owns; metadata and
    metadata_count may be NULL to ignore the metadata. Free everything with
    tl_safetensors_free. On failure the outputs are left as they were and
@@ -70,7 +75,9 @@ void tl_safetensors_free(tl_named_tensor *tensors, int count, tl_metadata_entry 
    0x0C int32 give an int32 tensor (images and labels alike: convert with
    tl_to, and scale, as needed); 0x0D float32 gives float32; 0x0E float64
    gives float64. Files compressed with gzip (MNIST's .gz) are read as they
-   are; plain files too. The data must fill the file exactly. */
+   are; plain files too. The data must fill the file exactly. path must name a
+   regular file (refused before it is opened otherwise); dims are checked by
+   engine/size.h. */
 tl_status tl_read_idx(const char *path, tl_tensor **out);
 
 #ifdef __cplusplus
