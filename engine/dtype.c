@@ -172,7 +172,7 @@ void tl_dtype_store(tl_dtype dtype, void *dst, tl_scalar value) {
         *(int64_t *)dst = tl_scalar_to_int(value);
         break;
     case TL_BOOL:
-        *(bool *)dst =
+        *(uint8_t *)dst =
             value.kind == TL_SCALAR_BOOL ? value.value.b : tl_scalar_to_double(value) != 0;
         break;
     default:
@@ -195,7 +195,7 @@ tl_scalar tl_dtype_load(tl_dtype dtype, const void *src) {
     case TL_I64:
         return tl_scalar_int(*(const int64_t *)src);
     case TL_BOOL:
-        return tl_scalar_bool(*(const bool *)src);
+        return tl_scalar_bool(*(const uint8_t *)src != 0); /* bool bytes: any non-zero is true */
     default:
         return tl_scalar_int(0);
     }

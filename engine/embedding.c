@@ -43,7 +43,9 @@ tl_status tl_embedding(const tl_tensor *indices, const tl_tensor *weight, tl_ten
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_embedding, device, weight->dtype, NN_TENSORS(result, w, idx));
-        status = k ? k->fn.embedding(result, w, idx) : TL_ERR_DTYPE;
+        status = !k                      ? TL_ERR_DTYPE
+                 : tl_numel(result) == 0 ? TL_OK /* nothing to gather */
+                                         : k->fn.embedding(result, w, idx);
     }
     tl_release(idx), tl_release(w);
     if (status != TL_OK) {
@@ -80,7 +82,10 @@ tl_status tl_embedding_backward(const tl_tensor *grad, const tl_tensor *indices,
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_embedding_backward, device, grad->dtype, NN_TENSORS(result, g, idx));
-        status = k ? k->fn.embedding(result, g, idx) : TL_ERR_DTYPE;
+        /* an empty result (e.g. [2^40, 0]) has nothing to write: no loop over its rows */
+        status = !k                      ? TL_ERR_DTYPE
+                 : tl_numel(result) == 0 ? TL_OK
+                                         : k->fn.embedding(result, g, idx);
     }
     tl_release(idx), tl_release(g);
     if (status != TL_OK) {

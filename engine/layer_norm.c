@@ -1,4 +1,6 @@
 /* layer_norm as ops: forward with per-row mean and rstd, separate input and weight backward. */
+#include <math.h>
+
 #include "nn_common.h"
 
 /* mean/rstd dtype: float64 for float64 input, else float32. */
@@ -52,6 +54,13 @@ static tl_status check_grad(const char *op, const tl_tensor *grad, const tl_tens
     return nn_check_like(op, "input", like, "grad", grad, true);
 }
 
+/* An empty input has nothing to normalize (no loop may scale with its other dims): rows of no
+   elements (a last dim of size 0) have a NaN mean and rstd, as 0 / 0. */
+static tl_status empty_statistics(tl_tensor *mean, tl_tensor *rstd) {
+    TL_TRY(tl_fill_(mean, tl_scalar_float(NAN)));
+    return tl_fill_(rstd, tl_scalar_float(NAN));
+}
+
 tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
                         double eps, tl_tensor **out, tl_tensor **mean, tl_tensor **rstd) {
     const char *op = "layer_norm";
@@ -71,7 +80,9 @@ tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const t
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_layer_norm, device, input->dtype, NN_TENSORS(result, x, w, b));
-        status = k ? k->fn.layer_norm(result, mu, rs, x, w, b, eps) : TL_ERR_DTYPE;
+        status = !k                 ? TL_ERR_DTYPE
+                 : tl_numel(x) == 0 ? empty_statistics(mu, rs)
+                                    : k->fn.layer_norm(result, mu, rs, x, w, b, eps);
     }
     tl_release(x), tl_release(w), tl_release(b);
     if (status != TL_OK) {
@@ -109,7 +120,9 @@ tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *i
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_layer_norm_backward_input, tl_tensor_device(input), input->dtype,
                         NN_TENSORS(result, g, x, w));
-        status = k ? k->fn.layer_norm_backward(result, NULL, g, x, mu, rs, w) : TL_ERR_DTYPE;
+        status = !k                      ? TL_ERR_DTYPE
+                 : tl_numel(result) == 0 ? TL_OK
+                                         : k->fn.layer_norm_backward(result, NULL, g, x, mu, rs, w);
     }
     tl_release(g), tl_release(x), tl_release(mu), tl_release(rs), tl_release(w);
     if (status != TL_OK) {
@@ -146,7 +159,10 @@ tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *
     if (status == TL_OK) {
         const tl_kernel_entry *k = tl_dispatch(TL_OP_layer_norm_backward_weight, device,
                                                grad->dtype, NN_TENSORS(dw ? dw : db, g, x));
-        status = k ? k->fn.layer_norm_backward(dw, db, g, x, mu, rs, NULL) : TL_ERR_DTYPE;
+        /* D == 0: empty results; rows == 0 with D > 0: zeros, a loop over D only */
+        status = !k       ? TL_ERR_DTYPE
+                 : D == 0 ? TL_OK
+                          : k->fn.layer_norm_backward(dw, db, g, x, mu, rs, NULL);
     }
     tl_release(g), tl_release(x), tl_release(mu), tl_release(rs);
     if (status != TL_OK) {

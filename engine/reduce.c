@@ -83,7 +83,10 @@ static tl_status reduce_dim(tl_op op, const tl_tensor *a, int dim, bool keepdim,
         if (idx) traced[n++] = idx;
         traced[n] = src;
         const tl_kernel_entry *kernel = tl_dispatch(op, device, a->dtype, traced);
-        status = kernel ? kernel->fn.reduce(v, idx, src, d) : TL_ERR_DTYPE;
+        /* an empty result has nothing to compute, however long the reduced dim */
+        status = !kernel                      ? TL_ERR_DTYPE
+                 : tl_numel(v ? v : idx) == 0 ? TL_OK
+                                              : kernel->fn.reduce(v, idx, src, d);
     }
     tl_release(src);
     if (status == TL_OK) status = reshape_result(v, d, !keepdim, scalar, &v);

@@ -26,7 +26,10 @@ static tl_status softmax_op(tl_op op, const tl_tensor *a, int dim, tl_tensor **o
     if (status == TL_OK) {
         const tl_tensor *traced[] = {dst, src, NULL};
         const tl_kernel_entry *kernel = tl_dispatch(op, tl_tensor_device(a), a->dtype, traced);
-        status = kernel ? kernel->fn.softmax(dst, src, d) : TL_ERR_DTYPE;
+        /* an empty tensor has nothing to compute: no loop may scale with its other dims */
+        status = !kernel              ? TL_ERR_DTYPE
+                 : tl_numel(src) == 0 ? TL_OK
+                                      : kernel->fn.softmax(dst, src, d);
     }
     tl_release(src);
     tl_release(dst);

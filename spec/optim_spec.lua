@@ -258,3 +258,144 @@ describe("fused steps from Lua", function()
       { "sgd_step", "momentum" })
   end)
 end)
+
+describe("a step that fails changes nothing", function()
+  -- Three parameters; after two good steps (so that every state exists), a problem with a later
+  -- parameter or group must leave every parameter and all optimizer state as it was.
+  local function three_params()
+    local a = tl.tensor({ 0.25, -0.75 }, { dtype = "float64" }):requires_grad_()
+    local b = tl.tensor({ { 1.5, -2.0, 0.5 }, { 0.125, 3.0, -1.0 } }, { dtype = "float64" }):requires_grad_()
+    local c = tl.tensor({ -0.5, 4.0, 2.5 }, { dtype = "float64" }):requires_grad_()
+    return a, b, c
+  end
+
+  local function set_grads(a, b, c, k)
+    a.grad = tl.tensor({ 0.3 * k, -0.1 }, { dtype = "float64" })
+    b.grad = tl.tensor({ { -0.2, 0.05 * k, 0.7 }, { 0.4, -0.6, 0.1 * k } }, { dtype = "float64" })
+    c.grad = tl.tensor({ 0.9, -0.3 * k, 0.2 }, { dtype = "float64" })
+  end
+
+  -- every parameter and every number or tensor of the state, copied
+  local function snapshot(opt, params)
+    local snap = {}
+    for i, p in ipairs(params) do
+      local s = {}
+      for k, v in pairs(opt.state[p] or {}) do s[k] = tl.is_tensor(v) and v:clone() or v end
+      snap[i] = { value = p:detach():clone(), state = s, has_state = opt.state[p] ~= nil }
+    end
+    return snap
+  end
+
+  local function assert_unchanged(before, opt, params, what)
+    for i, p in ipairs(params) do
+      local b = before[i]
+      assert.tensor_equal(b.value, p:detach(), what .. ": parameter " .. i)
+      assert.are.equal(b.has_state, opt.state[p] ~= nil, what .. ": state of parameter " .. i)
+      local s = opt.state[p] or {}
+      for k, v in pairs(b.state) do
+        if tl.is_tensor(v) then
+          assert.tensor_equal(v, s[k], what .. ": " .. k .. " of parameter " .. i)
+        else
+          assert.are.equal(v, s[k], what .. ": " .. k .. " of parameter " .. i)
+        end
+      end
+      for k in pairs(s) do assert.is_not_nil(b.state[k], what .. ": new state " .. k) end
+    end
+  end
+
+  local makers = {
+    SGD = function(ps) return optim.SGD({ { params = { ps[1], ps[2] } }, { params = { ps[3] } } }, { lr = 0.05, momentum = 0.8 }) end,
+    Adam = function(ps) return optim.Adam({ { params = { ps[1], ps[2] } }, { params = { ps[3] } } }, { lr = 0.02 }) end,
+    AdamW = function(ps) return optim.AdamW({ { params = { ps[1], ps[2] } }, { params = { ps[3] } } }, { lr = 0.02, weight_decay = 0.3 }) end,
+  }
+  local state_key = { SGD = "momentum_buffer", Adam = "exp_avg_sq", AdamW = "exp_avg" }
+
+  for _, name in ipairs({ "SGD", "Adam", "AdamW" }) do
+    it(name .. ": a bad option of the last group", function()
+      local a, b, c = three_params()
+      local opt = makers[name]({ a, b, c })
+      for k = 1, 2 do
+        set_grads(a, b, c, k)
+        opt:step()
+      end
+      set_grads(a, b, c, 3)
+      local before = snapshot(opt, { a, b, c })
+      for _, bad in ipairs({ -0.5, 0 / 0, math.huge, "fast" }) do
+        opt.param_groups[2].lr = bad
+        assert.error_matches(function() opt:step() end, { "optim." .. name, "lr", "parameter group 2" })
+        assert_unchanged(before, opt, { a, b, c }, name .. " lr " .. tostring(bad))
+      end
+      -- fixed, the step goes through and changes every parameter
+      opt.param_groups[2].lr = 0.02
+      opt:step()
+      for i, p in ipairs({ a, b, c }) do
+        assert.is_true((p:detach() - before[i].value):abs():max():item() > 0, name .. " parameter " .. i)
+      end
+    end)
+
+    it(name .. ": a state tensor of the wrong shape or dtype for the second parameter", function()
+      local a, b, c = three_params()
+      local opt = makers[name]({ a, b, c })
+      for k = 1, 2 do
+        set_grads(a, b, c, k)
+        opt:step()
+      end
+      set_grads(a, b, c, 3)
+      local key = state_key[name]
+      local good = opt.state[b][key]
+      for _, case in ipairs({
+        { tl.zeros(3, 2, { dtype = "float64" }), "shape [3, 2]" },
+        { tl.zeros(2, 3, { dtype = "float32" }), "dtype float32" },
+        { tl.zeros(3, 2, { dtype = "float64" }):transpose(1, 2), "contiguous" },
+      }) do
+        opt.state[b][key] = case[1]
+        local before = snapshot(opt, { a, b, c })
+        assert.error_matches(function() opt:step() end, { "optim." .. name, "parameter 2 of group 1", key, case[2] })
+        assert_unchanged(before, opt, { a, b, c }, name .. " " .. case[2])
+      end
+      opt.state[b][key] = good
+    end)
+
+    it(name .. ": a non-contiguous parameter on the first step", function()
+      local a, _, c = three_params()
+      local b = tl.tensor({ { 1.0, 2.0 }, { 3.0, 4.0 }, { 5.0, 6.0 } }, { dtype = "float64" }):transpose(1, 2):requires_grad_()
+      local opt = makers[name]({ a, b, c })
+      set_grads(a, b, c, 1)
+      local before = snapshot(opt, { a, b, c })
+      assert.error_matches(function() opt:step() end, { "optim." .. name, "parameter 2 of group 1", "contiguous" })
+      assert_unchanged(before, opt, { a, b, c }, name .. " non-contiguous")
+      for _, p in ipairs({ a, b, c }) do assert.is_nil(opt.state[p]) end
+    end)
+  end
+
+  it("Adam: a bad step count of the last parameter", function()
+    local a, b, c = three_params()
+    local opt = makers.Adam({ a, b, c })
+    set_grads(a, b, c, 1)
+    opt:step()
+    for _, bad in ipairs({ 1.5, -1, "2" }) do
+      opt.state[c].step = bad
+      local before = snapshot(opt, { a, b, c })
+      assert.error_matches(function() opt:step() end, { "optim.Adam", "parameter 1 of group 2", "step count" })
+      assert_unchanged(before, opt, { a, b, c }, "step " .. tostring(bad))
+    end
+    opt.state[c].step = 1
+    opt:step()
+    assert.are.equal(2, opt.state[a].step)
+    assert.are.equal(2, opt.state[c].step)
+  end)
+
+  it("SGD: a bad dampening or momentum set after construction", function()
+    local a, b, c = three_params()
+    local opt = makers.SGD({ a, b, c })
+    set_grads(a, b, c, 1)
+    opt:step()
+    local before = snapshot(opt, { a, b, c })
+    opt.param_groups[2].dampening = 0 / 0
+    assert.error_matches(function() opt:step() end, { "optim.SGD", "dampening", "parameter group 2" })
+    opt.param_groups[2].dampening = 0
+    opt.param_groups[2].momentum = -0.9
+    assert.error_matches(function() opt:step() end, { "optim.SGD", "momentum", ">= 0" })
+    assert_unchanged(before, opt, { a, b, c }, "SGD options")
+  end)
+end)

@@ -92,29 +92,52 @@ static int ctor_full(lua_State *L) {
     return finish(L, box, status, out, &o);
 }
 
-/* tl.arange(stop) / tl.arange(start, stop, step?, opts?) */
+/* Reads the n numbers of arange (stop; or start, stop and step?) into start, stop, step as
+   integers, if each is a Lua integer or a float of integral value in int64 range. */
+static bool arange_integers(lua_State *L, int n, int64_t *start, int64_t *stop, int64_t *step) {
+    lua_Integer v[3] = {0, 0, 1};
+    for (int i = 1; i <= n; i++) {
+        int ok;
+        v[n == 1 ? 1 : i - 1] = lua_tointegerx(L, i, &ok);
+        if (!ok) return false;
+    }
+    *start = v[0], *stop = v[1], *step = v[2];
+    return true;
+}
+
+/* tl.arange(stop) / tl.arange(start, stop, step?, opts?): int64 when every number is a Lua
+   integer, else float32, unless opts.dtype says. Integer arguments (Lua integers, or integral
+   floats with an int32/int64 dtype) are computed exactly in int64, others in double. */
 static int ctor_arange(lua_State *L) {
     int top = lua_gettop(L), n = 0;
     while (n < top && n < 3 && lua_type(L, n + 1) == LUA_TNUMBER) n++;
     if (n == 0) return tlb_type_error(L, 1, "arange", "a number");
     bool all_integers = true;
     for (int i = 1; i <= n; i++) all_integers = all_integers && lua_isinteger(L, i);
-    double start = 0, stop, step = 1;
-    if (n == 1)
-        stop = lua_tonumber(L, 1);
-    else {
-        start = lua_tonumber(L, 1);
-        stop = lua_tonumber(L, 2);
-        if (n == 3) step = lua_tonumber(L, 3);
-    }
     if (n + 1 <= top && !lua_istable(L, n + 1) && !lua_isnil(L, n + 1))
         return tlb_type_error(L, n + 1, "arange", "a number or an options table");
     tlb_options o = default_options();
     o.dtype = all_integers ? TL_I64 : TL_F32;
     tlb_options_parse(L, n + 1, "arange", &o);
+    bool integer_dtype = o.dtype == TL_I32 || o.dtype == TL_I64;
+    int64_t istart, istop, istep;
+    bool exact = (all_integers || integer_dtype) && arange_integers(L, n, &istart, &istop, &istep);
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
-    tl_status status = tl_arange(start, stop, step, o.dtype, o.device, &out);
+    tl_status status;
+    if (exact) {
+        status = tl_arange_int(istart, istop, istep, o.dtype, o.device, &out);
+    } else {
+        double start = 0, stop, step = 1;
+        if (n == 1)
+            stop = lua_tonumber(L, 1);
+        else {
+            start = lua_tonumber(L, 1);
+            stop = lua_tonumber(L, 2);
+            if (n == 3) step = lua_tonumber(L, 3);
+        }
+        status = tl_arange(start, stop, step, o.dtype, o.device, &out);
+    }
     return finish(L, box, status, out, &o);
 }
 

@@ -6,6 +6,10 @@
 --
 -- params: an array of tensors, or an array of parameter groups {params = {...}, lr = ...} whose
 -- options override the optimizer's. opt.param_groups[i].lr is what schedulers change.
+--
+-- step() is all or nothing for bad input: every group's options, every parameter with a gradient,
+-- its gradient and its state are checked before any parameter or state changes, so an error
+-- leaves the parameters, the step counts and the moments as they were.
 local tl = require("tlua")
 
 local optim = {}
@@ -85,16 +89,81 @@ function Optimizer.new(cls, params, opts)
       group.params[pi] = p
     end
     if group.lr == nil then error(string.format("optim.%s: lr is required", name), 3) end
-    cls.check(group, name)
+    local bad = cls.check(group, name)
+    if bad then error(bad, 3) end
     self.param_groups[gi] = group
   end
   return self
 end
 
+-- The options checks return an error message, or nil when the group is fine.
 local function check_nonnegative(group, key, name)
   local v = group[key]
-  if type(v) ~= "number" or not (v >= 0) then
-    error(string.format("optim.%s: %s must be a number >= 0, got %s", name, key, tostring(v)), 5)
+  if type(v) ~= "number" or not (v >= 0 and v < math.huge) then
+    return string.format("optim.%s: %s must be a finite number >= 0, got %s", name, key, tostring(v))
+  end
+end
+
+local function shape_str(t)
+  return "[" .. table.concat(t.shape, ", ") .. "]"
+end
+
+local function same_shape(a, b)
+  local sa, sb = a.shape, b.shape
+  if #sa ~= #sb then return false end
+  for d = 1, #sa do
+    if sa[d] ~= sb[d] then return false end
+  end
+  return true
+end
+
+local floating = { float32 = true, float64 = true, bfloat16 = true, float16 = true }
+
+-- nil if tensor t (a gradient or a state tensor, named what) can update parameter p: a tensor of
+-- p's shape, dtype and device (contiguous when it is updated in place), else the message.
+local function check_like(p, t, what, contiguous)
+  if not is_tensor(t) then return string.format("%s must be a tensor, got %s", what, type(t)) end
+  if not same_shape(t, p) then
+    return string.format("%s has shape %s but the parameter has %s", what, shape_str(t), shape_str(p))
+  end
+  if t.dtype ~= p.dtype then
+    return string.format("%s has dtype %s but the parameter has %s", what, t.dtype, p.dtype)
+  end
+  if t.device ~= p.device then
+    return string.format("%s is on %s but the parameter is on %s", what, t.device, p.device)
+  end
+  if contiguous and not t:is_contiguous() then
+    return string.format("%s must be contiguous (it is updated in place)", what)
+  end
+end
+
+-- nil if parameter p and its gradient g can take a step, else the message.
+local function check_param(p, g)
+  if not floating[p.dtype] then
+    return string.format("the parameter must have a floating dtype (float32, float64, bfloat16, float16), got %s",
+      p.dtype)
+  end
+  if not p:is_contiguous() then return "the parameter must be contiguous (it is updated in place)" end
+  return check_like(p, g, "its grad", false)
+end
+
+-- Checks every group's options and every parameter that has a gradient, with its state
+-- (cls.check_state(state, p) -> message or nil), before step() changes anything; raises the first
+-- problem at the caller of step().
+function Optimizer:_validate()
+  local name = self.name
+  for gi, group in ipairs(self.param_groups) do
+    local bad = self.check and self.check(group, name)
+    if bad then error(string.format("%s (parameter group %d)", bad, gi), 3) end
+    for pi, p in ipairs(group.params) do
+      local g = p.grad
+      if g ~= nil then
+        bad = check_param(p, g)
+        local s = self.state[p]
+        if not bad and s ~= nil and self.check_state then bad = self.check_state(s, p) end
+        if bad then error(string.format("optim.%s: parameter %d of group %d: %s", name, pi, gi, bad), 3) end
+      end
+    end
   end
 end
 
@@ -105,10 +174,12 @@ function Optimizer:zero_grad()
   end
 end
 
---- step(closure?): one update of every parameter that has a grad; returns closure()'s result
+--- step(closure?): one update of every parameter that has a grad; returns closure()'s result.
+-- Everything is checked first: on an error nothing has changed.
 function Optimizer:step(closure)
   local loss
   if closure then loss = tl.enable_grad(closure) end
+  self:_validate()
   for _, group in ipairs(self.param_groups) do self:_update(group) end
   return loss
 end
@@ -187,18 +258,27 @@ end
 --- SGD(params, {lr, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false})
 optim.SGD = class("SGD", { lr = false, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false },
   function(group, name)
-    if group.lr == false then error("optim.SGD: lr is required", 5) end
-    check_nonnegative(group, "lr", name)
-    check_nonnegative(group, "momentum", name)
-    check_nonnegative(group, "weight_decay", name)
-    if type(group.dampening) ~= "number" then error("optim.SGD: dampening must be a number", 5) end
+    if group.lr == false then return "optim.SGD: lr is required" end
+    local bad = check_nonnegative(group, "lr", name) or check_nonnegative(group, "momentum", name) or
+        check_nonnegative(group, "weight_decay", name)
+    if bad then return bad end
+    local d = group.dampening
+    if type(d) ~= "number" or not (d > -math.huge and d < math.huge) then
+      return "optim.SGD: dampening must be a finite number, got " .. tostring(d)
+    end
     if group.nesterov and (group.momentum <= 0 or group.dampening ~= 0) then
-      error("optim.SGD: nesterov momentum requires a momentum > 0 and zero dampening", 5)
+      return "optim.SGD: nesterov momentum requires a momentum > 0 and zero dampening"
     end
   end)
 
+-- the momentum buffer, when there is one, updates the parameter in place
+function optim.SGD.check_state(s, p)
+  if s.momentum_buffer ~= nil then return check_like(p, s.momentum_buffer, "its momentum_buffer", true) end
+end
+
 local sgd_step, adam_step, zeros_like = tl._sgd_step, tl._adam_step, tl.zeros_like
 
+-- (checked by _validate) new state is kept only once its step has run
 function optim.SGD:_update(group)
   local lr, momentum, dampening = group.lr, group.momentum, group.dampening
   local weight_decay, nesterov = group.weight_decay, group.nesterov and true or false
@@ -206,38 +286,49 @@ function optim.SGD:_update(group)
   for _, p in ipairs(group.params) do
     local g = p.grad
     if g ~= nil then
-      local buf, first = nil, false
+      local s, buf, first = state[p], nil, false
       if momentum ~= 0 then
-        local s = state[p]
-        if not s then
-          s = {}
-          state[p] = s
-        end
-        buf = s.momentum_buffer
+        buf = s and s.momentum_buffer
         if buf == nil then
           buf = zeros_like(p)
-          s.momentum_buffer = buf
           first = true
         end
       end
       sgd_step(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, first)
+      if first then
+        if not s then
+          s = {}
+          state[p] = s
+        end
+        s.momentum_buffer = buf
+      end
     end
   end
 end
 
 -- ---- Adam, AdamW -------------------------------------------------------------------------
 local function check_adam(group, name)
-  check_nonnegative(group, "lr", name)
-  check_nonnegative(group, "eps", name)
-  check_nonnegative(group, "weight_decay", name)
+  local bad = check_nonnegative(group, "lr", name) or check_nonnegative(group, "eps", name) or
+      check_nonnegative(group, "weight_decay", name)
+  if bad then return bad end
   local b = group.betas
   if type(b) ~= "table" or type(b[1]) ~= "number" or type(b[2]) ~= "number" or
      not (b[1] >= 0 and b[1] < 1 and b[2] >= 0 and b[2] < 1) then
-    error(string.format("optim.%s: betas must be {beta1, beta2} with each in [0, 1)", name), 5)
+    return string.format("optim.%s: betas must be {beta1, beta2} with each in [0, 1)", name)
   end
-  if group.amsgrad then error(string.format("optim.%s: amsgrad is not supported", name), 5) end
+  if group.amsgrad then return string.format("optim.%s: amsgrad is not supported", name) end
 end
 
+-- a step count (an integer >= 0) and both moments, updated in place
+local function check_adam_state(s, p)
+  local step = type(s.step) == "number" and math.tointeger(s.step)
+  if not step or step < 0 then
+    return string.format("its step count must be an integer >= 0, got %s", tostring(s.step))
+  end
+  return check_like(p, s.exp_avg, "its exp_avg", true) or check_like(p, s.exp_avg_sq, "its exp_avg_sq", true)
+end
+
+-- (checked by _validate) the step count and new state are kept only once the step has run
 local function adam_update(self, group, decoupled)
   local lr, eps, weight_decay = group.lr, group.eps, group.weight_decay
   local beta1, beta2 = group.betas[1], group.betas[2]
@@ -245,14 +336,11 @@ local function adam_update(self, group, decoupled)
   for _, p in ipairs(group.params) do
     local g = p.grad
     if g ~= nil then
-      local s = state[p]
-      if not s then
-        s = { step = 0, exp_avg = zeros_like(p), exp_avg_sq = zeros_like(p) }
-        state[p] = s
-      end
-      local step = s.step + 1
-      s.step = step
+      local s = state[p] or { step = 0, exp_avg = zeros_like(p), exp_avg_sq = zeros_like(p) }
+      local step = math.tointeger(s.step) + 1
       adam_step(p, g, s.exp_avg, s.exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, decoupled)
+      s.step = step
+      state[p] = s
     end
   end
 end
@@ -261,12 +349,14 @@ end
 -- decay added to the gradient
 optim.Adam = class("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false },
   check_adam)
+optim.Adam.check_state = check_adam_state
 function optim.Adam:_update(group) adam_update(self, group, false) end
 
 --- AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2}): decoupled
 -- weight decay
 optim.AdamW = class("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false },
   check_adam)
+optim.AdamW.check_state = check_adam_state
 function optim.AdamW:_update(group) adam_update(self, group, true) end
 
 -- ---- learning-rate schedulers ---------------------------------------------------------------

@@ -108,6 +108,13 @@ tl_status tl_matmul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 #undef OP
 #undef TL_POINTWISE_BACKWARD_DECLARE
 
+/* ---- integer ranges ------------------------------------------------------ */
+/* start, start + step, ... while < end (> end for a negative step), computed exactly in int64
+   for any int64 operands (the count ceil((end - start) / step) without overflow), then cast
+   to dtype (not bool; int32 values must fit). tl_arange (tlua/tensor.h) is its double form. */
+tl_status tl_arange_int(int64_t start, int64_t end, int64_t step, tl_dtype dtype, tl_device device,
+                        tl_tensor **out);
+
 /* ---- random (the global generator of tl_manual_seed) --------------------- */
 /* uniform [0, 1) */
 tl_status tl_rand(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,

@@ -1,7 +1,8 @@
 /* CPU cast kernels (op `cast`): dst = src elementwise, same shape (src may be expanded),
    keyed by src's dtype, every dst dtype. bool = value != 0; float -> int truncates
    toward zero (NaN -> 0, out of range saturates); to bf16/f16 rounds to nearest even
-   once (f64 and int64 sources without double rounding). Same dtypes copy bytes. */
+   once (f64 and int64 sources without double rounding). Same dtypes copy bytes, except bool:
+   every bool byte is read as byte != 0, so a copy holds only 0 and 1. */
 #include <string.h>
 
 #include "kernels/cpu/convert.h"
@@ -20,7 +21,6 @@
         }                                                                                          \
     }
 
-COPY_LOOP(copy8, uint8_t)
 COPY_LOOP(copy16, uint16_t)
 COPY_LOOP(copy32, uint32_t)
 COPY_LOOP(copy64, uint64_t)
@@ -102,10 +102,11 @@ CAST(f16, f32) CAST(f16, f64) CAST(f16, bf16) CAST(f16, i32) CAST(f16, i64) CAST
 CAST(i32, f32) CAST(i32, f64) CAST(i32, bf16) CAST(i32, f16) CAST(i32, i64) CAST(i32, bool8)
 CAST(i64, f32) CAST(i64, f64) CAST(i64, bf16) CAST(i64, f16) CAST(i64, i32) CAST(i64, bool8)
 CAST(bool8, f32) CAST(bool8, f64) CAST(bool8, bf16) CAST(bool8, f16) CAST(bool8, i32) CAST(bool8, i64)
+CAST(bool8, bool8)
     // clang-format on
 
     /* cast_loops[src][dst], rows and columns in the order of tl_dtype: f32, f64, bf16, f16,
-           i32, i64, bool; the diagonal copies bytes */
+           i32, i64, bool; the diagonal copies bytes (bool: normalized to 0 and 1) */
     _Static_assert(TL_F32 == 0 && TL_F64 == 1 && TL_BF16 == 2 && TL_F16 == 3 && TL_I32 == 4 &&
                        TL_I64 == 5 && TL_BOOL == 6,
                    "cast_loops follows the order of tl_dtype");
@@ -118,7 +119,7 @@ static const tl_cpu_loop_fn cast_loops[TL_DTYPE_COUNT][TL_DTYPE_COUNT] = {
     {cast_i32_f32, cast_i32_f64, cast_i32_bf16, cast_i32_f16, copy32, cast_i32_i64, cast_i32_bool8},
     {cast_i64_f32, cast_i64_f64, cast_i64_bf16, cast_i64_f16, cast_i64_i32, copy64, cast_i64_bool8},
     {cast_bool8_f32, cast_bool8_f64, cast_bool8_bf16, cast_bool8_f16, cast_bool8_i32,
-     cast_bool8_i64, copy8},
+     cast_bool8_i64, cast_bool8_bool8},
 };
 
 static tl_status cast_kernel(tl_tensor *dst, const tl_tensor *src) {

@@ -61,6 +61,7 @@ static tl_status group_by_index(const tl_tensor *indices, int64_t rows, int64_t 
     static tl_status scatter_##suffix(tl_tensor *out, const tl_tensor *src,                        \
                                       const tl_tensor *indices) {                                  \
         const int64_t rows = out->shape[0], D = out->shape[1];                                     \
+        if (rows == 0 || D == 0) return TL_OK; /* no loop over the rows of an empty out */         \
         int64_t *start, *order;                                                                    \
         TL_TRY(group_by_index(indices, rows, &start, &order));                                     \
         T *o = tl_data(out);                                                                       \
@@ -85,6 +86,7 @@ DEFINE_SCATTER_NATIVE(f64, double)
 static tl_status scatter_16(tl_tensor *out, const tl_tensor *src, const tl_tensor *indices,
                             bool bf16) {
     const int64_t rows = out->shape[0], D = out->shape[1];
+    if (rows == 0 || D == 0) return TL_OK; /* no loop over the rows of an empty out */
     const int threads = nn_max_threads();
     float *scratch = malloc((size_t)threads * (size_t)(D + 1) * sizeof(float));
     if (!scratch)

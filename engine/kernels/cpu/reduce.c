@@ -1,6 +1,7 @@
 /* CPU reduction kernels along one dim: sum, mean, max, min (argmax/argmin are max/min with
-   no values). Floating sums accumulate in double, integer and bool sums in int64; max/min
-   propagate NaN and give the first index of the extreme. */
+   no values). Floating sums accumulate in double; integer and bool sums in uint64, so an
+   overflowing int64 sum wraps (two's complement) without undefined behaviour; bool bytes are
+   read as byte != 0. max/min propagate NaN and give the first index of the extreme. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,7 @@ typedef struct extreme_i {
 } extreme_i;
 typedef union lane_states {
     double sum_f[LANE_BLOCK];
-    int64_t sum_i[LANE_BLOCK];
+    uint64_t sum_i[LANE_BLOCK];
     extreme_f ext_f[LANE_BLOCK];
     extreme_i ext_i[LANE_BLOCK];
 } lane_states;
@@ -164,22 +165,25 @@ static inline float bf16_to_f32(uint16_t bits) {
     memcpy(&f, &u, sizeof f);
     return f;
 }
-#define LOAD_F32(x)   ((double)(x))
-#define LOAD_F64(x)   (x)
-#define LOAD_BF16(x)  ((double)bf16_to_f32(x))
-#define LOAD_F16(x)   ((double)tl_f16_to_f32(x))
-#define LOAD_INT(x)   ((int64_t)(x))
-#define STORE_F32(x)  ((float)(x))
-#define STORE_F64(x)  (x)
-#define STORE_BF16(x) tl_f32_to_bf16((float)(x))
-#define STORE_F16(x)  tl_f32_to_f16((float)(x))
-#define STORE_I32(x)  ((int32_t)(x))
-#define STORE_I64(x)  (x)
-#define STORE_BOOL(x) ((x) != 0)
-#define IS_NAN_F(x)   isnan(x)
-#define IS_NAN_I(x)   false
+#define LOAD_F32(x)       ((double)(x))
+#define LOAD_F64(x)       (x)
+#define LOAD_BF16(x)      ((double)bf16_to_f32(x))
+#define LOAD_F16(x)       ((double)tl_f16_to_f32(x))
+#define LOAD_INT(x)       ((int64_t)(x))
+#define LOAD_BOOL(x)      ((int64_t)((x) != 0)) /* any non-zero byte is true */
+#define LOAD_WRAP(x)      ((uint64_t)(int64_t)(x))
+#define LOAD_WRAP_BOOL(x) ((uint64_t)((x) != 0))
+#define STORE_F32(x)      ((float)(x))
+#define STORE_F64(x)      (x)
+#define STORE_BF16(x)     tl_f32_to_bf16((float)(x))
+#define STORE_F16(x)      tl_f32_to_f16((float)(x))
+#define STORE_I32(x)      ((int32_t)(x))
+#define STORE_I64(x)      (x)
+#define STORE_BOOL(x)     ((uint8_t)((x) != 0))
+#define IS_NAN_F(x)       isnan(x)
+#define IS_NAN_I(x)       false
 
-/* ---- sums: the state is the running sum per lane (ACC: double or int64) ------- */
+/* ---- sums: the state is the running sum per lane (ACC: double or uint64) ------ */
 #define DEFINE_SUM_BLOCK(sfx, T, ACC, LOAD)                                                        \
     static void sum_block_##sfx(const reduce_plan *p, const char *base, int64_t lanes, int64_t r0, \
                                 int64_t r1, void *state) {                                         \
@@ -216,8 +220,8 @@ static void merge_sum_f(void *into, const void *from, int64_t lanes) {
     for (int64_t l = 0; l < lanes; l++) a[l] += b[l];
 }
 static void merge_sum_i(void *into, const void *from, int64_t lanes) {
-    int64_t *a = into;
-    const int64_t *b = from;
+    uint64_t *a = into;
+    const uint64_t *b = from;
     for (int64_t l = 0; l < lanes; l++) a[l] += b[l];
 }
 
@@ -243,17 +247,20 @@ static void merge_sum_i(void *into, const void *from, int64_t lanes) {
     static const reduce_ops mean_ops_##sfx = {sizeof(double), sum_block_##sfx, merge_sum_f,        \
                                               mean_finish_##sfx};
 
-/* integer and bool sums write int64 */
+/* integer and bool sums write int64: the uint64 sum modulo 2^64, as two's complement */
+static inline int64_t wrap_to_i64(uint64_t u) {
+    return u <= INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
 static void sum_finish_int(const reduce_plan *p, const void *state, int64_t lanes, char *out,
                            char *idx) {
     (void)idx;
-    const int64_t *acc = state;
+    const uint64_t *acc = state;
     int64_t *o = (int64_t *)out;
-    for (int64_t l = 0; l < lanes; l++) o[l * p->lane_out] = acc[l];
+    for (int64_t l = 0; l < lanes; l++) o[l * p->lane_out] = wrap_to_i64(acc[l]);
 }
-#define DEFINE_INT_SUM(sfx, T)                                                                     \
-    DEFINE_SUM_BLOCK(sfx, T, int64_t, LOAD_INT)                                                    \
-    static const reduce_ops sum_ops_##sfx = {sizeof(int64_t), sum_block_##sfx, merge_sum_i,        \
+#define DEFINE_INT_SUM(sfx, T, LOAD)                                                               \
+    DEFINE_SUM_BLOCK(sfx, T, uint64_t, LOAD)                                                       \
+    static const reduce_ops sum_ops_##sfx = {sizeof(uint64_t), sum_block_##sfx, merge_sum_i,       \
                                              sum_finish_int};
 
 /* ---- max and min: the state is the best value and its first index -------------
@@ -308,9 +315,9 @@ DEFINE_MERGE(min_i, extreme_i, IS_NAN_I, <)
                                              max_finish_##sfx};                                    \
     static const reduce_ops min_ops_##sfx = {sizeof(extreme_f), min_block_##sfx, merge_min_f,      \
                                              min_finish_##sfx};
-#define DEFINE_INT_EXTREMES(sfx, T, STORE)                                                         \
-    DEFINE_EXTREME(max, sfx, T, extreme_i, int64_t, LOAD_INT, STORE, IS_NAN_I, >)                  \
-    DEFINE_EXTREME(min, sfx, T, extreme_i, int64_t, LOAD_INT, STORE, IS_NAN_I, <)                  \
+#define DEFINE_INT_EXTREMES(sfx, T, LOAD, STORE)                                                   \
+    DEFINE_EXTREME(max, sfx, T, extreme_i, int64_t, LOAD, STORE, IS_NAN_I, >)                      \
+    DEFINE_EXTREME(min, sfx, T, extreme_i, int64_t, LOAD, STORE, IS_NAN_I, <)                      \
     static const reduce_ops max_ops_##sfx = {sizeof(extreme_i), max_block_##sfx, merge_max_i,      \
                                              max_finish_##sfx};                                    \
     static const reduce_ops min_ops_##sfx = {sizeof(extreme_i), min_block_##sfx, merge_min_i,      \
@@ -320,16 +327,16 @@ DEFINE_FLOAT_SUM(f32, float, LOAD_F32, STORE_F32)
 DEFINE_FLOAT_SUM(f64, double, LOAD_F64, STORE_F64)
 DEFINE_FLOAT_SUM(bf16, uint16_t, LOAD_BF16, STORE_BF16)
 DEFINE_FLOAT_SUM(f16, uint16_t, LOAD_F16, STORE_F16)
-DEFINE_INT_SUM(i32, int32_t)
-DEFINE_INT_SUM(i64, int64_t)
-DEFINE_INT_SUM(b8, bool)
+DEFINE_INT_SUM(i32, int32_t, LOAD_WRAP)
+DEFINE_INT_SUM(i64, int64_t, LOAD_WRAP)
+DEFINE_INT_SUM(b8, uint8_t, LOAD_WRAP_BOOL)
 DEFINE_FLOAT_EXTREMES(f32, float, LOAD_F32, STORE_F32)
 DEFINE_FLOAT_EXTREMES(f64, double, LOAD_F64, STORE_F64)
 DEFINE_FLOAT_EXTREMES(bf16, uint16_t, LOAD_BF16, STORE_BF16)
 DEFINE_FLOAT_EXTREMES(f16, uint16_t, LOAD_F16, STORE_F16)
-DEFINE_INT_EXTREMES(i32, int32_t, STORE_I32)
-DEFINE_INT_EXTREMES(i64, int64_t, STORE_I64)
-DEFINE_INT_EXTREMES(b8, bool, STORE_BOOL)
+DEFINE_INT_EXTREMES(i32, int32_t, LOAD_INT, STORE_I32)
+DEFINE_INT_EXTREMES(i64, int64_t, LOAD_INT, STORE_I64)
+DEFINE_INT_EXTREMES(b8, uint8_t, LOAD_BOOL, STORE_BOOL)
 
 /* ---- kernels -------------------------------------------------------------------- */
 static tl_status check_out(const char *op, const tl_tensor *out, tl_dtype expected) {

@@ -162,6 +162,7 @@ typedef void (*block_fn)(const softmax_plan *p, const char *in, char *out, int64
                          bool log_mode);
 
 static tl_status run(block_fn block, tl_tensor *out, const tl_tensor *in, int dim, bool log_mode) {
+    if (tl_numel(in) == 0) return TL_OK; /* else blocks of lanes would walk an empty dim */
     softmax_plan p;
     make_plan(&p, out, in, dim);
     int64_t items = p.outer * p.blocks, size = (int64_t)tl_dtype_size(in->dtype);

@@ -1,7 +1,8 @@
 /* CUDA cast kernels (op `cast`), as cpu/copy.c: dst = src elementwise between all 7x7 dtypes.
    bool = value != 0; float -> int truncates toward zero (NaN -> 0, out of range saturates); to
    bf16/f16 rounds to nearest even once (f64 and int64 sources without double rounding). Same
-   dtypes copy bits (a dense copy is a cudaMemcpyAsync). */
+   dtypes copy bits (a dense copy is a cudaMemcpyAsync), except bool: every bool byte is read as
+   byte != 0, so a copy holds only 0 and 1 (as on the CPU). */
 #include "kernels/cuda/elementwise.cuh"
 
 /* ---- sources: storage, and the value they load as (float, double or int64) ----------------- */
@@ -170,6 +171,8 @@ static size_t element_size(int dtype) {
 }
 
 extern "C" tl_status tl_cuda_cast_run(int src_dtype, int dst_dtype, const tl_cuda_launch *l) {
+    if (src_dtype == TL_CUDA_BOOL && dst_dtype == TL_CUDA_BOOL)
+        return tl_cuda_elementwise<1>(l, cast_fn<src_bool, dst_bool>{});
     if (src_dtype == dst_dtype) {
         switch (element_size(src_dtype)) {
         case 8:

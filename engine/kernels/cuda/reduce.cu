@@ -1,6 +1,7 @@
 /* CUDA reductions along one dim, the device side: floating sums in double, integer and bool sums
-   in int64, max/min with NaN propagation and the first index of the extreme (cpu/reduce.c's
-   results); a fixed combination order, so every result is deterministic. */
+   in uint64 (an overflowing sum wraps, two's complement, as on the CPU), max/min with NaN
+   propagation and the first index of the extreme (cpu/reduce.c's results); a fixed combination
+   order, so every result is deterministic. */
 #include <type_traits>
 
 #include "kernels/cuda/ops_common.cuh"
@@ -55,19 +56,29 @@ template <> struct rd<TL_CUDA_BOOL> {
     __device__ static uint8_t store(int64_t v) { return v != 0; }
 };
 
+/* The sum's state: double for floating dtypes, uint64 (wrapping) for integer and bool ones. */
+template <typename V> struct sum_state { typedef V type; };
+template <> struct sum_state<int64_t> { typedef uint64_t type; };
+
+/* The uint64 sum modulo 2^64 as int64 (two's complement), with no implementation-defined
+   conversion. */
+__device__ __forceinline__ int64_t wrap_to_i64(uint64_t u) {
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
+
 /* An op: the state S, its identity, make (one element at r), merge (operator()), finish. */
 template <int D> struct sum_op {
     typedef typename rd<D>::T T;
-    typedef typename rd<D>::V S;
+    typedef typename sum_state<typename rd<D>::V>::type S;
     bool mean;
     int64_t len;
     __device__ S identity() const { return S(0); }
-    __device__ S make(T x, int64_t) const { return rd<D>::load(x); }
+    __device__ S make(T x, int64_t) const { return (S)rd<D>::load(x); }
     __device__ S operator()(S a, S b) const { return a + b; }
     /* floating sums and means write the input's dtype, integer and bool sums int64 */
     __device__ void finish(S s, void *out, int64_t *, int64_t out_off, int64_t) const {
         if constexpr (std::is_integral<S>::value)
-            ((int64_t *)out)[out_off] = (int64_t)s;
+            ((int64_t *)out)[out_off] = wrap_to_i64(s);
         else
             ((T *)out)[out_off] = rd<D>::store(mean ? tl_div((double)s, (double)len) : s);
     }
