@@ -221,6 +221,16 @@ int tlb_totable(lua_State *L) {
     if (numel > TLB_TOTABLE_MAX)
         return tlb_errorf(L, "totable: %lld elements are too many for Lua tables (at most %lld)",
                           (long long)numel, (long long)TLB_TOTABLE_MAX);
+    /* the nested tables count too: [2^40, 0] holds no element but 2^40 empty tables */
+    int64_t tables = 1;
+    for (int d = 0; d + 1 < t->ndim && tables > 0; d++) {
+        if (t->shape[d] > TLB_TOTABLE_MAX / tables) {
+            char shape[256];
+            return tlb_errorf(L, "totable: shape %s needs more than %lld nested tables",
+                              tl_shape_str(t, shape, sizeof shape), (long long)TLB_TOTABLE_MAX);
+        }
+        tables *= t->shape[d];
+    }
     size_t bytes = (size_t)numel * tl_dtype_size(t->dtype);
     /* the host copy lives in a userdata, so a Lua error while building frees it */
     void *host = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
