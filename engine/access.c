@@ -36,6 +36,7 @@ tl_status tl_get(const tl_tensor *t, const int64_t *index, tl_scalar *out) {
 tl_status tl_set(tl_tensor *t, const int64_t *index, tl_scalar value) {
     int64_t off = 0;
     tl_status status = element_offset("set", t, index, &off);
+    if (status == TL_OK) status = tl_scalar_check_fits("set", t->dtype, value);
     if (status != TL_OK) return status;
     size_t size = tl_dtype_size(t->dtype);
     unsigned char element[8];

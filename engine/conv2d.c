@@ -26,6 +26,18 @@ static tl_status check_geometry(const char *op, const int64_t *in, const int64_t
     int64_t out_h, out_w;
     TL_TRY(tl_window_out_size(op, "height", in[2], wt[2], stride_h, pad_h, 1, false, &out_h));
     TL_TRY(tl_window_out_size(op, "width", in[3], wt[3], stride_w, pad_w, 1, false, &out_w));
+    /* the output, and the scratch per sample (columns [C kh kw, out_h out_w] plus the output
+       and a row of ones), must have sizes that can be counted */
+    int64_t out_shape[4] = {in[0], wt[0], out_h, out_w}, numel, plane, rows, scratch;
+    if (tl_shape_numel(op, out_shape, 4, &numel) != TL_OK || !tl_size_mul(out_h, out_w, &plane) ||
+        !tl_size_mul(wt[1], wt[2], &rows) || !tl_size_mul(rows, wt[3], &rows) ||
+        !tl_size_add(rows, wt[0], &rows) || !tl_size_add(rows, 1, &rows) ||
+        !tl_size_mul(rows, plane, &scratch))
+        return tl_error(TL_ERR_SHAPE,
+                        "%s: input %s and weight %s with padding %lld x %lld give an output of "
+                        "%lld x %lld per channel, too large to compute",
+                        op, nn_shape_str(in, 4, si, sizeof si), nn_shape_str(wt, 4, sw, sizeof sw),
+                        (long long)pad_h, (long long)pad_w, (long long)out_h, (long long)out_w);
     *w = (tl_window2d){
         .batch = in[0],
         .channels = in[1],

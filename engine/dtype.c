@@ -93,6 +93,25 @@ int64_t tl_scalar_to_int(tl_scalar s) {
     }
 }
 
+tl_status tl_scalar_check_fits(const char *op, tl_dtype dtype, tl_scalar value) {
+    if (dtype != TL_I32 && dtype != TL_I64) return TL_OK;
+    bool fits;
+    double f = value.value.f;
+    if (value.kind == TL_SCALAR_FLOAT) /* the integer part must fit; false for NaN */
+        fits = dtype == TL_I32 ? f > -2147483649.0 && f < 2147483648.0 : f >= -0x1p63 && f < 0x1p63;
+    else if (value.kind == TL_SCALAR_INT)
+        fits = dtype == TL_I64 || (value.value.i >= INT32_MIN && value.value.i <= INT32_MAX);
+    else
+        fits = true;
+    if (fits) return TL_OK;
+    if (value.kind == TL_SCALAR_INT)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: value %lld cannot be converted to %s without overflow", op,
+                        (long long)value.value.i, tl_dtype_name(dtype));
+    return tl_error(TL_ERR_ARGUMENT, "%s: value %g cannot be converted to %s without overflow", op,
+                    value.value.f, tl_dtype_name(dtype));
+}
+
 static uint32_t float_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);

@@ -1,5 +1,6 @@
 /* Argument parsing: shapes (varargs or a table), options {dtype=, device=}, 1-based dims, scalars.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "binding.h"
@@ -23,23 +24,29 @@ bool tlb_is_callable(lua_State *L, int idx) {
     return true;
 }
 
+const char *tlb_position(int idx, const char *what, char *buf, size_t size) {
+    if (idx > 0)
+        snprintf(buf, size, what ? "argument %d (%s)" : "argument %d", idx, what);
+    else /* a value read from a table (an option, a field) sits at a relative index */
+        snprintf(buf, size, "%s", what ? what : "a value");
+    return buf;
+}
+
 int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what) {
     int64_t v = 0;
-    if (!is_integral(L, idx, &v)) {
-        if (lua_type(L, idx) == LUA_TNUMBER)
-            tlb_errorf(L, "%s: argument %d (%s) expected an integer, got %s", op, idx, what,
-                       lua_tostring(L, idx));
-        else
-            tlb_errorf(L, "%s: argument %d (%s) expected an integer, got %s", op, idx, what,
-                       tlb_typename(L, idx));
-    }
+    char where[96];
+    if (!is_integral(L, idx, &v))
+        tlb_errorf(L, "%s: %s expected an integer, got %s", op,
+                   tlb_position(idx, what, where, sizeof where),
+                   lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : tlb_typename(L, idx));
     return v;
 }
 
 double tlb_check_number(lua_State *L, int idx, const char *op, const char *what) {
+    char where[96];
     if (lua_type(L, idx) != LUA_TNUMBER)
-        tlb_errorf(L, "%s: argument %d (%s) expected a number, got %s", op, idx, what,
-                   tlb_typename(L, idx));
+        tlb_errorf(L, "%s: %s expected a number, got %s", op,
+                   tlb_position(idx, what, where, sizeof where), tlb_typename(L, idx));
     return (double)lua_tonumber(L, idx);
 }
 

@@ -92,7 +92,10 @@ static int ag_backward(lua_State *L) {
         retain_graph = lua_toboolean(L, opts);
     else if (lua_istable(L, opts)) {
         lua_getfield(L, opts, "retain_graph");
-        retain_graph = tlb_opt_bool(L, -1, "backward", false);
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+            return tlb_errorf(L, "backward: option retain_graph expected a boolean, got %s",
+                              tlb_typename(L, -1));
+        retain_graph = lua_toboolean(L, -1);
         lua_pop(L, 1);
     } else if (!lua_isnoneornil(L, opts)) {
         return tlb_type_error(L, opts, "backward", "an options table {retain_graph = bool}");

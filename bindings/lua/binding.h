@@ -84,6 +84,9 @@ int tlb_opt_dim(lua_State *L, int idx, const char *op, int def_c_dim);
 /* A 1-based Lua index (negative from the end) as the C API's index: 0-based,
    or negative from the end. */
 int64_t tlb_check_index(lua_State *L, int idx, const char *op);
+/* "argument N" (or "argument N (what)") for an argument, what (or "a value")
+   for a relative index: a value read from a table, such as an option. */
+const char *tlb_position(int idx, const char *what, char *buf, size_t size);
 /* An integer argument (floats with an integral value accepted). */
 int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what);
 double tlb_check_number(lua_State *L, int idx, const char *op, const char *what);

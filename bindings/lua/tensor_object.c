@@ -57,8 +57,9 @@ int tlb_errorf(lua_State *L, const char *fmt, ...) {
 }
 
 int tlb_type_error(lua_State *L, int idx, const char *op, const char *what) {
-    return tlb_errorf(L, "%s: argument %d expected %s, got %s", op, idx, what,
-                      tlb_typename(L, idx));
+    char where[96];
+    return tlb_errorf(L, "%s: %s expected %s, got %s", op,
+                      tlb_position(idx, NULL, where, sizeof where), what, tlb_typename(L, idx));
 }
 
 int tlb_fail(lua_State *L) {

@@ -83,6 +83,15 @@ static tl_status check_save_arguments(const char *path, const tl_named_tensor *t
                                "tensor '%s' has dtype %s, which has no "
                                "safetensors name",
                                name, tl_dtype_name(tensors[i].tensor->dtype));
+        /* the loader reads JSON numbers exactly only below 2^53 (as most JSON readers do):
+           refuse what could be written but not read back */
+        const tl_tensor *t = tensors[i].tensor;
+        for (int d = 0; d < t->ndim; d++)
+            if (t->shape[d] >= ((int64_t)1 << 53))
+                return tl_io_error(TL_ERR_SHAPE, "save", path,
+                                   "tensor '%s': dim %d has size %" PRId64
+                                   ", at least 2^53, which JSON readers cannot read exactly",
+                                   name, d + 1, t->shape[d]);
     }
     for (int i = 0; i < metadata_count; i++) {
         const char *key = metadata[i].key, *value = metadata[i].value;

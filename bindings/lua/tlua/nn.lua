@@ -286,18 +286,22 @@ function Module:to(...)
     done[t] = new
     return new
   end
+  -- convert everything first, then assign: a conversion that fails (a bad device, a released
+  -- tensor) leaves the whole model as it was
+  local assignments = {}
   tl.no_grad(function()
     for _, m in ipairs(self:modules()) do
       for _, key in ipairs(m._param_keys) do
         local t = rawget(m, key)
-        if t ~= nil then rawset(m, key, convert(t, true)) end
+        if t ~= nil then assignments[#assignments + 1] = { m, key, convert(t, true) } end
       end
       for _, key in ipairs(m._buffer_keys) do
         local t = rawget(m, key)
-        if t ~= nil then rawset(m, key, convert(t, false)) end
+        if t ~= nil then assignments[#assignments + 1] = { m, key, convert(t, false) } end
       end
     end
   end)
+  for _, a in ipairs(assignments) do rawset(a[1], a[2], a[3]) end
   return self
 end
 

@@ -76,6 +76,10 @@ int64_t tl_scalar_to_int(tl_scalar s);
 /* Writes one element of `dtype` at dst from a double / reads one as a double.
    Slow paths for constructors, item() and printing, not for kernels. */
 void tl_dtype_store(tl_dtype dtype, void *dst, tl_scalar value);
+/* TL_OK when value can be stored in dtype without overflow (an integer dtype takes a finite
+   number whose integer part fits; floating dtypes and bool take any value), else an error
+   "op: value V cannot be converted to DTYPE without overflow". */
+tl_status tl_scalar_check_fits(const char *op, tl_dtype dtype, tl_scalar value);
 tl_scalar tl_dtype_load(tl_dtype dtype, const void *src);
 
 #ifdef __cplusplus

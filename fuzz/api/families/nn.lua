@@ -1,0 +1,199 @@
+-- Statement makers of the API fuzzer for nn ops and modules: conv2d, max_pool2d, embedding, cross_entropy,
+-- layer_norm, losses, and tl.nn modules (forward, to, state_dict round trips).
+local Gen = require("gen")
+local literal = Gen.literal
+
+local function fmt(...) return string.format(...) end
+
+--- a window argument (stride, padding, kernel): mostly small, sometimes a pair, rarely bad; with extreme,
+-- often huge (overflowing output sizes)
+local function window(g, lo, hi, extreme)
+  return g:weighted {
+    { 8, function() return literal(g:int(lo, hi)) end },
+    { 2, function() return literal { g:int(lo, hi), g:int(lo, hi) } end },
+    { 1, function() return literal(g:pick { 0, -1, 2.5, { 1 }, { 1, 2, 3 }, "2" }) end },
+    { extreme and 6 or 0, function()
+      local huge = { 1 << 41, 1 << 62, math.maxinteger, math.mininteger, (1 << 62) - 1 }
+      return literal(g:chance(0.5) and g:pick(huge) or { g:pick(huge), g:int(lo, hi) })
+    end },
+  }()
+end
+
+local function window_opts(g, extreme)
+  local parts = {}
+  if g:chance(0.6) then parts[#parts + 1] = "stride = " .. window(g, 1, 3, extreme) end
+  if g:chance(extreme and 0.8 or 0.6) then parts[#parts + 1] = "padding = " .. window(g, 0, 2, extreme) end
+  if g:chance(0.03) then parts[#parts + 1] = "strides = 2" end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+local function conv2d(extreme)
+  return function(g)
+    local n, c, h, w = g:int(1, 2), g:int(1, 3), g:int(0, 9), g:int(0, 9)
+    local o, kh, kw = g:int(1, 4), g:int(1, 4), g:int(1, 4)
+    local dtype = g:float_dtype()
+    local x = { n, c, h, w }
+    if g:chance(0.1) then x = g:shape() end
+    local weight = { o, g:chance(0.9) and c or c + 1, kh, kw }
+    local bias = g:weighted { { 2, "" }, { 2, ", " .. g:fresh({ g:chance(0.9) and o or o + 1 }, dtype, g:chance(0.4)) },
+      { 1, ", nil" } }
+    return fmt("%s = tl.conv2d(%s, %s%s, %s)", g:target(), g:fresh(x, dtype, g:chance(0.4)),
+      g:fresh(weight, g:chance(0.95) and dtype or g:dtype(), g:chance(0.5)), bias, window_opts(g, extreme))
+  end
+end
+
+local function max_pool2d(extreme)
+  return function(g)
+    local a = g:chance(0.3) and g:tensor(function(i) return i.ndim == 4 or i.ndim == 3 end)
+    local x = a and a.ref
+        or g:fresh({ g:int(1, 2), g:int(1, 3), g:int(0, 9), g:int(0, 9) }, g:float_dtype(), g:chance(0.4))
+    return fmt("%s = tl.max_pool2d(%s, %s, %s)", g:target(), x, window(g, 1, 3, extreme), window_opts(g, extreme))
+  end
+end
+
+local ops = {
+  conv2d = conv2d(false),
+  conv2d_extreme = conv2d(true),
+  max_pool2d = max_pool2d(false),
+  max_pool2d_extreme = max_pool2d(true),
+  embedding = function(g)
+    local rows, dim = g:int(0, 6), g:int(0, 5)
+    local index_shape = g:shape(24)
+    local hi = g:chance(0.9) and rows or rows + 1
+    local indices = fmt("tl.randint(1, %d, %s%s)", math.max(hi, 1) + 1, literal(index_shape),
+      g:opts_suffix(g:pick { "int64", "int64", "int32", "float32" }, false))
+    if g:chance(0.1) then
+      indices = fmt("tl.tensor({%s}, {dtype = 'int64'})",
+        literal(g:pick { 0, -1, math.maxinteger, math.mininteger, 1 << 31, rows + 1 }))
+    end
+    return fmt("%s = tl.embedding(%s, %s)", g:target(), indices, g:fresh({ rows, dim }, g:float_dtype(), g:chance(0.5)))
+  end,
+  cross_entropy = function(g)
+    local n, c = g:int(0, 5), g:int(0, 6)
+    local logits = g:fresh(g:chance(0.9) and { n, c } or g:shape(), g:float_dtype(), g:chance(0.6))
+    local target = fmt("tl.randint(1, %d, {%d})", c + (g:chance(0.9) and 1 or 2), g:chance(0.9) and n or n + 1)
+    if c == 0 then target = fmt("tl.ones(%d, {dtype = 'int64'})", n) end
+    if g:chance(0.05) then target = fmt("tl.tensor({%s})", literal(g:pick { 0, -1, math.maxinteger, c + 1 })) end
+    local opts = g:weighted { { 4, "" }, { 2, ", " .. literal(g:pick { 0.0, 0.1, 0.5, 1.0, -0.5, 2.0, 0 / 0 }) },
+      { 2, fmt(", {label_smoothing = %s}", literal(g:pick { 0.0, 0.1, 1.0, -1.0, 0 / 0, math.huge })) },
+      { 0.3, ", {reduction = 'sum'}" }, { 0.3, ", {smoothing = 0.1}" } }
+    return fmt("%s = tl.cross_entropy(%s, %s%s)", g:target(), logits, target, opts)
+  end,
+  layer_norm = function(g)
+    local a = g:chance(0.4) and g:tensor(function(i) return i.ndim >= 1 and i.floating end)
+    local shape = a and a.shape or g:shape()
+    local x = a and a.ref or g:fresh(shape, g:float_dtype(), g:chance(0.4))
+    local last = shape[#shape] or 1
+    local dtype = a and a.dtype or g:float_dtype()
+    local w = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
+    local b = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
+    local eps = g:chance(0.8) and "" or (", " .. literal(g:pick { 0.0, -1.0, 1e-300, 0 / 0, math.huge }))
+    return fmt("%s = tl.layer_norm(%s, %s, %s%s)", g:target(), x, w, b, eps)
+  end,
+  mse_loss = function(g)
+    local a = g:tensor(function(i) return i.floating end)
+    if not a then return nil end
+    local shape = g:chance(0.8) and a.shape or g:broadcastable(a.shape)
+    return fmt("%s = tl.nn.functional.mse_loss(%s, %s)", g:target(), a.ref, g:fresh(shape, a.dtype))
+  end,
+  dropout = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local p = literal(g:pick { 0.0, 0.5, 1.0, -0.1, 1.5, 0 / 0 })
+    return fmt("%s = tl.nn.functional.dropout(%s, %s, %s)", g:target(), a.ref, p, tostring(g:chance(0.7)))
+  end,
+}
+
+-- ---- modules (kept in M[1..pool]) ----------------------------------------------------------------------------
+local function module_slot(g) return g:int(1, g.pool) end
+
+local function a_module(g)
+  local found = {}
+  for k = 1, g.pool do
+    if type(g.env.M[k]) == "table" then found[#found + 1] = k end
+  end
+  if #found == 0 then return nil end
+  return g:pick(found)
+end
+
+local modules = {
+  linear = function(g)
+    local i, o = g:size(0, 8), g:size(0, 8)
+    local opts = g:chance(0.3) and fmt(", {bias = %s, dtype = %s}", tostring(g:chance(0.5)), literal(g:dtype())) or ""
+    return fmt("M[%d] = tl.nn.Linear(%s, %s%s)", module_slot(g), literal(i), literal(o), opts)
+  end,
+  sequential = function(g)
+    local sizes = { g:int(1, 8), g:int(1, 8), g:int(1, 8) }
+    local act = g:pick { "ReLU", "GELU", "Tanh", "Sigmoid" }
+    return fmt("M[%d] = tl.nn.Sequential(tl.nn.Linear(%d, %d), tl.nn.%s(), tl.nn.Linear(%d, %d))", module_slot(g),
+      sizes[1], sizes[2], act, g:chance(0.9) and sizes[2] or sizes[3], sizes[3])
+  end,
+  conv = function(g)
+    return fmt("M[%d] = tl.nn.Conv2d(%d, %d, %s, {padding = %d})", module_slot(g), g:int(1, 3), g:int(1, 3),
+      window(g, 1, 3, false), g:int(0, 1))
+  end,
+  forward = function(g)
+    local k = a_module(g)
+    if not k then return nil end
+    local m = g.env.M[k]
+    local first = rawget(m, 1) or m
+    local features = rawget(first, "in_features")
+    local channels = rawget(first, "in_channels")
+    local p = m:parameters()[1]
+    local dtype = (p and not g.tl.is_released(p)) and p.dtype or "float32"
+    local x
+    if type(features) == "number" and features <= 64 and g:chance(0.8) then
+      x = g:fresh({ g:int(0, 3), features }, g:chance(0.9) and dtype or g:float_dtype(), g:chance(0.3))
+    elseif type(channels) == "number" and g:chance(0.8) then
+      x = g:fresh({ g:int(1, 2), channels, g:int(1, 7), g:int(1, 7) }, g:chance(0.9) and dtype or g:float_dtype(),
+        g:chance(0.3))
+    else
+      local a = g:tensor(function(i) return i.floating end)
+      x = a and a.ref or g:fresh({ g:int(0, 3), g:int(1, 8) }, "float32", g:chance(0.3))
+    end
+    return fmt("V[%d] = M[%d](%s)", g:int(1, g.pool), k, x)
+  end,
+  to = function(g)
+    local k = a_module(g)
+    if not k then return nil end
+    return fmt("M[%d]:to(%s)", k, literal(g:pick { "float64", "float32", "bfloat16", "int64", "cuda", "bogus" })),
+      { "M" .. k }
+  end,
+  state_dict = function(g)
+    local k, j = a_module(g), a_module(g)
+    if not k then return nil end
+    return fmt("M[%d]:load_state_dict(M[%d]:state_dict()%s)", k, j, g:chance(0.5) and ", false" or ""), { "M" .. k }
+  end,
+  load_bad_state = function(g) -- a state dict with a released, reshaped or oddly typed entry
+    local k = a_module(g)
+    if not k then return nil end
+    local edit = g:pick {
+      "tl.release(sd[keys[#keys]])", "sd[keys[#keys]] = sd[keys[#keys]]:to('int64')",
+      "sd[keys[1]] = sd[keys[1]]:detach():clone():requires_grad_()", "sd[keys[#keys]] = 3",
+      "sd[keys[1]] = sd[keys[1]]:flatten()",
+    }
+    return fmt("do local sd = M[%d]:state_dict(); local keys = tl.nn.keys(sd); for _, key in ipairs(keys) do " ..
+      "sd[key] = sd[key]:detach():clone() end; if #keys > 0 then %s end; M[%d]:load_state_dict(sd) end", k, edit, k),
+      { "M" .. k }
+  end,
+  zero_grad = function(g)
+    local k = a_module(g)
+    if not k then return nil end
+    return fmt("M[%d]:zero_grad()", k)
+  end,
+  parameter_to_pool = function(g)
+    local k = a_module(g)
+    if not k then return nil end
+    return fmt("V[%d] = M[%d]:parameters()[%d]", g:int(1, g.pool), k, g:int(1, 4))
+  end,
+  tostring = function(g)
+    local k = a_module(g)
+    if not k then return nil end
+    return fmt("local _ = tostring(M[%d])", k)
+  end,
+}
+
+return {
+  { name = "nn", weight = 5, variants = ops },
+  { name = "modules", weight = 3, variants = modules, weights = { forward = 4 } },
+}

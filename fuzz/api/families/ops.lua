@@ -1,0 +1,219 @@
+-- Statement makers of the API fuzzer for computing ops: elementwise, casts and queries, reductions, matmul.
+local Gen = require("gen")
+local literal = Gen.literal
+
+local function fmt(...) return string.format(...) end
+
+--- a second operand for a: a broadcastable tensor (mostly), another pool tensor, or a Lua number;
+-- returns its source and the result's element count (nil when unknown: a number)
+local function other_operand(g, a)
+  return g:weighted {
+    { 5, function()
+      local shape = g:broadcastable(a.shape)
+      return g:fresh(shape, g:chance(0.7) and a.dtype or g:dtype(), g:chance(0.2)), Gen.broadcast(a.shape, shape)
+    end },
+    { 3, function()
+      local b = g:tensor()
+      return b.ref, Gen.broadcast(a.shape, b.shape) or {}
+    end },
+    { 3, function() return g:number(), a.shape end },
+  }()
+end
+
+local function small_enough(g, shape) return shape == nil or Gen.numel(shape) <= g.cap end
+
+-- every op of a family in tl.ops() that is also a Lua function (the op table is the list)
+local function ops_of(tl, families)
+  local list = {}
+  for _, row in ipairs(tl.ops()) do
+    if families[row.family] and type(tl[row.name]) == "function" then list[#list + 1] = row.name end
+  end
+  table.sort(list)
+  return list
+end
+
+local elementwise = {
+  unary = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local op = g:pick(ops_of(g.tl, { unary = true, pointwise = true }))
+    if op == "pow_scalar" then return fmt("%s = %s:pow(%s)", g:target(), a.ref, g:number()) end
+    if op == "clamp" then
+      local lo = g:chance(0.7) and g:number() or "nil"
+      local hi = g:chance(0.7) and g:number() or "nil"
+      return fmt("%s = %s:clamp(%s, %s)", g:target(), a.ref, lo, hi)
+    end
+    if g:chance(0.5) then return fmt("%s = tl.%s(%s)", g:target(), op, a.ref) end
+    return fmt("%s = %s:%s()", g:target(), a.ref, op)
+  end,
+  binary = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local b, shape = other_operand(g, a)
+    if not small_enough(g, shape) then return nil end
+    local op = g:pick(ops_of(g.tl, { binary = true, pointwise_binary = true }))
+    if g:chance(0.2) then return fmt("%s = tl.%s(%s, %s)", g:target(), op, b, a.ref) end
+    return fmt("%s = tl.%s(%s, %s)", g:target(), op, a.ref, b)
+  end,
+  operator = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local b, shape = other_operand(g, a)
+    if not small_enough(g, shape) then return nil end
+    local op = g:pick { "+", "-", "*", "/", "^" }
+    if g:chance(0.1) then return fmt("%s = -%s", g:target(), a.ref) end
+    if g:chance(0.3) then return fmt("%s = %s %s %s", g:target(), b, op, a.ref) end
+    return fmt("%s = %s %s %s", g:target(), a.ref, op, b)
+  end,
+  where = function(g)
+    local c = g:tensor()
+    if not c then return nil end
+    local cond = c.dtype == "bool" and c.ref or fmt("%s:gt(0)", c.ref)
+    local a, sa = other_operand(g, c)
+    local b, sb = other_operand(g, c)
+    local shape = sa and sb and Gen.broadcast(sa, sb)
+    if not small_enough(g, shape) then return nil end
+    return fmt("%s = tl.where(%s, %s, %s)", g:target(), cond, a, b)
+  end,
+  compare_bool = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    return fmt("%s = %s:%s(%s)", g:target(), a.ref, g:pick { "eq", "ne", "lt", "le", "gt", "ge" },
+      g:chance(0.5) and g:number() or fmt("%s:bool()", a.ref))
+  end,
+}
+
+local CAST_NAMES = { "float", "double", "bfloat16", "half", "int", "long", "bool" }
+
+local casts = {
+  to_dtype = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local arg = g:weighted {
+      { 6, literal(g:dtype()) },
+      { 1, fmt("{dtype = %s}", literal(g:dtype())) },
+      { 1, literal(g:pick { "cpu", "cuda", "cuda:3", "float8", "", "CPU" }) },
+      { 1, (g:tensor() or a).ref },
+      { 0.3, g:pick { "", "nil", "1", "{}", "true" } },
+    }
+    return fmt("%s = %s:to(%s)", g:target(), a.ref, arg)
+  end,
+  cast_method = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    return fmt("%s = %s:%s()", g:target(), a.ref, g:pick(CAST_NAMES))
+  end,
+  device = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    return fmt("%s = %s:%s", g:target(), a.ref, g:pick { "cpu()", "cuda()", "cuda(1)", "cuda(-1)", "to('cuda:99')" })
+  end,
+  item = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    return fmt("local _ = %s:item()", a.ref)
+  end,
+  totable = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    return fmt("local _ = %s:totable()", a.ref)
+  end,
+  tostring = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    return fmt("local _ = tostring(%s)", a.ref)
+  end,
+  queries = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local q = g:pick { "#%s", "%s:size()", "%s:size(" .. g:dim(a.ndim) .. ")", "%s:dim()", "%s:numel()",
+      "%s.shape", "%s.dtype", "%s.device", "%s.ndim", "%s:is_contiguous()", "%s.grad_fn", "%s.is_leaf",
+      "%s.requires_grad", "%s.nonexistent_field" }
+    return "local _ = " .. fmt(q, a.ref)
+  end,
+}
+
+local reduce = {
+  sum_mean = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local op = g:pick { "sum", "mean" }
+    local args = g:weighted { { 2, "" }, { 3, g:dim(a.ndim) }, { 2, g:dim(a.ndim) .. ", " .. tostring(g:chance(0.5)) } }
+    return fmt("%s = %s:%s(%s)", g:target(), a.ref, op, args)
+  end,
+  max_min = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local op = g:pick { "max", "min" }
+    if g:chance(0.3) then return fmt("%s = %s:%s()", g:target(), a.ref, op) end
+    local keep = g:chance(0.5) and (", " .. tostring(g:chance(0.5))) or ""
+    return fmt("%s, %s = %s:%s(%s%s)", g:target(), g:target(), a.ref, op, g:dim(a.ndim), keep)
+  end,
+  argmax_argmin = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local op = g:pick { "argmax", "argmin" }
+    local args = g:weighted { { 1, "" }, { 2, g:dim(a.ndim) }, { 1, g:dim(a.ndim) .. ", true" } }
+    return fmt("%s = %s:%s(%s)", g:target(), a.ref, op, args)
+  end,
+  softmax = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    return fmt("%s = %s:%s(%s)", g:target(), a.ref, g:pick { "softmax", "log_softmax" }, g:dim(a.ndim))
+  end,
+}
+
+--- shapes for matmul: a's and b's, compatible most of the time (1-D, 2-D, batched)
+local function matmul_shapes(g)
+  local n, k, m = g:int(0, 6), g:int(0, 6), g:int(0, 6)
+  local b = g:int(1, 3)
+  local pairs_ = {
+    { { k }, { k } }, { { n, k }, { k } }, { { k }, { k, m } }, { { n, k }, { k, m } },
+    { { b, n, k }, { b, k, m } }, { { b, n, k }, { k, m } }, { { n, k }, { b, k, m } },
+    { { b, 1, n, k }, { 2, k, m } }, { { b, n, k }, { k } },
+  }
+  local sa, sb = table.unpack(g:pick(pairs_))
+  if g:chance(0.15) then sb[#sb == 1 and 1 or #sb - 1] = k + g:int(1, 2) end
+  return sa, sb
+end
+
+local matmul = {
+  matmul = function(g)
+    local sa, sb = matmul_shapes(g)
+    local dtype = g:float_dtype()
+    local a = g:chance(0.3) and g:tensor(function(i) return i.ndim >= 1 and i.ndim <= 3 and i.numel <= 20000 end)
+    local left = a and a.ref or g:fresh(sa, dtype, g:chance(0.3))
+    if a then
+      sb = { a.shape[a.ndim] }
+      if g:chance(0.7) then sb[2] = g:int(0, 5) end
+    end
+    local right = g:fresh(sb, g:chance(0.9) and (a and a.dtype or dtype) or g:dtype(), g:chance(0.3))
+    if g:chance(0.5) then return fmt("%s = %s:matmul(%s)", g:target(), left, right) end
+    return fmt("%s = tl.matmul(%s, %s)", g:target(), left, right)
+  end,
+  linear = function(g)
+    local dtype = g:float_dtype()
+    local n, i, o = g:int(0, 5), g:int(0, 6), g:int(0, 6)
+    local input = { n, i }
+    if g:chance(0.3) then table.insert(input, 1, g:int(1, 3)) end
+    if g:chance(0.2) then input = { i } end
+    local weight = { o, g:chance(0.9) and i or i + 1 }
+    local bias = g:weighted { { 2, "" }, { 3, ", " .. g:fresh({ g:chance(0.9) and o or o + 2 }, dtype, g:chance(0.5)) },
+      { 0.3, ", 3" } }
+    return fmt("%s = tl.linear(%s, %s%s)", g:target(), g:fresh(input, dtype, g:chance(0.3)),
+      g:fresh(weight, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias)
+  end,
+  outer = function(g)
+    local a = g:tensor(function(i) return i.ndim == 1 and i.numel <= 300 end)
+    local left = a and a.ref or g:fresh({ g:int(0, 6) }, g:float_dtype(), g:chance(0.3))
+    local right = g:chance(0.9) and g:fresh({ g:int(0, 6) }, a and a.dtype or "float32") or g:fresh({ 2, 2 })
+    return fmt("%s = tl.outer(%s, %s)", g:target(), left, right)
+  end,
+}
+
+return {
+  { name = "elementwise", weight = 10, variants = elementwise },
+  { name = "casts", weight = 4, variants = casts },
+  { name = "reduce", weight = 6, variants = reduce },
+  { name = "matmul", weight = 4, variants = matmul },
+}
