@@ -190,3 +190,22 @@ describe("gradients returned by a custom backward are checked", function()
     a.grad = nil
   end)
 end)
+
+describe("custom gradients on the wrong device #cuda", function()
+  if tl.cuda.device_count() == 0 then
+    pending("no CUDA device: the device check of custom gradients did not run")
+    return
+  end
+
+  it("refuses a CPU gradient for a CUDA input, naming the devices", function()
+    local F = tl.autograd.Function {
+      name = "Moves",
+      forward = function(_, a) return a * 2 end,
+      backward = function(_, g) return g:cpu() * 2 end,
+    }
+    local x = tl.ones(3, { device = "cuda" }):requires_grad_()
+    assert.has_error(function() F(x):sum():backward() end,
+      "Moves backward: the gradient of input 1 is on cpu, expected cuda:0 (the input's device)")
+    assert.is_nil(x.grad)
+  end)
+end)
