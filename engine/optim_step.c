@@ -48,9 +48,9 @@ static tl_status run_step(tl_op op, tl_tensor *param, const tl_tensor *grad, tl_
     return TL_OK;
 }
 
-tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *momentum_buffer,
-                      double lr, double momentum, double dampening, double weight_decay,
-                      bool nesterov, bool first_step) {
+tl_status tl_sgd_step_check(const tl_tensor *param, const tl_tensor *grad,
+                            const tl_tensor *momentum_buffer, double lr, double momentum,
+                            double dampening, double weight_decay, bool nesterov) {
     const char *op = "sgd_step";
     TL_TRY(check_tensors(op, param, grad));
     TL_TRY(check_at_least_zero(op, "lr", lr));
@@ -63,12 +63,19 @@ tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *moment
                         "%s: nesterov needs momentum > 0 and dampening == 0, got momentum %g and "
                         "dampening %g",
                         op, momentum, dampening);
-    if (momentum != 0) {
-        if (!momentum_buffer)
-            return tl_error(TL_ERR_ARGUMENT, "%s: momentum %g needs a momentum_buffer, got none",
-                            op, momentum);
+    if (momentum != 0 && momentum_buffer)
         TL_TRY(check_state(op, "momentum_buffer", param, momentum_buffer));
-    }
+    return TL_OK;
+}
+
+tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *momentum_buffer,
+                      double lr, double momentum, double dampening, double weight_decay,
+                      bool nesterov, bool first_step) {
+    if (momentum != 0 && !momentum_buffer)
+        return tl_error(TL_ERR_ARGUMENT, "sgd_step: momentum %g needs a momentum_buffer, got none",
+                        momentum);
+    TL_TRY(tl_sgd_step_check(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay,
+                             nesterov));
     tl_optim_args args = {
         .lr = lr,
         .momentum = momentum,
@@ -81,15 +88,18 @@ tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *moment
                     &args);
 }
 
-tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
-                       tl_tensor *exp_avg_sq, int64_t step, double lr, double beta1, double beta2,
-                       double eps, double weight_decay, bool decoupled) {
+tl_status tl_adam_step_check(const tl_tensor *param, const tl_tensor *grad,
+                             const tl_tensor *exp_avg, const tl_tensor *exp_avg_sq, int64_t step,
+                             double lr, double beta1, double beta2, double eps, double weight_decay,
+                             bool decoupled) {
     const char *op = decoupled ? "adamw_step" : "adam_step";
     TL_TRY(check_tensors(op, param, grad));
-    if (!exp_avg || !exp_avg_sq)
-        return tl_error(TL_ERR_ARGUMENT, "%s: exp_avg and exp_avg_sq are required", op);
-    TL_TRY(check_state(op, "exp_avg", param, exp_avg));
-    TL_TRY(check_state(op, "exp_avg_sq", param, exp_avg_sq));
+    if (!exp_avg != !exp_avg_sq)
+        return tl_error(TL_ERR_ARGUMENT, "%s: exp_avg and exp_avg_sq go together, got one", op);
+    if (exp_avg) {
+        TL_TRY(check_state(op, "exp_avg", param, exp_avg));
+        TL_TRY(check_state(op, "exp_avg_sq", param, exp_avg_sq));
+    }
     if (step < 1)
         return tl_error(TL_ERR_ARGUMENT, "%s: step counts from 1, got %lld", op, (long long)step);
     TL_TRY(check_at_least_zero(op, "lr", lr));
@@ -98,6 +108,17 @@ tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_a
     if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
         return tl_error(TL_ERR_ARGUMENT, "%s: betas must be in [0, 1), got %g and %g", op, beta1,
                         beta2);
+    return TL_OK;
+}
+
+tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
+                       tl_tensor *exp_avg_sq, int64_t step, double lr, double beta1, double beta2,
+                       double eps, double weight_decay, bool decoupled) {
+    if (!exp_avg || !exp_avg_sq)
+        return tl_error(TL_ERR_ARGUMENT, "%s: exp_avg and exp_avg_sq are required",
+                        decoupled ? "adamw_step" : "adam_step");
+    TL_TRY(tl_adam_step_check(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps,
+                              weight_decay, decoupled));
     tl_optim_args args = {
         .lr = lr,
         .weight_decay = weight_decay,

@@ -345,7 +345,7 @@ describe("a step that fails changes nothing", function()
       local good = opt.state[b][key]
       for _, case in ipairs({
         { tl.zeros(3, 2, { dtype = "float64" }), "shape [3, 2]" },
-        { tl.zeros(2, 3, { dtype = "float32" }), "dtype float32" },
+        { tl.zeros(2, 3, { dtype = "float32" }), "is float32" },
         { tl.zeros(3, 2, { dtype = "float64" }):transpose(1, 2), "contiguous" },
       }) do
         opt.state[b][key] = case[1]

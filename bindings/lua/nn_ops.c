@@ -227,7 +227,8 @@ static int nn_layer_norm(lua_State *L) {
 /* ---- optimizer steps (used by tl.optim) ---------------------------------------------------------
  */
 /* _sgd_step(param, grad, momentum_buffer|nil, lr, momentum, dampening, weight_decay, nesterov,
-   first_step): in place */
+   first_step, check_only): in place; check_only: the step's checks alone (a missing buffer is
+   one the step will create) */
 static int nn_sgd_step(lua_State *L) {
     const char *op = "_sgd_step";
     tl_tensor *param = tlb_check(L, 1, op), *grad = tlb_check(L, 2, op);
@@ -237,18 +238,23 @@ static int nn_sgd_step(lua_State *L) {
     double dampening = tlb_check_number(L, 6, op, "dampening");
     double weight_decay = tlb_check_number(L, 7, op, "weight_decay");
     bool nesterov = lua_toboolean(L, 8), first_step = lua_toboolean(L, 9);
-    if (tl_sgd_step(param, grad, buffer, lr, momentum, dampening, weight_decay, nesterov,
-                    first_step) != TL_OK)
-        return tlb_fail(L);
+    tl_status status = lua_toboolean(L, 10)
+                           ? tl_sgd_step_check(param, grad, buffer, lr, momentum, dampening,
+                                               weight_decay, nesterov)
+                           : tl_sgd_step(param, grad, buffer, lr, momentum, dampening, weight_decay,
+                                         nesterov, first_step);
+    if (status != TL_OK) return tlb_fail(L);
     return 0;
 }
 
-/* _adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay,
-   decoupled): in place; step counts from 1 */
+/* _adam_step(param, grad, exp_avg|nil, exp_avg_sq|nil, step, lr, beta1, beta2, eps,
+   weight_decay, decoupled, check_only): in place; step counts from 1; check_only: the step's
+   checks alone (missing moments are ones the step will create) */
 static int nn_adam_step(lua_State *L) {
     const char *op = "_adam_step";
     tl_tensor *param = tlb_check(L, 1, op), *grad = tlb_check(L, 2, op);
-    tl_tensor *exp_avg = tlb_check(L, 3, op), *exp_avg_sq = tlb_check(L, 4, op);
+    tl_tensor *exp_avg = opt_tensor(L, 3, op, "exp_avg");
+    tl_tensor *exp_avg_sq = opt_tensor(L, 4, op, "exp_avg_sq");
     int64_t step = tlb_check_int(L, 5, op, "step");
     double lr = tlb_check_number(L, 6, op, "lr");
     double beta1 = tlb_check_number(L, 7, op, "beta1");
@@ -256,9 +262,12 @@ static int nn_adam_step(lua_State *L) {
     double eps = tlb_check_number(L, 9, op, "eps");
     double weight_decay = tlb_check_number(L, 10, op, "weight_decay");
     bool decoupled = lua_toboolean(L, 11);
-    if (tl_adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay,
-                     decoupled) != TL_OK)
-        return tlb_fail(L);
+    tl_status status = lua_toboolean(L, 12)
+                           ? tl_adam_step_check(param, grad, exp_avg, exp_avg_sq, step, lr, beta1,
+                                                beta2, eps, weight_decay, decoupled)
+                           : tl_adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2,
+                                          eps, weight_decay, decoupled);
+    if (status != TL_OK) return tlb_fail(L);
     return 0;
 }
 

@@ -104,51 +104,9 @@ local function check_nonnegative(group, key, name)
   end
 end
 
-local function shape_str(t)
-  return "[" .. table.concat(t.shape, ", ") .. "]"
-end
-
-local function same_shape(a, b)
-  local sa, sb = a.shape, b.shape
-  if #sa ~= #sb then return false end
-  for d = 1, #sa do
-    if sa[d] ~= sb[d] then return false end
-  end
-  return true
-end
-
-local floating = { float32 = true, float64 = true, bfloat16 = true, float16 = true }
-
--- nil if tensor t (a gradient or a state tensor, named what) can update parameter p: a tensor of
--- p's shape, dtype and device (contiguous when it is updated in place), else the message.
-local function check_like(p, t, what, contiguous)
-  if not is_tensor(t) then return string.format("%s must be a tensor, got %s", what, type(t)) end
-  if not same_shape(t, p) then
-    return string.format("%s has shape %s but the parameter has %s", what, shape_str(t), shape_str(p))
-  end
-  if t.dtype ~= p.dtype then
-    return string.format("%s has dtype %s but the parameter has %s", what, t.dtype, p.dtype)
-  end
-  if t.device ~= p.device then
-    return string.format("%s is on %s but the parameter is on %s", what, t.device, p.device)
-  end
-  if contiguous and not t:is_contiguous() then
-    return string.format("%s must be contiguous (it is updated in place)", what)
-  end
-end
-
--- nil if parameter p and its gradient g can take a step, else the message.
-local function check_param(p, g)
-  if not floating[p.dtype] then
-    return string.format("the parameter must have a floating dtype (float32, float64, bfloat16, float16), got %s",
-      p.dtype)
-  end
-  if not p:is_contiguous() then return "the parameter must be contiguous (it is updated in place)" end
-  return check_like(p, g, "its grad", false)
-end
-
--- Checks every group's options and every parameter that has a gradient, with its state
--- (cls.check_state(state, p) -> message or nil), before step() changes anything; raises the first
+-- Checks every group's options, then every parameter that has a gradient with its state, by the
+-- checks of the step itself run alone (tl._sgd_step / tl._adam_step with check_only: one C call
+-- per parameter, the step's own messages), before step() changes anything; raises the first
 -- problem at the caller of step().
 function Optimizer:_validate()
   local name = self.name
@@ -158,16 +116,16 @@ function Optimizer:_validate()
     for pi, p in ipairs(group.params) do
       local g = p.grad
       if g ~= nil then
-        bad = check_param(p, g)
-        local s = self.state[p]
-        if not bad and s ~= nil and self.check_state then bad = self.check_state(s, p) end
-        if bad then error(string.format("optim.%s: parameter %d of group %d: %s", name, pi, gi, bad), 3) end
+        local ok, message = pcall(self._check, self, group, p, g, self.state[p])
+        if not ok then
+          message = tostring(message):gsub("^[^:]*:%d+: ", "") -- the check's position says nothing here
+          error(string.format("optim.%s: parameter %d of group %d: %s", name, pi, gi, message), 3)
+        end
       end
     end
   end
 end
 
---- zero_grad(): every parameter's grad becomes nil (PyTorch's set_to_none)
 function Optimizer:zero_grad()
   for _, group in ipairs(self.param_groups) do
     for _, p in ipairs(group.params) do p.grad = nil end
@@ -271,12 +229,13 @@ optim.SGD = class("SGD", { lr = false, momentum = 0, dampening = 0, weight_decay
     end
   end)
 
--- the momentum buffer, when there is one, updates the parameter in place
-function optim.SGD.check_state(s, p)
-  if s.momentum_buffer ~= nil then return check_like(p, s.momentum_buffer, "its momentum_buffer", true) end
-end
-
 local sgd_step, adam_step, zeros_like = tl._sgd_step, tl._adam_step, tl.zeros_like
+
+-- the step's checks alone (a missing momentum buffer is one the step creates)
+function optim.SGD:_check(group, p, g, s)
+  sgd_step(p, g, s and s.momentum_buffer, group.lr, group.momentum, group.dampening, group.weight_decay,
+    group.nesterov and true or false, false, true)
+end
 
 -- (checked by _validate) new state is kept only once its step has run
 function optim.SGD:_update(group)
@@ -319,13 +278,18 @@ local function check_adam(group, name)
   if group.amsgrad then return string.format("optim.%s: amsgrad is not supported", name) end
 end
 
--- a step count (an integer >= 0) and both moments, updated in place
-local function check_adam_state(s, p)
-  local step = type(s.step) == "number" and math.tointeger(s.step)
-  if not step or step < 0 then
-    return string.format("its step count must be an integer >= 0, got %s", tostring(s.step))
+-- the step's checks alone: the step count (an integer >= 0) here, the tensors by the C step's own
+-- checks (missing moments are ones the step creates)
+local function adam_check(group, p, g, s, decoupled)
+  local step = 0
+  if s ~= nil then
+    step = type(s.step) == "number" and math.tointeger(s.step)
+    if not step or step < 0 then
+      error(string.format("its step count must be an integer >= 0, got %s", tostring(s.step)), 0)
+    end
   end
-  return check_like(p, s.exp_avg, "its exp_avg", true) or check_like(p, s.exp_avg_sq, "its exp_avg_sq", true)
+  adam_step(p, g, s and s.exp_avg, s and s.exp_avg_sq, step + 1, group.lr, group.betas[1], group.betas[2],
+    group.eps, group.weight_decay, decoupled, true)
 end
 
 -- (checked by _validate) the step count and new state are kept only once the step has run
@@ -349,14 +313,14 @@ end
 -- decay added to the gradient
 optim.Adam = class("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false },
   check_adam)
-optim.Adam.check_state = check_adam_state
+function optim.Adam:_check(group, p, g, s) adam_check(group, p, g, s, false) end
 function optim.Adam:_update(group) adam_update(self, group, false) end
 
 --- AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2}): decoupled
 -- weight decay
 optim.AdamW = class("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false },
   check_adam)
-optim.AdamW.check_state = check_adam_state
+function optim.AdamW:_check(group, p, g, s) adam_check(group, p, g, s, true) end
 function optim.AdamW:_update(group) adam_update(self, group, true) end
 
 -- ---- learning-rate schedulers ---------------------------------------------------------------

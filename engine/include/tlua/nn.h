@@ -107,6 +107,15 @@ tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *moment
 tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
                        tl_tensor *exp_avg_sq, int64_t step, double lr, double beta1, double beta2,
                        double eps, double weight_decay, bool decoupled);
+/* The checks of a step, and nothing else: an optimizer checks every parameter before it steps
+   any. A state tensor may be NULL (a first step creates it); the messages are the step's. */
+tl_status tl_sgd_step_check(const tl_tensor *param, const tl_tensor *grad,
+                            const tl_tensor *momentum_buffer, double lr, double momentum,
+                            double dampening, double weight_decay, bool nesterov);
+tl_status tl_adam_step_check(const tl_tensor *param, const tl_tensor *grad,
+                             const tl_tensor *exp_avg, const tl_tensor *exp_avg_sq, int64_t step,
+                             double lr, double beta1, double beta2, double eps, double weight_decay,
+                             bool decoupled);
 
 #ifdef __cplusplus
 }
