@@ -4,23 +4,9 @@
 local tl = require("tlua")
 local nn = tl.nn
 
-local function sh_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local files = require("helpers.files")
+local sh_quote, write_file, read_file = files.sh_quote, files.write_file, files.read_file
+local BIN, ROOT, safetensors_bytes = files.BIN, files.ROOT, files.safetensors_bytes
 
 local function exists(path)
   local f = io.open(path, "rb")
@@ -37,19 +23,9 @@ local function list_dir(dir)
   return names
 end
 
-local ROOT = io.popen("pwd"):read("l")
-local BIN = os.getenv("TLUA_BIN") or (ROOT .. "/build/tlua")
-if BIN:sub(1, 1) ~= "/" then BIN = ROOT .. "/" .. BIN end
-
 local dir
-before_each(function()
-  dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. sh_quote(dir)))
-end)
-after_each(function()
-  os.execute("rm -rf " .. sh_quote(dir))
-end)
+before_each(function() dir = files.make_temp_dir() end)
+after_each(function() files.remove_dir(dir) end)
 
 -- 1 / x distinguishes -0 from +0
 local function signs(t)
@@ -58,13 +34,6 @@ local function signs(t)
     if v ~= v then out[i] = "nan" elseif v == 0 then out[i] = 1 / v else out[i] = v end
   end
   return out
-end
-
--- a safetensors file as the format describes it: 8-byte little-endian header size, JSON
--- padded with spaces, then the bytes
-local function safetensors_bytes(header, data)
-  while #header % 8 ~= 0 do header = header .. " " end
-  return string.pack("<I8", #header) .. header .. data
 end
 
 describe("tl.save / tl.load", function()

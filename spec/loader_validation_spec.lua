@@ -6,44 +6,13 @@
 -- Every file here is crafted byte by byte; valid ones still load.
 local tl = require("tlua")
 
-local function sh_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function write_file(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local ROOT = io.popen("pwd"):read("l")
-local BIN = os.getenv("TLUA_BIN") or (ROOT .. "/build/tlua")
-if BIN:sub(1, 1) ~= "/" then BIN = ROOT .. "/" .. BIN end
+local files = require("helpers.files")
+local sh_quote, write_file, read_file = files.sh_quote, files.write_file, files.read_file
+local BIN, safetensors_bytes = files.BIN, files.safetensors_bytes
 
 local dir
-before_each(function()
-  dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. sh_quote(dir)))
-end)
-after_each(function()
-  os.execute("rm -rf " .. sh_quote(dir))
-end)
-
--- a safetensors file: the 8-byte little-endian header length, the JSON padded with spaces
--- to a multiple of 8, then the data
-local function safetensors_bytes(header, data)
-  while #header % 8 ~= 0 do header = header .. " " end
-  return string.pack("<I8", #header) .. header .. (data or "")
-end
+before_each(function() dir = files.make_temp_dir() end)
+after_each(function() files.remove_dir(dir) end)
 
 -- an IDX file: two zero bytes, the type, the number of dims, the dims (big-endian), the data
 local function idx_bytes(type_code, dims, data)

@@ -1,25 +1,10 @@
 -- The `tlua` executable (TLUA_BIN, or build/tlua): arg, -e, -l, -v, -i, -, error
 -- exits, the `tl` global, and require("tlua") from the stock lua5.4.
-local function sh_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local files = require("helpers.files")
+local sh_quote, write_file, BIN, ROOT = files.sh_quote, files.write_file, files.BIN, files.ROOT
+-- the file must exist
+local function read_file(path) return assert(files.read_file(path), "cannot read " .. path) end
 
-local function read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local ROOT = io.popen("pwd"):read("l")
-local BIN = os.getenv("TLUA_BIN") or (ROOT .. "/build/tlua")
-if BIN:sub(1, 1) ~= "/" then BIN = ROOT .. "/" .. BIN end
 local BIN_DIR = BIN:match("^(.*)/[^/]*$")
 
 local tmp -- a fresh directory per spec
