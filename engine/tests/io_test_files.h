@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
+#include "tlua/error.h"
+
 static char dir[64];
 
 static inline const char *in_dir(const char *name) {
@@ -141,6 +144,19 @@ static inline bool make_test_dir(const char *prefix) {
     if (mkdtemp(dir)) return true;
     printf("cannot create a temporary directory\n");
     return false;
+}
+
+/* The last error is "op: '<name>': ..." and holds needle; a failure is counted otherwise. */
+static inline void check_io_message(int line, const char *how, const char *op, const char *name,
+                                    const char *needle) {
+    const char *message = tl_last_error();
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, "%s: '%s': ", op, name);
+    if (strncmp(message, prefix, strlen(prefix)) != 0 || !strstr(message, needle)) {
+        failures++;
+        printf("FAIL line %d: %s: message '%s' lacks \"%s\" or '%s'\n", line, how, message, prefix,
+               needle);
+    }
 }
 
 #endif

@@ -29,7 +29,6 @@ static bytes idx_file(unsigned type, const uint32_t *dims, int ndim, const void 
 /* A failing read leaves its output alone and says "read_idx: '<name>': ...needle...". */
 static void check_failure(int line, const char *how, tl_status status, tl_tensor *t,
                           const tl_tensor *sentinel, const char *name, const char *needle) {
-    const char *message = tl_last_error();
     if (status == TL_OK) {
         failures++;
         printf("FAIL line %d: %s of %s succeeded, expected an error with '%s'\n", line, how, name,
@@ -41,13 +40,7 @@ static void check_failure(int line, const char *how, tl_status status, tl_tensor
         failures++;
         printf("FAIL line %d: failed %s of %s set its output\n", line, how, name);
     }
-    char prefix[600];
-    snprintf(prefix, sizeof prefix, "read_idx: '%s': ", name);
-    if (strncmp(message, prefix, strlen(prefix)) != 0 || !strstr(message, needle)) {
-        failures++;
-        printf("FAIL line %d: %s: message '%s' lacks \"%s\" or '%s'\n", line, how, message, prefix,
-               needle);
-    }
+    check_io_message(line, how, "read_idx", name, needle);
 }
 
 /* Reading path fails naming it with needle; when it is a regular file, reading

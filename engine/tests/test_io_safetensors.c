@@ -23,7 +23,6 @@
 static void check_failure(int line, const char *how, tl_status status, const char *name,
                           const char *needle, tl_named_tensor *t, int n, tl_metadata_entry *m,
                           int mc, const void *sentinel_t, const void *sentinel_m) {
-    const char *message = tl_last_error();
     if (status == TL_OK) {
         failures++;
         printf("FAIL line %d: %s of %s succeeded, expected an error with '%s'\n", line, how, name,
@@ -35,13 +34,7 @@ static void check_failure(int line, const char *how, tl_status status, const cha
         failures++;
         printf("FAIL line %d: failed %s of %s changed its outputs\n", line, how, name);
     }
-    char prefix[600];
-    snprintf(prefix, sizeof prefix, "load: '%s': ", name);
-    if (strncmp(message, prefix, strlen(prefix)) != 0 || !strstr(message, needle)) {
-        failures++;
-        printf("FAIL line %d: %s: message '%s' lacks \"%s\" or '%s'\n", line, how, message, prefix,
-               needle);
-    }
+    check_io_message(line, how, "load", name, needle);
 }
 
 /* Loading path fails with a message naming the file and holding needle; when
