@@ -1,5 +1,5 @@
 -- Size arithmetic at the edges: element counts, strides, start + length and window geometry are
--- checked for overflow (engine/size.c), so huge or wrapping sizes are clear errors, never a
+-- checked for overflow (engine/core/size.c), so huge or wrapping sizes are clear errors, never a
 -- wrapped count, a write outside the buffer or a wrong shape.
 local tl = require("tlua")
 

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 
 #include "binding.h"
-#include "kernels/op.h"
 
 static int rt_clock(lua_State *L) {
     lua_pushnumber(L, (lua_Number)tl_clock());
@@ -162,32 +161,21 @@ static int rt_kernels(lua_State *L) {
     return 1;
 }
 
-/* the family as ops.def writes it, in lower case ("POINTWISE" -> "pointwise") */
-static void push_family(lua_State *L, const char *family) {
-    char lower[64];
-    size_t n = 0;
-    for (; family[n] && n + 1 < sizeof lower; n++)
-        lower[n] = (char)(family[n] >= 'A' && family[n] <= 'Z' ? family[n] - 'A' + 'a' : family[n]);
-    lua_pushlstring(L, lower, n);
-}
-
 /* tl.ops() -> the op table: list of {name=, family=, differentiable=, backward=}
    with backward "none", "kernels" or "composed" */
 static int rt_ops(lua_State *L) {
-    lua_createtable(L, TL_OP_COUNT, 0);
-    for (int op = 0; op < TL_OP_COUNT; op++) {
-        const tl_op_info *info = tl_op_info_of((tl_op)op);
+    int count = tl_op_list(NULL, 0);
+    tl_op_description *ops = lua_newuserdatauv(L, (size_t)count * sizeof *ops, 0);
+    tl_op_list(ops, count);
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) {
         lua_createtable(L, 0, 4);
-        set_string(L, "name", info->name);
-        push_family(L, info->family_name);
-        lua_setfield(L, -2, "family");
-        lua_pushboolean(L, info->differentiable);
+        set_string(L, "name", ops[i].name);
+        set_string(L, "family", ops[i].family);
+        lua_pushboolean(L, ops[i].differentiable);
         lua_setfield(L, -2, "differentiable");
-        set_string(L, "backward",
-                   info->backward == TL_BACKWARD_KERNELS    ? "kernels"
-                   : info->backward == TL_BACKWARD_COMPOSED ? "composed"
-                                                            : "none");
-        lua_rawseti(L, -2, op + 1);
+        set_string(L, "backward", ops[i].backward);
+        lua_rawseti(L, -2, i + 1);
     }
     return 1;
 }

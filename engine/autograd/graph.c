@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "autograd/graph.h"
-#include "storage.h"
+#include "core/storage.h"
 
 static _Thread_local bool grad_disabled;
 static uint64_t next_sequence;

@@ -1,7 +1,6 @@
 /* Recording matmul: saves other only for the input's gradient and input only
    for other's, and calls only the backward kernels that are needed. */
 #include "autograd/graph.h"
-#include "kernels/matmul.h"
 
 /* slot 0: input (kept when other's gradient is needed), slot 1: other */
 static tl_status matmul_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {

@@ -1,6 +1,6 @@
 /* Recording nn ops: backward runs only the needed split kernels; save only what they read. */
 #include "autograd/graph.h"
-#include "nn_common.h"
+#include "ops/nn/nn_common.h"
 
 /* Every backward sets gi[i] only for needed inputs, "=" semantics: the engine accumulates. */
 

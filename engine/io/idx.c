@@ -7,7 +7,7 @@
 #include "idx_stream.h"
 #include "io_source.h"
 #include "loaders.h"
-#include "size.h"
+#include "core/size.h"
 
 #define IDX_CHUNK       ((size_t)1 << 20) /* bytes decoded per pass */
 #define IDX_MAX_INFLATE 1032              /* deflate expands at most about 1032:1 */

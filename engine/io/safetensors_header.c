@@ -9,7 +9,7 @@
 
 #include "io_source.h"
 #include "safetensors_format.h"
-#include "size.h"
+#include "core/size.h"
 
 #define ST_JSON_INT_LIMIT 9007199254740992.0 /* 2^53: from here on a JSON number is inexact */
 

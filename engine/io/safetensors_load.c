@@ -9,7 +9,7 @@
 #include "io_source.h"
 #include "loaders.h"
 #include "safetensors_format.h"
-#include "size.h"
+#include "core/size.h"
 
 #define ST_CONVERT_CHUNK ((size_t)1 << 20) /* bytes per conversion pass when widening */
 

@@ -13,7 +13,7 @@
 
 #include "io_source.h"
 #include "safetensors_format.h"
-#include "size.h"
+#include "core/size.h"
 
 #define ST_IO_CHUNK ((size_t)1 << 30) /* bytes per write() call */
 

@@ -3,7 +3,6 @@
    ld = X's row stride, so every product below is written for the transposes. */
 #include "kernels/linear.h"
 #include "kernels/gemm.h"
-#include "tlua/ops.h"
 
 /* Leading dimension of a row-major matrix with unit column stride. */
 static int64_t row_stride(const tl_tensor *t) {
@@ -32,27 +31,19 @@ static GemmParams params_for(const tl_tensor *in, const tl_tensor *out) {
     };
 }
 
-tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
-                            tl_tensor *out) {
+tl_status tl_gemm_linear_forward(const tl_tensor *input, const tl_tensor *weight, bool accumulate,
+                                 tl_tensor *out) {
     const char *op = "linear_forward";
     TL_TRY(check_matrix(op, "input", input, 2));
     TL_TRY(check_matrix(op, "weight", weight, 2));
     TL_TRY(check_matrix(op, "out", out, 2));
-    if (bias) {
-        /* out starts as bias on every row; the GEMM adds to it */
-        tl_tensor *rows;
-        TL_TRY(tl_expand((tl_tensor *)bias, out->shape, 2, &rows));
-        tl_status status = tl_copy_(out, rows);
-        tl_release(rows);
-        if (status != TL_OK) return status;
-    }
     /* out^T[O, N] = weight^T^T ... : C = op(A) B with A = weight^T (col-major I x O) */
     GemmParams p = params_for(input, out);
     p.trans_a = true;
     p.m = weight->shape[0];
     p.n = input->shape[0];
     p.k = input->shape[1];
-    p.beta = bias ? 1.0f : 0.0f;
+    p.beta = accumulate ? 1.0f : 0.0f;
     p.lda = row_stride(weight);
     p.ldb = row_stride(input);
     p.ldc = row_stride(out);
@@ -60,8 +51,8 @@ tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight, con
                    tl_data(out));
 }
 
-tl_status tl_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *weight,
-                                   tl_tensor *grad_input) {
+tl_status tl_gemm_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *weight,
+                                        tl_tensor *grad_input) {
     const char *op = "linear_backward_input";
     TL_TRY(check_matrix(op, "grad_out", grad_out, 2));
     TL_TRY(check_matrix(op, "weight", weight, 2));
@@ -78,8 +69,8 @@ tl_status tl_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *w
                    tl_data(grad_out), tl_data(grad_input));
 }
 
-tl_status tl_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *input,
-                                    tl_tensor *grad_weight) {
+tl_status tl_gemm_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *input,
+                                         tl_tensor *grad_weight) {
     const char *op = "linear_backward_weight";
     TL_TRY(check_matrix(op, "grad_out", grad_out, 2));
     TL_TRY(check_matrix(op, "input", input, 2));
@@ -97,12 +88,12 @@ tl_status tl_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *
                    tl_data(grad_out), tl_data(grad_weight));
 }
 
-tl_status tl_linear_backward_bias(const tl_tensor *grad_out, tl_tensor *grad_bias) {
+tl_status tl_gemm_linear_backward_bias(const tl_tensor *grad_out, const tl_tensor *ones,
+                                       tl_tensor *grad_bias) {
     const char *op = "linear_backward_bias";
     TL_TRY(check_matrix(op, "grad_out", grad_out, 2));
+    TL_TRY(check_matrix(op, "ones", ones, 1));
     TL_TRY(check_matrix(op, "grad_bias", grad_bias, 1));
-    tl_tensor *ones;
-    TL_TRY(tl_ones(&grad_out->shape[0], 1, grad_out->dtype, tl_tensor_device(grad_out), &ones));
     /* grad_bias[O, 1] = grad_out^T[O, N] ones[N, 1] */
     GemmParams p = params_for(grad_out, grad_bias);
     p.m = grad_out->shape[1];
@@ -111,13 +102,11 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad_out, tl_tensor *grad_bia
     p.lda = row_stride(grad_out);
     p.ldb = grad_out->shape[0] > 0 ? grad_out->shape[0] : 1;
     p.ldc = p.m > 0 ? p.m : 1;
-    tl_status status = tl_gemm(TL_OP_linear_backward_bias, tl_tensor_device(grad_bias), &p,
-                               tl_data(grad_out), tl_data(ones), tl_data(grad_bias));
-    tl_release(ones);
-    return status;
+    return tl_gemm(TL_OP_linear_backward_bias, tl_tensor_device(grad_bias), &p, tl_data(grad_out),
+                   tl_data(ones), tl_data(grad_bias));
 }
 
-tl_status tl_outer_forward(const tl_tensor *a, const tl_tensor *b, tl_tensor *out) {
+tl_status tl_gemm_outer_forward(const tl_tensor *a, const tl_tensor *b, tl_tensor *out) {
     const char *op = "outer_forward";
     TL_TRY(check_matrix(op, "a", a, 1));
     TL_TRY(check_matrix(op, "b", b, 1));

@@ -1,23 +1,27 @@
 /* Linear and outer-product kernels: pure compute through tl_gemm, no autograd.
-   Operands are row-major 2-D tensors with unit column stride; outputs are
-   preallocated; every kernel has "=" semantics (overwrites its output). */
-#ifndef TLUA_LINEAR_H
-#define TLUA_LINEAR_H
+   Operands are row-major 2-D tensors with unit column stride (vectors contiguous);
+   outputs are preallocated by the ops layer (engine/ops/linear.c). */
+#ifndef TLUA_KERNELS_LINEAR_H
+#define TLUA_KERNELS_LINEAR_H
+
+#include <stdbool.h>
 
 #include "tlua/tensor.h"
 
-/* out[N, O] = input[N, I] @ weight[O, I]^T (+ bias[O] on every row) */
-tl_status tl_linear_forward(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
-                            tl_tensor *out);
+/* out[N, O] = input[N, I] @ weight[O, I]^T, added to out when accumulate (out then holds
+   the bias on every row), written over it otherwise */
+tl_status tl_gemm_linear_forward(const tl_tensor *input, const tl_tensor *weight, bool accumulate,
+                                 tl_tensor *out);
 /* grad_input[N, I] = grad_out[N, O] @ weight[O, I] */
-tl_status tl_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *weight,
-                                   tl_tensor *grad_input);
+tl_status tl_gemm_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *weight,
+                                        tl_tensor *grad_input);
 /* grad_weight[O, I] = grad_out[N, O]^T @ input[N, I] */
-tl_status tl_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *input,
-                                    tl_tensor *grad_weight);
-/* grad_bias[O] = the sum of grad_out[N, O]'s rows (a GEMM with a vector of ones) */
-tl_status tl_linear_backward_bias(const tl_tensor *grad_out, tl_tensor *grad_bias);
+tl_status tl_gemm_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *input,
+                                         tl_tensor *grad_weight);
+/* grad_bias[O] = grad_out[N, O]^T @ ones[N] (the sum of grad_out's rows) */
+tl_status tl_gemm_linear_backward_bias(const tl_tensor *grad_out, const tl_tensor *ones,
+                                       tl_tensor *grad_bias);
 /* out[N, M] = a[N] b[M]^T */
-tl_status tl_outer_forward(const tl_tensor *a, const tl_tensor *b, tl_tensor *out);
+tl_status tl_gemm_outer_forward(const tl_tensor *a, const tl_tensor *b, tl_tensor *out);
 
 #endif

@@ -96,6 +96,29 @@ tl_status tl_log_softmax(const tl_tensor *a, int dim, tl_tensor **out);
    1-D x 1-D dot, 2-D x 2-D, and batched with broadcast batch dims
    (as torch.matmul); floating dtypes, both the same. */
 tl_status tl_matmul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+/* Its split gradients, for out = input @ other (broadcast batch dims, 1-D operands):
+   d(input) = grad @ other^T summed to input_shape, d(other) = input^T @ grad summed to
+   other_shape. */
+tl_status tl_matmul_backward_input(const tl_tensor *grad, const tl_tensor *other,
+                                   const int64_t *input_shape, int input_ndim, tl_tensor **out);
+tl_status tl_matmul_backward_other(const tl_tensor *grad, const tl_tensor *input,
+                                   const int64_t *other_shape, int other_ndim, tl_tensor **out);
+
+/* ---- linear and outer through GemmParams ---------------------------------
+   out[..., O] = input[..., I] @ weight[O, I]^T + bias[O] (bias may be NULL); input, weight and
+   bias of one floating dtype, on one device. */
+tl_status tl_linear(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                    tl_tensor **out);
+/* Its split gradients, for grad [..., O]: grad_input [..., I] = grad @ weight;
+   grad_weight [O, I] = the sum over rows of grad^T input (input [..., I] with grad's rows);
+   grad_bias [O] = the sum of grad's rows. Each is one GEMM. */
+tl_status tl_linear_backward_input(const tl_tensor *grad, const tl_tensor *weight,
+                                   tl_tensor **grad_input);
+tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *input,
+                                    tl_tensor **grad_weight);
+tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
+/* out[N, M] = a[N] b[M]^T, one floating dtype, one device. */
+tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 
 /* ---- pointwise backward kernels: tl_<name>(grad, saved, out) for every POINTWISE_BACKWARD
    row of tlua/ops.def. grad is d(loss)/d(output), saved the forward's result (relu, tanh,

@@ -1,4 +1,4 @@
-/* Which kernels ran: a trace of executed kernels and per-kernel run counts. */
+/* Which kernels ran (a trace of executed kernels, per-kernel run counts) and the op table. */
 #ifndef TLUA_TRACE_H
 #define TLUA_TRACE_H
 
@@ -41,6 +41,16 @@ typedef struct tl_kernel_info {
 } tl_kernel_info;
 /* Writes up to max entries; returns the number of registered kernels. */
 int tl_kernel_list(tl_kernel_info *out, int max);
+
+/* A row of the op table (tlua/ops.def). */
+typedef struct tl_op_description {
+    const char *name;     /* "add" */
+    const char *family;   /* "binary", lower case */
+    bool differentiable;  /* autograd records it */
+    const char *backward; /* "none", "kernels" or "composed" */
+} tl_op_description;
+/* Writes up to max rows in table order; returns the number of ops. */
+int tl_op_list(tl_op_description *out, int max);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,7 @@ static inline double uniform53(uint64_t u) {
     return (double)(u >> 11) * 0x1p-53;
 }
 
-/* How elements use the stream (engine/random.c reserves blocks by the same rule):
+/* How elements use the stream (engine/ops/random.c reserves blocks by the same rule):
    32-bit dtypes and below take one word per uniform (4 per block), randn pairs words for
    Box-Muller; float64 takes two words per uniform (2 per block); randint takes two words
    per value (2 per block). */

@@ -3,7 +3,7 @@
    .cu file on the device's stream. */
 #include <string.h>
 
-#include "cuda/cuda_runtime.h"
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "cuda/cuda_runtime.h"
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/cuda/fast_launch.cuh"
 #include "kernels/cuda/launch.h"
 

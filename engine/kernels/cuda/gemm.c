@@ -3,7 +3,7 @@
    f64, and bf16/f16 inputs with f32 compute and f32 or same-dtype output. */
 #include <limits.h>
 
-#include "cuda/cuda_runtime.h"
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define OP_NAME "gemm"

@@ -165,7 +165,7 @@ tl_status tl_cuda_adam_run(const tl_cuda_optim *o);
 
 /* ---- C side helpers (the kernel tables' files) ------------------------------------------ */
 #ifndef __cplusplus
-#include "cuda/cuda_runtime.h"
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/kernel.h"
 
 /* The stream of t's device, its multiprocessor count and the op's name. */

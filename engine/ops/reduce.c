@@ -1,7 +1,7 @@
 /* Reductions: sum, mean, max, min, argmax, argmin over one dim or all elements; they
    validate, allocate the outputs and dispatch to the reduce kernels. */
 #include "kernels/kernel.h"
-#include "storage.h"
+#include "core/storage.h"
 #include "tlua/ops.h"
 
 typedef enum reduce_kind { REDUCE_SUM, REDUCE_MEAN, REDUCE_EXTREME, REDUCE_ARG } reduce_kind;

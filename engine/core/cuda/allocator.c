@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "cuda/cuda_runtime.h"
+#include "core/cuda/cuda_runtime.h"
 
 #define SMALL_ROUND   ((size_t)512)     /* requests up to SMALL_LIMIT round to this */
 #define SMALL_LIMIT   ((size_t)1 << 20) /* 1 MiB */

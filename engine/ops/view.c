@@ -1,9 +1,10 @@
-/* Views that share storage: view, reshape, transpose, permute, narrow, select,
-   squeeze, unsqueeze, expand, flatten; contiguous and clone. */
+/* Views that share storage: view, transpose, permute, narrow, select, squeeze,
+   unsqueeze, expand. Reshape and flatten, which may copy, are in reshape.c. */
 #include <string.h>
 
-#include "size.h"
-#include "storage.h"
+#include "core/size.h"
+#include "core/storage.h"
+#include "ops/view.h"
 #include "tlua/ops.h"
 
 static tl_status infer_shape(const char *op, const tl_tensor *t, const int64_t *shape, int ndim,
@@ -87,18 +88,13 @@ tl_status tl_view(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out)
     return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
 }
 
-tl_status tl_reshape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
+tl_status tl_view_if_possible(const char *op, tl_tensor *t, const int64_t *shape, int ndim,
+                              tl_tensor **out) {
     int64_t new_shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
-    tl_status status = infer_shape("reshape", t, shape, ndim, new_shape);
-    if (status != TL_OK) return status;
-    if (view_strides(t, new_shape, ndim, strides))
-        return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
-    tl_tensor *copy;
-    status = tl_clone(t, &copy);
-    if (status != TL_OK) return status;
-    status = tl_view(copy, new_shape, ndim, out);
-    tl_release(copy);
-    return status;
+    TL_TRY(infer_shape(op, t, shape, ndim, new_shape));
+    *out = NULL;
+    if (!view_strides(t, new_shape, ndim, strides)) return TL_OK;
+    return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
 }
 
 tl_status tl_transpose(tl_tensor *t, int dim0, int dim1, tl_tensor **out) {
@@ -264,47 +260,4 @@ tl_status tl_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **ou
     int64_t numel;
     TL_TRY(tl_shape_numel("expand", new_shape, ndim, &numel)); /* sizes >= 0, no overflow */
     return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
-}
-
-tl_status tl_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **out) {
-    int s, e;
-    tl_status status = tl_wrap_dim("flatten", start_dim, t->ndim, &s);
-    if (status == TL_OK) status = tl_wrap_dim("flatten", end_dim, t->ndim, &e);
-    if (status != TL_OK) return status;
-    if (t->ndim == 0) {
-        int64_t one = 1;
-        return tl_reshape(t, &one, 1, out);
-    }
-    if (s > e)
-        return tl_error(TL_ERR_ARGUMENT, "flatten: start dim %d comes after end dim %d", s + 1,
-                        e + 1);
-    int64_t shape[TL_MAX_DIMS];
-    int n = 0;
-    for (int i = 0; i < s; i++) shape[n++] = t->shape[i];
-    int64_t merged = 1;
-    for (int i = s; i <= e; i++) merged *= t->shape[i];
-    shape[n++] = merged;
-    for (int i = e + 1; i < t->ndim; i++) shape[n++] = t->shape[i];
-    return tl_reshape(t, shape, n, out);
-}
-
-tl_status tl_contiguous(tl_tensor *t, tl_tensor **out) {
-    if (tl_is_contiguous(t)) {
-        *out = tl_retain(t);
-        return TL_OK;
-    }
-    return tl_clone(t, out);
-}
-
-tl_status tl_clone(const tl_tensor *t, tl_tensor **out) {
-    tl_tensor *copy;
-    tl_status status = tl_empty_like(t, &copy);
-    if (status != TL_OK) return status;
-    status = tl_copy_(copy, t);
-    if (status != TL_OK) {
-        tl_release(copy);
-        return status;
-    }
-    *out = copy;
-    return TL_OK;
 }

@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "cuda/cuda_runtime.h"
+#include "core/cuda/cuda_runtime.h"
 
 typedef struct device_context {
     atomic_bool ready;      /* stream and sm_count set */

@@ -1,5 +1,5 @@
 /* max_pool2d as ops: validate the window, dispatch the forward and the scatter backward. */
-#include "nn_common.h"
+#include "ops/nn/nn_common.h"
 
 static tl_status check_window(const tl_tensor *input, int64_t kernel_h, int64_t kernel_w,
                               int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,

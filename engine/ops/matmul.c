@@ -1,7 +1,7 @@
 /* tl_matmul (torch.matmul's rules) as one GemmParams: row-major out = A B is computed as the
    column-major C^T = B^T A^T, reading strided operands in place where BLAS can. */
 #include "kernels/gemm.h"
-#include "kernels/matmul.h"
+#include "ops/matmul.h"
 #include "tlua/ops.h"
 
 static int64_t at_least_one(int64_t v) {

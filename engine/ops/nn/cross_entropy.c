@@ -1,7 +1,7 @@
 /* cross_entropy as ops: targets checked, fused forward keeping log-sum-exp, its backward. */
 #include <math.h>
 
-#include "nn_common.h"
+#include "ops/nn/nn_common.h"
 
 /* The dtype of the per-row log-sum-exp: float64 for float64 logits, else float32. */
 static tl_dtype lse_dtype(tl_dtype dtype) {

@@ -1,5 +1,5 @@
 /* conv2d by im2col + GEMM over chunks of the batch: validation and the split backward. */
-#include "nn_common.h"
+#include "ops/nn/nn_common.h"
 
 /* Scratch elements (columns and the output or gradient with the samples side by side) of one
    chunk of samples: the whole batch at once unless that exceeds this (32 MiB of float32). Each

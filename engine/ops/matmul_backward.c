@@ -1,8 +1,7 @@
-/* The split matmul backward kernels: one batched GEMM each (through
-   tl_matmul_as, traced as matmul_backward_input / _other), then the sum over
-   broadcast batch dims. 1-D operands are handled as matrices of one row or
-   column, as torch.matmul treats them. */
-#include "kernels/matmul.h"
+/* The split matmul backward ops: one batched GEMM each (through tl_matmul_as, traced as
+   matmul_backward_input / _other), then the sum over broadcast batch dims. 1-D operands are
+   handled as matrices of one row or column, as torch.matmul treats them. */
+#include "ops/matmul.h"
 #include "tlua/ops.h"
 
 /* Views of grad and the saved operand as matrices: a 1-D input is [1, k] and

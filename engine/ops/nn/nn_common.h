@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
-#include "size.h"
+#include "core/size.h"
 #include "tlua/nn.h"
 
 /* t has a floating dtype. */

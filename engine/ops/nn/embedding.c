@@ -1,5 +1,5 @@
 /* embedding as ops: indices range-checked before any write, gather forward, scatter backward. */
-#include "nn_common.h"
+#include "ops/nn/nn_common.h"
 
 static tl_status check_indices(const char *op, const tl_tensor *indices, int64_t rows,
                                const char *rows_of) {

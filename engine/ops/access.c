@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage.h"
+#include "core/storage.h"
 #include "tlua/ops.h"
 
 static tl_status element_offset(const char *op, const tl_tensor *t, const int64_t *index,

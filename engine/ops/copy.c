@@ -1,9 +1,9 @@
-/* In-place fill and copy, and conversions between dtypes and devices: tl_fill_,
-   tl_copy_, tl_cast, tl_to. Every one validates before it writes. */
+/* In-place fill and copy, conversions between dtypes and devices, and copies: tl_fill_,
+   tl_copy_, tl_cast, tl_to, tl_contiguous, tl_clone. Every one validates before it writes. */
 #include <string.h>
 
 #include "kernels/kernel.h"
-#include "storage.h"
+#include "core/storage.h"
 #include "tlua/ops.h"
 
 static tl_status check_input(const char *op, const char *arg, const tl_tensor *t) {
@@ -156,4 +156,24 @@ tl_status tl_to(tl_tensor *t, tl_dtype dtype, tl_device device, tl_tensor **out)
     if (status == TL_OK) status = tl_cast(moved, dtype, out);
     tl_release(moved);
     return status;
+}
+
+tl_status tl_contiguous(tl_tensor *t, tl_tensor **out) {
+    if (tl_is_contiguous(t)) {
+        *out = tl_retain(t);
+        return TL_OK;
+    }
+    return tl_clone(t, out);
+}
+
+tl_status tl_clone(const tl_tensor *t, tl_tensor **out) {
+    tl_tensor *copy;
+    TL_TRY(tl_empty_like(t, &copy));
+    tl_status status = tl_copy_(copy, t);
+    if (status != TL_OK) {
+        tl_release(copy);
+        return status;
+    }
+    *out = copy;
+    return TL_OK;
 }

@@ -1,5 +1,5 @@
 /* Optimizer steps as ops: validate everything before writing, run the fused in-place kernel. */
-#include "nn_common.h"
+#include "ops/nn/nn_common.h"
 
 /* t (a param or a state tensor, written in place) matches param and is contiguous. */
 static tl_status check_state(const char *op, const char *name, const tl_tensor *param,

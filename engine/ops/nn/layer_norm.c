@@ -1,7 +1,7 @@
 /* layer_norm as ops: forward with per-row mean and rstd, separate input and weight backward. */
 #include <math.h>
 
-#include "nn_common.h"
+#include "ops/nn/nn_common.h"
 
 /* mean/rstd dtype: float64 for float64 input, else float32. */
 static tl_dtype stats_dtype(tl_dtype dtype) {

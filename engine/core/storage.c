@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage.h"
+#include "core/storage.h"
 #include "tlua/runtime.h"
 #ifdef TLUA_HAVE_CUDA
-#include "cuda/cuda_runtime.h"
+#include "core/cuda/cuda_runtime.h"
 #endif
 
 #define TL_ALIGNMENT 64

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "size.h"
-#include "storage.h"
+#include "core/size.h"
+#include "core/storage.h"
 
 tl_tensor *tl_retain(tl_tensor *t) {
     if (t) t->refcount++;

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "size.h"
-#include "storage.h"
+#include "core/size.h"
+#include "core/storage.h"
 #include "tlua/ops.h"
 
 tl_status tl_full(const int64_t *shape, int ndim, tl_scalar value, tl_dtype dtype, tl_device device,

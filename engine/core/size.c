@@ -1,7 +1,7 @@
 /* Overflow-checked size arithmetic: element counts, byte sizes, ranges and window geometry. */
 #include <stdio.h>
 
-#include "size.h"
+#include "core/size.h"
 
 bool tl_size_mul(int64_t a, int64_t b, int64_t *out) {
     int64_t product;

@@ -1,6 +1,6 @@
 /* softmax and log_softmax along one dim: validate, allocate, dispatch to the softmax kernels. */
 #include "kernels/kernel.h"
-#include "storage.h"
+#include "core/storage.h"
 #include "tlua/ops.h"
 
 static tl_status softmax_op(tl_op op, const tl_tensor *a, int dim, tl_tensor **out) {

@@ -1,0 +1,205 @@
+/* linear and outer, and linear's split gradients: validate, make operands dense matrices,
+   allocate, and run one GEMM kernel each (kernels/linear.c). */
+#include <string.h>
+
+#include "kernels/linear.h"
+#include "tlua/ops.h"
+
+/* A dense 2-D [rows, cols] version of t (a view when possible). */
+static tl_status as_matrix(const tl_tensor *t, int64_t cols, tl_tensor **out) {
+    int64_t shape[2] = {-1, cols};
+    tl_tensor *dense;
+    TL_TRY(tl_contiguous((tl_tensor *)t, &dense));
+    tl_status status = tl_reshape(dense, shape, 2, out);
+    tl_release(dense);
+    return status;
+}
+
+/* other has t's dtype and device; t is floating */
+static tl_status check_same_kind(const char *op, const char *name, const tl_tensor *t,
+                                 const char *other_name, const tl_tensor *other) {
+    char a[16], b[16];
+    if (!tl_device_equal(tl_tensor_device(other), tl_tensor_device(t)))
+        return tl_error(TL_ERR_DEVICE, "%s: %s is on %s but %s is on %s", op, name,
+                        tl_device_name(tl_tensor_device(t), a), other_name,
+                        tl_device_name(tl_tensor_device(other), b));
+    if (other->dtype != t->dtype)
+        return tl_error(TL_ERR_DTYPE, "%s: %s is %s but %s is %s", op, name,
+                        tl_dtype_name(t->dtype), other_name, tl_dtype_name(other->dtype));
+    if (!tl_dtype_is_floating(t->dtype))
+        return tl_error(TL_ERR_DTYPE, "%s: expected a floating dtype, got %s", op,
+                        tl_dtype_name(t->dtype));
+    return TL_OK;
+}
+
+static tl_status check_present(const char *op, const char *name, const tl_tensor *t) {
+    if (!t) return tl_error(TL_ERR_ARGUMENT, "%s: %s is missing", op, name);
+    return TL_OK;
+}
+
+static tl_status check_linear(const tl_tensor *input, const tl_tensor *weight,
+                              const tl_tensor *bias) {
+    char si[256], sw[256];
+    TL_TRY(check_present("linear", "input", input));
+    TL_TRY(check_present("linear", "weight", weight));
+    if (weight->ndim != 2)
+        return tl_error(TL_ERR_SHAPE, "linear: weight must be [out_features, in_features], got %s",
+                        tl_shape_str(weight, sw, sizeof sw));
+    if (input->ndim < 1)
+        return tl_error(TL_ERR_SHAPE, "linear: input must have at least 1 dim, got a 0-dim one");
+    if (input->shape[input->ndim - 1] != weight->shape[1])
+        return tl_error(TL_ERR_SHAPE,
+                        "linear: input has %lld features but weight expects %lld (input shape %s, "
+                        "weight shape %s)",
+                        (long long)input->shape[input->ndim - 1], (long long)weight->shape[1],
+                        tl_shape_str(input, si, sizeof si), tl_shape_str(weight, sw, sizeof sw));
+    if (bias && (bias->ndim != 1 || bias->shape[0] != weight->shape[0]))
+        return tl_error(TL_ERR_SHAPE, "linear: bias must have shape [%lld], got %s",
+                        (long long)weight->shape[0], tl_shape_str(bias, sw, sizeof sw));
+    TL_TRY(check_same_kind("linear", "input", input, "weight", weight));
+    if (bias) TL_TRY(check_same_kind("linear", "input", input, "bias", bias));
+    return TL_OK;
+}
+
+/* out [rows, cols] filled with bias on every row */
+static tl_status bias_rows(const tl_tensor *bias, int64_t rows, tl_tensor *out) {
+    int64_t shape[2] = {rows, bias->shape[0]};
+    tl_tensor *expanded;
+    TL_TRY(tl_expand((tl_tensor *)bias, shape, 2, &expanded));
+    tl_status status = tl_copy_(out, expanded);
+    tl_release(expanded);
+    return status;
+}
+
+tl_status tl_linear(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                    tl_tensor **out) {
+    TL_TRY(check_linear(input, weight, bias));
+    int64_t in_features = weight->shape[1], out_features = weight->shape[0];
+    tl_tensor *input2d = NULL, *weight_dense = NULL, *out2d = NULL;
+    tl_status status = as_matrix(input, in_features, &input2d);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)weight, &weight_dense);
+    if (status == TL_OK) {
+        int64_t shape[2] = {input2d->shape[0], out_features};
+        status = tl_empty(shape, 2, input->dtype, tl_tensor_device(input), &out2d);
+    }
+    /* out starts as bias on every row; the GEMM adds to it */
+    if (status == TL_OK && bias) status = bias_rows(bias, input2d->shape[0], out2d);
+    if (status == TL_OK) status = tl_gemm_linear_forward(input2d, weight_dense, bias, out2d);
+    if (status == TL_OK) {
+        int64_t shape[TL_MAX_DIMS];
+        memcpy(shape, input->shape, sizeof shape);
+        shape[input->ndim - 1] = out_features;
+        status = tl_view(out2d, shape, input->ndim, out);
+    }
+    tl_release(input2d), tl_release(weight_dense), tl_release(out2d);
+    return status;
+}
+
+/* grad [..., features] as a dense matrix, after checking it against t */
+static tl_status grad_matrix(const char *op, const tl_tensor *grad, const tl_tensor *t,
+                             const char *t_name, int64_t features, tl_tensor **out) {
+    char sg[256];
+    TL_TRY(check_present(op, "grad", grad));
+    TL_TRY(check_present(op, t_name, t));
+    if (grad->ndim < 1 || grad->shape[grad->ndim - 1] != features)
+        return tl_error(TL_ERR_SHAPE, "%s: grad must be [..., %lld], got %s", op,
+                        (long long)features, tl_shape_str(grad, sg, sizeof sg));
+    TL_TRY(check_same_kind(op, "grad", grad, t_name, t));
+    return as_matrix(grad, features, out);
+}
+
+static tl_status check_weight(const char *op, const tl_tensor *weight) {
+    char sw[256];
+    TL_TRY(check_present(op, "weight", weight));
+    if (weight->ndim != 2)
+        return tl_error(TL_ERR_SHAPE, "%s: weight must be [out_features, in_features], got %s", op,
+                        tl_shape_str(weight, sw, sizeof sw));
+    return TL_OK;
+}
+
+tl_status tl_linear_backward_input(const tl_tensor *grad, const tl_tensor *weight,
+                                   tl_tensor **grad_input) {
+    const char *op = "linear_backward_input";
+    TL_TRY(check_weight(op, weight));
+    tl_tensor *g = NULL, *w = NULL, *result = NULL;
+    tl_status status = grad_matrix(op, grad, weight, "weight", weight->shape[0], &g);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)weight, &w);
+    if (status == TL_OK) {
+        int64_t shape[2] = {g->shape[0], weight->shape[1]};
+        status = tl_empty(shape, 2, g->dtype, tl_tensor_device(g), &result);
+    }
+    if (status == TL_OK) status = tl_gemm_linear_backward_input(g, w, result);
+    if (status == TL_OK) {
+        int64_t shape[TL_MAX_DIMS];
+        memcpy(shape, grad->shape, sizeof shape);
+        shape[grad->ndim - 1] = weight->shape[1];
+        status = tl_view(result, shape, grad->ndim, grad_input);
+    }
+    tl_release(g), tl_release(w), tl_release(result);
+    return status;
+}
+
+tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *input,
+                                    tl_tensor **grad_weight) {
+    const char *op = "linear_backward_weight";
+    char sg[256], si[256];
+    TL_TRY(check_present(op, "input", input));
+    if (input->ndim < 1)
+        return tl_error(TL_ERR_SHAPE, "%s: input must have at least 1 dim, got a 0-dim one", op);
+    tl_tensor *g = NULL, *x = NULL;
+    tl_status status =
+        grad_matrix(op, grad, input, "input", grad ? grad->shape[grad->ndim - 1] : 0, &g);
+    if (status == TL_OK) status = as_matrix(input, input->shape[input->ndim - 1], &x);
+    if (status == TL_OK && g->shape[0] != x->shape[0])
+        status = tl_error(TL_ERR_SHAPE, "%s: grad %s and input %s must have the same rows", op,
+                          tl_shape_str(grad, sg, sizeof sg), tl_shape_str(input, si, sizeof si));
+    if (status == TL_OK) {
+        int64_t shape[2] = {g->shape[1], x->shape[1]};
+        status = tl_empty(shape, 2, g->dtype, tl_tensor_device(g), grad_weight);
+    }
+    if (status == TL_OK) {
+        status = tl_gemm_linear_backward_weight(g, x, *grad_weight);
+        if (status != TL_OK) tl_release(*grad_weight);
+    }
+    tl_release(g), tl_release(x);
+    return status;
+}
+
+tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) {
+    const char *op = "linear_backward_bias";
+    TL_TRY(check_present(op, "grad", grad));
+    if (grad->ndim < 1)
+        return tl_error(TL_ERR_SHAPE, "%s: grad must have at least 1 dim, got a 0-dim one", op);
+    tl_tensor *g = NULL, *ones = NULL;
+    tl_status status = grad_matrix(op, grad, grad, "grad", grad->shape[grad->ndim - 1], &g);
+    if (status == TL_OK) status = tl_ones(&g->shape[0], 1, g->dtype, tl_tensor_device(g), &ones);
+    if (status == TL_OK)
+        status = tl_empty(&g->shape[1], 1, g->dtype, tl_tensor_device(g), grad_bias);
+    if (status == TL_OK) {
+        status = tl_gemm_linear_backward_bias(g, ones, *grad_bias);
+        if (status != TL_OK) tl_release(*grad_bias);
+    }
+    tl_release(g), tl_release(ones);
+    return status;
+}
+
+tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
+    char sa[256], sb[256];
+    TL_TRY(check_present("outer", "a", a));
+    TL_TRY(check_present("outer", "b", b));
+    if (a->ndim != 1 || b->ndim != 1)
+        return tl_error(TL_ERR_SHAPE, "outer: expected two 1-D tensors, got shapes %s and %s",
+                        tl_shape_str(a, sa, sizeof sa), tl_shape_str(b, sb, sizeof sb));
+    TL_TRY(check_same_kind("outer", "a", a, "b", b));
+    tl_tensor *a_dense = NULL, *b_dense = NULL;
+    int64_t shape[2] = {a->shape[0], b->shape[0]};
+    tl_status status = tl_contiguous((tl_tensor *)a, &a_dense);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)b, &b_dense);
+    if (status == TL_OK) status = tl_empty(shape, 2, a->dtype, tl_tensor_device(a), out);
+    if (status == TL_OK) {
+        status = tl_gemm_outer_forward(a_dense, b_dense, *out);
+        if (status != TL_OK) tl_release(*out);
+    }
+    tl_release(a_dense), tl_release(b_dense);
+    return status;
+}
