@@ -22,104 +22,93 @@ static tl_status check_matrix(const char *op, const char *name, const tl_tensor 
     return TL_OK;
 }
 
-static GemmParams params_for(const tl_tensor *in, const tl_tensor *out) {
-    return (GemmParams){
-        .alpha = 1.0f,
-        .input_dtype = in->dtype,
-        .output_dtype = out->dtype,
-        .compute_dtype = in->dtype == TL_F64 ? TL_F64 : TL_F32,
-    };
+/* Checks the three operands of op (a and b read, c written; ndims as given), then runs
+   c = op(a) op(b) as described by p, whose shape fields (trans, m, n, k, lda, ldb) are set by
+   the caller; ldc is c's row stride, the dtypes are a's and c's. */
+typedef struct operand {
+    const char *name;
+    const tl_tensor *t;
+    int ndim;
+} operand;
+
+static tl_status run(tl_op op, operand a, operand b, operand c, GemmParams p) {
+    const char *name = tl_op_info_of(op)->name;
+    TL_TRY(check_matrix(name, a.name, a.t, a.ndim));
+    TL_TRY(check_matrix(name, b.name, b.t, b.ndim));
+    TL_TRY(check_matrix(name, c.name, c.t, c.ndim));
+    const tl_tensor *out = c.t;
+    p.alpha = 1.0f;
+    p.input_dtype = a.t->dtype;
+    p.output_dtype = out->dtype;
+    p.compute_dtype = a.t->dtype == TL_F64 ? TL_F64 : TL_F32;
+    if (!p.ldc) p.ldc = row_stride(out);
+    return tl_gemm(op, tl_tensor_device(out), &p, tl_data(a.t), tl_data(b.t), tl_data(out));
 }
 
+static int64_t at_least_one(int64_t v) {
+    return v > 0 ? v : 1;
+}
+
+/* out^T[O, N] = (weight^T)^T input^T: A = weight^T (column-major I x O), transposed */
 tl_status tl_gemm_linear_forward(const tl_tensor *input, const tl_tensor *weight, bool accumulate,
                                  tl_tensor *out) {
-    const char *op = "linear_forward";
-    TL_TRY(check_matrix(op, "input", input, 2));
-    TL_TRY(check_matrix(op, "weight", weight, 2));
-    TL_TRY(check_matrix(op, "out", out, 2));
-    /* out^T[O, N] = weight^T^T ... : C = op(A) B with A = weight^T (col-major I x O) */
-    GemmParams p = params_for(input, out);
-    p.trans_a = true;
-    p.m = weight->shape[0];
-    p.n = input->shape[0];
-    p.k = input->shape[1];
-    p.beta = accumulate ? 1.0f : 0.0f;
-    p.lda = row_stride(weight);
-    p.ldb = row_stride(input);
-    p.ldc = row_stride(out);
-    return tl_gemm(TL_OP_linear_forward, tl_tensor_device(out), &p, tl_data(weight), tl_data(input),
-                   tl_data(out));
+    return run(TL_OP_linear_forward, (operand){"weight", weight, 2}, (operand){"input", input, 2},
+               (operand){"out", out, 2},
+               (GemmParams){.trans_a = true,
+                            .m = weight->shape[0],
+                            .n = input->shape[0],
+                            .k = input->shape[1],
+                            .beta = accumulate ? 1.0f : 0.0f,
+                            .lda = row_stride(weight),
+                            .ldb = row_stride(input)});
 }
 
+/* grad_input^T[I, N] = weight^T[I, O] grad_out^T[O, N] */
 tl_status tl_gemm_linear_backward_input(const tl_tensor *grad_out, const tl_tensor *weight,
                                         tl_tensor *grad_input) {
-    const char *op = "linear_backward_input";
-    TL_TRY(check_matrix(op, "grad_out", grad_out, 2));
-    TL_TRY(check_matrix(op, "weight", weight, 2));
-    TL_TRY(check_matrix(op, "grad_input", grad_input, 2));
-    /* grad_input^T[I, N] = weight^T[I, O] grad_out^T[O, N] */
-    GemmParams p = params_for(grad_out, grad_input);
-    p.m = weight->shape[1];
-    p.n = grad_out->shape[0];
-    p.k = weight->shape[0];
-    p.lda = row_stride(weight);
-    p.ldb = row_stride(grad_out);
-    p.ldc = row_stride(grad_input);
-    return tl_gemm(TL_OP_linear_backward_input, tl_tensor_device(grad_input), &p, tl_data(weight),
-                   tl_data(grad_out), tl_data(grad_input));
+    return run(TL_OP_linear_backward_input, (operand){"weight", weight, 2},
+               (operand){"grad_out", grad_out, 2}, (operand){"grad_input", grad_input, 2},
+               (GemmParams){.m = weight->shape[1],
+                            .n = grad_out->shape[0],
+                            .k = weight->shape[0],
+                            .lda = row_stride(weight),
+                            .ldb = row_stride(grad_out)});
 }
 
+/* grad_weight^T[I, O] = input^T[I, N] grad_out[N, O] */
 tl_status tl_gemm_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *input,
                                          tl_tensor *grad_weight) {
-    const char *op = "linear_backward_weight";
-    TL_TRY(check_matrix(op, "grad_out", grad_out, 2));
-    TL_TRY(check_matrix(op, "input", input, 2));
-    TL_TRY(check_matrix(op, "grad_weight", grad_weight, 2));
-    /* grad_weight^T[I, O] = input^T[I, N] grad_out[N, O] */
-    GemmParams p = params_for(grad_out, grad_weight);
-    p.trans_b = true;
-    p.m = input->shape[1];
-    p.n = grad_out->shape[1];
-    p.k = input->shape[0];
-    p.lda = row_stride(input);
-    p.ldb = row_stride(grad_out);
-    p.ldc = row_stride(grad_weight);
-    return tl_gemm(TL_OP_linear_backward_weight, tl_tensor_device(grad_weight), &p, tl_data(input),
-                   tl_data(grad_out), tl_data(grad_weight));
+    return run(TL_OP_linear_backward_weight, (operand){"input", input, 2},
+               (operand){"grad_out", grad_out, 2}, (operand){"grad_weight", grad_weight, 2},
+               (GemmParams){.trans_b = true,
+                            .m = input->shape[1],
+                            .n = grad_out->shape[1],
+                            .k = input->shape[0],
+                            .lda = row_stride(input),
+                            .ldb = row_stride(grad_out)});
 }
 
+/* grad_bias[O, 1] = grad_out^T[O, N] ones[N, 1] */
 tl_status tl_gemm_linear_backward_bias(const tl_tensor *grad_out, const tl_tensor *ones,
                                        tl_tensor *grad_bias) {
-    const char *op = "linear_backward_bias";
-    TL_TRY(check_matrix(op, "grad_out", grad_out, 2));
-    TL_TRY(check_matrix(op, "ones", ones, 1));
-    TL_TRY(check_matrix(op, "grad_bias", grad_bias, 1));
-    /* grad_bias[O, 1] = grad_out^T[O, N] ones[N, 1] */
-    GemmParams p = params_for(grad_out, grad_bias);
-    p.m = grad_out->shape[1];
-    p.n = 1;
-    p.k = grad_out->shape[0];
-    p.lda = row_stride(grad_out);
-    p.ldb = grad_out->shape[0] > 0 ? grad_out->shape[0] : 1;
-    p.ldc = p.m > 0 ? p.m : 1;
-    return tl_gemm(TL_OP_linear_backward_bias, tl_tensor_device(grad_bias), &p, tl_data(grad_out),
-                   tl_data(ones), tl_data(grad_bias));
+    return run(TL_OP_linear_backward_bias, (operand){"grad_out", grad_out, 2},
+               (operand){"ones", ones, 1}, (operand){"grad_bias", grad_bias, 1},
+               (GemmParams){.m = grad_out->shape[1],
+                            .n = 1,
+                            .k = grad_out->shape[0],
+                            .lda = row_stride(grad_out),
+                            .ldb = at_least_one(grad_out->shape[0]),
+                            .ldc = at_least_one(grad_out->shape[1])});
 }
 
+/* out^T[M, N] = b[M, 1] a^T[1, N] */
 tl_status tl_gemm_outer_forward(const tl_tensor *a, const tl_tensor *b, tl_tensor *out) {
-    const char *op = "outer_forward";
-    TL_TRY(check_matrix(op, "a", a, 1));
-    TL_TRY(check_matrix(op, "b", b, 1));
-    TL_TRY(check_matrix(op, "out", out, 2));
-    /* out^T[M, N] = b[M, 1] a^T[1, N] */
-    GemmParams p = params_for(a, out);
-    p.trans_b = true;
-    p.m = b->shape[0];
-    p.n = a->shape[0];
-    p.k = 1;
-    p.lda = p.m > 0 ? p.m : 1;
-    p.ldb = p.n > 0 ? p.n : 1;
-    p.ldc = row_stride(out);
-    return tl_gemm(TL_OP_outer_forward, tl_tensor_device(out), &p, tl_data(b), tl_data(a),
-                   tl_data(out));
+    return run(TL_OP_outer_forward, (operand){"b", b, 1}, (operand){"a", a, 1},
+               (operand){"out", out, 2},
+               (GemmParams){.trans_b = true,
+                            .m = b->shape[0],
+                            .n = a->shape[0],
+                            .k = 1,
+                            .lda = at_least_one(b->shape[0]),
+                            .ldb = at_least_one(a->shape[0])});
 }

@@ -72,6 +72,71 @@ static tl_tensor *from_host(const void *data, const int64_t *shape, int ndim, tl
     return t;
 }
 
+/* A header and the bytes of data after it, and what loading it must say. */
+typedef struct header_case {
+    const char *header;
+    size_t data_size;
+    const char *needle;
+} header_case;
+
+static const header_case header_cases[] = {
+    {"", 0, "header is empty (length 0), expected a JSON object"},
+    {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], ", 4, "not valid JSON"},
+    {"{\"a\": {\"dtype\": F32}}", 4, "not valid JSON"},
+    {"[1, 2]", 0, "header starts with byte 0x5B ('['), expected '{'"},
+    {" {}", 0, "header starts with byte 0x20, expected '{'"},
+    {"{\"w\xC3(\": {}}", 0, "header is not valid UTF-8 (byte 3 of 11)"},
+    {"{\"w\x01\": {}}", 0, "header holds control character 0x01 at byte 3 of 10"},
+    {"{}  x", 0, "bytes other than spaces after its JSON object"},
+    {"{\"a\": 5}", 0, "tensor 'a': expected an object"},
+    {"{\"a\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
+     "tensor 'a': expected a \"dtype\" string, got none"},
+    {"{\"w\": {\"dtype\": \"F8_E4M3\", \"shape\": [4], \"data_offsets\": [0, 4]}}", 4,
+     "tensor 'w' has dtype 'F8_E4M3'"},
+    {"{\"w\": {\"dtype\": \"U64\", \"shape\": [1], \"data_offsets\": [0, 8]}}", 8,
+     "tensor 'w' has dtype 'U64'"},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": 4, \"data_offsets\": [0, 16]}}", 16,
+     "expected a \"shape\" array, got a number"},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": [2, -2], \"data_offsets\": [0, 16]}}", 16,
+     "dim 2 of \"shape\" is not a non-negative integer"},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": [2.5], \"data_offsets\": [0, 10]}}", 16,
+     "dim 1 of \"shape\""},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], "
+     "\"data_offsets\": [0, 4]}}",
+     4, "tensor 'w' has 17 dims, more than the 16"},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4, 8]}}", 8,
+     "expected \"data_offsets\" [begin, end]"},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", 8,
+     "data_offsets [8, 4] end before they begin"},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}", 12,
+     "data_offsets [0, 16] exceed the 12 bytes of data"},
+    {"{\"w\": {\"dtype\": \"F32\", \"shape\": [2, 3], \"data_offsets\": [0, 20]}}", 24,
+     "tensor 'w': shape [2, 3] of F32 needs 24 bytes, but data_offsets [0, 20] "
+     "hold 20"},
+    {"{\"w\": {\"dtype\": \"F64\", \"shape\": [4294967296, 4294967296], \"data_offsets\": "
+     "[0, 8]}}",
+     8, "tensor 'w': shape [4294967296, 4294967296] has too many elements"},
+    {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+     " \"b\": {\"dtype\": \"I32\", \"shape\": [2], \"data_offsets\": [4, 12]}}",
+     12, "tensors 'a' [0, 8] and 'b' [4, 12] overlap in the data"},
+    {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
+     " \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+     8, "header names two tensors 'a'"},
+    {"{\"__metadata__\": {\"epoch\": 3}}", 0, "metadata 'epoch' is a number, expected a string"},
+    {"{\"__metadata__\": [\"x\"]}", 0, "\"__metadata__\" is an array"},
+    {"{\"__metadata__\": {}, \"__metadata__\": {}}", 0, "two \"__metadata__\""},
+};
+
+/* Writes cases first .. first + count - 1 of header_cases to path and checks each load fails. */
+static void run_header_cases(const char *path, const void *data, int first, int count) {
+    for (int i = first; i < first + count; i++) {
+        write_st(path, header_cases[i].header, data, header_cases[i].data_size);
+        int before = failures;
+        expect_load_error(__LINE__, path, header_cases[i].needle);
+        if (failures > before) printf("  (header case %d: %s)\n", i, header_cases[i].header);
+    }
+}
+
 static void test_bad_files(void) {
     const char *path = in_dir("bad.safetensors");
     const unsigned char data[64] = {0};
@@ -90,22 +155,7 @@ static void test_bad_files(void) {
     expect_load_error(__LINE__, path, "header length 18446744073709551615 exceeds");
     free(b.data);
 
-    write_st(path, "", data, 0);
-    expect_load_error(__LINE__, path, "header is empty (length 0), expected a JSON object");
-    write_st(path, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], ", data, 4);
-    expect_load_error(__LINE__, path, "not valid JSON");
-    write_st(path, "{\"a\": {\"dtype\": F32}}", data, 4);
-    expect_load_error(__LINE__, path, "not valid JSON");
-    write_st(path, "[1, 2]", data, 0);
-    expect_load_error(__LINE__, path, "header starts with byte 0x5B ('['), expected '{'");
-    write_st(path, " {}", data, 0);
-    expect_load_error(__LINE__, path, "header starts with byte 0x20, expected '{'");
-    write_st(path, "{\"w\xC3(\": {}}", data, 0);
-    expect_load_error(__LINE__, path, "header is not valid UTF-8 (byte 3 of 11)");
-    write_st(path, "{\"w\x01\": {}}", data, 0);
-    expect_load_error(__LINE__, path, "header holds control character 0x01 at byte 3 of 10");
-    write_st(path, "{}  x", data, 0);
-    expect_load_error(__LINE__, path, "bytes other than spaces after its JSON object");
+    run_header_cases(path, data, 0, 8);
     b = (bytes){0};
     put_le(&b, 8, 8);
     put(&b, "{}\0\0\0\0\0\0", 8);
@@ -113,66 +163,7 @@ static void test_bad_files(void) {
     free(b.data);
     expect_load_error(__LINE__, path, "header holds control character 0x00 at byte 2 of 8");
 
-    write_st(path, "{\"a\": 5}", data, 0);
-    expect_load_error(__LINE__, path, "tensor 'a': expected an object");
-    write_st(path, "{\"a\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", data, 4);
-    expect_load_error(__LINE__, path, "tensor 'a': expected a \"dtype\" string, got none");
-    write_st(path, "{\"w\": {\"dtype\": \"F8_E4M3\", \"shape\": [4], \"data_offsets\": [0, 4]}}",
-             data, 4);
-    expect_load_error(__LINE__, path, "tensor 'w' has dtype 'F8_E4M3'");
-    write_st(path, "{\"w\": {\"dtype\": \"U64\", \"shape\": [1], \"data_offsets\": [0, 8]}}", data,
-             8);
-    expect_load_error(__LINE__, path, "tensor 'w' has dtype 'U64'");
-    write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": 4, \"data_offsets\": [0, 16]}}", data,
-             16);
-    expect_load_error(__LINE__, path, "expected a \"shape\" array, got a number");
-    write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": [2, -2], \"data_offsets\": [0, 16]}}",
-             data, 16);
-    expect_load_error(__LINE__, path, "dim 2 of \"shape\" is not a non-negative integer");
-    write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": [2.5], \"data_offsets\": [0, 10]}}",
-             data, 16);
-    expect_load_error(__LINE__, path, "dim 1 of \"shape\"");
-    write_st(path,
-             "{\"w\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], "
-             "\"data_offsets\": [0, 4]}}",
-             data, 4);
-    expect_load_error(__LINE__, path, "tensor 'w' has 17 dims, more than the 16");
-    write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4, 8]}}",
-             data, 8);
-    expect_load_error(__LINE__, path, "expected \"data_offsets\" [begin, end]");
-    write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 4]}}", data,
-             8);
-    expect_load_error(__LINE__, path, "data_offsets [8, 4] end before they begin");
-    write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}", data,
-             12);
-    expect_load_error(__LINE__, path, "data_offsets [0, 16] exceed the 12 bytes of data");
-    write_st(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": [2, 3], \"data_offsets\": [0, 20]}}",
-             data, 24);
-    expect_load_error(__LINE__, path,
-                      "tensor 'w': shape [2, 3] of F32 needs 24 bytes, but data_offsets [0, 20] "
-                      "hold 20");
-    write_st(path,
-             "{\"w\": {\"dtype\": \"F64\", \"shape\": [4294967296, 4294967296], \"data_offsets\": "
-             "[0, 8]}}",
-             data, 8);
-    expect_load_error(__LINE__, path,
-                      "tensor 'w': shape [4294967296, 4294967296] has too many elements");
-    write_st(path,
-             "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
-             " \"b\": {\"dtype\": \"I32\", \"shape\": [2], \"data_offsets\": [4, 12]}}",
-             data, 12);
-    expect_load_error(__LINE__, path, "tensors 'a' [0, 8] and 'b' [4, 12] overlap in the data");
-    write_st(path,
-             "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
-             " \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
-             data, 8);
-    expect_load_error(__LINE__, path, "header names two tensors 'a'");
-    write_st(path, "{\"__metadata__\": {\"epoch\": 3}}", data, 0);
-    expect_load_error(__LINE__, path, "metadata 'epoch' is a number, expected a string");
-    write_st(path, "{\"__metadata__\": [\"x\"]}", data, 0);
-    expect_load_error(__LINE__, path, "\"__metadata__\" is an array");
-    write_st(path, "{\"__metadata__\": {}, \"__metadata__\": {}}", data, 0);
-    expect_load_error(__LINE__, path, "two \"__metadata__\"");
+    run_header_cases(path, data, 8, 18);
 
     /* a good file cut short anywhere fails; cut inside the data it names the
        data size */
