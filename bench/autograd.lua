@@ -3,23 +3,11 @@
 -- usage: tlua bench/autograd.lua [--threads N] [--iters N] [--repeats N]
 local tl = require("tlua")
 
-local opts = { threads = nil, iters = 100000, repeats = 15 }
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-(%w+)$")
-  if not name or (opts[name] == nil and name ~= "threads") then
-    error("bench/autograd.lua: unknown argument '" .. arg[i] .. "'", 0)
-  end
-  opts[name] = assert(math.tointeger(tonumber(arg[i + 1])), "--" .. name .. " needs an integer")
-  i = i + 2
-end
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+local opts = common.options("bench/autograd.lua", { iters = 100000, repeats = 15 }, { threads = true })
 if opts.threads then tl.set_num_threads(opts.threads) end
 
-local function median(xs)
-  table.sort(xs)
-  local n = #xs
-  return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
-end
+local median = common.median
 
 -- (a) Linear 1024 -> 1024 on a batch of 256: forward, backward (all three grads)
 tl.manual_seed(0)

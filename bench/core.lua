@@ -2,25 +2,11 @@
 -- usage: tlua bench/core.lua [--threads N] [--iters N] [--batches N] [--repeats N] [--size N]
 local tl = require("tlua")
 
-local opts = { threads = nil, iters = 200000, batches = 7, repeats = 15, size = 1024 }
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-(%w+)$")
-  if not name or opts[name] == nil and name ~= "threads" then
-    error("bench/core.lua: unknown argument '" .. arg[i] .. "'", 0)
-  end
-  opts[name] = assert(math.tointeger(tonumber(arg[i + 1])), "bench/core.lua: --" .. name .. " needs an integer")
-  i = i + 2
-end
-
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+local opts = common.options("bench/core.lua", { iters = 200000, batches = 7, repeats = 15, size = 1024 }, { threads = true })
 if opts.threads then tl.set_num_threads(opts.threads) end
 
-local function median(xs)
-  table.sort(xs)
-  local n = #xs
-  if n % 2 == 1 then return xs[(n + 1) // 2] end
-  return (xs[n // 2] + xs[n // 2 + 1]) / 2
-end
+local median = common.median
 
 -- (a) tiny op: c = a + b on two 1-element float32 tensors
 local a = tl.tensor({ 1.5 }, { dtype = "float32" })

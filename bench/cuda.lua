@@ -4,11 +4,7 @@
 -- overhead of a tiny op. Prints "key value" lines.
 local tl = require("tlua")
 
-local function median(xs)
-  table.sort(xs)
-  local n = #xs
-  return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
-end
+local median = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua").median
 
 -- seconds per call of fn: warm-up, then the median of repeats, each timed
 -- from a synchronized start to a synchronized end

@@ -84,15 +84,6 @@ describe("bfloat16 rounding (hand-worked)", function()
     }, "bfloat16")
   end)
 
-  it("keeps NaN, +-Inf and negative zero", function()
-    check_cases({
-      { nan, nan, "NaN" },
-      { inf, inf, "+Inf" },
-      { -inf, -inf, "-Inf" },
-      { -0.0, -0.0, "-0" },
-      { 0.0, 0.0, "+0" },
-    }, "bfloat16")
-  end)
 end)
 
 describe("float16 rounding (hand-worked)", function()
@@ -138,14 +129,20 @@ describe("float16 rounding (hand-worked)", function()
     }, "float16")
   end)
 
-  it("keeps NaN, +-Inf and negative zero", function()
-    check_cases({
-      { nan, nan, "NaN" },
-      { inf, inf, "+Inf" },
-      { -inf, -inf, "-Inf" },
-      { -0.0, -0.0, "-0" },
-    }, "float16")
-  end)
+end)
+
+describe("special values", function()
+  for _, dtype in ipairs({ "bfloat16", "float16" }) do
+    it(dtype .. " keeps NaN, +-Inf and both zeros", function()
+      check_cases({
+        { nan, nan, "NaN" },
+        { inf, inf, "+Inf" },
+        { -inf, -inf, "-Inf" },
+        { -0.0, -0.0, "-0" },
+        { 0.0, 0.0, "+0" },
+      }, dtype)
+    end)
+  end
 end)
 
 describe("conversion sweeps against the Lua reference", function()

@@ -65,6 +65,13 @@ static void expect_idx_error(int line, const char *path, const char *needle) {
     free(file.data);
 }
 
+/* Writes the bytes to path (then frees them) and expects loading path to fail with needle. */
+static void expect_idx_bytes_error(int line, const char *path, bytes b, const char *needle) {
+    write_file(path, b.data, b.size);
+    free(b.data);
+    expect_idx_error(line, path, needle);
+}
+
 /* Reads path (plain) and path.gz (gzip) holding file and checks the result. */
 static void check_idx(const char *name, bytes file, tl_dtype dtype, const int64_t *shape, int ndim,
                       const void *want) {
@@ -182,35 +189,27 @@ static void test_idx(void) {
     put_be(&many, 0x00000811, 4);
     for (int d = 0; d < 17; d++) put_be(&many, 1, 4);
     put_byte(&many, 1);
-    write_file(path, many.data, many.size);
-    expect_idx_error(__LINE__, path, "gives 17 dims, expected 1 to 16");
-    free(many.data);
+    expect_idx_bytes_error(__LINE__, path, many, "gives 17 dims, expected 1 to 16");
     write_file(path, "\0\0\x08\0", 4);
     expect_idx_error(__LINE__, path, "gives 0 dims");
     write_file(path, "\0\0\x08\x03\0\0\0\2\0\0", 10);
     expect_idx_error(__LINE__, path, "file ends inside the dims: 3 dims need 12 bytes, found 6");
     f = idx_file(0x08, dims, 3, pixels, 11);
-    write_file(path, f.data, f.size);
-    expect_idx_error(__LINE__, path,
-                     "dims [2, 2, 3] of unsigned byte need 12 bytes of data, the "
-                     "file has 11 (truncated?)");
-    free(f.data);
+    expect_idx_bytes_error(__LINE__, path, f,
+                           "dims [2, 2, 3] of unsigned byte need 12 bytes of data, the "
+                           "file has 11 (truncated?)");
     f = idx_file(0x0C, &four, 1, ints, 16);
     put_byte(&f, 0);
-    write_file(path, f.data, f.size);
-    expect_idx_error(__LINE__, path, "need 16 bytes of data, the file has 17");
-    free(f.data);
+    expect_idx_bytes_error(__LINE__, path, f, "need 16 bytes of data, the file has 17");
     uint32_t huge[4] = {60000, 60000, 60000, 60000};
     f = idx_file(0x08, huge, 3, pixels, 12);
-    write_file(path, f.data, f.size);
-    expect_idx_error(__LINE__, path, "need 216000000000000 bytes of data, the file has 12");
-    free(f.data);
+    expect_idx_bytes_error(__LINE__, path, f,
+                           "need 216000000000000 bytes of data, the file has 12");
     f = idx_file(0x08, huge, 4, pixels, 12);
-    write_file(path, f.data, f.size);
-    expect_idx_error(__LINE__, path,
-                     "shape [60000, 60000, 60000, 60000] has too many elements (at most 2^62, zero "
-                     "sizes counted as 1)");
-    free(f.data);
+    expect_idx_bytes_error(
+        __LINE__, path, f,
+        "shape [60000, 60000, 60000, 60000] has too many elements (at most 2^62, zero "
+        "sizes counted as 1)");
 
     /* gzip: cut short, trailing data, a damaged checksum, an absurd size */
     f = idx_file(0x08, dims, 3, pixels, 12);
