@@ -155,6 +155,18 @@ tl_status tl_narrow(tl_tensor *t, int dim, int64_t start, int64_t length, tl_ten
     return tl_make_view(t, shape, t->strides, t->ndim, t->offset + start * t->strides[d], out);
 }
 
+/* A view of t without dim d, starting at offset (select's index, or squeeze's 0). */
+static tl_status view_without_dim(tl_tensor *t, int d, int64_t offset, tl_tensor **out) {
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (i == d) continue;
+        shape[n] = t->shape[i];
+        strides[n++] = t->strides[i];
+    }
+    return tl_make_view(t, shape, strides, n, offset, out);
+}
+
 tl_status tl_select(tl_tensor *t, int dim, int64_t index, tl_tensor **out) {
     int d;
     tl_status status = need_dims("select", t);
@@ -168,14 +180,7 @@ tl_status tl_select(tl_tensor *t, int dim, int64_t index, tl_tensor **out) {
                         (long long)(index >= 0 ? index + 1 : index), d + 1, (long long)size,
                         (long long)size, (long long)size);
     if (index < 0) index += size;
-    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
-    int n = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (i == d) continue;
-        shape[n] = t->shape[i];
-        strides[n++] = t->strides[i];
-    }
-    return tl_make_view(t, shape, strides, n, t->offset + index * t->strides[d], out);
+    return view_without_dim(t, d, t->offset + index * t->strides[d], out);
 }
 
 tl_status tl_squeeze(tl_tensor *t, int dim, tl_tensor **out) {
@@ -184,14 +189,7 @@ tl_status tl_squeeze(tl_tensor *t, int dim, tl_tensor **out) {
     if (status != TL_OK) return status;
     if (t->ndim == 0 || t->shape[d] != 1)
         return tl_make_view(t, t->shape, t->strides, t->ndim, t->offset, out);
-    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
-    int n = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (i == d) continue;
-        shape[n] = t->shape[i];
-        strides[n++] = t->strides[i];
-    }
-    return tl_make_view(t, shape, strides, n, t->offset, out);
+    return view_without_dim(t, d, t->offset, out);
 }
 
 tl_status tl_squeeze_all(tl_tensor *t, tl_tensor **out) {

@@ -38,20 +38,7 @@ static tl_status check_geometry(const char *op, const int64_t *in, const int64_t
                         "%lld x %lld per channel, too large to compute",
                         op, nn_shape_str(in, 4, si, sizeof si), nn_shape_str(wt, 4, sw, sizeof sw),
                         (long long)pad_h, (long long)pad_w, (long long)out_h, (long long)out_w);
-    *w = (tl_window2d){
-        .batch = in[0],
-        .channels = in[1],
-        .height = in[2],
-        .width = in[3],
-        .kernel_h = wt[2],
-        .kernel_w = wt[3],
-        .stride_h = stride_h,
-        .stride_w = stride_w,
-        .pad_h = pad_h,
-        .pad_w = pad_w,
-        .out_h = out_h,
-        .out_w = out_w,
-    };
+    *w = nn_window(in, wt[2], wt[3], stride_h, stride_w, pad_h, pad_w, out_h, out_w);
     return TL_OK;
 }
 

@@ -58,6 +58,25 @@ static inline const char *nn_shape_str(const int64_t *shape, int ndim, char *buf
 
 /* Looks for an element of the integer tensor t outside [0, limit) with the device's own
    reductions: *found, and then the offending value and its flat (row-major) position. */
+/* The sliding window of a kernel over images [batch, channels, height, width] (image), with
+   its output size; the column strides are left to the caller. */
+static inline tl_window2d nn_window(const int64_t *image, int64_t kernel_h, int64_t kernel_w,
+                                    int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                                    int64_t pad_w, int64_t out_h, int64_t out_w) {
+    return (tl_window2d){.batch = image[0],
+                         .channels = image[1],
+                         .height = image[2],
+                         .width = image[3],
+                         .kernel_h = kernel_h,
+                         .kernel_w = kernel_w,
+                         .stride_h = stride_h,
+                         .stride_w = stride_w,
+                         .pad_h = pad_h,
+                         .pad_w = pad_w,
+                         .out_h = out_h,
+                         .out_w = out_w};
+}
+
 static inline tl_status nn_find_out_of_range(const tl_tensor *t, int64_t limit, bool *found,
                                              int64_t *value, int64_t *position) {
     *found = false;

@@ -25,20 +25,8 @@ static tl_status check_window(const tl_tensor *input, int64_t kernel_h, int64_t 
                         "padding %lld x %lld for kernel %lld x %lld",
                         (long long)pad_h, (long long)pad_w, (long long)kernel_h,
                         (long long)kernel_w);
-    *w = (tl_window2d){
-        .batch = input->shape[0],
-        .channels = input->shape[1],
-        .height = H,
-        .width = W,
-        .kernel_h = kernel_h,
-        .kernel_w = kernel_w,
-        .stride_h = stride_h,
-        .stride_w = stride_w,
-        .pad_h = pad_h,
-        .pad_w = pad_w,
-        .out_h = out_h,
-        .out_w = out_w,
-    };
+    *w =
+        nn_window(input->shape, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out_h, out_w);
     return TL_OK;
 }
 
