@@ -12,18 +12,12 @@ local function tmpdir()
   return path
 end
 
-local function write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local bytes = require("helpers.bytes")
+local write = bytes.write_file
 
 -- an IDX file of unsigned bytes: dims, then the values
 local function idx_bytes(dims, values)
-  local parts = { string.char(0, 0, 0x08, #dims) }
-  for _, d in ipairs(dims) do parts[#parts + 1] = string.pack(">I4", d) end
-  for _, v in ipairs(values) do parts[#parts + 1] = string.char(v) end
-  return table.concat(parts)
+  return bytes.idx(0x08, dims, string.char(table.unpack(values)))
 end
 
 describe("data.read_idx", function()

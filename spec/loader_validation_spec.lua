@@ -14,13 +14,7 @@ local dir
 before_each(function() dir = files.make_temp_dir() end)
 after_each(function() files.remove_dir(dir) end)
 
--- an IDX file: two zero bytes, the type, the number of dims, the dims (big-endian), the data
-local function idx_bytes(type_code, dims, data)
-  local parts = { string.char(0, 0, type_code, #dims) }
-  for _, d in ipairs(dims) do parts[#parts + 1] = string.pack(">I4", d) end
-  parts[#parts + 1] = data or ""
-  return table.concat(parts)
-end
+local idx_bytes = require("helpers.bytes").idx
 
 -- the message of the error fn(...) raises
 local function message_of(fn, ...)

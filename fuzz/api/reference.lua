@@ -536,20 +536,11 @@ function H:check_save_load(tensors, metadata)
 end
 
 -- ---- files (for statements that make odd inputs for the loaders) -------------------------------------------
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local data = f:read("a")
-  f:close()
-  return data
-end
+local bytes = require("helpers.bytes")
+local slurp = bytes.read_file
 
 --- H:write(path, bytes)
-function H:write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+function H:write(path, data) bytes.write_file(path, data) end
 
 --- H:truncate(src, dst, n): dst holds the first n bytes of src (an empty file when src is missing)
 function H:truncate(src, dst, n) self:write(dst, (slurp(src) or ""):sub(1, n)) end

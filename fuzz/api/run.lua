@@ -15,7 +15,8 @@
 -- ASan/UBSan report) ends the process: the last record of the log is the statement that did it.
 -- Exit status: 0 without findings, 1 with a finding (the log is kept), 2 for bad usage.
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
-package.path = here .. "/?.lua;" .. here .. "/families/?.lua;" .. package.path
+package.path = here .. "/?.lua;" .. here .. "/families/?.lua;" .. here .. "/../../spec/?.lua;"
+  .. package.path
 
 local tl = require("tlua")
 local Gen = require("gen")

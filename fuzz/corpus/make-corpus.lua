@@ -5,18 +5,12 @@
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local root = arg[1] or here
 
-local function write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local bytes = dofile(here .. "/../../spec/helpers/bytes.lua")
+local write = bytes.write_file
 
 -- ---- safetensors ----------------------------------------------------------------------------
 -- the 8-byte little-endian header length, the JSON padded with spaces to 8, the data
-local function st(header, data)
-  while #header % 8 ~= 0 do header = header .. " " end
-  return string.pack("<I8", #header) .. header .. (data or "")
-end
+local st = bytes.safetensors
 
 local function entry(name, dtype, shape, begin, finish)
   return string.format('"%s":{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}', name, dtype, shape, begin, finish)
@@ -59,12 +53,7 @@ local safetensors = {
 
 -- ---- IDX --------------------------------------------------------------------------------------
 -- two zero bytes, the type, the number of dims, big-endian dims, then the data
-local function idx(type_code, dims, data)
-  local parts = { string.char(0, 0, type_code, #dims) }
-  for _, d in ipairs(dims) do parts[#parts + 1] = string.pack(">I4", d) end
-  parts[#parts + 1] = data or ""
-  return table.concat(parts)
-end
+local idx = bytes.idx
 
 -- CRC-32 (the gzip trailer's), bit by bit
 local function crc32(s)

@@ -6,20 +6,9 @@ function files.sh_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
--- the file's bytes, or nil when it cannot be opened
-function files.read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-function files.write_file(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local bytes = require("helpers.bytes")
+files.read_file = bytes.read_file -- the file's bytes, or nil when it cannot be opened
+files.write_file = bytes.write_file
 
 files.ROOT = io.popen("pwd"):read("l")
 files.BIN = os.getenv("TLUA_BIN") or (files.ROOT .. "/build/tlua")
@@ -37,11 +26,6 @@ function files.remove_dir(dir)
   if dir then os.execute("rm -rf " .. files.sh_quote(dir)) end
 end
 
--- a safetensors file as the format describes it: the 8-byte little-endian header length, the JSON
--- padded with spaces to a multiple of 8, then the data
-function files.safetensors_bytes(header, data)
-  while #header % 8 ~= 0 do header = header .. " " end
-  return string.pack("<I8", #header) .. header .. (data or "")
-end
+files.safetensors_bytes = bytes.safetensors
 
 return files
