@@ -351,25 +351,6 @@ static void test_trace(void) {
     tl_release(a), tl_release(b), tl_release(out);
 }
 
-/* 1024^3 float32: one sgemm on the operands as they are. */
-static void test_speed(void) {
-    tl_tensor *a = RANDN(TL_F32, 1024, 1024), *b = RANDN(TL_F32, 1024, 1024), *out = NULL;
-    OK(tl_matmul(a, b, &out)); /* warm up OpenBLAS's threads */
-    tl_release(out);
-    out = NULL;
-    double start = tl_clock();
-    int reps = 5;
-    for (int i = 0; i < reps; i++) {
-        OK(tl_matmul(a, b, &out));
-        tl_release(out);
-        out = NULL;
-    }
-    double seconds = (tl_clock() - start) / reps;
-    printf("matmul 1024^3 float32: %.2f ms, %.1f GFLOP/s\n", seconds * 1e3,
-           2.0 * 1024 * 1024 * 1024 / seconds * 1e-9);
-    tl_release(a), tl_release(b);
-}
-
 int main(void) {
     tl_manual_seed(1);
     test_shapes(TL_F64);
@@ -379,7 +360,6 @@ int main(void) {
     test_errors();
     test_gemm_direct();
     test_trace();
-    test_speed();
     if (failures)
         printf("%d failures\n", failures);
     else

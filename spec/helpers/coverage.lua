@@ -1,29 +1,62 @@
--- Kernel coverage of a spec run: when TLUA_COVERAGE_FILE is set, writes at the
--- end of the suite every registered kernel that no spec executed. Kernels of
--- a device that is present are "dead" (scripts/test fails on them); those of
--- an absent device (CUDA without a GPU) are listed as "absent".
+-- Kernel coverage of a spec run: which kernels a spec ran *and compared* with a reference.
+-- coverage.compared(run, check) runs run() under tl.trace, then check(results...), which
+-- raises on a mismatch; only when check returns are the traced kernels marked compared.
+-- When TLUA_COVERAGE_FILE is set, the end of the suite writes every registered kernel of a
+-- present device that never ran ("dead") or ran but was never compared ("unchecked");
+-- scripts/test fails on both. Kernels of an absent device (CUDA without a GPU) are "absent".
 local tl = require("tlua")
 
 local coverage = {}
 
+-- marks of this process: "device op kernel dtype" -> true (device without its index)
+local marks = {}
+
+local function key(device, op, kernel, dtype)
+  return string.format("%s %s %s %s", device:match("^%a+"), op, kernel, dtype)
+end
+
+-- marks the kernels of a trace (a list of tl.trace events) as compared
+function coverage.mark(events)
+  for _, e in ipairs(events) do marks[key(e.device, e.op, e.kernel, e.dtype)] = true end
+end
+
+-- runs run(), checks its results with check(results...) (raising on a mismatch), and marks
+-- the kernels run() ran as compared once check has returned; returns the trace and results
+function coverage.compared(run, check)
+  local packed = table.pack(tl.trace(run))
+  check(table.unpack(packed, 2, packed.n))
+  coverage.mark(packed[1])
+  return table.unpack(packed, 1, packed.n)
+end
+
+function coverage.is_compared(k)
+  return marks[key(k.device, k.op, k.kernel, k.dtype)] == true
+end
+
 function coverage.report()
   local present = { cpu = true, cuda = (tl.cuda_device_count and tl.cuda_device_count() or 0) > 0 }
-  local dead, absent, total = {}, {}, 0
+  local dead, unchecked, absent, total = {}, {}, {}, 0
   for _, k in ipairs(tl.kernels()) do
     total = total + 1
-    if k.runs == 0 then
-      local line = string.format("%s %s %s %s", k.device, k.op, k.kernel, k.dtype)
-      if present[k.device] then dead[#dead + 1] = line else absent[#absent + 1] = line end
+    local line = string.format("%s %s %s %s", k.device, k.op, k.kernel, k.dtype)
+    if not present[k.device] then
+      if k.runs == 0 then absent[#absent + 1] = line end
+    elseif k.runs == 0 then
+      dead[#dead + 1] = line
+    elseif not coverage.is_compared(k) then
+      unchecked[#unchecked + 1] = line
     end
   end
-  return { dead = dead, absent = absent, total = total }
+  return { dead = dead, unchecked = unchecked, absent = absent, total = total }
 end
 
 function coverage.write(path)
   local r = coverage.report()
   local f = assert(io.open(path, "w"))
-  f:write(string.format("kernels %d dead %d absent %d\n", r.total, #r.dead, #r.absent))
+  f:write(string.format("kernels %d dead %d unchecked %d absent %d\n", r.total, #r.dead,
+    #r.unchecked, #r.absent))
   for _, line in ipairs(r.dead) do f:write("dead ", line, "\n") end
+  for _, line in ipairs(r.unchecked) do f:write("unchecked ", line, "\n") end
   for _, line in ipairs(r.absent) do f:write("absent ", line, "\n") end
   f:close()
 end

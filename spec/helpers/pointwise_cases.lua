@@ -1,20 +1,33 @@
 -- One line per pointwise op (families "pointwise" and "pointwise_binary" in the op
 -- table): the range its inputs are drawn from (lo, hi; for a binary op a range per
--- input, {lo, hi} each) and an independent reference in Lua (float64). The specs
--- that walk the op table (pointwise_spec: values in every dtype, integer inputs,
--- strided inputs; gradcheck_spec: finite differences; kernel_sweep_spec: every
--- kernel against float64, on the CPU and CUDA) take their cases from here and
--- fail for a pointwise op without a line.
+-- input, {lo, hi} each), an independent reference in Lua (float64) and, for an op
+-- with a fused backward kernel (<op>_backward), its derivative. The specs that walk
+-- the op table (pointwise_spec: values in every dtype, integer inputs, strided
+-- inputs; gradcheck_spec: finite differences; kernel_sweep_spec: every kernel
+-- against these Lua references, on the CPU and CUDA) take their cases from here
+-- and fail for a pointwise op without a line.
 local ref = require("helpers.reference")
+
+-- the standard normal density, for gelu's derivative
+local function phi(x) return math.exp(-x * x / 2) / math.sqrt(2 * math.pi) end
 
 return {
   exp = { lo = -5, hi = 5, reference = math.exp },
   log = { lo = 0.01, hi = 10, reference = math.log },
   sqrt = { lo = 0.01, hi = 10, reference = math.sqrt },
-  tanh = { lo = -6, hi = 6, reference = ref.tanh },
-  sigmoid = { lo = -12, hi = 12, reference = ref.sigmoid },
-  gelu = { lo = -6, hi = 6, reference = ref.gelu },
-  silu = { lo = -12, hi = 12, reference = function(x) return x * ref.sigmoid(x) end },
+  tanh = { lo = -6, hi = 6, reference = ref.tanh, derivative = function(x) return 1 - ref.tanh(x) ^ 2 end },
+  sigmoid = {
+    lo = -12, hi = 12, reference = ref.sigmoid,
+    derivative = function(x) local s = ref.sigmoid(x) return s * (1 - s) end,
+  },
+  gelu = {
+    lo = -6, hi = 6, reference = ref.gelu,
+    derivative = function(x) return 0.5 * ref.erfc(-x / math.sqrt(2)) + x * phi(x) end,
+  },
+  silu = {
+    lo = -12, hi = 12, reference = function(x) return x * ref.sigmoid(x) end,
+    derivative = function(x) local s = ref.sigmoid(x) return s + x * s * (1 - s) end,
+  },
   sin = { lo = -7, hi = 7, reference = math.sin },
   cos = { lo = -7, hi = 7, reference = math.cos },
   -- binary

@@ -1,0 +1,306 @@
+-- The cases of the kernel sweep (spec/kernel_sweep_spec.lua), one per op or op group: inputs(G, d)
+-- makes the inputs in dtype d (G: a seeded maker, below), run(...) computes with the engine and
+-- returns a list of result tensors, reference(d, ...) the same list computed in Lua (float64
+-- numbers, integers with the engine's wrapping, booleans) from the inputs' stored values
+-- (t:totable()). `exact(v)` marks an expected value compared exactly whatever its dtype.
+local tl = require("tlua")
+local ref = require("helpers.reference")
+local K = require("helpers.kernel_reference")
+local pointwise = require("helpers.pointwise_cases")
+
+local M = {}
+
+local floating = { float32 = true, float64 = true, bfloat16 = true, float16 = true }
+M.floating = floating
+
+function M.exact(v) return { exact = true, value = v } end
+local exact = M.exact
+
+-- ---------------------------------------------------------------------------
+-- Input makers: G = M.maker(d, rng); tensors in dtype d on the CPU, from Lua numbers.
+-- Integer "wide" values reach past the int32/int64 range under +, -, * (wrapping).
+local WIDE = {
+  int32 = { 2147483647, -2147483648, 2147483000, -2147483000, 123456789, -987654321, 70000,
+            -65537, 0, 1, -1, 3 },
+  int64 = { math.maxinteger, math.mininteger, (1 << 62) + 3, -(1 << 62) - 5, 123456789012345,
+            3037000500, -4294967297, 0, 1, -1, 3, -4 },
+}
+
+function M.maker(d, rng)
+  local G = {}
+  local function make(shape, gen, dtype)
+    return tl.tensor(ref.build(shape, gen), { dtype = dtype or d })
+  end
+  function G.normal(...) return make({ ... }, function() return rng:normal() end) end
+  function G.uniform(lo, hi, ...) return make({ ... }, function() return rng:uniform(lo, hi) end) end
+  function G.ints(lo, hi, ...)
+    if d == "bool" then return make({ ... }, function() return rng:int(0, 1) == 1 end) end
+    return make({ ... }, function()
+      local v = rng:int(lo, hi)
+      return floating[d] and v + 0.0 or v
+    end)
+  end
+  function G.bools(...) return make({ ... }, function() return rng:int(0, 1) == 1 end, "bool") end
+  -- normal numbers for floating dtypes, small integers (ties) or booleans otherwise
+  function G.values(...)
+    if floating[d] then return G.normal(...) end
+    return G.ints(-4, 4, ...)
+  end
+  -- wrapping integers for integer dtypes, normal numbers for floating ones
+  function G.wide(...)
+    local list = WIDE[d]
+    if not list then return G.values(...) end
+    return make({ ... }, function() return list[rng:int(1, #list)] end)
+  end
+  -- distinct values k/8 (exact in every floating dtype) in a random order
+  function G.distinct(...)
+    local n = ref.numel({ ... })
+    local order = {}
+    for i = 1, n do order[i] = i end
+    for i = n, 2, -1 do
+      local j = rng:int(1, i)
+      order[i], order[j] = order[j], order[i]
+    end
+    local pos = 0
+    return make({ ... }, function()
+      pos = pos + 1
+      return (order[pos] - n // 2) / 8
+    end)
+  end
+  return G
+end
+
+-- ---------------------------------------------------------------------------
+local map, bmap = ref.map, ref.broadcast_map
+local function as_number(v) if type(v) == "boolean" then return v and 1 or 0 end return v end
+local function is_int(d) return d == "int32" or d == "int64" end
+
+-- an elementwise case: fn the engine call, f(d, ...) the Lua reference of one element
+local function elementwise(make_inputs, fn, f)
+  return {
+    inputs = make_inputs,
+    run = function(...) return { fn(...) } end,
+    reference = function(d, ...)
+      local args = table.pack(...)
+      return { bmap(function(...) return f(d, ...) end, table.unpack(args, 1, args.n)) }
+    end,
+  }
+end
+
+local function one(shape) return function(G) return { G.wide(table.unpack(shape)) } end end
+local function arith(f_int, f_float)
+  return function(d, a, b)
+    if is_int(d) then return K.wrap(d, f_int(a, b)) end
+    return f_float(a, b)
+  end
+end
+
+local cases = {}
+M.cases = cases
+
+cases.neg = elementwise(one({ 3, 5 }), tl.neg, function(d, x) return is_int(d) and K.wrap(d, -x) or -x end)
+cases.abs = elementwise(one({ 3, 5 }), tl.abs, function(d, x)
+  if is_int(d) then return x < 0 and K.wrap(d, -x) or x end
+  return math.abs(x)
+end)
+cases.relu = elementwise(one({ 3, 5 }), tl.relu, function(d, x)
+  if is_int(d) then return x > 0 and x or 0 end
+  return x > 0 and x or 0.0
+end)
+cases.pow_scalar = {
+  inputs = one({ 3, 5 }),
+  run = function(x) return { x ^ 2, x ^ 3 } end,
+  reference = function(d, x)
+    if is_int(d) then
+      return { map(x, function(v) return K.wrap(d, v * v) end), map(x, function(v) return K.wrap(d, v * v * v) end) }
+    end
+    return { map(x, function(v) return v * v end), map(x, function(v) return v ^ 3 end) }
+  end,
+}
+cases.clamp = {
+  inputs = function(G) return { G.values(3, 5) } end,
+  run = function(x) return { x:clamp(-1, 2), x:clamp(nil, 1) } end,
+  reference = function(_, x)
+    return { map(x, function(v) return math.min(math.max(v, -1), 2) end),
+             map(x, function(v) return math.min(v, 1) end) }
+  end,
+}
+cases.add = elementwise(function(G) return { G.wide(3, 1), G.wide(1, 5) } end, tl.add,
+  arith(function(a, b) return a + b end, function(a, b) return a + b end))
+cases.sub = elementwise(function(G) return { G.wide(3, 5), G.wide(5) } end, tl.sub,
+  arith(function(a, b) return a - b end, function(a, b) return a - b end))
+cases.mul = elementwise(function(G) return { G.wide(3, 5), G.wide(3, 5) } end, tl.mul,
+  arith(function(a, b) return a * b end, function(a, b) return a * b end))
+cases.pow = elementwise(function(G, d)
+  if floating[d] then return { G.uniform(0.5, 2, 3, 5), G.normal(5) } end
+  return { G.wide(3, 5), G.ints(-2, 9, 5) }
+end, tl.pow, arith(K.ipow, function(a, b) return a ^ b end))
+
+-- comparisons: ties from small integers, a NaN in floating inputs
+local function compare_inputs(G, d)
+  local a, b = G.ints(-2, 2, 4, 4), G.ints(-2, 2, 4)
+  if floating[d] then a[2][3] = 0 / 0; b[1] = 0 / 0 end
+  return { a, b }
+end
+for name, f in pairs({
+  eq = function(a, b) return a == b end, ne = function(a, b) return a ~= b end,
+  lt = function(a, b) return a < b end, le = function(a, b) return a <= b end,
+  gt = function(a, b) return a > b end, ge = function(a, b) return a >= b end,
+}) do
+  cases[name] = elementwise(compare_inputs, tl[name], function(_, a, b) return f(as_number(a), as_number(b)) end)
+end
+
+cases.where = elementwise(function(G) return { G.bools(3, 4), G.values(3, 4), G.values(4) } end, tl.where,
+  function(_, c, a, b) if c then return a end return b end)
+
+local FILLS = { 1 / 3, -7.9, 0 }
+cases.fill = {
+  inputs = function(G) return { G.values(2, 3) } end,
+  run = function(x)
+    local out = {}
+    for i, v in ipairs(FILLS) do
+      out[i] = tl.full({ 2, 3 }, v, { dtype = x.dtype, device = x.device })
+    end
+    return out
+  end,
+  reference = function(d)
+    local out = {}
+    for i, v in ipairs(FILLS) do out[i] = exact(ref.build({ 2, 3 }, function() return K.cast(v, d) end)) end
+    return out
+  end,
+}
+
+-- casts from dtype d (the kernels are keyed by the source) to every dtype
+local CAST_VALUES = {
+  float = { { -2.75, -0.5, 0.0, 0.5 }, { 1.5, 2.5, 3.99, 1e10 }, { -1e10, 0 / 0, 300.0, -65537.0 } },
+  int32 = { { -3, 0, 1, 7 }, { 2147483647, -2147483648, 123456789, 300 }, { -65537, 4096, 5, -1 } },
+  int64 = { { -3, 0, 1, 7 }, { (1 << 40) + 3, 123456789012, -(1 << 35) - 1, 300 }, { 2147483648, 4096, 5, -1 } },
+  bool = { { true, false, true, true }, { false, false, true, false }, { true, true, false, false } },
+}
+cases.cast = {
+  inputs = function(_, d) return { tl.tensor(CAST_VALUES[d] or CAST_VALUES.float, { dtype = d }) } end,
+  run = function(x)
+    local out = {}
+    for i, to in ipairs(tl.dtypes) do out[i] = x:to(to) end
+    return out
+  end,
+  reference = function(_, x)
+    local out = {}
+    for i, to in ipairs(tl.dtypes) do
+      out[i] = exact(map(x, function(v) return K.cast(v, to) end))
+      out[i].dtype = to
+    end
+    return out
+  end,
+}
+
+-- reductions (indices 1-based, the first of ties); integer sums wrap in int64
+local function reduce_ref(x, kind, dim)
+  return ref.reduce(map(x, as_number), kind, dim)
+end
+local function int_sum(x, dim)
+  local flat, shape = ref.flatten(map(x, as_number))
+  if not dim then
+    local s = 0
+    for _, v in ipairs(flat) do s = s + v end
+    return s
+  end
+  assert(dim == 2 and #shape == 2)
+  local out = {}
+  for i = 1, shape[1] do
+    local s = 0
+    for j = 1, shape[2] do s = s + flat[(i - 1) * shape[2] + j] end
+    out[i] = s
+  end
+  return out
+end
+cases.sum = {
+  inputs = function(G) return { G.wide(3, 5) } end,
+  run = function(x) return { x:sum(2), x:sum() } end,
+  reference = function(d, x)
+    if floating[d] then return { reduce_ref(x, "sum", 2), reduce_ref(x, "sum") } end
+    return { int_sum(x, 2), int_sum(x) }
+  end,
+}
+cases.mean = {
+  inputs = function(G) return { G.normal(3, 5) } end,
+  run = function(x) return { x:mean(1), x:mean() } end,
+  reference = function(_, x) return { reduce_ref(x, "mean", 1), reduce_ref(x, "mean") } end,
+}
+local function back(d, v) -- a reduced value in the input's kind (bool stays bool)
+  if d == "bool" then return map(v, function(e) return e == 1 end) end
+  return v
+end
+local function extreme(kind, dim)
+  return {
+    inputs = function(G) return { G.values(3, 5) } end,
+    run = function(x)
+      local v, i = x[kind](x, dim)
+      return { v, i, x[kind](x) }
+    end,
+    reference = function(d, x)
+      return { back(d, reduce_ref(x, kind, dim)), reduce_ref(x, kind .. "idx", dim), back(d, reduce_ref(x, kind)) }
+    end,
+  }
+end
+cases.max, cases.min = extreme("max", 2), extreme("min", 1)
+local function arg(kind, dim)
+  return {
+    inputs = function(G) return { G.values(3, 5) } end,
+    run = function(x) return { x[kind](x, dim), x[kind](x) } end,
+    reference = function(_, x) return { reduce_ref(x, kind, dim), reduce_ref(x, kind) } end,
+  }
+end
+cases.argmax, cases.argmin = arg("argmax", 2), arg("argmin", 1)
+
+cases.softmax = {
+  inputs = function(G) return { G.normal(3, 5) } end,
+  run = function(x) return { x:softmax(2) } end,
+  reference = function(_, x) return { ref.softmax(x, 2) } end,
+}
+cases.log_softmax = {
+  inputs = function(G) return { G.normal(3, 5) } end,
+  run = function(x) return { x:log_softmax(1) } end,
+  reference = function(_, x) return { ref.softmax(x, 1, true) } end,
+}
+
+-- pointwise ops: inputs from their range in helpers/pointwise_cases.lua, its Lua reference
+for name, case in pairs(pointwise) do
+  if case.ranges then
+    local ra, rb = case.ranges[1], case.ranges[2]
+    cases[name] = elementwise(function(G)
+      return { G.uniform(ra[1], ra[2], 3, 1), G.uniform(rb[1], rb[2], 1, 5) }
+    end, tl[name], function(_, a, b) return case.reference(a, b) end)
+  else
+    cases[name] = elementwise(function(G) return { G.uniform(case.lo, case.hi, 3, 5) } end, tl[name],
+      function(_, x) return case.reference(x) end)
+  end
+end
+
+-- pointwise backward kernels (relu_backward, ...): y = f(x), then y:backward(w) gives w * f'(x)
+-- derivatives of the ops with a fused backward kernel: the `derivative` of their line in
+-- pointwise_cases.lua; relu is an integer-capable unary op without a line there
+local relu_derivative = function(x) return x > 0 and 1.0 or 0.0 end
+for _, op in ipairs(tl.ops()) do
+  if op.family == "pointwise_backward" then
+    local forward = op.name:gsub("_backward$", "")
+    local range = pointwise[forward] or { lo = -3, hi = 3 }
+    local f = pointwise[forward] and pointwise[forward].reference or function(x) return math.max(x, 0.0) end
+    cases[op.name] = {
+      inputs = function(G) return { G.uniform(range.lo, range.hi, 3, 5), G.normal(3, 5) } end,
+      run = function(x, w)
+        local leaf = x:detach():requires_grad_()
+        local y = tl[forward](leaf)
+        y:backward(w)
+        return { y:detach(), leaf.grad }
+      end,
+      reference = function(_, x, w)
+        local df = forward == "relu" and relu_derivative or pointwise[forward] and pointwise[forward].derivative
+        assert(df, "sweep_cases: pointwise_cases.lua gives no derivative of " .. forward)
+        return { map(x, f), bmap(function(xv, wv) return wv * df(xv) end, x, w) }
+      end,
+    }
+  end
+end
+
+return M

@@ -1,0 +1,190 @@
+-- The GEMM, nn and optimizer cases of the kernel sweep (see helpers/sweep_cases.lua for the
+-- shape of a case): forward and every gradient of each op returned as results, each against
+-- Lua loops (helpers/reference.lua, helpers/kernel_reference.lua).
+local tl = require("tlua")
+local ref = require("helpers.reference")
+local K = require("helpers.kernel_reference")
+
+local cases = {}
+
+local function transpose(m)
+  local t = {}
+  for j = 1, #m[1] do
+    t[j] = {}
+    for i = 1, #m do t[j][i] = m[i][j] end
+  end
+  return t
+end
+local function add_into(acc, m)
+  if not acc then return m end
+  return ref.broadcast_map(function(a, b) return a + b end, acc, m)
+end
+local function column_sums(m)
+  local s = {}
+  for j = 1, #m[1] do
+    s[j] = 0.0
+    for i = 1, #m do s[j] = s[j] + m[i][j] end
+  end
+  return s
+end
+local function leaves(...)
+  local out = {}
+  for i, x in ipairs({ ... }) do out[i] = x:detach():requires_grad_() end
+  return table.unpack(out)
+end
+
+cases.matmul = {
+  inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5) } end,
+  run = function(a, b) return { tl.matmul(a, b) } end,
+  reference = function(_, a, b) return { ref.matmul(a, b) } end,
+}
+-- y = a @ b, a [2, 3, 4] batched against b [4, 5]: ga = g b^T, gb = sum over the batch a^T g
+cases.matmul_backward = {
+  inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5), G.normal(2, 3, 5) } end,
+  run = function(a, b, g)
+    a, b = leaves(a, b)
+    local y = tl.matmul(a, b)
+    y:backward(g)
+    return { y:detach(), a.grad, b.grad }
+  end,
+  reference = function(_, a, b, g)
+    local ga, gb = {}, nil
+    for n = 1, #a do
+      ga[n] = ref.matmul(g[n], transpose(b))
+      gb = add_into(gb, ref.matmul(transpose(a[n]), g[n]))
+    end
+    return { ref.matmul(a, b), ga, gb }
+  end,
+}
+-- y = x w^T + bias: gx = g w, gw = g^T x, gbias = column sums of g
+cases.linear = {
+  inputs = function(G) return { G.normal(4, 3), G.normal(5, 3), G.normal(5), G.normal(4, 5) } end,
+  run = function(x, w, b, g)
+    x, w, b = leaves(x, w, b)
+    local y = tl.linear(x, w, b)
+    y:backward(g)
+    return { y:detach(), x.grad, w.grad, b.grad }
+  end,
+  reference = function(_, x, w, b, g)
+    local y = ref.broadcast_map(function(v, bias) return v + bias end, ref.matmul(x, transpose(w)), b)
+    return { y, ref.matmul(g, w), ref.matmul(transpose(g), x), column_sums(g) }
+  end,
+}
+-- y = a b^T: ga = g b, gb = g^T a
+cases.outer = {
+  inputs = function(G) return { G.normal(3), G.normal(4), G.normal(3, 4) } end,
+  run = function(a, b, g)
+    a, b = leaves(a, b)
+    local y = tl.outer(a, b)
+    y:backward(g)
+    return { y:detach(), a.grad, b.grad }
+  end,
+  reference = function(_, a, b, g)
+    local y = ref.build({ #a, #b }, function(i, j) return a[i] * b[j] end)
+    return { y, ref.matmul(g, b), ref.matmul(transpose(g), a) }
+  end,
+}
+
+cases.conv2d = {
+  inputs = function(G) return { G.normal(2, 3, 6, 6), G.normal(4, 3, 3, 3), G.normal(4), G.normal(2, 4, 3, 3) } end,
+  run = function(x, w, b, g)
+    x, w, b = leaves(x, w, b)
+    local y = tl.conv2d(x, w, b, { stride = 2, padding = 1 })
+    y:backward(g)
+    return { y:detach(), x.grad, w.grad, b.grad }
+  end,
+  reference = function(_, x, w, b, g) return { K.conv2d(x, w, b, g, 2, 1) } end,
+}
+cases.max_pool2d = {
+  inputs = function(G) return { G.distinct(2, 3, 6, 6), G.normal(2, 3, 3, 3) } end,
+  run = function(x, g)
+    x = leaves(x)
+    local y = tl.max_pool2d(x, 2, { stride = 2 })
+    y:backward(g)
+    return { y:detach(), x.grad }
+  end,
+  reference = function(_, x, g) return { K.max_pool2d(x, g, 2, 2) } end,
+}
+local EMBEDDING_INDEX = { { 1, 7, 3 }, { 3, 3, 2 } }
+cases.embedding = {
+  inputs = function(G) return { G.normal(7, 4), G.normal(2, 3, 4) } end,
+  run = function(w, g)
+    w = leaves(w)
+    local y = tl.embedding(tl.tensor(EMBEDDING_INDEX, { device = w.device }), w)
+    y:backward(g)
+    return { y:detach(), w.grad }
+  end,
+  reference = function(_, w, g) return { K.embedding(EMBEDDING_INDEX, w, g) } end,
+}
+local TARGET, SMOOTHING = { 1, 4, 2, 2, 3 }, 0.1
+cases.cross_entropy = {
+  inputs = function(G) return { G.normal(5, 4) } end,
+  run = function(x)
+    x = leaves(x)
+    local loss = tl.cross_entropy(x, tl.tensor(TARGET, { device = x.device }), { label_smoothing = SMOOTHING })
+    loss:backward()
+    return { loss:detach(), x.grad }
+  end,
+  reference = function(_, x) return { K.cross_entropy(x, TARGET, SMOOTHING) } end,
+}
+cases.layer_norm = {
+  inputs = function(G) return { G.normal(3, 6), G.normal(6), G.normal(6), G.normal(3, 6) } end,
+  run = function(x, w, b, g)
+    x, w, b = leaves(x, w, b)
+    local y = tl.layer_norm(x, w, b, 1e-5)
+    y:backward(g)
+    return { y:detach(), x.grad, w.grad, b.grad }
+  end,
+  reference = function(_, x, w, b, g) return { K.layer_norm(x, w, b, g, 1e-5) } end,
+}
+
+-- three steps of SGD (momentum, nesterov, weight decay), Adam (L2 decay) and AdamW
+local OPTIMIZERS = {
+  { "SGD", { lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01 }, K.sgd_step,
+    { lr = 0.1, momentum = 0.9, dampening = 0, nesterov = true, weight_decay = 0.01 } },
+  { "Adam", { lr = 0.01, weight_decay = 0.01 }, K.adam_step,
+    { lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 } },
+  { "AdamW", { lr = 0.01 }, K.adam_step,
+    { lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, decoupled = true } },
+}
+cases.optim = {
+  inputs = function(G) return { G.normal(3, 4), G.normal(3, 4) } end,
+  run = function(p, g)
+    local out = {}
+    for k, o in ipairs(OPTIMIZERS) do
+      local param = p:clone():requires_grad_()
+      local opt = tl.optim[o[1]]({ param }, o[2])
+      for _ = 1, 3 do
+        param.grad = g
+        opt:step()
+      end
+      out[k] = param:detach()
+    end
+    return out
+  end,
+  reference = function(_, p, g)
+    local fg = ref.flatten(g)
+    local out = {}
+    for k, o in ipairs(OPTIMIZERS) do
+      local fp, shape = ref.flatten(p)
+      local state = {}
+      for _ = 1, 3 do o[3](fp, fg, state, o[4]) end
+      out[k] = ref.unflatten(fp, shape)
+    end
+    return out
+  end,
+}
+
+-- which case covers a kernel's op (an op not listed is its own case)
+local case_of_op = {
+  linear_forward = "linear", linear_backward_input = "linear", linear_backward_weight = "linear",
+  linear_backward_bias = "linear", matmul_backward_input = "matmul_backward",
+  matmul_backward_other = "matmul_backward", outer_forward = "outer",
+  conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
+  conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",
+  max_pool2d_backward = "max_pool2d", embedding_backward = "embedding",
+  cross_entropy_backward = "cross_entropy", layer_norm_backward_input = "layer_norm",
+  layer_norm_backward_weight = "layer_norm", sgd_step = "optim", adam_step = "optim",
+}
+
+return { cases = cases, case_of_op = case_of_op }
