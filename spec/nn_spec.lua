@@ -470,11 +470,17 @@ describe("Module", function()
     assert.matches("Dropout%(p=0.25%)", cnn)
   end)
 
-  it("reports bad constructor arguments", function()
+  it("reports bad constructor arguments at the caller's line", function()
     assert.error_matches(function() nn.Linear(0, 3) end, { "nn.Linear", "in_features", "positive integer" })
     assert.error_matches(function() nn.Sequential(nn.ReLU(), 3) end, { "nn.Sequential", "argument 2", "module" })
     assert.error_matches(function() nn.Dropout(1.5) end, { "nn.Dropout", "[0, 1]" })
     assert.error_matches(function() nn.Module()(1) end, { "Module", "forward is not implemented" })
+    for _, make in ipairs({ function() return nn.Linear(0, 3) end, function() return nn.Conv2d(1, 1, "k") end,
+      function() return nn.Linear(2, 3, 5) end, function() return nn.ModuleList({ 1 }) end }) do
+      local ok, err = pcall(function() local m = make() return m end)
+      assert.is_false(ok)
+      assert.matches("^spec/nn_spec%.lua:%d+: nn%.", err)
+    end
   end)
 end)
 
@@ -511,5 +517,75 @@ describe("nn.init", function()
     assert.is_true(w.requires_grad)
     assert.is_true(w.is_leaf)
     assert.error_matches(function() nn.init.xavier_uniform_(tl.zeros(3)) end, { "xavier_uniform_", "at least 2 dims" })
+  end)
+end)
+
+describe("activations and nn.functional from the op table", function()
+  -- the one-tensor ops of tl.ops(): families unary and pointwise, less those taking more arguments
+  local with_arguments = { clamp = true, pow_scalar = true }
+  local ops = {}
+  for _, op in ipairs(tl.ops()) do
+    if (op.family == "unary" or op.family == "pointwise") and not with_arguments[op.name] then ops[#ops + 1] = op.name end
+  end
+
+  it("gives every one-tensor op a functional form and a module class (its name, case aside)", function()
+    assert.is_true(#ops >= 12)
+    for _, name in ipairs(ops) do
+      assert.are.equal(tl[name], nn.functional[name], "nn.functional." .. name)
+      local cls
+      for key, value in pairs(nn) do
+        if type(value) == "table" and key:lower() == name and rawget(value, "_class_name") then cls = value end
+      end
+      assert.is_not_nil(cls, "no module class for " .. name)
+      local x = (tl.rand(3, 4, { dtype = "float64" }) + 0.5):requires_grad_()
+      local m = cls()
+      assert.is_true(all_equal(tl[name](x), m(x)), name)
+      assert.are.equal(cls._class_name .. "()", tostring(m))
+    end
+    assert.are.same({ "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid" },
+      { nn.ReLU._class_name, nn.GELU._class_name, nn.SiLU._class_name, nn.Tanh._class_name, nn.Sigmoid._class_name })
+    assert.are.equal(tl.softmax, nn.functional.softmax)
+    assert.are.equal(tl.log_softmax, nn.functional.log_softmax)
+  end)
+end)
+
+describe("tlua.class", function()
+  local class = require("tlua.class")
+
+  it("makes classes whose instances inherit methods and metamethods; cls(...) runs init", function()
+    local Base = class("test.Base")
+    function Base:init(x) self.x = x end
+    function Base:double() return 2 * self.x end
+    function Base:__len() return self.x end
+    function Base:__tostring() return "Base(" .. self.x .. ")" end
+    local Derived = class("test.Derived", Base)
+    function Derived:triple() return 3 * self.x end
+    local d = Derived(7)
+    assert.are.equal(Derived, getmetatable(d))
+    assert.are.same({ 14, 21, 7, "Base(7)" }, { d:double(), d:triple(), #d, tostring(d) })
+    assert.are.equal("test.Derived", tostring(Derived))
+    assert.are.equal("test.Derived", Derived.__name)
+    -- a class with its own new (how nn.Module, optimizers and schedulers build instances)
+    function Base.new(cls, x) return setmetatable({ x = x + 1 }, cls) end
+    assert.are.equal(9, Base(8).x)
+    assert.error_matches(function() class(3) end, "class: expected a class name")
+  end)
+
+  it("is the class system of nn modules, optimizers, schedulers and data sets", function()
+    -- (busted reloads the modules a spec file requires, so tl.nn and tl.optim may hold two loads of
+    -- tlua.class: compare where the constructor's code comes from)
+    local function origin(cls)
+      local info = debug.getinfo(getmetatable(cls).__call, "S")
+      return info.source .. ":" .. info.linedefined
+    end
+    local make = origin(class("test.Any"))
+    assert.matches("tlua/class%.lua:%d+$", make)
+    for _, cls in ipairs({ nn.Module, nn.Linear, nn.ReLU, tl.optim.SGD, tl.optim.Adam, tl.optim.StepLR,
+      tl.optim.LambdaLR, tl.data.DataLoader, tl.data.TensorDataset }) do
+      assert.are.equal(make, origin(cls), tostring(cls))
+    end
+    assert.are.equal("nn.Linear", tostring(nn.Linear))
+    assert.are.equal("optim.Adam", tostring(tl.optim.Adam))
+    assert.are.equal("optim.StepLR", tostring(tl.optim.StepLR))
   end)
 end)

@@ -152,6 +152,13 @@ describe("optimizers follow PyTorch's update rules", function()
     assert.error_matches(function() optim.Adam({ tl.zeros(2) }) end, { "optim.Adam", "does not require grad" })
     assert.error_matches(function() optim.Adam({ p, p }) end, { "optim.Adam", "more than once" })
     assert.error_matches(function() optim.Adam({}) end, { "optim.Adam", "empty" })
+    -- at the caller's line
+    for _, make in ipairs({ function() return optim.SGD({ p }) end, function() return optim.Adam(3) end,
+      function() return optim.StepLR(optim.SGD({ p }, { lr = 1 }), 0) end, function() return optim.StepLR({}, 1) end }) do
+      local ok, err = pcall(function() local o = make() return o end)
+      assert.is_false(ok)
+      assert.matches("^spec/optim_spec%.lua:%d+: optim%.", err)
+    end
   end)
 end)
 

@@ -161,16 +161,45 @@ describe("the tlua executable", function()
     assert.truthy(out:find("42", 1, true), out)
   end)
 
-  it("require('tlua') works from the stock lua5.4 with LUA_PATH and LUA_CPATH", function()
+  -- runs a statement in the stock lua5.4 with the repo's Lua modules and the build's tlua.core
+  local function stock_lua(statement)
     local lpath = ROOT .. "/bindings/lua/?.lua;" .. ROOT .. "/bindings/lua/?/init.lua;;"
     local cpath = BIN_DIR .. "/lua/?.so;;"
     -- a sanitizer build's module needs the sanitizer runtimes loaded first
     -- (scripts/test --sanitize names them in TLUA_ASAN_PRELOAD)
     local preload = os.getenv("TLUA_ASAN_PRELOAD")
     local prefix = preload and ("LD_PRELOAD=" .. sh_quote(preload) .. " ASAN_OPTIONS=detect_leaks=0 ") or ""
-    local code, out, err = run(prefix .. "LUA_PATH=" .. sh_quote(lpath) .. " LUA_CPATH=" .. sh_quote(cpath)
-      .. " lua5.4 -e " .. sh_quote("local tl = require('tlua'); print(tl.ones(3):sum():item(), tl.tensor({1, 2}).dtype)"))
+    return run(prefix .. "LUA_PATH=" .. sh_quote(lpath) .. " LUA_CPATH=" .. sh_quote(cpath)
+      .. " lua5.4 -e " .. sh_quote(statement))
+  end
+
+  it("require('tlua') works from the stock lua5.4 with LUA_PATH and LUA_CPATH", function()
+    local code, out, err = stock_lua("local tl = require('tlua'); print(tl.ones(3):sum():item(), tl.tensor({1, 2}).dtype)")
     assert.equal(0, code, err)
     assert.equal("3.0\tint64\n", out)
+  end)
+
+  it("finds the module folders tlua/nn and tlua/optim, from tlua and from the stock lua5.4", function()
+    local statement = "print(tl.nn.Sequential(tl.nn.Linear(2, 3), tl.nn.ReLU()):num_parameters(), " ..
+        "tostring(tl.optim.Adam), package.searchpath('tlua.nn', package.path):match('tlua/nn/init%.lua$'))"
+    local expected = "9\toptim.Adam\ttlua/nn/init.lua\n"
+    local code, out, err = tlua("-e " .. sh_quote(statement))
+    assert.equal(0, code, err)
+    assert.equal(expected, out)
+    code, out, err = stock_lua("local tl = require('tlua'); " .. statement)
+    assert.equal(0, code, err)
+    assert.equal(expected, out)
+  end)
+
+  it("runs the incremental collector; tlua.core leaves a host's collector mode as it was", function()
+    local code, out, err = tlua("-e " .. sh_quote("print(collectgarbage('incremental'))"))
+    assert.equal(0, code, err)
+    assert.equal("incremental\n", out)
+    for _, mode in ipairs({ "generational", "incremental" }) do
+      code, out, err = stock_lua(string.format("collectgarbage(%q); local tl = require('tlua'); " ..
+        "local _ = tl.nn, tl.ones(2) + 1; print(collectgarbage('incremental'))", mode))
+      assert.equal(0, code, err)
+      assert.equal(mode .. "\n", out)
+    end
   end)
 end)

@@ -24,11 +24,21 @@ bool tlb_is_callable(lua_State *L, int idx) {
     return true;
 }
 
-const char *tlb_position(int idx, const char *what, char *buf, size_t size) {
-    if (idx > 0)
-        snprintf(buf, size, what ? "argument %d (%s)" : "argument %d", idx, what);
-    else /* a value read from a table (an option, a field) sits at a relative index */
+int tlb_arg_number(lua_State *L, int idx) {
+    lua_Debug ar;
+    if (idx > 0 && lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat &&
+        strcmp(ar.namewhat, "method") == 0)
+        idx--; /* t:op(x): x is argument 1, as luaL_argerror counts */
+    return idx;
+}
+
+const char *tlb_position(lua_State *L, int idx, const char *what, char *buf, size_t size) {
+    if (idx <= 0) /* a value read from a table (an option, a field) sits at a relative index */
         snprintf(buf, size, "%s", what ? what : "a value");
+    else if ((idx = tlb_arg_number(L, idx)) == 0) /* obj:op() on an object that is not a tensor */
+        snprintf(buf, size, what ? "self (%s)" : "self", what);
+    else
+        snprintf(buf, size, what ? "argument %d (%s)" : "argument %d", idx, what);
     return buf;
 }
 
@@ -37,7 +47,7 @@ int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what) {
     char where[96];
     if (!is_integral(L, idx, &v))
         tlb_errorf(L, "%s: %s expected an integer, got %s", op,
-                   tlb_position(idx, what, where, sizeof where),
+                   tlb_position(L, idx, what, where, sizeof where),
                    lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : tlb_typename(L, idx));
     return v;
 }
@@ -46,7 +56,7 @@ double tlb_check_number(lua_State *L, int idx, const char *op, const char *what)
     char where[96];
     if (lua_type(L, idx) != LUA_TNUMBER)
         tlb_errorf(L, "%s: %s expected a number, got %s", op,
-                   tlb_position(idx, what, where, sizeof where), tlb_typename(L, idx));
+                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
     return (double)lua_tonumber(L, idx);
 }
 
@@ -79,10 +89,11 @@ static bool looks_like_options(lua_State *L, int idx) {
 
 static void check_no_more(lua_State *L, int from, const char *op) {
     int top = lua_gettop(L);
+    char where[96];
     for (int i = from; i <= top; i++)
         if (!lua_isnil(L, i))
-            tlb_errorf(L, "%s: unexpected argument %d (%s) after the options table", op, i,
-                       tlb_typename(L, i));
+            tlb_errorf(L, "%s: unexpected %s after the options table", op,
+                       tlb_position(L, i, tlb_typename(L, i), where, sizeof where));
 }
 
 int tlb_shape_args(lua_State *L, int first, const char *op, int64_t *shape, int *opts_index) {
@@ -188,9 +199,10 @@ void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts
 int tlb_check_dim(lua_State *L, int idx, const char *op) {
     int64_t d = 0;
     if (!is_integral(L, idx, &d)) {
+        char where[96];
         if (lua_type(L, idx) == LUA_TNUMBER)
-            tlb_errorf(L, "%s: argument %d (a dim) expected an integer, got %s", op, idx,
-                       lua_tostring(L, idx));
+            tlb_errorf(L, "%s: %s expected an integer, got %s", op,
+                       tlb_position(L, idx, "a dim", where, sizeof where), lua_tostring(L, idx));
         tlb_type_error(L, idx, op, "a dim (an integer)");
     }
     if (d == 0)

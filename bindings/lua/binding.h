@@ -84,9 +84,14 @@ int tlb_opt_dim(lua_State *L, int idx, const char *op, int def_c_dim);
 /* A 1-based Lua index (negative from the end) as the C API's index: 0-based,
    or negative from the end. */
 int64_t tlb_check_index(lua_State *L, int idx, const char *op);
-/* "argument N" (or "argument N (what)") for an argument, what (or "a value")
-   for a relative index: a value read from a table, such as an option. */
-const char *tlb_position(int idx, const char *what, char *buf, size_t size);
+/* The number of the argument at stack index idx as luaL_argerror counts it:
+   idx, less one when the running function was called as a method (t:op(x):
+   x is argument 1; 0 is self). */
+int tlb_arg_number(lua_State *L, int idx);
+/* "argument N" (or "argument N (what)") for an argument, N as tlb_arg_number
+   counts ("self" for the object of a method call); what (or "a value") for a
+   relative index: a value read from a table, such as an option. */
+const char *tlb_position(lua_State *L, int idx, const char *what, char *buf, size_t size);
 /* An integer argument (floats with an integral value accepted). */
 int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what);
 double tlb_check_number(lua_State *L, int idx, const char *op, const char *what);

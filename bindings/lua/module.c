@@ -1,7 +1,6 @@
 /* luaopen_tlua_core: builds the tensor metatable, the methods table and the module table. */
 #define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
 #include <dlfcn.h>
-#include <string.h>
 
 #include "binding.h"
 
@@ -18,37 +17,21 @@ static void pin_library(void) {
 
 /* Sets target[name] = closure(f, mt) for each entry of list. */
 static void set_functions(lua_State *L, const luaL_Reg *list, int target, int mt) {
-    for (; list->name; list++) {
-        lua_pushvalue(L, mt);
-        lua_pushcclosure(L, list->func, 1);
-        lua_setfield(L, target, list->name);
-    }
+    lua_pushvalue(L, target);
+    lua_pushvalue(L, mt);
+    luaL_setfuncs(L, list, 1);
+    lua_pop(L, 1);
 }
 
 /* casts are methods only: tl.float, tl.long, ... are dtype names (init.lua) */
 static const char *const method_only[] = {"float", "double", "bfloat16", "half",
                                           "int",   "long",   "bool"};
 
-static void set_module_functions(lua_State *L, const luaL_Reg *list, int target, int mt) {
-    for (; list->name; list++) {
-        bool skip = false;
-        for (size_t i = 0; i < sizeof method_only / sizeof method_only[0]; i++)
-            skip = skip || strcmp(list->name, method_only[i]) == 0;
-        if (skip) continue;
-        lua_pushvalue(L, mt);
-        lua_pushcclosure(L, list->func, 1);
-        lua_setfield(L, target, list->name);
-    }
-}
-
 int luaopen_tlua_core(lua_State *L) {
     luaL_checkversion(L);
     pin_library();
-    /* Incremental collection: in generational mode the result of `a + b` in a
-       loop, still held by its register when the next op's allocation steps
-       the collector, ages into the old generation, so dead tensors (and their
-       memory outside the Lua heap) wait for a rare major collection. */
-    lua_gc(L, LUA_GCINC, 0, 0, 0);
+    /* The collector's mode is the host's choice: the tlua executable picks the
+       incremental mode (main.c says why); a module leaves it alone. */
     luaL_newmetatable(L, TLB_TENSOR_NAME); /* sets __name */
     int mt = lua_gettop(L);
     lua_newtable(L);
@@ -59,7 +42,11 @@ int luaopen_tlua_core(lua_State *L) {
     const luaL_Reg *method_lists[] = {tlb_view_methods, tlb_op_methods, tlb_autograd_methods};
     for (size_t i = 0; i < sizeof method_lists / sizeof method_lists[0]; i++) {
         set_functions(L, method_lists[i], methods, mt);
-        set_module_functions(L, method_lists[i], module, mt);
+        set_functions(L, method_lists[i], module, mt);
+    }
+    for (size_t i = 0; i < sizeof method_only / sizeof method_only[0]; i++) {
+        lua_pushnil(L);
+        lua_setfield(L, module, method_only[i]);
     }
     const luaL_Reg *function_lists[] = {tlb_constructor_functions, tlb_runtime_functions,
                                         tlb_autograd_functions,    tlb_object_functions,

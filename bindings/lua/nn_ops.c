@@ -63,9 +63,10 @@ static void check_option_keys(lua_State *L, int idx, const char *op, const char 
 static tl_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
     if (lua_isnoneornil(L, idx)) return NULL;
     tl_tensor *t = tlb_totensor(L, idx, op);
+    char where[96];
     if (!t)
-        tlb_errorf(L, "%s: argument %d (%s) expected a tensor or nil, got %s", op, idx, what,
-                   tlb_typename(L, idx));
+        tlb_errorf(L, "%s: %s expected a tensor or nil, got %s", op,
+                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
     return t;
 }
 

@@ -59,7 +59,7 @@ int tlb_errorf(lua_State *L, const char *fmt, ...) {
 int tlb_type_error(lua_State *L, int idx, const char *op, const char *what) {
     char where[96];
     return tlb_errorf(L, "%s: %s expected %s, got %s", op,
-                      tlb_position(idx, NULL, where, sizeof where), what, tlb_typename(L, idx));
+                      tlb_position(L, idx, NULL, where, sizeof where), what, tlb_typename(L, idx));
 }
 
 int tlb_fail(lua_State *L) {
@@ -84,8 +84,11 @@ bool tlb_is_tensor(lua_State *L, int idx) {
 tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op) {
     tlb_box *box = lua_touserdata(L, idx);
     if (!box || !has_tensor_metatable(L, idx)) return NULL;
-    if (!box->tensor)
-        tlb_errorf(L, "%s: argument %d is a tensor that was already released (closed)", op, idx);
+    if (!box->tensor) {
+        char where[96];
+        tlb_errorf(L, "%s: %s is a tensor that was already released (closed)", op,
+                   tlb_position(L, idx, NULL, where, sizeof where));
+    }
     return box->tensor;
 }
 

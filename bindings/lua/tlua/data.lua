@@ -6,6 +6,7 @@
 --   local loader = tl.data.DataLoader { train, batch_size = 128, shuffle = true, seed = 1 }
 --   for images, labels in loader:iter() do ... end       -- or: for i, x, y in loader:enumerate()
 local tl = require("tlua")
+local class = require("tlua.class")
 
 local data = {}
 
@@ -28,13 +29,11 @@ end
 -- whole batch at once has dataset:batch(indices) (an int64 tensor of 1-based indices) returning
 -- the batch's tensors. DataLoader uses batch when present.
 
-local TensorDataset = {}
-TensorDataset.__index = TensorDataset
-TensorDataset.__name = "data.TensorDataset"
+local TensorDataset = class("data.TensorDataset")
 data.TensorDataset = TensorDataset
 
 --- TensorDataset(t1, t2, ...): sample i is t1[i], t2[i], ... (each tensor indexed along dim 1)
-setmetatable(TensorDataset, { __call = function(cls, ...)
+function TensorDataset.new(cls, ...)
   local tensors = table.pack(...)
   if tensors.n == 0 then error("data.TensorDataset: expected at least one tensor", 2) end
   local n
@@ -51,7 +50,7 @@ setmetatable(TensorDataset, { __call = function(cls, ...)
     n = size
   end
   return setmetatable({ tensors = { table.unpack(tensors, 1, tensors.n) }, n = n }, cls)
-end })
+end
 
 function TensorDataset:len() return self.n end
 TensorDataset.__len = TensorDataset.len
@@ -130,16 +129,14 @@ local function splitmix(state)
   end
 end
 
-local DataLoader = {}
-DataLoader.__index = DataLoader
-DataLoader.__name = "data.DataLoader"
+local DataLoader = class("data.DataLoader")
 data.DataLoader = DataLoader
 
 --- DataLoader{dataset, batch_size = 1, shuffle = false, seed = nil, drop_last = false,
 -- device = nil}: batches of the dataset (tensors stacked along a new dim 1). With shuffle, each
 -- epoch (each call of iter) draws a new order; with a seed the sequence of orders is the same
 -- on every run (otherwise the seed comes from tl's generator, see tl.manual_seed).
-setmetatable(DataLoader, { __call = function(cls, opts)
+function DataLoader.new(cls, opts)
   if type(opts) ~= "table" then error("data.DataLoader: expected a table {dataset, batch_size = ..., ...}", 2) end
   local dataset = opts[1] or opts.dataset
   if type(dataset) ~= "table" or type(dataset.len) ~= "function" then
@@ -159,7 +156,7 @@ setmetatable(DataLoader, { __call = function(cls, opts)
     drop_last = opts.drop_last and true or false, device = opts.device,
     seed = seed, epoch = 0,
   }, cls)
-end })
+end
 
 --- number of batches per epoch (also #loader)
 function DataLoader:len()

@@ -1,0 +1,25 @@
+-- tl.nn (require("tlua.nn")): gathers the Module class, layers, activations, containers, state dicts, nn.init and nn.functional.
+--
+--   module.lua        nn.Module: registration, walking the tree, train/eval, to(), printing
+--   state_dict.lua    state_dict(), load_state_dict(), nn.keys
+--   init_weights.lua  nn.init: uniform_, normal_, kaiming_*, xavier_*, ...
+--   functional.lua    nn.functional: the op table's one-tensor ops, nn ops, losses, dropout
+--   activations.lua   a module class per one-tensor op of the op table (ReLU, GELU, Tanh, ...), Identity
+--   layers.lua        Linear, Conv2d, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, losses
+--   containers.lua    Sequential, ModuleList
+local base = require("tlua.nn.module")
+local state = require("tlua.nn.state_dict")
+
+local nn = {
+  Module = base.Module,
+  is_module = base.is_module,
+  keys = state.keys,
+  init = require("tlua.nn.init_weights"),
+  functional = require("tlua.nn.functional"),
+}
+
+for _, file in ipairs({ "activations", "layers", "containers" }) do
+  for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
+end
+
+return nn

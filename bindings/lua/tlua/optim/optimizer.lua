@@ -1,0 +1,195 @@
+-- tl.optim.Optimizer: the base class of the optimizers: parameter groups, all-or-nothing step(), zero_grad(), state dicts.
+--
+-- params: an array of tensors, or an array of parameter groups {params = {...}, lr = ...} whose
+-- options override the optimizer's. opt.param_groups[i].lr is what schedulers change.
+--
+-- step() is all or nothing for bad input: every group's options, every parameter with a gradient,
+-- its gradient and its state are checked before any parameter or state changes, so an error
+-- leaves the parameters, the step counts and the moments as they were. A subclass (made by
+-- Optimizer.subclass) gives its defaults and options check, and defines _check(group, p, g, s)
+-- (the step's checks alone) and _update(group) (the step).
+local tl = require("tlua")
+local class = require("tlua.class")
+
+local is_tensor = tl.is_tensor
+
+local Optimizer = class("optim.Optimizer")
+
+--- Optimizer.subclass(name, defaults, check) -> optim.<name>: defaults holds every option
+-- (false where there is no default); check(group, name) returns an error message or nil
+function Optimizer.subclass(name, defaults, check)
+  local cls = class("optim." .. name, Optimizer)
+  cls.name, cls.defaults, cls.check = name, defaults, check
+  return cls
+end
+
+local function copy(t)
+  local out = {}
+  for k, v in pairs(t) do out[k] = v end
+  return out
+end
+
+-- cls(params, opts): errors point at the caller (cls(...) tail-calls new)
+function Optimizer.new(cls, params, opts)
+  local name = cls.name
+  if type(params) ~= "table" then
+    error(string.format("optim.%s: expected a list of parameters (tensors) or of parameter groups, got %s", name,
+      type(params)), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(string.format("optim.%s: expected an options table, got %s", name, type(opts)), 2)
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if cls.defaults[k] == nil then
+      local known = {}
+      for key in pairs(cls.defaults) do known[#known + 1] = key end
+      table.sort(known)
+      error(string.format("optim.%s: unknown option '%s' (expected %s)", name, tostring(k), table.concat(known, ", ")), 2)
+    end
+  end
+  local self = setmetatable({ param_groups = {}, state = {} }, cls)
+  local groups = params
+  if #params > 0 and is_tensor(params[1]) then groups = { { params = params } } end
+  if #groups == 0 then error(string.format("optim.%s: got an empty parameter list", name), 2) end
+  local seen = {}
+  for gi, g in ipairs(groups) do
+    if type(g) ~= "table" or type(g.params) ~= "table" then
+      error(string.format("optim.%s: parameter group %d expected a table {params = {...}, ...}", name, gi), 2)
+    end
+    local group = {}
+    for k, v in pairs(cls.defaults) do group[k] = v end
+    for k, v in pairs(opts) do group[k] = v end
+    for k, v in pairs(g) do if k ~= "params" then group[k] = v end end
+    if type(group.betas) == "table" then group.betas = { group.betas[1], group.betas[2] } end
+    group.params = {}
+    for pi, p in ipairs(g.params) do
+      if not is_tensor(p) then
+        error(string.format("optim.%s: parameter %d of group %d expected a tensor, got %s", name, pi, gi, type(p)), 2)
+      end
+      if seen[p] then
+        error(string.format("optim.%s: parameter %d of group %d appears more than once", name, pi, gi), 2)
+      end
+      if not p.requires_grad then
+        error(string.format("optim.%s: parameter %d of group %d does not require grad", name, pi, gi), 2)
+      end
+      seen[p] = true
+      group.params[pi] = p
+    end
+    if group.lr == nil then error(string.format("optim.%s: lr is required", name), 2) end
+    local bad = cls.check(group, name)
+    if bad then error(bad, 2) end
+    self.param_groups[gi] = group
+  end
+  return self
+end
+
+-- Checks every group's options, then every parameter that has a gradient with its state, by the
+-- checks of the step itself run alone (tl._sgd_step / tl._adam_step with check_only: one C call
+-- per parameter, the step's own messages), before step() changes anything; raises the first
+-- problem at the caller of step().
+function Optimizer:_validate()
+  local name = self.name
+  for gi, group in ipairs(self.param_groups) do
+    local bad = self.check and self.check(group, name)
+    if bad then error(string.format("%s (parameter group %d)", bad, gi), 3) end
+    for pi, p in ipairs(group.params) do
+      local g = p.grad
+      if g ~= nil then
+        local ok, message = pcall(self._check, self, group, p, g, self.state[p])
+        if not ok then
+          message = tostring(message):gsub("^[^:]*:%d+: ", "") -- the check's position says nothing here
+          error(string.format("optim.%s: parameter %d of group %d: %s", name, pi, gi, message), 3)
+        end
+      end
+    end
+  end
+end
+
+function Optimizer:zero_grad()
+  for _, group in ipairs(self.param_groups) do
+    for _, p in ipairs(group.params) do p.grad = nil end
+  end
+end
+
+--- step(closure?): one update of every parameter that has a grad; returns closure()'s result.
+-- Everything is checked first: on an error nothing has changed.
+function Optimizer:step(closure)
+  local loss
+  if closure then loss = tl.enable_grad(closure) end
+  self:_validate()
+  for _, group in ipairs(self.param_groups) do self:_update(group) end
+  return loss
+end
+
+--- state_dict() -> {state = {[i] = {...}}, param_groups = {{lr =, ..., params = {i, ...}}}}: the
+-- parameters numbered from 1 over the groups in order; state tensors are referenced, not copied
+function Optimizer:state_dict()
+  local state, groups, index = {}, {}, 0
+  for gi, group in ipairs(self.param_groups) do
+    local g = {}
+    for k, v in pairs(group) do
+      if k ~= "params" then g[k] = type(v) == "table" and copy(v) or v end
+    end
+    g.params = {}
+    for _, p in ipairs(group.params) do
+      index = index + 1
+      g.params[#g.params + 1] = index
+      if self.state[p] then state[index] = copy(self.state[p]) end
+    end
+    groups[gi] = g
+  end
+  return { state = state, param_groups = groups }
+end
+
+--- load_state_dict(sd): hyperparameters and state (tensors copied, cast to each parameter's
+-- dtype and device); the groups must have the same sizes
+function Optimizer:load_state_dict(sd)
+  if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
+    error("load_state_dict: expected {state = ..., param_groups = ...} from Optimizer:state_dict()", 2)
+  end
+  if #sd.param_groups ~= #self.param_groups then
+    error(string.format("load_state_dict: the state dict has %d parameter groups, the optimizer %d",
+      #sd.param_groups, #self.param_groups), 2)
+  end
+  for gi, g in ipairs(sd.param_groups) do
+    local n, m = #(g.params or {}), #self.param_groups[gi].params
+    if n ~= m then
+      error(string.format("load_state_dict: parameter group %d has %d parameters in the state dict, %d in the optimizer",
+        gi, n, m), 2)
+    end
+  end
+  local new_state = {}
+  for gi, g in ipairs(sd.param_groups) do
+    for pi, index in ipairs(g.params) do
+      local p = self.param_groups[gi].params[pi]
+      local s = sd.state[index]
+      if s then
+        local ps = {}
+        for k, v in pairs(s) do
+          if is_tensor(v) then
+            local ok = #v.shape == #p.shape
+            for d = 1, #p.shape do ok = ok and v.shape[d] == p.shape[d] end
+            if not ok then
+              error(string.format("load_state_dict: state '%s' of parameter %d has shape [%s], the parameter [%s]",
+                k, index, table.concat(v.shape, ", "), table.concat(p.shape, ", ")), 2)
+            end
+            ps[k] = v:detach():to(p.dtype):to(p.device):clone()
+          else
+            ps[k] = v
+          end
+        end
+        new_state[p] = ps
+      end
+    end
+  end
+  for gi, g in ipairs(sd.param_groups) do
+    local group = self.param_groups[gi]
+    for k, v in pairs(g) do
+      if k ~= "params" then group[k] = type(v) == "table" and copy(v) or v end
+    end
+  end
+  self.state = new_state
+end
+
+return Optimizer
