@@ -20,9 +20,8 @@ UNARY(neg)
 UNARY(abs)
 UNARY(relu)
 /* every POINTWISE row of ops.def: tl.<name>(t) and t:<name>() */
-#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE, UNARY, name)
+#define POINTWISE_OP(name, differentiable, backward) UNARY(name)
 #include "tlua/ops.def"
-#undef OP
 #undef UNARY
 
 /* a op b where either side may be a Lua number or boolean (the hot path of
@@ -59,10 +58,8 @@ BINARY(add)
 BINARY(sub)
 BINARY(mul)
 /* every POINTWISE_BINARY row of ops.def: tl.<name>(a, b) and a:<name>(b) */
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, BINARY, name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY(name)
 #include "tlua/ops.def"
-#undef OP
 #undef BINARY
 
 #define COMPARE(name)                                                                              \
@@ -372,12 +369,10 @@ const luaL_Reg tlb_op_methods[] = {
     {"softmax", op_softmax}, {"log_softmax", op_log_softmax},
     {"matmul", op_matmul},   {"linear", op_linear},
     {"outer", op_outer},
-#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE, POINTWISE_ENTRY, name)
+#define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
-#undef OP
-#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_ENTRY, name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
-#undef OP
     {NULL, NULL},
 };
 // clang-format on

@@ -119,10 +119,8 @@ GRADIENT2(atan2, true, true) {
         return tl_record_unary(#name, name##_backward, tl_##name(a, out), a, out, name##_saves[0], \
                                name##_saves[1], NULL);                                             \
     }
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE, POINTWISE_AUTOGRAD, name)
+#define POINTWISE_OP(name, differentiable, backward) POINTWISE_AUTOGRAD(name)
 #include "tlua/ops.def"
-#undef OP
 
 /* ---- generated: the same for every POINTWISE_BINARY row ---------------------------- */
 #define POINTWISE_BINARY_AUTOGRAD(name)                                                            \
@@ -150,7 +148,5 @@ GRADIENT2(atan2, true, true) {
         if (save[1]) TL_TRY(tl_record_save(node, 1, "other", b, *out));                            \
         return TL_OK;                                                                              \
     }
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_AUTOGRAD, name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_AUTOGRAD(name)
 #include "tlua/ops.def"
-#undef OP

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tlua/dtype.h"
+#include "core/half.h"
 
 static const struct {
     const char *name;
@@ -112,62 +113,21 @@ tl_status tl_scalar_check_fits(const char *op, tl_dtype dtype, tl_scalar value) 
                     value.value.f, tl_dtype_name(dtype));
 }
 
-static uint32_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static float bits_float(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
+/* one source for the conversions: core/half.h, also compiled into the CPU and CUDA kernels */
 uint16_t tl_f32_to_bf16(float value) {
-    uint32_t u = float_bits(value);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                              /* to even */
-    return (uint16_t)((u + rounding) >> 16);
+    return tl_bf16_round(value);
 }
 
 float tl_bf16_to_f32(uint16_t bits) {
-    return bits_float((uint32_t)bits << 16);
+    return tl_bf16_load(bits);
 }
 
 uint16_t tl_f32_to_f16(float value) {
-    uint32_t u = float_bits(value);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return sign | 0x7e00u | (uint16_t)((abs >> 13) & 0x3ffu); /* NaN */
-    if (abs >= 0x477ff000u) return sign | 0x7c00u; /* rounds to >= 65520: infinity */
-    if (abs < 0x38800000u) {
-        /* f16 subnormal or zero: value / 2^-24, rounded to nearest even */
-        if (abs < 0x33000000u) return sign; /* below half the smallest subnormal */
-        uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-        int shift = 126 - (int)(abs >> 23); /* 14 .. 24 */
-        uint32_t half = mantissa >> shift;
-        uint32_t rest = mantissa & ((1u << shift) - 1u);
-        uint32_t halfway = 1u << (shift - 1);
-        if (rest > halfway || (rest == halfway && (half & 1u))) half++;
-        return sign | (uint16_t)half;
-    }
-    /* normal: rebias exponent 127 -> 15, round the 13 dropped bits to even */
-    uint32_t rebased = abs - 0x38000000u;
-    uint32_t rounding = 0xfffu + ((rebased >> 13) & 1u);
-    return sign | (uint16_t)((rebased + rounding) >> 13);
+    return tl_f16_round(value);
 }
 
 float tl_f16_to_f32(uint16_t bits) {
-    uint32_t sign = (uint32_t)(bits & 0x8000u) << 16;
-    uint32_t exponent = (bits >> 10) & 0x1fu;
-    uint32_t mantissa = bits & 0x3ffu;
-    if (exponent == 0x1f) return bits_float(sign | 0x7f800000u | (mantissa << 13));
-    if (exponent == 0) {
-        if (mantissa == 0) return bits_float(sign);
-        float magnitude = (float)mantissa * 0x1p-24f; /* exact */
-        return sign ? -magnitude : magnitude;
-    }
-    return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+    return tl_f16_load(bits);
 }
 
 void tl_dtype_store(tl_dtype dtype, void *dst, tl_scalar value) {

@@ -1,5 +1,6 @@
 /* Typed kernel lookup by (op, device, dtype), run counts and the kernel trace. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,37 +8,179 @@
 #include "kernels/registry.h"
 #include "tlua/trace.h"
 
+/* A registered kernel: one (op, device, dtype) of a table entry, with its own name. */
 typedef struct registered_kernel {
-    const tl_kernel_entry *entry;
+    tl_kernel_entry entry; /* the table's, with dtype and name set */
     tl_device_type device;
     uint64_t runs;
+    char name[64];
 } registered_kernel;
 
-static registered_kernel *kernels;
-static int kernel_count;
-/* index into kernels + 1, 0 when absent */
-static int lookup[TL_OP_COUNT][TL_DEVICE_TYPE_COUNT][TL_DTYPE_COUNT];
+typedef struct registry {
+    registered_kernel *kernels;
+    int count;
+    /* index into kernels + 1, 0 when absent */
+    int lookup[TL_OP_COUNT][TL_DEVICE_TYPE_COUNT][TL_DTYPE_COUNT];
+    char problem[256]; /* the first bad entry, "" when the tables are sound */
+} registry;
+
+static registry *current;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 
-static void build_registry(void) {
+/* Each family's kernel signature: the union member its entries must fill. */
+tl_kernel_signature tl_family_signature(tl_op_family family) {
+    static const tl_kernel_signature signatures[] = {
+        [TL_FAMILY_UNARY] = TL_SIG_unary,
+        [TL_FAMILY_POINTWISE] = TL_SIG_unary,
+        [TL_FAMILY_POINTWISE_BACKWARD] = TL_SIG_binary,
+        [TL_FAMILY_POINTWISE_BINARY] = TL_SIG_binary,
+        [TL_FAMILY_BINARY] = TL_SIG_binary,
+        [TL_FAMILY_TERNARY] = TL_SIG_ternary,
+        [TL_FAMILY_FILL] = TL_SIG_fill,
+        [TL_FAMILY_COPY] = TL_SIG_copy,
+        [TL_FAMILY_REDUCE] = TL_SIG_reduce,
+        [TL_FAMILY_SOFTMAX] = TL_SIG_softmax,
+        [TL_FAMILY_GEMM] = TL_SIG_gemm,
+        [TL_FAMILY_RANDOM] = TL_SIG_random,
+        [TL_FAMILY_VIEW] = TL_SIG_none,
+        [TL_FAMILY_IM2COL] = TL_SIG_im2col,
+        [TL_FAMILY_POOL] = TL_SIG_pool,
+        [TL_FAMILY_POOL_BACKWARD] = TL_SIG_pool_backward,
+        [TL_FAMILY_EMBEDDING] = TL_SIG_embedding,
+        [TL_FAMILY_CROSS_ENTROPY] = TL_SIG_cross_entropy,
+        [TL_FAMILY_CROSS_ENTROPY_BACKWARD] = TL_SIG_cross_entropy_backward,
+        [TL_FAMILY_LAYER_NORM] = TL_SIG_layer_norm,
+        [TL_FAMILY_LAYER_NORM_BACKWARD] = TL_SIG_layer_norm_backward,
+        [TL_FAMILY_OPTIM] = TL_SIG_optim,
+    };
+    return signatures[family];
+}
+
+const char *tl_signature_name(tl_kernel_signature signature) {
+    static const char *const names[] = {
+        "none",          "unary",
+        "binary",        "ternary",
+        "fill",          "copy",
+        "reduce",        "softmax",
+        "gemm",          "random",
+        "im2col",        "pool",
+        "pool_backward", "embedding",
+        "cross_entropy", "cross_entropy_backward",
+        "layer_norm",    "layer_norm_backward",
+        "optim",
+    };
+    return (unsigned)signature < sizeof names / sizeof names[0] ? names[signature] : "unknown";
+}
+
+/* dtype suffixes of kernel names */
+static const char *const dtype_suffix[TL_DTYPE_COUNT] = {"f32", "f64", "bf16", "f16",
+                                                         "i32", "i64", "bool"};
+_Static_assert(TL_F32 == 0 && TL_F64 == 1 && TL_BF16 == 2 && TL_F16 == 3 && TL_I32 == 4 &&
+                   TL_I64 == 5 && TL_BOOL == 6 && TL_DTYPE_COUNT == 7,
+               "dtype_suffix follows tl_dtype");
+
+static int popcount(uint32_t v) {
+    int n = 0;
+    for (; v; v &= v - 1) n++;
+    return n;
+}
+
+/* Records the first problem of r's tables; later ones are dropped. */
+static void reject(registry *r, const char *fmt, const char *name, const char *detail) {
+    if (!r->problem[0]) snprintf(r->problem, sizeof r->problem, fmt, name, detail);
+}
+
+static registry *registry_build(const tl_kernel_table *const *tables, int table_count) {
+    registry *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
     int total = 0;
-    for (int t = 0; t < tl_kernel_table_count; t++) total += tl_kernel_tables[t]->count;
-    kernels = calloc((size_t)total, sizeof *kernels);
-    if (!kernels) return; /* lookups then fail with a clear message */
-    for (int t = 0; t < tl_kernel_table_count; t++) {
-        const tl_kernel_table *table = tl_kernel_tables[t];
+    for (int t = 0; t < table_count; t++)
+        for (int i = 0; i < tables[t]->count; i++)
+            total += popcount(tables[t]->entries[i].dtypes & TL_DTYPES_ALL);
+    r->kernels = calloc((size_t)(total > 0 ? total : 1), sizeof *r->kernels);
+    if (!r->kernels) {
+        snprintf(r->problem, sizeof r->problem, "out of memory registering %d kernels", total);
+        return r;
+    }
+    for (int t = 0; t < table_count; t++) {
+        const tl_kernel_table *table = tables[t];
+        const char *device = table->device == TL_DEVICE_CPU ? "cpu" : "cuda";
         for (int i = 0; i < table->count; i++) {
             const tl_kernel_entry *e = &table->entries[i];
-            kernels[kernel_count] = (registered_kernel){.entry = e, .device = table->device};
-            lookup[e->op][table->device][e->dtype] = ++kernel_count;
+            char base[48];
+            if ((unsigned)e->op >= TL_OP_COUNT) {
+                snprintf(base, sizeof base, "#%d of a %s table", i + 1, device);
+                reject(r, "kernel entry %s: no such op%s", base, "");
+                continue;
+            }
+            const tl_op_info *info = tl_op_info_of(e->op);
+            if (e->name)
+                snprintf(base, sizeof base, "%s", e->name);
+            else
+                snprintf(base, sizeof base, "%s_%s", device, info->name);
+            tl_kernel_signature want = tl_family_signature(info->family);
+            if (e->signature != want) {
+                char detail[96];
+                snprintf(detail, sizeof detail, "a %s kernel, but op %s (family %s) takes %s",
+                         tl_signature_name(e->signature), info->name, info->family_name,
+                         tl_signature_name(want));
+                reject(r, "kernel entry %s: %s", base, detail);
+                continue;
+            }
+            if ((e->dtypes & TL_DTYPES_ALL) == 0 || (e->dtypes & ~(uint32_t)TL_DTYPES_ALL))
+                reject(r, "kernel entry %s: %s", base, "a dtype set without a known dtype");
+            for (int d = 0; d < TL_DTYPE_COUNT; d++) {
+                if (!(e->dtypes & (1u << d))) continue;
+                int *slot = &r->lookup[e->op][table->device][d];
+                registered_kernel *k = &r->kernels[r->count];
+                snprintf(k->name, sizeof k->name, "%s_%s", base, dtype_suffix[d]);
+                if (*slot) {
+                    reject(r, "kernel entry %s: %s", k->name,
+                           "a second kernel for this (op, device, dtype)");
+                    continue;
+                }
+                k->entry = *e;
+                k->entry.dtype = (tl_dtype)d;
+                k->entry.name = k->name;
+                k->device = table->device;
+                *slot = ++r->count;
+            }
         }
     }
+    return r;
+}
+
+static void registry_free(registry *r) {
+    if (r) free(r->kernels);
+    free(r);
+}
+
+static void build_registry(void) {
+    current = registry_build(tl_kernel_tables, tl_kernel_table_count);
+}
+
+static registry *get_registry(void) {
+    pthread_once(&registry_once, build_registry);
+    return current;
+}
+
+void tl_registry_use_tables(const tl_kernel_table *const *tables, int count) {
+    registry *old = get_registry();
+    current = tables ? registry_build(tables, count)
+                     : registry_build(tl_kernel_tables, tl_kernel_table_count);
+    registry_free(old);
+}
+
+const char *tl_registry_problem(void) {
+    registry *r = get_registry();
+    return !r ? "out of memory building the kernel registry" : r->problem[0] ? r->problem : NULL;
 }
 
 static registered_kernel *find(tl_op op, tl_device_type device, tl_dtype dtype) {
-    pthread_once(&registry_once, build_registry);
-    int index = lookup[op][device][dtype];
-    return index ? &kernels[index - 1] : NULL;
+    registry *r = get_registry();
+    if (!r || r->problem[0]) return NULL;
+    int index = r->lookup[op][device][dtype];
+    return index ? &r->kernels[index - 1] : NULL;
 }
 
 bool tl_has_kernel(tl_op op, tl_device_type device, tl_dtype dtype) {
@@ -91,10 +234,10 @@ static void record(registered_kernel *k, tl_device device, int count, const int 
     }
     tl_trace_event *e = &trace_events[trace_count++];
     memset(e, 0, sizeof *e);
-    e->op = tl_op_info_of(k->entry->op)->name;
-    e->kernel = k->entry->name;
+    e->op = tl_op_info_of(k->entry.op)->name;
+    e->kernel = k->entry.name;
     e->device = device;
-    e->dtype = k->entry->dtype;
+    e->dtype = k->entry.dtype;
     for (int i = 0; i < count && i < TL_TRACE_MAX_TENSORS; i++) {
         if (tensors) {
             if (!tensors[i]) break;
@@ -110,6 +253,12 @@ static void record(registered_kernel *k, tl_device device, int count, const int 
 
 static registered_kernel *find_or_fail(tl_op op, tl_device device, tl_dtype dtype) {
     registered_kernel *k = find(op, device.type, dtype);
+    const char *problem = k ? NULL : tl_registry_problem();
+    if (problem) {
+        tl_error(TL_ERR_RUNTIME, "%s: the kernel registry is broken: %s", tl_op_info_of(op)->name,
+                 problem);
+        return NULL;
+    }
     if (!k) {
         char name[16];
         tl_error(TL_ERR_DTYPE, "%s: no kernel for dtype %s on %s", tl_op_info_of(op)->name,
@@ -123,7 +272,7 @@ const tl_kernel_entry *tl_dispatch(tl_op op, tl_device device, tl_dtype dtype,
     registered_kernel *k = find_or_fail(op, device, dtype);
     if (!k) return NULL;
     record(k, device, TL_TRACE_MAX_TENSORS, NULL, NULL, tensors);
-    return k->entry;
+    return &k->entry;
 }
 
 const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype dtype, int count,
@@ -131,18 +280,19 @@ const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype d
     registered_kernel *k = find_or_fail(op, device, dtype);
     if (!k) return NULL;
     record(k, device, count, ndims, shapes, NULL);
-    return k->entry;
+    return &k->entry;
 }
 
 int tl_kernel_list(tl_kernel_info *out, int max) {
-    pthread_once(&registry_once, build_registry);
-    for (int i = 0; i < kernel_count && i < max; i++) {
-        const tl_kernel_entry *e = kernels[i].entry;
+    registry *r = get_registry();
+    if (!r) return 0;
+    for (int i = 0; i < r->count && i < max; i++) {
+        const tl_kernel_entry *e = &r->kernels[i].entry;
         out[i] = (tl_kernel_info){.op = tl_op_info_of(e->op)->name,
                                   .kernel = e->name,
-                                  .device = kernels[i].device,
+                                  .device = r->kernels[i].device,
                                   .dtype = e->dtype,
-                                  .runs = kernels[i].runs};
+                                  .runs = r->kernels[i].runs};
     }
-    return kernel_count;
+    return r->count;
 }

@@ -107,10 +107,58 @@ typedef struct tl_optim_args {
 typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl_tensor *state0,
                                      tl_tensor *state1, const tl_optim_args *args);
 
+/* Which member of tl_kernel_entry's union a kernel fills: its signature. Each op family has one
+   (tl_family_signature); the registry rejects an entry whose signature is not its op's. */
+typedef enum tl_kernel_signature {
+    TL_SIG_none, /* the VIEW family: no kernels */
+    TL_SIG_unary,
+    TL_SIG_binary,
+    TL_SIG_ternary,
+    TL_SIG_fill,
+    TL_SIG_copy,
+    TL_SIG_reduce,
+    TL_SIG_softmax,
+    TL_SIG_gemm,
+    TL_SIG_random,
+    TL_SIG_im2col,
+    TL_SIG_pool,
+    TL_SIG_pool_backward,
+    TL_SIG_embedding,
+    TL_SIG_cross_entropy,
+    TL_SIG_cross_entropy_backward,
+    TL_SIG_layer_norm,
+    TL_SIG_layer_norm_backward,
+    TL_SIG_optim,
+} tl_kernel_signature;
+
+tl_kernel_signature tl_family_signature(tl_op_family family);
+const char *tl_signature_name(tl_kernel_signature signature);
+
+/* Sets of dtypes, one bit per tl_dtype: the dtypes one table entry serves. */
+typedef uint32_t tl_dtype_set;
+enum {
+    TL_DTYPES_F32 = 1u << TL_F32,
+    TL_DTYPES_F64 = 1u << TL_F64,
+    TL_DTYPES_BF16 = 1u << TL_BF16,
+    TL_DTYPES_F16 = 1u << TL_F16,
+    TL_DTYPES_I32 = 1u << TL_I32,
+    TL_DTYPES_I64 = 1u << TL_I64,
+    TL_DTYPES_BOOL = 1u << TL_BOOL,
+    TL_DTYPES_FLOATING = TL_DTYPES_F32 | TL_DTYPES_F64 | TL_DTYPES_BF16 | TL_DTYPES_F16,
+    TL_DTYPES_INTEGER = TL_DTYPES_I32 | TL_DTYPES_I64,
+    TL_DTYPES_NUMERIC = TL_DTYPES_FLOATING | TL_DTYPES_INTEGER,
+    TL_DTYPES_ALL = TL_DTYPES_NUMERIC | TL_DTYPES_BOOL,
+};
+
+/* In a kernel table: one kernel function for (op, every dtype of dtypes). As returned by
+   tl_dispatch: the registered kernel of one dtype, named "<name or device_op>_<dtype>"
+   ("cpu_add_f32"). Write entries with TL_KERNEL, which sets the signature from the member. */
 typedef struct tl_kernel_entry {
     tl_op op;
-    tl_dtype dtype;
-    const char *name; /* "cpu_add_f32" */
+    tl_dtype_set dtypes;
+    tl_kernel_signature signature;
+    const char *name; /* in a table: NULL for "<device>_<op>", or a shared name ("cpu_gemm") */
+    tl_dtype dtype;   /* as dispatched: the dtype it was found for */
     union {
         tl_unary_kernel unary;
         tl_binary_kernel binary;
@@ -132,6 +180,31 @@ typedef struct tl_kernel_entry {
         tl_optim_kernel optim;
     } fn;
 } tl_kernel_entry;
+
+/* A table entry: `TL_KERNEL(add, TL_DTYPES_NUMERIC, binary, cuda_add)` registers cuda_add (a
+   tl_binary_kernel: the compiler checks fn against the member) for add in six dtypes. */
+#define TL_KERNEL(op, dtypes, member, fn)                                                          \
+    {                                                                                              \
+        TL_OP_##op, (dtypes), TL_SIG_##member, NULL, TL_F32, {                                     \
+            .member = (fn)                                                                         \
+        }                                                                                          \
+    }
+/* The same with a name shared by several ops ("cpu_gemm" gives "cpu_gemm_f32", ...). */
+#define TL_KERNEL_NAMED(name, op, dtypes, member, fn)                                              \
+    {                                                                                              \
+        TL_OP_##op, (dtypes), TL_SIG_##member, (name), TL_F32, {                                   \
+            .member = (fn)                                                                         \
+        }                                                                                          \
+    }
+/* One function per floating dtype, fn_f32, fn_f64, fn_bf16 and fn_f16 (CPU kernels typed per
+   dtype); TL_KERNELS_INTEGER the same for fn_i32 and fn_i64. */
+#define TL_KERNELS_FLOATING(op, member, fn)                                                        \
+    TL_KERNEL(op, TL_DTYPES_F32, member, fn##_f32),                                                \
+        TL_KERNEL(op, TL_DTYPES_F64, member, fn##_f64),                                            \
+        TL_KERNEL(op, TL_DTYPES_BF16, member, fn##_bf16),                                          \
+        TL_KERNEL(op, TL_DTYPES_F16, member, fn##_f16)
+#define TL_KERNELS_INTEGER(op, member, fn)                                                         \
+    TL_KERNEL(op, TL_DTYPES_I32, member, fn##_i32), TL_KERNEL(op, TL_DTYPES_I64, member, fn##_i64)
 
 /* A kernel table of one file, registered in kernels/registry.c. */
 typedef struct tl_kernel_table {

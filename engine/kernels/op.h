@@ -4,8 +4,6 @@
 
 #include <stdbool.h>
 
-#include "tlua/op_table.h"
-
 typedef enum tl_op {
 #define OP(name, family, differentiable, backward) TL_OP_##name,
 #include "tlua/ops.def"

@@ -129,14 +129,12 @@ tl_status tl_relu(const tl_tensor *a, tl_tensor **out) {
 }
 
 /* every POINTWISE row of ops.def */
-#define POINTWISE_OP(name)                                                                         \
+#define POINTWISE_FUNCTION(name)                                                                   \
     tl_status tl_##name(const tl_tensor *a, tl_tensor **out) {                                     \
         return unary_floating(TL_OP_##name, a, out);                                               \
     }
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE, POINTWISE_OP, name)
+#define POINTWISE_OP(name, differentiable, backward) POINTWISE_FUNCTION(name)
 #include "tlua/ops.def"
-#undef OP
 
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
     TL_TRY(check_input("pow_scalar", "a", a));
@@ -241,14 +239,12 @@ tl_status tl_ge(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
 }
 
 /* every POINTWISE_BINARY row of ops.def (div, atan2, ...) */
-#define POINTWISE_BINARY_OP(name)                                                                  \
+#define POINTWISE_BINARY_FUNCTION(name)                                                            \
     tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {                 \
         return binary(TL_OP_##name, FLOATING, a, b, out);                                          \
     }
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_OP, name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_FUNCTION(name)
 #include "tlua/ops.def"
-#undef OP
 
 /* ---- where -------------------------------------------------------------- */
 tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {

@@ -42,21 +42,13 @@ tl_status tl_ag_neg(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_abs(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_relu(tl_tensor *a, tl_tensor **out);
 /* tl_ag_<name>(a, out) for every POINTWISE row of tlua/ops.def (tl_ag_exp, ...) */
-#define TL_AG_POINTWISE_DECLARE(name) tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out);
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE, TL_AG_POINTWISE_DECLARE, name)
+#define POINTWISE_OP(name, differentiable, backward)                                               \
+    tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out);
 #include "tlua/ops.def"
-
-#undef OP
-#undef TL_AG_POINTWISE_DECLARE
 /* tl_ag_<name>(a, b, out) for every POINTWISE_BINARY row (tl_ag_div, ...) */
-#define TL_AG_POINTWISE_BINARY_DECLARE(name)                                                       \
+#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
     tl_status tl_ag_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out);
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, TL_AG_POINTWISE_BINARY_DECLARE, name)
 #include "tlua/ops.def"
-#undef OP
-#undef TL_AG_POINTWISE_BINARY_DECLARE
 tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out);
 tl_status tl_ag_clamp(tl_tensor *a, bool has_min, double min, bool has_max, double max,
                       tl_tensor **out);

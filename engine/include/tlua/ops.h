@@ -5,7 +5,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tlua/op_table.h"
 #include "tlua/tensor.h"
 
 #ifdef __cplusplus
@@ -20,13 +19,9 @@ tl_status tl_relu(const tl_tensor *a, tl_tensor **out);
 /* ---- pointwise: tl_<name>(a, out) for every POINTWISE row of tlua/ops.def (exp, log,
    sqrt, tanh, sigmoid, gelu with the exact erf form, ...); floating inputs keep their
    dtype, integer and bool inputs give float32 ------------------------------ */
-#define TL_POINTWISE_DECLARE(name) tl_status tl_##name(const tl_tensor *a, tl_tensor **out);
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE, TL_POINTWISE_DECLARE, name)
+#define POINTWISE_OP(name, differentiable, backward)                                               \
+    tl_status tl_##name(const tl_tensor *a, tl_tensor **out);
 #include "tlua/ops.def"
-
-#undef OP
-#undef TL_POINTWISE_DECLARE
 /* a ^ exponent for a number exponent. */
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out);
 /* Clamps to [min, max]; either bound may be absent. */
@@ -40,13 +35,9 @@ tl_status tl_mul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_pow(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 /* Pointwise binary: tl_<name>(a, b, out) for every POINTWISE_BINARY row of tlua/ops.def (tl_div:
    true division, tl_atan2, ...); integer and bool inputs give float32. */
-#define TL_POINTWISE_BINARY_DECLARE(name)                                                          \
+#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
     tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, TL_POINTWISE_BINARY_DECLARE, name)
 #include "tlua/ops.def"
-#undef OP
-#undef TL_POINTWISE_BINARY_DECLARE
 /* Comparisons give bool. */
 tl_status tl_eq(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_ne(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
@@ -123,13 +114,9 @@ tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 /* ---- pointwise backward kernels: tl_<name>(grad, saved, out) for every POINTWISE_BACKWARD
    row of tlua/ops.def. grad is d(loss)/d(output), saved the forward's result (relu, tanh,
    sigmoid) or input (gelu, silu); same shapes, floating; out has saved's dtype. ---------- */
-#define TL_POINTWISE_BACKWARD_DECLARE(name)                                                        \
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward)                                      \
     tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out);
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, TL_POINTWISE_BACKWARD_DECLARE, name)
 #include "tlua/ops.def"
-#undef OP
-#undef TL_POINTWISE_BACKWARD_DECLARE
 
 /* ---- integer ranges ------------------------------------------------------ */
 /* start, start + step, ... while < end (> end for a negative step), computed exactly in int64

@@ -43,24 +43,13 @@
         return TL_OK;                                                                              \
     }
 
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, DEFINE_KERNELS, name)
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward) DEFINE_KERNELS(name)
 #include "tlua/ops.def"
-#undef OP
-
-// clang-format off
-#define ENTRIES(name)                                                                    \
-    {TL_OP_##name, TL_F32, "cpu_" #name "_f32", {.binary = name##_f32}},               \
-    {TL_OP_##name, TL_F64, "cpu_" #name "_f64", {.binary = name##_f64}},               \
-    {TL_OP_##name, TL_BF16, "cpu_" #name "_bf16", {.binary = name##_bf16}},            \
-    {TL_OP_##name, TL_F16, "cpu_" #name "_f16", {.binary = name##_f16}},
-// clang-format on
 
 static const tl_kernel_entry entries[] = {
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, ENTRIES, name)
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward)                                      \
+    TL_KERNELS_FLOATING(name, binary, name),
 #include "tlua/ops.def"
-#undef OP
 };
 
 TL_KERNEL_TABLE(tl_cpu_activation_backward_table, TL_DEVICE_CPU, entries);

@@ -6,6 +6,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
+#include "kernels/arith.h"
 #include "kernels/pointwise.h"
 
 /* element <-> compute type */
@@ -75,43 +76,22 @@
     BINARY_KERNEL(op##_i64, uint8_t, int64_t, int64_t, LOAD_SAME, STORE_BOOL, EXPR)                \
     BINARY_KERNEL(op##_bool, uint8_t, uint8_t, int, LOAD_BOOL, STORE_BOOL, EXPR)
 
-/* ---- arithmetic ---------------------------------------------------------- */
-static inline float pow_f(float a, float b) {
-    return b == 2.0f ? a * a : powf(a, b);
-}
-static inline double pow_d(double a, double b) {
-    return b == 2.0 ? a * a : pow(a, b);
-}
-
+/* ---- arithmetic: the math of kernels/arith.h (integers wrap) ------------- */
 FLOAT_KERNELS(add, a + b, a + b)
 FLOAT_KERNELS(sub, a - b, a - b)
 FLOAT_KERNELS(mul, a *b, a *b)
-FLOAT_KERNELS(pow, pow_f(a, b), pow_d(a, b))
+FLOAT_KERNELS(pow, tl_pow_f(a, b), tl_pow_d(a, b))
 
 /* every POINTWISE_BINARY row of ops.def, the math from kernels/pointwise.h */
 #define POINTWISE_BINARY_KERNELS(op)                                                               \
     FLOAT_KERNELS(op, tl_pointwise_##op##_f(a, b), tl_pointwise_##op##_d(a, b))
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_KERNELS, name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_KERNELS(name)
 #include "tlua/ops.def"
-#undef OP
 
-/* integers wrap on overflow (computed unsigned: no undefined behaviour) */
-#define WRAP32(expr) ((int32_t)(expr))
-#define WRAP64(expr) ((int64_t)(expr))
-/* a ^ b, wrapping; for b < 0 the truncated 1 / a^-b: 1 for a = 1, +-1 for a = -1, else 0 */
-static inline uint64_t ipow(int64_t a, int64_t b) {
-    if (b < 0) return a == 1 ? 1u : a == -1 ? ((b & 1) ? (uint64_t)-1 : 1u) : 0u;
-    uint64_t x = (uint64_t)a, r = 1;
-    for (; b > 0; b >>= 1, x *= x)
-        if (b & 1) r *= x;
-    return r;
-}
-
-INT_KERNELS(add, WRAP32((uint32_t)a + (uint32_t)b), WRAP64((uint64_t)a + (uint64_t)b))
-INT_KERNELS(sub, WRAP32((uint32_t)a - (uint32_t)b), WRAP64((uint64_t)a - (uint64_t)b))
-INT_KERNELS(mul, WRAP32((uint32_t)a *(uint32_t)b), WRAP64((uint64_t)a *(uint64_t)b))
-INT_KERNELS(pow, WRAP32((uint32_t)ipow(a, b)), WRAP64(ipow(a, b)))
+INT_KERNELS(add, tl_add_i32(a, b), tl_add_i64(a, b))
+INT_KERNELS(sub, tl_sub_i32(a, b), tl_sub_i64(a, b))
+INT_KERNELS(mul, tl_mul_i32(a, b), tl_mul_i64(a, b))
+INT_KERNELS(pow, (int32_t)(uint32_t)tl_pow_int(a, b), (int64_t)tl_pow_int(a, b))
 
 /* ---- comparisons (NaN compares unequal to everything) --------------------- */
 COMPARE_KERNELS(eq, a == b)
@@ -122,27 +102,27 @@ COMPARE_KERNELS(gt, a > b)
 COMPARE_KERNELS(ge, a >= b)
 
 /* ---- the table ----------------------------------------------------------- */
-#define ENTRY(op, dtype, suffix)                                                                   \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
-            .binary = op##_##suffix                                                                \
-        }                                                                                          \
-    }
-#define FLOAT_ENTRIES(op)                                                                          \
-    ENTRY(op, TL_F32, f32), ENTRY(op, TL_F64, f64), ENTRY(op, TL_BF16, bf16), ENTRY(op, TL_F16, f16)
-#define INT_ENTRIES(op)     ENTRY(op, TL_I32, i32), ENTRY(op, TL_I64, i64)
-#define COMPARE_ENTRIES(op) FLOAT_ENTRIES(op), INT_ENTRIES(op), ENTRY(op, TL_BOOL, bool)
+#define COMPARE_ENTRIES(op)                                                                        \
+    TL_KERNELS_FLOATING(op, binary, op), TL_KERNELS_INTEGER(op, binary, op),                       \
+        TL_KERNEL(op, TL_DTYPES_BOOL, binary, op##_bool)
 
 static const tl_kernel_entry entries[] = {
-    FLOAT_ENTRIES(add),  INT_ENTRIES(add),    FLOAT_ENTRIES(sub),  INT_ENTRIES(sub),
-    FLOAT_ENTRIES(mul),  INT_ENTRIES(mul),    FLOAT_ENTRIES(pow),  INT_ENTRIES(pow),
-    COMPARE_ENTRIES(eq), COMPARE_ENTRIES(ne), COMPARE_ENTRIES(lt), COMPARE_ENTRIES(le),
-    COMPARE_ENTRIES(gt), COMPARE_ENTRIES(ge),
-#define POINTWISE_BINARY_ENTRIES(op) FLOAT_ENTRIES(op),
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_ENTRIES, name)
+    TL_KERNELS_FLOATING(add, binary, add),
+    TL_KERNELS_INTEGER(add, binary, add),
+    TL_KERNELS_FLOATING(sub, binary, sub),
+    TL_KERNELS_INTEGER(sub, binary, sub),
+    TL_KERNELS_FLOATING(mul, binary, mul),
+    TL_KERNELS_INTEGER(mul, binary, mul),
+    TL_KERNELS_FLOATING(pow, binary, pow),
+    TL_KERNELS_INTEGER(pow, binary, pow),
+    COMPARE_ENTRIES(eq),
+    COMPARE_ENTRIES(ne),
+    COMPARE_ENTRIES(lt),
+    COMPARE_ENTRIES(le),
+    COMPARE_ENTRIES(gt),
+    COMPARE_ENTRIES(ge),
+#define POINTWISE_BINARY_OP(name, differentiable, backward) TL_KERNELS_FLOATING(name, binary, name),
 #include "tlua/ops.def"
-#undef OP
 };
 
 TL_KERNEL_TABLE(tl_cpu_binary_table, TL_DEVICE_CPU, entries);

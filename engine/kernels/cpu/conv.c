@@ -168,14 +168,10 @@ static tl_status col2im_f16(tl_tensor *dst, const tl_tensor *src, const tl_windo
 }
 
 static const tl_kernel_entry entries[] = {
-    {TL_OP_im2col, TL_F32, "cpu_im2col_f32", {.im2col = im2col_32}},
-    {TL_OP_im2col, TL_F64, "cpu_im2col_f64", {.im2col = im2col_64}},
-    {TL_OP_im2col, TL_BF16, "cpu_im2col_bf16", {.im2col = im2col_16}},
-    {TL_OP_im2col, TL_F16, "cpu_im2col_f16", {.im2col = im2col_16}},
-    {TL_OP_col2im, TL_F32, "cpu_col2im_f32", {.im2col = col2im_f32}},
-    {TL_OP_col2im, TL_F64, "cpu_col2im_f64", {.im2col = col2im_f64}},
-    {TL_OP_col2im, TL_BF16, "cpu_col2im_bf16", {.im2col = col2im_bf16}},
-    {TL_OP_col2im, TL_F16, "cpu_col2im_f16", {.im2col = col2im_f16}},
+    TL_KERNEL(im2col, TL_DTYPES_F32, im2col, im2col_32),
+    TL_KERNEL(im2col, TL_DTYPES_F64, im2col, im2col_64),
+    TL_KERNEL(im2col, TL_DTYPES_BF16 | TL_DTYPES_F16, im2col, im2col_16),
+    TL_KERNELS_FLOATING(col2im, im2col, col2im),
 };
 
 TL_KERNEL_TABLE(tl_cpu_conv_table, TL_DEVICE_CPU, entries);

@@ -9,135 +9,336 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
 
-/* ---- same dtype: bytes --------------------------------------------------- */
-#define COPY_LOOP(name, T)                                                                         \
-    static void name(char **p, const int64_t *s, int64_t n, const void *ctx) {                     \
-        (void)ctx;                                                                                 \
-        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {                            \
-            memcpy(p[0], p[1], (size_t)n * sizeof(T));                                             \
-        } else {                                                                                   \
-            for (int64_t i = 0; i < n; i++)                                                        \
-                *(T *)(p[0] + i * s[0]) = *(const T *)(p[1] + i * s[1]);                           \
-        }                                                                                          \
+/* The inner loop of a cast: out[i] = convert(in[i]) for n elements of sizes so (out) and si (in),
+   with flat loops where dense and for a broadcast input. Always inlined with constant sizes and
+   convert, so each (source, destination) pair gets its own vectorisable loop. */
+typedef void (*convert_fn)(char *dst, const char *src);
+static inline __attribute__((always_inline)) void
+cast_loop(char **p, const int64_t *s, int64_t n, int64_t so, int64_t si, convert_fn convert) {
+    char *o = p[0];
+    const char *in = p[1];
+    if (s[0] == so && s[1] == si) {
+        for (int64_t i = 0; i < n; i++) convert(o + i * so, in + i * si);
+    } else if (s[0] == so && s[1] == 0) {
+        char value[8];
+        convert(value, in);
+        for (int64_t i = 0; i < n; i++) memcpy(o + i * so, value, (size_t)so);
+    } else {
+        for (int64_t i = 0; i < n; i++) convert(o + i * s[0], in + i * s[1]);
     }
+}
 
-COPY_LOOP(copy16, uint16_t)
-COPY_LOOP(copy32, uint32_t)
-COPY_LOOP(copy64, uint64_t)
+/* ---- loads: each source dtype as a value of kind float (f32, bf16, f16 exactly), double, or
+   int64 (integers and bool) ---------------------------------------------------------------- */
+static inline float ld_f32(const char *p) {
+    return *(const float *)p;
+}
+static inline double ld_f64(const char *p) {
+    return *(const double *)p;
+}
+static inline float ld_bf16(const char *p) {
+    return tl_bf16_load(*(const uint16_t *)p);
+}
+static inline float ld_f16(const char *p) {
+    return tl_f16_load(*(const uint16_t *)p);
+}
+static inline int64_t ld_i32(const char *p) {
+    return *(const int32_t *)p;
+}
+static inline int64_t ld_i64(const char *p) {
+    return *(const int64_t *)p;
+}
+static inline int64_t ld_bool(const char *p) {
+    return *(const uint8_t *)p != 0;
+}
 
-/* ---- different dtypes ---------------------------------------------------- */
-/* each source dtype: element type, and how it loads into a value of kind
-   F (float: f32, bf16, f16 exactly), D (double) or I (int64: ints and bool; bool8 names bool here,
-   as bool is a macro) */
-#define T_f32         float
-#define T_f64         double
-#define T_bf16        uint16_t
-#define T_f16         uint16_t
-#define T_i32         int32_t
-#define T_i64         int64_t
-#define T_bool8       uint8_t
-#define LOAD_f32      (float)
-#define LOAD_f64      (double)
-#define LOAD_bf16     tl_bf16_load
-#define LOAD_f16      tl_f16_load
-#define LOAD_i32      (int64_t)
-#define LOAD_i64      (int64_t)
-#define LOAD_bool8(v) ((int64_t)((v) != 0))
-#define KIND_f32      F
-#define KIND_f64      D
-#define KIND_bf16     F
-#define KIND_f16      F
-#define KIND_i32      I
-#define KIND_i64      I
-#define KIND_bool8    I
+/* ---- stores: a value of each kind as each destination dtype ------------------------------ */
+static inline void st_f32(char *p, double v) { /* from float or double; int64 below */
+    *(float *)p = (float)v;
+}
+static inline void st_f64(char *p, double v) {
+    *(double *)p = v;
+}
+static inline void st_bf16(char *p, float v) {
+    *(uint16_t *)p = tl_bf16_round(v);
+}
+static inline void st_f16(char *p, float v) {
+    *(uint16_t *)p = tl_f16_round(v);
+}
+static inline void st_i32(char *p, double v) { /* truncated, saturated, NaN -> 0 */
+    *(int32_t *)p = tl_double_to_i32(v);
+}
+static inline void st_i64(char *p, double v) {
+    *(int64_t *)p = tl_double_to_i64(v);
+}
+static inline void st_bool(char *p, double v) {
+    *(uint8_t *)p = v != 0;
+}
+static inline void st_int_f32(char *p, int64_t v) {
+    *(float *)p = (float)v;
+}
+static inline void st_int_i32(char *p, int64_t v) { /* wraps */
+    *(int32_t *)p = (int32_t)(uint32_t)v;
+}
+static inline void st_int_i64(char *p, int64_t v) {
+    *(int64_t *)p = v;
+}
+static inline void st_int_bool(char *p, int64_t v) {
+    *(uint8_t *)p = v != 0;
+}
 
-/* a value of each kind stored as each destination dtype */
-#define STORE_F_f32(v)       (v)
-#define STORE_F_f64(v)       ((double)(v))
-#define STORE_F_bf16(v)      tl_bf16_round(v)
-#define STORE_F_f16(v)       tl_f16_round(v)
-#define STORE_F_i32(v)       tl_double_to_i32(v)
-#define STORE_F_i64(v)       tl_double_to_i64(v)
-#define STORE_F_bool8(v)     ((uint8_t)((v) != 0))
-#define STORE_D_f32(v)       ((float)(v))
-#define STORE_D_bf16(v)      tl_bf16_round(tl_double_to_f32_odd(v))
-#define STORE_D_f16(v)       tl_f16_round(tl_double_to_f32_odd(v))
-#define STORE_D_i32(v)       tl_double_to_i32(v)
-#define STORE_D_i64(v)       tl_double_to_i64(v)
-#define STORE_D_bool8(v)     ((uint8_t)((v) != 0))
-#define STORE_I_f32(v)       ((float)(v))
-#define STORE_I_f64(v)       ((double)(v))
-#define STORE_I_bf16(v)      tl_bf16_round(tl_i64_to_f32_odd(v))
-#define STORE_I_f16(v)       tl_f16_round(tl_i64_to_f32_odd(v))
-#define STORE_I_i32(v)       ((int32_t)(uint32_t)(v)) /* wraps */
-#define STORE_I_i64(v)       ((int64_t)(v))
-#define STORE_I_bool8(v)     ((uint8_t)((v) != 0))
-#define STORE_OF(kind, dst)  STORE_OF_(kind, dst)
-#define STORE_OF_(kind, dst) STORE_##kind##_##dst
-
-#define CAST_LOOP(name, TS, TD, LOAD, STORE)                                                       \
-    static void name(char **p, const int64_t *s, int64_t n, const void *ctx) {                     \
-        (void)ctx;                                                                                 \
-        TD *o = (TD *)p[0];                                                                        \
-        const TS *in = (const TS *)p[1];                                                           \
-        if (s[0] == (int64_t)sizeof(TD) && s[1] == (int64_t)sizeof(TS)) {                          \
-            for (int64_t i = 0; i < n; i++) o[i] = STORE(LOAD(in[i]));                             \
-        } else if (s[0] == (int64_t)sizeof(TD) && s[1] == 0) {                                     \
-            const TD value = STORE(LOAD(in[0]));                                                   \
-            for (int64_t i = 0; i < n; i++) o[i] = value;                                          \
-        } else {                                                                                   \
-            for (int64_t i = 0; i < n; i++)                                                        \
-                *(TD *)(p[0] + i * s[0]) = STORE(LOAD(*(const TS *)(p[1] + i * s[1])));            \
-        }                                                                                          \
-    }
-#define CAST(src, dst)                                                                             \
-    CAST_LOOP(cast_##src##_##dst, T_##src, T_##dst, LOAD_##src, STORE_OF(KIND_##src, dst))
-
-/* one row of cast loops per source dtype */
+/* ---- conversions: a load and a store; to bf16/f16 one rounding (f64 and int64 through f32
+   rounded to odd) ---------------------------------------------------------------------------- */
 // clang-format off
-CAST(f32, f64) CAST(f32, bf16) CAST(f32, f16) CAST(f32, i32) CAST(f32, i64) CAST(f32, bool8)
-CAST(f64, f32) CAST(f64, bf16) CAST(f64, f16) CAST(f64, i32) CAST(f64, i64) CAST(f64, bool8)
-CAST(bf16, f32) CAST(bf16, f64) CAST(bf16, f16) CAST(bf16, i32) CAST(bf16, i64) CAST(bf16, bool8)
-CAST(f16, f32) CAST(f16, f64) CAST(f16, bf16) CAST(f16, i32) CAST(f16, i64) CAST(f16, bool8)
-CAST(i32, f32) CAST(i32, f64) CAST(i32, bf16) CAST(i32, f16) CAST(i32, i64) CAST(i32, bool8)
-CAST(i64, f32) CAST(i64, f64) CAST(i64, bf16) CAST(i64, f16) CAST(i64, i32) CAST(i64, bool8)
-CAST(bool8, f32) CAST(bool8, f64) CAST(bool8, bf16) CAST(bool8, f16) CAST(bool8, i32) CAST(bool8, i64)
-CAST(bool8, bool8)
-    // clang-format on
+static inline void f32_f64(char *d, const char *s) { st_f64(d, ld_f32(s)); }
+static inline void f32_bf16(char *d, const char *s) { st_bf16(d, ld_f32(s)); }
+static inline void f32_f16(char *d, const char *s) { st_f16(d, ld_f32(s)); }
+static inline void f32_i32(char *d, const char *s) { st_i32(d, ld_f32(s)); }
+static inline void f32_i64(char *d, const char *s) { st_i64(d, ld_f32(s)); }
+static inline void f32_bool(char *d, const char *s) { st_bool(d, ld_f32(s)); }
+static inline void f64_f32(char *d, const char *s) { st_f32(d, ld_f64(s)); }
+static inline void f64_bf16(char *d, const char *s) { st_bf16(d, tl_double_to_f32_odd(ld_f64(s))); }
+static inline void f64_f16(char *d, const char *s) { st_f16(d, tl_double_to_f32_odd(ld_f64(s))); }
+static inline void f64_i32(char *d, const char *s) { st_i32(d, ld_f64(s)); }
+static inline void f64_i64(char *d, const char *s) { st_i64(d, ld_f64(s)); }
+static inline void f64_bool(char *d, const char *s) { st_bool(d, ld_f64(s)); }
+static inline void bf16_f32(char *d, const char *s) { *(float *)d = ld_bf16(s); }
+static inline void bf16_f64(char *d, const char *s) { st_f64(d, ld_bf16(s)); }
+static inline void bf16_f16(char *d, const char *s) { st_f16(d, ld_bf16(s)); }
+static inline void bf16_i32(char *d, const char *s) { st_i32(d, ld_bf16(s)); }
+static inline void bf16_i64(char *d, const char *s) { st_i64(d, ld_bf16(s)); }
+static inline void bf16_bool(char *d, const char *s) { st_bool(d, ld_bf16(s)); }
+static inline void f16_f32(char *d, const char *s) { *(float *)d = ld_f16(s); }
+static inline void f16_f64(char *d, const char *s) { st_f64(d, ld_f16(s)); }
+static inline void f16_bf16(char *d, const char *s) { st_bf16(d, ld_f16(s)); }
+static inline void f16_i32(char *d, const char *s) { st_i32(d, ld_f16(s)); }
+static inline void f16_i64(char *d, const char *s) { st_i64(d, ld_f16(s)); }
+static inline void f16_bool(char *d, const char *s) { st_bool(d, ld_f16(s)); }
+static inline void i32_f32(char *d, const char *s) { st_int_f32(d, ld_i32(s)); }
+static inline void i32_f64(char *d, const char *s) { st_f64(d, (double)ld_i32(s)); }
+static inline void i32_bf16(char *d, const char *s) { st_bf16(d, tl_i64_to_f32_odd(ld_i32(s))); }
+static inline void i32_f16(char *d, const char *s) { st_f16(d, tl_i64_to_f32_odd(ld_i32(s))); }
+static inline void i32_i64(char *d, const char *s) { st_int_i64(d, ld_i32(s)); }
+static inline void i32_bool(char *d, const char *s) { st_int_bool(d, ld_i32(s)); }
+static inline void i64_f32(char *d, const char *s) { st_int_f32(d, ld_i64(s)); }
+static inline void i64_f64(char *d, const char *s) { st_f64(d, (double)ld_i64(s)); }
+static inline void i64_bf16(char *d, const char *s) { st_bf16(d, tl_i64_to_f32_odd(ld_i64(s))); }
+static inline void i64_f16(char *d, const char *s) { st_f16(d, tl_i64_to_f32_odd(ld_i64(s))); }
+static inline void i64_i32(char *d, const char *s) { st_int_i32(d, ld_i64(s)); }
+static inline void i64_bool(char *d, const char *s) { st_int_bool(d, ld_i64(s)); }
+static inline void bool_f32(char *d, const char *s) { st_int_f32(d, ld_bool(s)); }
+static inline void bool_f64(char *d, const char *s) { st_f64(d, (double)ld_bool(s)); }
+static inline void bool_bf16(char *d, const char *s) { st_bf16(d, (float)ld_bool(s)); }
+static inline void bool_f16(char *d, const char *s) { st_f16(d, (float)ld_bool(s)); }
+static inline void bool_i32(char *d, const char *s) { st_int_i32(d, ld_bool(s)); }
+static inline void bool_i64(char *d, const char *s) { st_int_i64(d, ld_bool(s)); }
+static inline void bool_bool(char *d, const char *s) { st_int_bool(d, ld_bool(s)); }
+static inline void bits16(char *d, const char *s) { memcpy(d, s, 2); }
+static inline void bits32(char *d, const char *s) { memcpy(d, s, 4); }
+static inline void bits64(char *d, const char *s) { memcpy(d, s, 8); }
+// clang-format on
 
-    /* cast_loops[src][dst], rows and columns in the order of tl_dtype: f32, f64, bf16, f16,
-           i32, i64, bool; the diagonal copies bytes (bool: normalized to 0 and 1) */
-    _Static_assert(TL_F32 == 0 && TL_F64 == 1 && TL_BF16 == 2 && TL_F16 == 3 && TL_I32 == 4 &&
-                       TL_I64 == 5 && TL_BOOL == 6,
-                   "cast_loops follows the order of tl_dtype");
-static const tl_cpu_loop_fn cast_loops[TL_DTYPE_COUNT][TL_DTYPE_COUNT] = {
-    {copy32, cast_f32_f64, cast_f32_bf16, cast_f32_f16, cast_f32_i32, cast_f32_i64, cast_f32_bool8},
-    {cast_f64_f32, copy64, cast_f64_bf16, cast_f64_f16, cast_f64_i32, cast_f64_i64, cast_f64_bool8},
-    {cast_bf16_f32, cast_bf16_f64, copy16, cast_bf16_f16, cast_bf16_i32, cast_bf16_i64,
-     cast_bf16_bool8},
-    {cast_f16_f32, cast_f16_f64, cast_f16_bf16, copy16, cast_f16_i32, cast_f16_i64, cast_f16_bool8},
-    {cast_i32_f32, cast_i32_f64, cast_i32_bf16, cast_i32_f16, copy32, cast_i32_i64, cast_i32_bool8},
-    {cast_i64_f32, cast_i64_f64, cast_i64_bf16, cast_i64_f16, cast_i64_i32, copy64, cast_i64_bool8},
-    {cast_bool8_f32, cast_bool8_f64, cast_bool8_bf16, cast_bool8_f16, cast_bool8_i32,
-     cast_bool8_i64, cast_bool8_bool8},
-};
+/* ---- dispatch: one loop per source dtype, which picks the destination's loop once per call --- */
+static inline __attribute__((always_inline)) void copy_loop(char **p, const int64_t *s, int64_t n,
+                                                            int64_t size, convert_fn bits) {
+    if (s[0] == size && s[1] == size)
+        memcpy(p[0], p[1], (size_t)(n * size)); /* same dtype, dense: bytes */
+    else
+        cast_loop(p, s, n, size, size, bits);
+}
+
+static void from_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    switch (*(const tl_dtype *)ctx) {
+    case TL_F32:
+        copy_loop(p, s, n, 4, bits32);
+        return;
+    case TL_F64:
+        cast_loop(p, s, n, 8, 4, f32_f64);
+        return;
+    case TL_BF16:
+        cast_loop(p, s, n, 2, 4, f32_bf16);
+        return;
+    case TL_F16:
+        cast_loop(p, s, n, 2, 4, f32_f16);
+        return;
+    case TL_I32:
+        cast_loop(p, s, n, 4, 4, f32_i32);
+        return;
+    case TL_I64:
+        cast_loop(p, s, n, 8, 4, f32_i64);
+        return;
+    default:
+        cast_loop(p, s, n, 1, 4, f32_bool);
+        return;
+    }
+}
+static void from_f64(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    switch (*(const tl_dtype *)ctx) {
+    case TL_F32:
+        cast_loop(p, s, n, 4, 8, f64_f32);
+        return;
+    case TL_F64:
+        copy_loop(p, s, n, 8, bits64);
+        return;
+    case TL_BF16:
+        cast_loop(p, s, n, 2, 8, f64_bf16);
+        return;
+    case TL_F16:
+        cast_loop(p, s, n, 2, 8, f64_f16);
+        return;
+    case TL_I32:
+        cast_loop(p, s, n, 4, 8, f64_i32);
+        return;
+    case TL_I64:
+        cast_loop(p, s, n, 8, 8, f64_i64);
+        return;
+    default:
+        cast_loop(p, s, n, 1, 8, f64_bool);
+        return;
+    }
+}
+static void from_bf16(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    switch (*(const tl_dtype *)ctx) {
+    case TL_F32:
+        cast_loop(p, s, n, 4, 2, bf16_f32);
+        return;
+    case TL_F64:
+        cast_loop(p, s, n, 8, 2, bf16_f64);
+        return;
+    case TL_BF16:
+        copy_loop(p, s, n, 2, bits16);
+        return;
+    case TL_F16:
+        cast_loop(p, s, n, 2, 2, bf16_f16);
+        return;
+    case TL_I32:
+        cast_loop(p, s, n, 4, 2, bf16_i32);
+        return;
+    case TL_I64:
+        cast_loop(p, s, n, 8, 2, bf16_i64);
+        return;
+    default:
+        cast_loop(p, s, n, 1, 2, bf16_bool);
+        return;
+    }
+}
+static void from_f16(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    switch (*(const tl_dtype *)ctx) {
+    case TL_F32:
+        cast_loop(p, s, n, 4, 2, f16_f32);
+        return;
+    case TL_F64:
+        cast_loop(p, s, n, 8, 2, f16_f64);
+        return;
+    case TL_BF16:
+        cast_loop(p, s, n, 2, 2, f16_bf16);
+        return;
+    case TL_F16:
+        copy_loop(p, s, n, 2, bits16);
+        return;
+    case TL_I32:
+        cast_loop(p, s, n, 4, 2, f16_i32);
+        return;
+    case TL_I64:
+        cast_loop(p, s, n, 8, 2, f16_i64);
+        return;
+    default:
+        cast_loop(p, s, n, 1, 2, f16_bool);
+        return;
+    }
+}
+static void from_i32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    switch (*(const tl_dtype *)ctx) {
+    case TL_F32:
+        cast_loop(p, s, n, 4, 4, i32_f32);
+        return;
+    case TL_F64:
+        cast_loop(p, s, n, 8, 4, i32_f64);
+        return;
+    case TL_BF16:
+        cast_loop(p, s, n, 2, 4, i32_bf16);
+        return;
+    case TL_F16:
+        cast_loop(p, s, n, 2, 4, i32_f16);
+        return;
+    case TL_I32:
+        copy_loop(p, s, n, 4, bits32);
+        return;
+    case TL_I64:
+        cast_loop(p, s, n, 8, 4, i32_i64);
+        return;
+    default:
+        cast_loop(p, s, n, 1, 4, i32_bool);
+        return;
+    }
+}
+static void from_i64(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    switch (*(const tl_dtype *)ctx) {
+    case TL_F32:
+        cast_loop(p, s, n, 4, 8, i64_f32);
+        return;
+    case TL_F64:
+        cast_loop(p, s, n, 8, 8, i64_f64);
+        return;
+    case TL_BF16:
+        cast_loop(p, s, n, 2, 8, i64_bf16);
+        return;
+    case TL_F16:
+        cast_loop(p, s, n, 2, 8, i64_f16);
+        return;
+    case TL_I32:
+        cast_loop(p, s, n, 4, 8, i64_i32);
+        return;
+    case TL_I64:
+        copy_loop(p, s, n, 8, bits64);
+        return;
+    default:
+        cast_loop(p, s, n, 1, 8, i64_bool);
+        return;
+    }
+}
+/* bool -> bool normalises every byte to 0 or 1 */
+static void from_bool(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    switch (*(const tl_dtype *)ctx) {
+    case TL_F32:
+        cast_loop(p, s, n, 4, 1, bool_f32);
+        return;
+    case TL_F64:
+        cast_loop(p, s, n, 8, 1, bool_f64);
+        return;
+    case TL_BF16:
+        cast_loop(p, s, n, 2, 1, bool_bf16);
+        return;
+    case TL_F16:
+        cast_loop(p, s, n, 2, 1, bool_f16);
+        return;
+    case TL_I32:
+        cast_loop(p, s, n, 4, 1, bool_i32);
+        return;
+    case TL_I64:
+        cast_loop(p, s, n, 8, 1, bool_i64);
+        return;
+    default:
+        cast_loop(p, s, n, 1, 1, bool_bool);
+        return;
+    }
+}
+
+/* by source dtype, in the order of tl_dtype */
+_Static_assert(TL_F32 == 0 && TL_F64 == 1 && TL_BF16 == 2 && TL_F16 == 3 && TL_I32 == 4 &&
+                   TL_I64 == 5 && TL_BOOL == 6,
+               "cast_loops follows the order of tl_dtype");
+static const tl_cpu_loop_fn cast_loops[TL_DTYPE_COUNT] = {from_f32, from_f64, from_bf16, from_f16,
+                                                          from_i32, from_i64, from_bool};
 
 static tl_status cast_kernel(tl_tensor *dst, const tl_tensor *src) {
-    tl_cpu_for_each(2, (const tl_tensor *const[]){dst, src}, cast_loops[src->dtype][dst->dtype],
-                    NULL);
+    tl_dtype to = dst->dtype;
+    tl_cpu_for_each(2, (const tl_tensor *const[]){dst, src}, cast_loops[src->dtype], &to);
     return TL_OK;
 }
 
-#define ENTRY(dtype, suffix)                                                                       \
-    {                                                                                              \
-        TL_OP_cast, dtype, "cpu_cast_" #suffix, {                                                  \
-            .copy = cast_kernel                                                                    \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(TL_F32, f32), ENTRY(TL_F64, f64), ENTRY(TL_BF16, bf16), ENTRY(TL_F16, f16),
-    ENTRY(TL_I32, i32), ENTRY(TL_I64, i64), ENTRY(TL_BOOL, bool),
+    TL_KERNEL(cast, TL_DTYPES_ALL, copy, cast_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cpu_copy_table, TL_DEVICE_CPU, entries);

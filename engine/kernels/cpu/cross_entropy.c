@@ -82,22 +82,9 @@ DEFINE_CROSS_ENTROPY_BACKWARD(f64, double, double, LOAD_SAME, STORE_SAME, exp)
 DEFINE_CROSS_ENTROPY_BACKWARD(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, expf)
 DEFINE_CROSS_ENTROPY_BACKWARD(f16, uint16_t, float, tl_f16_load, tl_f16_round, expf)
 
-#define ENTRY(op, dtype, suffix, member, fn)                                                       \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
-            .member = fn##_##suffix                                                                \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(cross_entropy, TL_F32, f32, cross_entropy, cross_entropy),
-    ENTRY(cross_entropy, TL_F64, f64, cross_entropy, cross_entropy),
-    ENTRY(cross_entropy, TL_BF16, bf16, cross_entropy, cross_entropy),
-    ENTRY(cross_entropy, TL_F16, f16, cross_entropy, cross_entropy),
-    ENTRY(cross_entropy_backward, TL_F32, f32, cross_entropy_backward, cross_entropy_backward),
-    ENTRY(cross_entropy_backward, TL_F64, f64, cross_entropy_backward, cross_entropy_backward),
-    ENTRY(cross_entropy_backward, TL_BF16, bf16, cross_entropy_backward, cross_entropy_backward),
-    ENTRY(cross_entropy_backward, TL_F16, f16, cross_entropy_backward, cross_entropy_backward),
+    TL_KERNELS_FLOATING(cross_entropy, cross_entropy, cross_entropy),
+    TL_KERNELS_FLOATING(cross_entropy_backward, cross_entropy_backward, cross_entropy_backward),
 };
 
 TL_KERNEL_TABLE(tl_cpu_cross_entropy_table, TL_DEVICE_CPU, entries);

@@ -128,14 +128,8 @@ static tl_status scatter_f16(tl_tensor *out, const tl_tensor *src, const tl_tens
 }
 
 static const tl_kernel_entry entries[] = {
-    {TL_OP_embedding, TL_F32, "cpu_embedding_f32", {.embedding = gather_rows}},
-    {TL_OP_embedding, TL_F64, "cpu_embedding_f64", {.embedding = gather_rows}},
-    {TL_OP_embedding, TL_BF16, "cpu_embedding_bf16", {.embedding = gather_rows}},
-    {TL_OP_embedding, TL_F16, "cpu_embedding_f16", {.embedding = gather_rows}},
-    {TL_OP_embedding_backward, TL_F32, "cpu_embedding_backward_f32", {.embedding = scatter_f32}},
-    {TL_OP_embedding_backward, TL_F64, "cpu_embedding_backward_f64", {.embedding = scatter_f64}},
-    {TL_OP_embedding_backward, TL_BF16, "cpu_embedding_backward_bf16", {.embedding = scatter_bf16}},
-    {TL_OP_embedding_backward, TL_F16, "cpu_embedding_backward_f16", {.embedding = scatter_f16}},
+    TL_KERNEL(embedding, TL_DTYPES_FLOATING, embedding, gather_rows),
+    TL_KERNELS_FLOATING(embedding_backward, embedding, scatter),
 };
 
 TL_KERNEL_TABLE(tl_cpu_embedding_table, TL_DEVICE_CPU, entries);

@@ -36,16 +36,8 @@ static tl_status fill_kernel(tl_tensor *out, tl_scalar value) {
     return TL_OK;
 }
 
-#define ENTRY(dtype, suffix)                                                                       \
-    {                                                                                              \
-        TL_OP_fill, dtype, "cpu_fill_" #suffix, {                                                  \
-            .fill = fill_kernel                                                                    \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(TL_F32, f32), ENTRY(TL_F64, f64), ENTRY(TL_BF16, bf16), ENTRY(TL_F16, f16),
-    ENTRY(TL_I32, i32), ENTRY(TL_I64, i64), ENTRY(TL_BOOL, bool),
+    TL_KERNEL(fill, TL_DTYPES_ALL, fill, fill_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cpu_fill_table, TL_DEVICE_CPU, entries);

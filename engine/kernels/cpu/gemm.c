@@ -157,19 +157,14 @@ static tl_status gemm_f16(tl_device device, const GemmParams *p, const void *a, 
 }
 
 /* The same four functions serve every op that goes through tl_gemm: each op of the GEMM
-   family in ops.def gets them (TL_IF_FAMILY, tlua/op_table.h). */
-// clang-format off
-#define GEMM_ENTRIES(op)                                                 \
-    {TL_OP_##op, TL_F32, "cpu_gemm_f32", {.gemm = gemm_f32}},           \
-    {TL_OP_##op, TL_F64, "cpu_gemm_f64", {.gemm = gemm_f64}},           \
-    {TL_OP_##op, TL_BF16, "cpu_gemm_bf16", {.gemm = gemm_bf16}},        \
-    {TL_OP_##op, TL_F16, "cpu_gemm_f16", {.gemm = gemm_f16}},
-// clang-format on
-
+   family in ops.def gets them (GEMM_OP rows of tlua/ops.def). */
 static const tl_kernel_entry entries[] = {
-#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, GEMM, GEMM_ENTRIES, name)
+#define GEMM_OP(name, differentiable, backward)                                                    \
+    TL_KERNEL_NAMED("cpu_gemm", name, TL_DTYPES_F32, gemm, gemm_f32),                              \
+        TL_KERNEL_NAMED("cpu_gemm", name, TL_DTYPES_F64, gemm, gemm_f64),                          \
+        TL_KERNEL_NAMED("cpu_gemm", name, TL_DTYPES_BF16, gemm, gemm_bf16),                        \
+        TL_KERNEL_NAMED("cpu_gemm", name, TL_DTYPES_F16, gemm, gemm_f16),
 #include "tlua/ops.def"
-#undef OP
 };
 
 TL_KERNEL_TABLE(tl_cpu_gemm_table, TL_DEVICE_CPU, entries);

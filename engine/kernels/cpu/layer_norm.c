@@ -137,26 +137,11 @@ DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f64, double, double, LOAD_SAME, STORE_SAME)
 DEFINE_LAYER_NORM_BACKWARD_WEIGHT(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
 DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f16, uint16_t, float, tl_f16_load, tl_f16_round)
 
-#define ENTRY(op, dtype, suffix, member)                                                           \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
-            .member = op##_##suffix                                                                \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(layer_norm, TL_F32, f32, layer_norm),
-    ENTRY(layer_norm, TL_F64, f64, layer_norm),
-    ENTRY(layer_norm, TL_BF16, bf16, layer_norm),
-    ENTRY(layer_norm, TL_F16, f16, layer_norm),
-    ENTRY(layer_norm_backward_input, TL_F32, f32, layer_norm_backward),
-    ENTRY(layer_norm_backward_input, TL_F64, f64, layer_norm_backward),
-    ENTRY(layer_norm_backward_input, TL_BF16, bf16, layer_norm_backward),
-    ENTRY(layer_norm_backward_input, TL_F16, f16, layer_norm_backward),
-    ENTRY(layer_norm_backward_weight, TL_F32, f32, layer_norm_backward),
-    ENTRY(layer_norm_backward_weight, TL_F64, f64, layer_norm_backward),
-    ENTRY(layer_norm_backward_weight, TL_BF16, bf16, layer_norm_backward),
-    ENTRY(layer_norm_backward_weight, TL_F16, f16, layer_norm_backward),
+    TL_KERNELS_FLOATING(layer_norm, layer_norm, layer_norm),
+    TL_KERNELS_FLOATING(layer_norm_backward_input, layer_norm_backward, layer_norm_backward_input),
+    TL_KERNELS_FLOATING(layer_norm_backward_weight, layer_norm_backward,
+                        layer_norm_backward_weight),
 };
 
 TL_KERNEL_TABLE(tl_cpu_layer_norm_table, TL_DEVICE_CPU, entries);

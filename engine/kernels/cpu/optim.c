@@ -90,18 +90,9 @@ DEFINE_ADAM(f64, double, double, LOAD_SAME, STORE_SAME, sqrt)
 DEFINE_ADAM(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, sqrtf)
 DEFINE_ADAM(f16, uint16_t, float, tl_f16_load, tl_f16_round, sqrtf)
 
-#define ENTRY(op, dtype, suffix, fn)                                                               \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
-            .optim = fn                                                                            \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(sgd_step, TL_F32, f32, sgd_f32),      ENTRY(sgd_step, TL_F64, f64, sgd_f64),
-    ENTRY(sgd_step, TL_BF16, bf16, sgd_bf16),   ENTRY(sgd_step, TL_F16, f16, sgd_f16),
-    ENTRY(adam_step, TL_F32, f32, adam_f32),    ENTRY(adam_step, TL_F64, f64, adam_f64),
-    ENTRY(adam_step, TL_BF16, bf16, adam_bf16), ENTRY(adam_step, TL_F16, f16, adam_f16),
+    TL_KERNELS_FLOATING(sgd_step, optim, sgd),
+    TL_KERNELS_FLOATING(adam_step, optim, adam),
 };
 
 TL_KERNEL_TABLE(tl_cpu_optim_table, TL_DEVICE_CPU, entries);

@@ -137,26 +137,8 @@ static tl_status pool_backward_f16(tl_tensor *grad_in, const tl_tensor *grad_out
 }
 
 static const tl_kernel_entry entries[] = {
-    {TL_OP_max_pool2d, TL_F32, "cpu_max_pool2d_f32", {.pool = pool_f32}},
-    {TL_OP_max_pool2d, TL_F64, "cpu_max_pool2d_f64", {.pool = pool_f64}},
-    {TL_OP_max_pool2d, TL_BF16, "cpu_max_pool2d_bf16", {.pool = pool_bf16}},
-    {TL_OP_max_pool2d, TL_F16, "cpu_max_pool2d_f16", {.pool = pool_f16}},
-    {TL_OP_max_pool2d_backward,
-     TL_F32,
-     "cpu_max_pool2d_backward_f32",
-     {.pool_backward = pool_backward_f32}},
-    {TL_OP_max_pool2d_backward,
-     TL_F64,
-     "cpu_max_pool2d_backward_f64",
-     {.pool_backward = pool_backward_f64}},
-    {TL_OP_max_pool2d_backward,
-     TL_BF16,
-     "cpu_max_pool2d_backward_bf16",
-     {.pool_backward = pool_backward_bf16}},
-    {TL_OP_max_pool2d_backward,
-     TL_F16,
-     "cpu_max_pool2d_backward_f16",
-     {.pool_backward = pool_backward_f16}},
+    TL_KERNELS_FLOATING(max_pool2d, pool, pool),
+    TL_KERNELS_FLOATING(max_pool2d_backward, pool_backward, pool_backward),
 };
 
 TL_KERNEL_TABLE(tl_cpu_pool_table, TL_DEVICE_CPU, entries);

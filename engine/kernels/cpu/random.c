@@ -151,15 +151,10 @@ static tl_status randint_kernel(tl_tensor *out, const tl_op_args *args) {
     return TL_OK;
 }
 
-// clang-format off
-#define ENTRY(op, dtype, sfx) {TL_OP_##op, dtype, "cpu_" #op "_" #sfx, {.random = op##_kernel}}
-// clang-format on
-#define FLOAT_ENTRIES(op)                                                                          \
-    ENTRY(op, TL_F32, f32), ENTRY(op, TL_F64, f64), ENTRY(op, TL_BF16, bf16), ENTRY(op, TL_F16, f16)
-
 static const tl_kernel_entry entries[] = {
-    FLOAT_ENTRIES(rand),         FLOAT_ENTRIES(randn),        FLOAT_ENTRIES(randint),
-    ENTRY(randint, TL_I32, i32), ENTRY(randint, TL_I64, i64),
+    TL_KERNEL(rand, TL_DTYPES_FLOATING, random, rand_kernel),
+    TL_KERNEL(randn, TL_DTYPES_FLOATING, random, randn_kernel),
+    TL_KERNEL(randint, TL_DTYPES_NUMERIC, random, randint_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cpu_random_table, TL_DEVICE_CPU, entries);

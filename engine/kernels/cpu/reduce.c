@@ -385,25 +385,24 @@ DEFINE_EXTREME_KERNELS(i32, TL_I32)
 DEFINE_EXTREME_KERNELS(i64, TL_I64)
 DEFINE_EXTREME_KERNELS(b8, TL_BOOL)
 
-/* label: the dtype as the kernel name spells it (bool is a macro, so not a token here) */
-// clang-format off
-#define ENTRY(op, fn, dtype, sfx, label) \
-    {TL_OP_##op, dtype, "cpu_" #op "_" label, {.reduce = fn##_##sfx}}
-// clang-format on
-#define FLOAT_ENTRIES(dtype, sfx, label)                                                           \
-    ENTRY(sum, sum, dtype, sfx, label), ENTRY(mean, mean, dtype, sfx, label)
-#define EXTREME_ENTRIES(dtype, sfx, label)                                                         \
-    ENTRY(max, max, dtype, sfx, label), ENTRY(min, min, dtype, sfx, label),                        \
-        ENTRY(argmax, max, dtype, sfx, label), ENTRY(argmin, min, dtype, sfx, label)
-
 static const tl_kernel_entry entries[] = {
-    FLOAT_ENTRIES(TL_F32, f32, "f32"),    FLOAT_ENTRIES(TL_F64, f64, "f64"),
-    FLOAT_ENTRIES(TL_BF16, bf16, "bf16"), FLOAT_ENTRIES(TL_F16, f16, "f16"),
-    ENTRY(sum, sum, TL_I32, i32, "i32"),  ENTRY(sum, sum, TL_I64, i64, "i64"),
-    ENTRY(sum, sum, TL_BOOL, b8, "bool"), EXTREME_ENTRIES(TL_F32, f32, "f32"),
-    EXTREME_ENTRIES(TL_F64, f64, "f64"),  EXTREME_ENTRIES(TL_BF16, bf16, "bf16"),
-    EXTREME_ENTRIES(TL_F16, f16, "f16"),  EXTREME_ENTRIES(TL_I32, i32, "i32"),
-    EXTREME_ENTRIES(TL_I64, i64, "i64"),  EXTREME_ENTRIES(TL_BOOL, b8, "bool"),
+    TL_KERNELS_FLOATING(sum, reduce, sum),
+    TL_KERNELS_INTEGER(sum, reduce, sum),
+    TL_KERNEL(sum, TL_DTYPES_BOOL, reduce, sum_b8),
+    TL_KERNELS_FLOATING(mean, reduce, mean),
+    /* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
+    TL_KERNELS_FLOATING(max, reduce, max),
+    TL_KERNELS_INTEGER(max, reduce, max),
+    TL_KERNEL(max, TL_DTYPES_BOOL, reduce, max_b8),
+    TL_KERNELS_FLOATING(min, reduce, min),
+    TL_KERNELS_INTEGER(min, reduce, min),
+    TL_KERNEL(min, TL_DTYPES_BOOL, reduce, min_b8),
+    TL_KERNELS_FLOATING(argmax, reduce, max),
+    TL_KERNELS_INTEGER(argmax, reduce, max),
+    TL_KERNEL(argmax, TL_DTYPES_BOOL, reduce, max_b8),
+    TL_KERNELS_FLOATING(argmin, reduce, min),
+    TL_KERNELS_INTEGER(argmin, reduce, min),
+    TL_KERNEL(argmin, TL_DTYPES_BOOL, reduce, min_b8),
 };
 
 TL_KERNEL_TABLE(tl_cpu_reduce_table, TL_DEVICE_CPU, entries);

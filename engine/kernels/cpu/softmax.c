@@ -189,15 +189,9 @@ DEFINE_KERNELS(f64)
 DEFINE_KERNELS(bf16)
 DEFINE_KERNELS(f16)
 
-// clang-format off
-#define ENTRY(op, dtype, sfx) {TL_OP_##op, dtype, "cpu_" #op "_" #sfx, {.softmax = op##_##sfx}}
-// clang-format on
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(softmax, TL_F32, f32),   ENTRY(log_softmax, TL_F32, f32),
-    ENTRY(softmax, TL_F64, f64),   ENTRY(log_softmax, TL_F64, f64),
-    ENTRY(softmax, TL_BF16, bf16), ENTRY(log_softmax, TL_BF16, bf16),
-    ENTRY(softmax, TL_F16, f16),   ENTRY(log_softmax, TL_F16, f16),
+    TL_KERNELS_FLOATING(softmax, softmax, softmax),
+    TL_KERNELS_FLOATING(log_softmax, softmax, log_softmax),
 };
 
 TL_KERNEL_TABLE(tl_cpu_softmax_table, TL_DEVICE_CPU, entries);

@@ -6,6 +6,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
+#include "kernels/arith.h"
 #include "kernels/pointwise.h"
 
 /* element <-> compute type */
@@ -47,36 +48,13 @@
     UNARY_KERNEL(op##_bf16, uint16_t, float, tl_bf16_load, STORE_BF16, SETUP_F, EXPR_F)            \
     UNARY_KERNEL(op##_f16, uint16_t, float, tl_f16_load, STORE_F16, SETUP_F, EXPR_F)
 
-#define INT_KERNELS(op, SETUP_32, SETUP_64, EXPR)                                                  \
-    UNARY_KERNEL(op##_i32, int32_t, int32_t, LOAD_SAME, STORE_SAME, SETUP_32, EXPR)                \
-    UNARY_KERNEL(op##_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, SETUP_64, EXPR)
+#define INT_KERNELS(op, SETUP_32, SETUP_64, EXPR_32, EXPR_64)                                      \
+    UNARY_KERNEL(op##_i32, int32_t, int32_t, LOAD_SAME, STORE_SAME, SETUP_32, EXPR_32)             \
+    UNARY_KERNEL(op##_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, SETUP_64, EXPR_64)
 
 #define NO_SETUP
 
-/* ---- floating ------------------------------------------------------------ */
-/* max(x, 0) with NaN kept and -0 -> +0 */
-static inline float relu_f(float x) {
-    return x > 0 || x != x ? x : 0.0f;
-}
-static inline double relu_d(double x) {
-    return x > 0 || x != x ? x : 0.0;
-}
-static inline float pow_f(float x, float e) {
-    return e == 2.0f ? x * x : powf(x, e);
-}
-static inline double pow_d(double x, double e) {
-    return e == 2.0 ? x * x : pow(x, e);
-}
-/* min(max(x, lo), hi) with NaN kept; absent bounds are infinite */
-static inline float clamp_f(float x, float lo, float hi) {
-    float y = x < lo ? lo : x;
-    return y > hi ? hi : y;
-}
-static inline double clamp_d(double x, double lo, double hi) {
-    double y = x < lo ? lo : x;
-    return y > hi ? hi : y;
-}
-
+/* ---- floating: the math of kernels/arith.h ------------------------------ */
 #define SETUP_POW(CT) const CT e = (CT)args->scalar[0];
 #define SETUP_CLAMP(CT)                                                                            \
     const CT lo = args->has_scalar[0] ? (CT)args->scalar[0] : (CT)-INFINITY;                       \
@@ -84,42 +62,18 @@ static inline double clamp_d(double x, double lo, double hi) {
 
 FLOAT_KERNELS(neg, NO_SETUP, -x, NO_SETUP, -x)
 FLOAT_KERNELS(abs, NO_SETUP, fabsf(x), NO_SETUP, fabs(x))
-FLOAT_KERNELS(relu, NO_SETUP, relu_f(x), NO_SETUP, relu_d(x))
-FLOAT_KERNELS(pow_scalar, SETUP_POW(float), pow_f(x, e), SETUP_POW(double), pow_d(x, e))
-FLOAT_KERNELS(clamp, SETUP_CLAMP(float), clamp_f(x, lo, hi), SETUP_CLAMP(double),
-              clamp_d(x, lo, hi))
+FLOAT_KERNELS(relu, NO_SETUP, tl_relu_f(x), NO_SETUP, tl_relu_d(x))
+FLOAT_KERNELS(pow_scalar, SETUP_POW(float), tl_pow_f(x, e), SETUP_POW(double), tl_pow_d(x, e))
+FLOAT_KERNELS(clamp, SETUP_CLAMP(float), tl_clamp_f(x, lo, hi), SETUP_CLAMP(double),
+              tl_clamp_d(x, lo, hi))
 
 /* ---- pointwise: every POINTWISE row of ops.def, the math from kernels/pointwise.h ---- */
 #define POINTWISE_KERNELS(op)                                                                      \
     FLOAT_KERNELS(op, NO_SETUP, tl_pointwise_##op##_f(x), NO_SETUP, tl_pointwise_##op##_d(x))
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE, POINTWISE_KERNELS, name)
+#define POINTWISE_OP(name, differentiable, backward) POINTWISE_KERNELS(name)
 #include "tlua/ops.def"
-#undef OP
 
-/* ---- integer: wrapping arithmetic (through unsigned, no undefined behaviour) ---- */
-static inline int32_t wrap_neg32(int32_t x) {
-    return (int32_t)(0u - (uint32_t)x);
-}
-static inline int64_t wrap_neg64(int64_t x) {
-    return (int64_t)(0u - (uint64_t)x);
-}
-/* x ^ e for e >= 0 by squaring, wrapping */
-static inline uint64_t ipow(uint64_t x, int64_t e) {
-    uint64_t r = 1;
-    for (; e > 0; e >>= 1, x *= x)
-        if (e & 1) r *= x;
-    return r;
-}
-static inline int32_t clamp32(int32_t x, int32_t lo, int32_t hi) {
-    int32_t y = x < lo ? lo : x;
-    return y > hi ? hi : y;
-}
-static inline int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
-    int64_t y = x < lo ? lo : x;
-    return y > hi ? hi : y;
-}
-
+/* ---- integer: wrapping arithmetic of kernels/arith.h ------------------------- */
 /* the op layer sends only integral exponents >= 0 and integral bounds here */
 #define SETUP_IPOW const int64_t e = tl_double_to_i64(args->scalar[0]);
 #define SETUP_CLAMP_I32                                                                            \
@@ -129,41 +83,28 @@ static inline int64_t clamp64(int64_t x, int64_t lo, int64_t hi) {
     const int64_t lo = args->has_scalar[0] ? tl_double_to_i64(args->scalar[0]) : INT64_MIN;        \
     const int64_t hi = args->has_scalar[1] ? tl_double_to_i64(args->scalar[1]) : INT64_MAX;
 
-UNARY_KERNEL(neg_i32, int32_t, int32_t, LOAD_SAME, STORE_SAME, NO_SETUP, wrap_neg32(x))
-UNARY_KERNEL(neg_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, NO_SETUP, wrap_neg64(x))
-UNARY_KERNEL(abs_i32, int32_t, int32_t, LOAD_SAME, STORE_SAME, NO_SETUP, x < 0 ? wrap_neg32(x) : x)
-UNARY_KERNEL(abs_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, NO_SETUP, x < 0 ? wrap_neg64(x) : x)
-INT_KERNELS(relu, NO_SETUP, NO_SETUP, x > 0 ? x : 0)
-UNARY_KERNEL(pow_scalar_i32, int32_t, int32_t, LOAD_SAME, STORE_SAME, SETUP_IPOW,
-             (int32_t)(uint32_t)ipow((uint64_t)(int64_t)x, e))
-UNARY_KERNEL(pow_scalar_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, SETUP_IPOW,
-             (int64_t)ipow((uint64_t)x, e))
-UNARY_KERNEL(clamp_i32, int32_t, int32_t, LOAD_SAME, STORE_SAME, SETUP_CLAMP_I32,
-             clamp32(x, lo, hi))
-UNARY_KERNEL(clamp_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, SETUP_CLAMP_I64,
-             clamp64(x, lo, hi))
+INT_KERNELS(neg, NO_SETUP, NO_SETUP, tl_neg_i32(x), tl_neg_i64(x))
+INT_KERNELS(abs, NO_SETUP, NO_SETUP, tl_abs_i32(x), tl_abs_i64(x))
+INT_KERNELS(relu, NO_SETUP, NO_SETUP, (int32_t)tl_relu_i64(x), tl_relu_i64(x))
+INT_KERNELS(pow_scalar, SETUP_IPOW, SETUP_IPOW, (int32_t)(uint32_t)tl_pow_int(x, e),
+            (int64_t)tl_pow_int(x, e))
+INT_KERNELS(clamp, SETUP_CLAMP_I32, SETUP_CLAMP_I64, (int32_t)tl_clamp_i64(x, lo, hi),
+            tl_clamp_i64(x, lo, hi))
 
 /* ---- the table ----------------------------------------------------------- */
-#define ENTRY(op, dtype, suffix)                                                                   \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cpu_" #op "_" #suffix, {                                               \
-            .unary = op##_##suffix                                                                 \
-        }                                                                                          \
-    }
-#define FLOAT_ENTRIES(op)                                                                          \
-    ENTRY(op, TL_F32, f32), ENTRY(op, TL_F64, f64), ENTRY(op, TL_BF16, bf16), ENTRY(op, TL_F16, f16)
-#define INT_ENTRIES(op) ENTRY(op, TL_I32, i32), ENTRY(op, TL_I64, i64)
-
-#define POINTWISE_ENTRIES(op) FLOAT_ENTRIES(op),
-
 static const tl_kernel_entry entries[] = {
-    FLOAT_ENTRIES(neg),   INT_ENTRIES(neg),   FLOAT_ENTRIES(abs),        INT_ENTRIES(abs),
-    FLOAT_ENTRIES(relu),  INT_ENTRIES(relu),  FLOAT_ENTRIES(pow_scalar), INT_ENTRIES(pow_scalar),
-    FLOAT_ENTRIES(clamp), INT_ENTRIES(clamp),
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE, POINTWISE_ENTRIES, name)
+    TL_KERNELS_FLOATING(neg, unary, neg),
+    TL_KERNELS_INTEGER(neg, unary, neg),
+    TL_KERNELS_FLOATING(abs, unary, abs),
+    TL_KERNELS_INTEGER(abs, unary, abs),
+    TL_KERNELS_FLOATING(relu, unary, relu),
+    TL_KERNELS_INTEGER(relu, unary, relu),
+    TL_KERNELS_FLOATING(pow_scalar, unary, pow_scalar),
+    TL_KERNELS_INTEGER(pow_scalar, unary, pow_scalar),
+    TL_KERNELS_FLOATING(clamp, unary, clamp),
+    TL_KERNELS_INTEGER(clamp, unary, clamp),
+#define POINTWISE_OP(name, differentiable, backward) TL_KERNELS_FLOATING(name, unary, name),
 #include "tlua/ops.def"
-#undef OP
 };
 
 TL_KERNEL_TABLE(tl_cpu_unary_table, TL_DEVICE_CPU, entries);

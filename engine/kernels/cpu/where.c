@@ -34,16 +34,8 @@ static tl_status where_kernel(tl_tensor *out, const tl_tensor *cond, const tl_te
     return TL_OK;
 }
 
-#define ENTRY(dtype, suffix)                                                                       \
-    {                                                                                              \
-        TL_OP_where, dtype, "cpu_where_" #suffix, {                                                \
-            .ternary = where_kernel                                                                \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(TL_F32, f32), ENTRY(TL_F64, f64), ENTRY(TL_BF16, bf16), ENTRY(TL_F16, f16),
-    ENTRY(TL_I32, i32), ENTRY(TL_I64, i64), ENTRY(TL_BOOL, bool),
+    TL_KERNEL(where, TL_DTYPES_ALL, ternary, where_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cpu_where_table, TL_DEVICE_CPU, entries);

@@ -17,44 +17,28 @@
             return tl_pointwise_##name##_d(g, s);                                                  \
         }                                                                                          \
     };
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD_MATH, name)
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward) BACKWARD_MATH(name)
 #include "tlua/ops.def"
-#undef OP
 
-template <class IO, class M> struct tl_grad_fn {
-    typedef typename IO::storage out_t;
-    typedef typename IO::storage in_t;
+template <class E, class M> struct tl_grad_fn {
+    typedef typename E::T out_t;
+    typedef typename E::T in_t;
     __device__ out_t operator()(in_t g, in_t s) const {
-        return IO::store(M()(IO::load(g), IO::load(s)));
+        return E::store(M()(E::load(g), E::load(s)));
     }
 };
 
-template <class IO> static tl_status grad_op(tl_op op, const tl_cuda_launch *l) {
-    switch (op) {
+extern "C" tl_status tl_cuda_activation_backward_run(tl_op op, int dtype, const tl_cuda_launch *l) {
+    return tl_cuda_floating(dtype, l->op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        switch (op) {
 #define BACKWARD_CASE(name)                                                                        \
     case TL_OP_##name:                                                                             \
-        return tl_cuda_elementwise<2>(l, tl_grad_fn<IO, m_##name>{});
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD_CASE, name)
+        return tl_cuda_elementwise<2>(l, tl_grad_fn<E, m_##name>{});
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward) BACKWARD_CASE(name)
 #include "tlua/ops.def"
-#undef OP
-    default:
-        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this op", l->op);
-    }
-}
-
-extern "C" tl_status tl_cuda_activation_backward_run(tl_op op, int dtype, const tl_cuda_launch *l) {
-    switch (dtype) {
-    case TL_CUDA_F32:
-        return grad_op<tl_f32_io>(op, l);
-    case TL_CUDA_F64:
-        return grad_op<tl_f64_io>(op, l);
-    case TL_CUDA_BF16:
-        return grad_op<tl_bf16_io>(op, l);
-    case TL_CUDA_F16:
-        return grad_op<tl_f16_io>(op, l);
-    default:
-        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
-    }
+        default:
+            return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this op", l->op);
+        }
+    });
 }

@@ -39,14 +39,8 @@ static tl_status col2im_kernel(tl_tensor *dst, const tl_tensor *src, const tl_wi
 }
 
 static const tl_kernel_entry entries[] = {
-    {TL_OP_im2col, TL_F32, "cuda_im2col_f32", {.im2col = im2col_kernel}},
-    {TL_OP_im2col, TL_F64, "cuda_im2col_f64", {.im2col = im2col_kernel}},
-    {TL_OP_im2col, TL_BF16, "cuda_im2col_bf16", {.im2col = im2col_kernel}},
-    {TL_OP_im2col, TL_F16, "cuda_im2col_f16", {.im2col = im2col_kernel}},
-    {TL_OP_col2im, TL_F32, "cuda_col2im_f32", {.im2col = col2im_kernel}},
-    {TL_OP_col2im, TL_F64, "cuda_col2im_f64", {.im2col = col2im_kernel}},
-    {TL_OP_col2im, TL_BF16, "cuda_col2im_bf16", {.im2col = col2im_kernel}},
-    {TL_OP_col2im, TL_F16, "cuda_col2im_f16", {.im2col = col2im_kernel}},
+    TL_KERNEL(im2col, TL_DTYPES_FLOATING, im2col, im2col_kernel),
+    TL_KERNEL(col2im, TL_DTYPES_FLOATING, im2col, col2im_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cuda_conv_table, TL_DEVICE_CUDA, entries);

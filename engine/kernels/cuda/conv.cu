@@ -76,23 +76,12 @@ static void launch_im2col(const tl_cuda_where *at, T *dst, const T *src, const t
 
 extern "C" tl_status tl_cuda_im2col_run(const tl_cuda_where *at, bool to_columns, int dtype,
                                         void *dst, const void *src, const tl_cuda_window *w) {
-    if (to_columns) {
-        switch (dtype) {
-        case TL_CUDA_F32:
-            launch_im2col(at, (uint32_t *)dst, (const uint32_t *)src, w);
-            break;
-        case TL_CUDA_F64:
-            launch_im2col(at, (uint64_t *)dst, (const uint64_t *)src, w);
-            break;
-        case TL_CUDA_BF16:
-        case TL_CUDA_F16:
-            launch_im2col(at, (uint16_t *)dst, (const uint16_t *)src, w);
-            break;
-        default:
-            return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", at->op);
-        }
-        return tl_cuda_check_launch(at->op);
-    }
+    if (to_columns) /* moves elements: bf16 and f16 share the 16-bit kernel */
+        return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
+            typedef typename decltype(e)::T T;
+            launch_im2col(at, (T *)dst, (const T *)src, w);
+            return tl_cuda_check_launch(at->op);
+        });
     return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;

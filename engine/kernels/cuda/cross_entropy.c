@@ -40,22 +40,9 @@ static tl_status backward(tl_tensor *grad_logits, const tl_tensor *grad_loss,
     return tl_cuda_cross_entropy_backward_run(&c);
 }
 
-#define ENTRY(op, dtype, suffix, member, fn)                                                       \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cuda_" #op "_" #suffix, {                                              \
-            .member = fn                                                                           \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(cross_entropy, TL_F32, f32, cross_entropy, forward),
-    ENTRY(cross_entropy, TL_F64, f64, cross_entropy, forward),
-    ENTRY(cross_entropy, TL_BF16, bf16, cross_entropy, forward),
-    ENTRY(cross_entropy, TL_F16, f16, cross_entropy, forward),
-    ENTRY(cross_entropy_backward, TL_F32, f32, cross_entropy_backward, backward),
-    ENTRY(cross_entropy_backward, TL_F64, f64, cross_entropy_backward, backward),
-    ENTRY(cross_entropy_backward, TL_BF16, bf16, cross_entropy_backward, backward),
-    ENTRY(cross_entropy_backward, TL_F16, f16, cross_entropy_backward, backward),
+    TL_KERNEL(cross_entropy, TL_DTYPES_FLOATING, cross_entropy, forward),
+    TL_KERNEL(cross_entropy_backward, TL_DTYPES_FLOATING, cross_entropy_backward, backward),
 };
 
 TL_KERNEL_TABLE(tl_cuda_cross_entropy_table, TL_DEVICE_CUDA, entries);

@@ -82,9 +82,8 @@ UNARY(abs)
 UNARY(relu)
 UNARY(pow_scalar)
 UNARY(clamp)
-#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, POINTWISE, UNARY, name)
+#define POINTWISE_OP(name, differentiable, backward) UNARY(name)
 #include "tlua/ops.def"
-#undef OP
 
 /* ---- binary and activation backward ------------------------------------------------------ */
 static tl_status binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
@@ -107,10 +106,8 @@ BINARY(lt)
 BINARY(le)
 BINARY(gt)
 BINARY(ge)
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, BINARY, name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY(name)
 #include "tlua/ops.def"
-#undef OP
 
 static tl_status activation_backward(tl_op op, tl_tensor *out, const tl_tensor *grad,
                                      const tl_tensor *saved) {
@@ -123,10 +120,8 @@ static tl_status activation_backward(tl_op op, tl_tensor *out, const tl_tensor *
     static tl_status cuda_##op(tl_tensor *out, const tl_tensor *grad, const tl_tensor *saved) {    \
         return activation_backward(TL_OP_##op, out, grad, saved);                                  \
     }
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD, name)
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward) BACKWARD(name)
 #include "tlua/ops.def"
-#undef OP
 
 /* ---- where, fill, cast ------------------------------------------------------------------- */
 static tl_status cuda_where(tl_tensor *out, const tl_tensor *cond, const tl_tensor *a,
@@ -156,64 +151,49 @@ static tl_status cuda_cast(tl_tensor *dst, const tl_tensor *src) {
     return tl_cuda_cast_run((int)src->dtype, (int)dst->dtype, &l);
 }
 
-/* ---- the tables -------------------------------------------------------------------------- */
-#define ENTRY(op, fn, member, dtype, suffix)                                                       \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cuda_" #op "_" #suffix, {                                              \
-            .member = fn                                                                           \
-        }                                                                                          \
-    }
-#define FLOAT_ENTRIES(op, member)                                                                  \
-    ENTRY(op, cuda_##op, member, TL_F32, f32), ENTRY(op, cuda_##op, member, TL_F64, f64),          \
-        ENTRY(op, cuda_##op, member, TL_BF16, bf16), ENTRY(op, cuda_##op, member, TL_F16, f16)
-#define INT_ENTRIES(op, member)                                                                    \
-    ENTRY(op, cuda_##op, member, TL_I32, i32), ENTRY(op, cuda_##op, member, TL_I64, i64)
-#define ALL_ENTRIES(op, member)                                                                    \
-    FLOAT_ENTRIES(op, member), INT_ENTRIES(op, member), ENTRY(op, cuda_##op, member, TL_BOOL, bool)
-
-#define POINTWISE_ENTRIES(op) FLOAT_ENTRIES(op, unary),
-
+/* ---- the tables: one function per op serves every dtype (the .cu side dispatches) ---------- */
 static const tl_kernel_entry unary_entries[] = {
-    FLOAT_ENTRIES(neg, unary),        INT_ENTRIES(neg, unary),        FLOAT_ENTRIES(abs, unary),
-    INT_ENTRIES(abs, unary),          FLOAT_ENTRIES(relu, unary),     INT_ENTRIES(relu, unary),
-    FLOAT_ENTRIES(pow_scalar, unary), INT_ENTRIES(pow_scalar, unary), FLOAT_ENTRIES(clamp, unary),
-    INT_ENTRIES(clamp, unary),
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE, POINTWISE_ENTRIES, name)
+    TL_KERNEL(neg, TL_DTYPES_NUMERIC, unary, cuda_neg),
+    TL_KERNEL(abs, TL_DTYPES_NUMERIC, unary, cuda_abs),
+    TL_KERNEL(relu, TL_DTYPES_NUMERIC, unary, cuda_relu),
+    TL_KERNEL(pow_scalar, TL_DTYPES_NUMERIC, unary, cuda_pow_scalar),
+    TL_KERNEL(clamp, TL_DTYPES_NUMERIC, unary, cuda_clamp),
+#define POINTWISE_OP(name, differentiable, backward)                                               \
+    TL_KERNEL(name, TL_DTYPES_FLOATING, unary, cuda_##name),
 #include "tlua/ops.def"
-#undef OP
 };
 TL_KERNEL_TABLE(tl_cuda_unary_table, TL_DEVICE_CUDA, unary_entries);
 
 static const tl_kernel_entry binary_entries[] = {
-    FLOAT_ENTRIES(add, binary), INT_ENTRIES(add, binary),   FLOAT_ENTRIES(sub, binary),
-    INT_ENTRIES(sub, binary),   FLOAT_ENTRIES(mul, binary), INT_ENTRIES(mul, binary),
-    FLOAT_ENTRIES(pow, binary), INT_ENTRIES(pow, binary),   ALL_ENTRIES(eq, binary),
-    ALL_ENTRIES(ne, binary),    ALL_ENTRIES(lt, binary),    ALL_ENTRIES(le, binary),
-    ALL_ENTRIES(gt, binary),    ALL_ENTRIES(ge, binary),
-#define POINTWISE_BINARY_ENTRIES(op) FLOAT_ENTRIES(op, binary),
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BINARY, POINTWISE_BINARY_ENTRIES, name)
+    TL_KERNEL(add, TL_DTYPES_NUMERIC, binary, cuda_add),
+    TL_KERNEL(sub, TL_DTYPES_NUMERIC, binary, cuda_sub),
+    TL_KERNEL(mul, TL_DTYPES_NUMERIC, binary, cuda_mul),
+    TL_KERNEL(pow, TL_DTYPES_NUMERIC, binary, cuda_pow),
+    TL_KERNEL(eq, TL_DTYPES_ALL, binary, cuda_eq),
+    TL_KERNEL(ne, TL_DTYPES_ALL, binary, cuda_ne),
+    TL_KERNEL(lt, TL_DTYPES_ALL, binary, cuda_lt),
+    TL_KERNEL(le, TL_DTYPES_ALL, binary, cuda_le),
+    TL_KERNEL(gt, TL_DTYPES_ALL, binary, cuda_gt),
+    TL_KERNEL(ge, TL_DTYPES_ALL, binary, cuda_ge),
+#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+    TL_KERNEL(name, TL_DTYPES_FLOATING, binary, cuda_##name),
 #include "tlua/ops.def"
-#undef OP
 };
 TL_KERNEL_TABLE(tl_cuda_binary_table, TL_DEVICE_CUDA, binary_entries);
 
-#define BACKWARD_ENTRIES(op) FLOAT_ENTRIES(op, binary),
-
 static const tl_kernel_entry activation_backward_entries[] = {
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD_ENTRIES, name)
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward)                                      \
+    TL_KERNEL(name, TL_DTYPES_FLOATING, binary, cuda_##name),
 #include "tlua/ops.def"
-#undef OP
 };
 TL_KERNEL_TABLE(tl_cuda_activation_backward_table, TL_DEVICE_CUDA, activation_backward_entries);
 
-static const tl_kernel_entry where_entries[] = {ALL_ENTRIES(where, ternary)};
+static const tl_kernel_entry where_entries[] = {
+    TL_KERNEL(where, TL_DTYPES_ALL, ternary, cuda_where)};
 TL_KERNEL_TABLE(tl_cuda_where_table, TL_DEVICE_CUDA, where_entries);
 
-static const tl_kernel_entry fill_entries[] = {ALL_ENTRIES(fill, fill)};
+static const tl_kernel_entry fill_entries[] = {TL_KERNEL(fill, TL_DTYPES_ALL, fill, cuda_fill)};
 TL_KERNEL_TABLE(tl_cuda_fill_table, TL_DEVICE_CUDA, fill_entries);
 
-static const tl_kernel_entry copy_entries[] = {ALL_ENTRIES(cast, copy)};
+static const tl_kernel_entry copy_entries[] = {TL_KERNEL(cast, TL_DTYPES_ALL, copy, cuda_cast)};
 TL_KERNEL_TABLE(tl_cuda_copy_table, TL_DEVICE_CUDA, copy_entries);

@@ -1,105 +1,17 @@
-/* Internal: the device side shared by the CUDA elementwise kernels: element conversions (bit for
-   bit those of kernels/cpu/convert.h), strided offsets, and two kernels per functor (a flat one
-   with 16-byte vector accesses, one by rows for any strides) with their launch. */
+/* Internal: the device side shared by the CUDA elementwise kernels: strided offsets, and two
+   kernels per functor (a flat one with 16-byte vector accesses, one by rows for any strides) with
+   their launch. Dtypes and conversions: kernels/cuda/dtype.cuh. */
 #ifndef TLUA_CUDA_ELEMENTWISE_CUH
 #define TLUA_CUDA_ELEMENTWISE_CUH
 
 #include <stdint.h>
 
 #include "core/cuda/cuda_runtime.h"
+#include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/fast_launch.cuh"
 #include "kernels/cuda/launch.h"
 
 #define TL_CUDA_THREADS 256
-
-/* ---- conversions ----------------------------------------------------------------------- */
-__device__ __forceinline__ float tl_dev_bf16_load(uint16_t h) {
-    return __uint_as_float((uint32_t)h << 16);
-}
-
-/* round to nearest even; NaN stays NaN (quiet, sign and top payload kept) */
-__device__ __forceinline__ uint16_t tl_dev_bf16_round(float f) {
-    uint32_t u = __float_as_uint(f);
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = (u >> 16) | 0x0040u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-__device__ __forceinline__ float tl_dev_f16_load(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t rest = h & 0x7fffu;
-    uint32_t normal = (rest << 13) + ((127u - 15u) << 23);
-    uint32_t special = 0x7f800000u | ((rest & 0x3ffu) << 13);
-    uint32_t subnormal = __float_as_uint((float)rest * 0x1p-24f);
-    uint32_t bits = rest >= 0x7c00u ? special : rest >= 0x0400u ? normal : subnormal;
-    return __uint_as_float(sign | bits);
-}
-
-__device__ __forceinline__ uint16_t tl_dev_f16_round(float f) {
-    uint32_t u = __float_as_uint(f);
-    uint32_t sign = (u >> 16) & 0x8000u;
-    uint32_t abs = u & 0x7fffffffu;
-    uint32_t rebased = abs - ((127u - 15u) << 23);
-    uint32_t normal = (rebased + 0xfffu + ((rebased >> 13) & 1u)) >> 13;
-    uint32_t subnormal = __float_as_uint(__fadd_rn(__uint_as_float(abs), 0.5f)) - 0x3f000000u;
-    uint32_t nan = 0x7e00u | ((abs >> 13) & 0x3ffu);
-    uint32_t bits = abs > 0x7f800000u    ? nan
-                    : abs >= 0x477ff000u ? 0x7c00u
-                    : abs >= 0x38800000u ? normal
-                                         : subnormal;
-    return (uint16_t)(sign | bits);
-}
-
-/* f64 -> f32 rounded to odd: rounding that to bf16/f16 gives the f64 correctly rounded */
-__device__ __forceinline__ float tl_dev_double_to_f32_odd(double v) {
-    float f = __double2float_rz(v); /* toward zero: exact or one step short */
-    if ((double)f == v || f != f) return f;
-    return __uint_as_float(__float_as_uint(f) | 1u);
-}
-
-/* int64 -> f32 rounded to odd, for the same purpose */
-__device__ __forceinline__ float tl_dev_i64_to_f32_odd(int64_t v) {
-    uint64_t m = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
-    int shift = m >> 24 ? 40 - __clzll((long long)m) : 0;
-    uint64_t kept = m >> shift;
-    kept |= (kept << shift) != m;
-    float f = (float)kept * (float)(1ull << shift);
-    return v < 0 ? -f : f;
-}
-
-/* truncation toward zero, NaN -> 0, out of range saturates */
-__device__ __forceinline__ int32_t tl_dev_double_to_i32(double v) {
-    return v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
-}
-__device__ __forceinline__ int64_t tl_dev_double_to_i64(double v) {
-    return v != v ? 0 : v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v;
-}
-
-/* Storage of each floating dtype and how it loads into / stores from its compute type. */
-struct tl_f32_io {
-    typedef float storage;
-    typedef float compute;
-    __device__ static float load(float x) { return x; }
-    __device__ static float store(float x) { return x; }
-};
-struct tl_f64_io {
-    typedef double storage;
-    typedef double compute;
-    __device__ static double load(double x) { return x; }
-    __device__ static double store(double x) { return x; }
-};
-struct tl_bf16_io {
-    typedef uint16_t storage;
-    typedef float compute;
-    __device__ static float load(uint16_t x) { return tl_dev_bf16_load(x); }
-    __device__ static uint16_t store(float x) { return tl_dev_bf16_round(x); }
-};
-struct tl_f16_io {
-    typedef uint16_t storage;
-    typedef float compute;
-    __device__ static float load(uint16_t x) { return tl_dev_f16_load(x); }
-    __device__ static uint16_t store(float x) { return tl_dev_f16_round(x); }
-};
 
 /* ---- the kernels: dense (flat, vectorised) and by rows (any strides) ----------------------- */
 template <typename T, int N> struct alignas(sizeof(T) * N) tl_vec { T v[N]; };

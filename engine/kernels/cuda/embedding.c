@@ -22,17 +22,8 @@ static tl_status scatter_rows(tl_tensor *out, const tl_tensor *src, const tl_ten
 }
 
 static const tl_kernel_entry entries[] = {
-    {TL_OP_embedding, TL_F32, "cuda_embedding_f32", {.embedding = gather_rows}},
-    {TL_OP_embedding, TL_F64, "cuda_embedding_f64", {.embedding = gather_rows}},
-    {TL_OP_embedding, TL_BF16, "cuda_embedding_bf16", {.embedding = gather_rows}},
-    {TL_OP_embedding, TL_F16, "cuda_embedding_f16", {.embedding = gather_rows}},
-    {TL_OP_embedding_backward, TL_F32, "cuda_embedding_backward_f32", {.embedding = scatter_rows}},
-    {TL_OP_embedding_backward, TL_F64, "cuda_embedding_backward_f64", {.embedding = scatter_rows}},
-    {TL_OP_embedding_backward,
-     TL_BF16,
-     "cuda_embedding_backward_bf16",
-     {.embedding = scatter_rows}},
-    {TL_OP_embedding_backward, TL_F16, "cuda_embedding_backward_f16", {.embedding = scatter_rows}},
+    TL_KERNEL(embedding, TL_DTYPES_FLOATING, embedding, gather_rows),
+    TL_KERNEL(embedding_backward, TL_DTYPES_FLOATING, embedding, scatter_rows),
 };
 
 TL_KERNEL_TABLE(tl_cuda_embedding_table, TL_DEVICE_CUDA, entries);

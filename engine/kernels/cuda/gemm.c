@@ -76,19 +76,11 @@ static tl_status gemm(tl_device device, const GemmParams *p, const void *a, cons
     return tl_cuda_check_launch(OP_NAME);
 }
 
-/* Every op of the GEMM family in ops.def gets the entries (TL_IF_FAMILY, tlua/op_table.h). */
-// clang-format off
-#define GEMM_ENTRIES(op)                                                 \
-    {TL_OP_##op, TL_F32, "cuda_gemm_f32", {.gemm = gemm}},              \
-    {TL_OP_##op, TL_F64, "cuda_gemm_f64", {.gemm = gemm}},              \
-    {TL_OP_##op, TL_BF16, "cuda_gemm_bf16", {.gemm = gemm}},            \
-    {TL_OP_##op, TL_F16, "cuda_gemm_f16", {.gemm = gemm}},
-// clang-format on
-
+/* Every op of the GEMM family in ops.def gets the entries (GEMM_OP rows of tlua/ops.def). */
 static const tl_kernel_entry entries[] = {
-#define OP(name, family, differentiable, backward) TL_IF_FAMILY(family, GEMM, GEMM_ENTRIES, name)
+#define GEMM_OP(name, differentiable, backward)                                                    \
+    TL_KERNEL_NAMED("cuda_gemm", name, TL_DTYPES_FLOATING, gemm, gemm),
 #include "tlua/ops.def"
-#undef OP
 };
 
 TL_KERNEL_TABLE(tl_cuda_gemm_table, TL_DEVICE_CUDA, entries);

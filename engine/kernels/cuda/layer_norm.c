@@ -66,26 +66,10 @@ static tl_status backward_weight(tl_tensor *first, tl_tensor *second, const tl_t
                     weight);
 }
 
-#define ENTRY(op, dtype, suffix, member, fn)                                                       \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cuda_" #op "_" #suffix, {                                              \
-            .member = fn                                                                           \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(layer_norm, TL_F32, f32, layer_norm, forward),
-    ENTRY(layer_norm, TL_F64, f64, layer_norm, forward),
-    ENTRY(layer_norm, TL_BF16, bf16, layer_norm, forward),
-    ENTRY(layer_norm, TL_F16, f16, layer_norm, forward),
-    ENTRY(layer_norm_backward_input, TL_F32, f32, layer_norm_backward, backward_input),
-    ENTRY(layer_norm_backward_input, TL_F64, f64, layer_norm_backward, backward_input),
-    ENTRY(layer_norm_backward_input, TL_BF16, bf16, layer_norm_backward, backward_input),
-    ENTRY(layer_norm_backward_input, TL_F16, f16, layer_norm_backward, backward_input),
-    ENTRY(layer_norm_backward_weight, TL_F32, f32, layer_norm_backward, backward_weight),
-    ENTRY(layer_norm_backward_weight, TL_F64, f64, layer_norm_backward, backward_weight),
-    ENTRY(layer_norm_backward_weight, TL_BF16, bf16, layer_norm_backward, backward_weight),
-    ENTRY(layer_norm_backward_weight, TL_F16, f16, layer_norm_backward, backward_weight),
+    TL_KERNEL(layer_norm, TL_DTYPES_FLOATING, layer_norm, forward),
+    TL_KERNEL(layer_norm_backward_input, TL_DTYPES_FLOATING, layer_norm_backward, backward_input),
+    TL_KERNEL(layer_norm_backward_weight, TL_DTYPES_FLOATING, layer_norm_backward, backward_weight),
 };
 
 TL_KERNEL_TABLE(tl_cuda_layer_norm_table, TL_DEVICE_CUDA, entries);

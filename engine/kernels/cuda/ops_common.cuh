@@ -1,13 +1,13 @@
 /* Internal: device helpers of the CUDA reduction, softmax, random and nn kernels: arithmetic
-   rounded as the CPU's (never contracted into FMAs), element loads and stores per dtype, the
-   offsets of a position, warp and block reductions in a fixed order, scratch memory. */
+   rounded as the CPU's (never contracted into FMAs), the offsets of a position, warp and block
+   reductions in a fixed order, scratch memory. */
 #ifndef TLUA_CUDA_OPS_COMMON_CUH
 #define TLUA_CUDA_OPS_COMMON_CUH
 
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/cuda/elementwise.cuh" /* conversions, tl_cuda_blocks */
+#include "kernels/cuda/elementwise.cuh" /* tl_elem, tl_cuda_floating, tl_cuda_blocks */
 #include "kernels/cuda/ops_launch.h"
 
 /* ---- arithmetic as the CPU does it: each operation rounded on its own ------------------- */
@@ -47,55 +47,6 @@ __device__ __forceinline__ float tl_exp(float a) {
 }
 __device__ __forceinline__ double tl_exp(double a) {
     return exp(a);
-}
-
-/* ---- element types: storage T, compute C (float for 16-bit), load and store ---------------- */
-template <int DTYPE> struct tl_elem;
-template <> struct tl_elem<TL_CUDA_F32> {
-    typedef float T;
-    typedef float C;
-    __device__ static float load(float x) { return x; }
-    __device__ static float store(float x) { return x; }
-    /* from double: rounded to float first, as the CPU's (float) cast */
-    __device__ static float from_double(double x) { return (float)x; }
-};
-template <> struct tl_elem<TL_CUDA_F64> {
-    typedef double T;
-    typedef double C;
-    __device__ static double load(double x) { return x; }
-    __device__ static double store(double x) { return x; }
-    __device__ static double from_double(double x) { return x; }
-};
-template <> struct tl_elem<TL_CUDA_BF16> {
-    typedef uint16_t T;
-    typedef float C;
-    __device__ static float load(uint16_t x) { return tl_dev_bf16_load(x); }
-    __device__ static uint16_t store(float x) { return tl_dev_bf16_round(x); }
-    __device__ static uint16_t from_double(double x) { return tl_dev_bf16_round((float)x); }
-};
-template <> struct tl_elem<TL_CUDA_F16> {
-    typedef uint16_t T;
-    typedef float C;
-    __device__ static float load(uint16_t x) { return tl_dev_f16_load(x); }
-    __device__ static uint16_t store(float x) { return tl_dev_f16_round(x); }
-    __device__ static uint16_t from_double(double x) { return tl_dev_f16_round((float)x); }
-};
-
-/* Calls body with E = tl_elem<the floating dtype> (a generic lambda: [&](auto e) { typedef
-   decltype(e) E; ... }); other dtypes give an error naming op. */
-template <typename F> static tl_status tl_cuda_floating(int dtype, const char *op, F body) {
-    switch (dtype) {
-    case TL_CUDA_F32:
-        return body(tl_elem<TL_CUDA_F32>());
-    case TL_CUDA_F64:
-        return body(tl_elem<TL_CUDA_F64>());
-    case TL_CUDA_BF16:
-        return body(tl_elem<TL_CUDA_BF16>());
-    case TL_CUDA_F16:
-        return body(tl_elem<TL_CUDA_F16>());
-    default:
-        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", op);
-    }
 }
 
 /* ---- positions ------------------------------------------------------------------------------- */

@@ -56,18 +56,9 @@ static tl_status adam_kernel(tl_tensor *param, const tl_tensor *grad, tl_tensor 
     return tl_cuda_adam_run(&o);
 }
 
-#define ENTRY(op, dtype, suffix, fn)                                                               \
-    {                                                                                              \
-        TL_OP_##op, dtype, "cuda_" #op "_" #suffix, {                                              \
-            .optim = fn                                                                            \
-        }                                                                                          \
-    }
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(sgd_step, TL_F32, f32, sgd_kernel),     ENTRY(sgd_step, TL_F64, f64, sgd_kernel),
-    ENTRY(sgd_step, TL_BF16, bf16, sgd_kernel),   ENTRY(sgd_step, TL_F16, f16, sgd_kernel),
-    ENTRY(adam_step, TL_F32, f32, adam_kernel),   ENTRY(adam_step, TL_F64, f64, adam_kernel),
-    ENTRY(adam_step, TL_BF16, bf16, adam_kernel), ENTRY(adam_step, TL_F16, f16, adam_kernel),
+    TL_KERNEL(sgd_step, TL_DTYPES_FLOATING, optim, sgd_kernel),
+    TL_KERNEL(adam_step, TL_DTYPES_FLOATING, optim, adam_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cuda_optim_table, TL_DEVICE_CUDA, entries);

@@ -23,26 +23,8 @@ static tl_status pool_backward_kernel(tl_tensor *grad_in, const tl_tensor *grad_
 }
 
 static const tl_kernel_entry entries[] = {
-    {TL_OP_max_pool2d, TL_F32, "cuda_max_pool2d_f32", {.pool = pool_kernel}},
-    {TL_OP_max_pool2d, TL_F64, "cuda_max_pool2d_f64", {.pool = pool_kernel}},
-    {TL_OP_max_pool2d, TL_BF16, "cuda_max_pool2d_bf16", {.pool = pool_kernel}},
-    {TL_OP_max_pool2d, TL_F16, "cuda_max_pool2d_f16", {.pool = pool_kernel}},
-    {TL_OP_max_pool2d_backward,
-     TL_F32,
-     "cuda_max_pool2d_backward_f32",
-     {.pool_backward = pool_backward_kernel}},
-    {TL_OP_max_pool2d_backward,
-     TL_F64,
-     "cuda_max_pool2d_backward_f64",
-     {.pool_backward = pool_backward_kernel}},
-    {TL_OP_max_pool2d_backward,
-     TL_BF16,
-     "cuda_max_pool2d_backward_bf16",
-     {.pool_backward = pool_backward_kernel}},
-    {TL_OP_max_pool2d_backward,
-     TL_F16,
-     "cuda_max_pool2d_backward_f16",
-     {.pool_backward = pool_backward_kernel}},
+    TL_KERNEL(max_pool2d, TL_DTYPES_FLOATING, pool, pool_kernel),
+    TL_KERNEL(max_pool2d_backward, TL_DTYPES_FLOATING, pool_backward, pool_backward_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cuda_pool_table, TL_DEVICE_CUDA, entries);

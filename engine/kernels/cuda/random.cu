@@ -50,38 +50,11 @@ __device__ __forceinline__ void box_muller(double u1, double u2, double *z0, dou
     *z1 = r * sin(theta);
 }
 
-/* Stores as cpu/random.c's store(): floating dtypes from a double, integers truncated. */
-template <int D> struct rstore;
-template <> struct rstore<TL_CUDA_F32> {
-    typedef float T;
-    __device__ static float of(double v) { return (float)v; }
-};
-template <> struct rstore<TL_CUDA_F64> {
-    typedef double T;
-    __device__ static double of(double v) { return v; }
-};
-template <> struct rstore<TL_CUDA_BF16> {
-    typedef uint16_t T;
-    __device__ static uint16_t of(double v) { return tl_dev_bf16_round((float)v); }
-};
-template <> struct rstore<TL_CUDA_F16> {
-    typedef uint16_t T;
-    __device__ static uint16_t of(double v) { return tl_dev_f16_round((float)v); }
-};
-template <> struct rstore<TL_CUDA_I32> {
-    typedef int32_t T;
-    __device__ static int32_t of_int(int64_t v) { return (int32_t)v; }
-};
-template <> struct rstore<TL_CUDA_I64> {
-    typedef int64_t T;
-    __device__ static int64_t of_int(int64_t v) { return v; }
-};
-
 /* One thread per Philox block: float64 takes 2 words per value (2 values per block), smaller
    dtypes one (4 per block), randn pairs them for Box-Muller. */
 template <int D>
 __global__ void __launch_bounds__(RANDOM_THREADS)
-    random_floats(typename rstore<D>::T *out, int64_t n, uint64_t seed, uint64_t counter,
+    random_floats(typename tl_elem<D>::T *out, int64_t n, uint64_t seed, uint64_t counter,
                   bool normal, int bits) {
     constexpr bool F64 = D == TL_CUDA_F64;
     constexpr int PER = F64 ? 2 : 4;
@@ -102,15 +75,15 @@ __global__ void __launch_bounds__(RANDOM_THREADS)
         }
 #pragma unroll
         for (int j = 0; j < PER; j++)
-            if (b * PER + j < n) out[b * PER + j] = rstore<D>::of(v[j]);
+            if (b * PER + j < n) out[b * PER + j] = tl_elem<D>::from_wide(v[j]);
     }
 }
 
 /* low + (64 random bits mod range), two values per block */
 template <int D>
 __global__ void __launch_bounds__(RANDOM_THREADS)
-    random_ints(typename rstore<D>::T *out, int64_t n, uint64_t seed, uint64_t counter, int64_t low,
-                uint64_t range) {
+    random_ints(typename tl_elem<D>::T *out, int64_t n, uint64_t seed, uint64_t counter,
+                int64_t low, uint64_t range) {
     const int64_t blocks = (n + 1) / 2, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += stride) {
         const philox_block x = philox(counter + (uint64_t)b, seed);
@@ -119,16 +92,16 @@ __global__ void __launch_bounds__(RANDOM_THREADS)
             const int64_t v = (int64_t)((uint64_t)low + word64(x, j) % range);
             if (b * 2 + j < n) {
                 if constexpr (D == TL_CUDA_I32 || D == TL_CUDA_I64)
-                    out[b * 2 + j] = rstore<D>::of_int(v);
+                    out[b * 2 + j] = tl_elem<D>::from_wide(v);
                 else
-                    out[b * 2 + j] = rstore<D>::of((double)v);
+                    out[b * 2 + j] = tl_elem<D>::from_wide((double)v);
             }
         }
     }
 }
 
 template <int D> static tl_status run_dtype(const tl_cuda_random *r) {
-    typedef typename rstore<D>::T T;
+    typedef typename tl_elem<D>::T T;
     const int bits = D == TL_CUDA_BF16 ? 8 : D == TL_CUDA_F16 ? 11 : 24;
     const int per = r->kind == TL_CUDA_RANDINT || D == TL_CUDA_F64 ? 2 : 4;
     const unsigned grid =
@@ -146,20 +119,6 @@ template <int D> static tl_status run_dtype(const tl_cuda_random *r) {
 }
 
 extern "C" tl_status tl_cuda_random_run(const tl_cuda_random *r) {
-    switch (r->dtype) {
-    case TL_CUDA_F32:
-        return run_dtype<TL_CUDA_F32>(r);
-    case TL_CUDA_F64:
-        return run_dtype<TL_CUDA_F64>(r);
-    case TL_CUDA_BF16:
-        return run_dtype<TL_CUDA_BF16>(r);
-    case TL_CUDA_F16:
-        return run_dtype<TL_CUDA_F16>(r);
-    case TL_CUDA_I32:
-        return run_dtype<TL_CUDA_I32>(r);
-    case TL_CUDA_I64:
-        return run_dtype<TL_CUDA_I64>(r);
-    default:
-        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", r->at.op);
-    }
+    return tl_cuda_dispatch<TL_CUDA_NUMERIC>(
+        r->dtype, r->at.op, [&](auto e) -> tl_status { return run_dtype<decltype(e)::dtype>(r); });
 }

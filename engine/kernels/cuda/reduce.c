@@ -34,53 +34,30 @@ static tl_status run(const char *op, int kind, tl_dtype out_dtype, tl_tensor *ou
     return tl_cuda_reduce_run(&r);
 }
 
-#define DEFINE_KERNEL(name, kind, sfx, out_dtype)                                                  \
-    static tl_status name##_##sfx(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,         \
-                                  int dim) {                                                       \
-        return run(#name, kind, out_dtype, out, indices, in, dim);                                 \
-    }
-#define DEFINE_EXTREMES(sfx, dtype)                                                                \
-    DEFINE_KERNEL(max, TL_CUDA_REDUCE_MAX, sfx, dtype)                                             \
-    DEFINE_KERNEL(min, TL_CUDA_REDUCE_MIN, sfx, dtype)
+/* One kernel per op for every dtype (cuda/reduce.cu dispatches on it): sums of integers and
+   bool are int64, the rest keep the input's dtype. */
+static tl_status sum_kernel(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    tl_dtype out_dtype = tl_dtype_is_floating(in->dtype) ? in->dtype : TL_I64;
+    return run("sum", TL_CUDA_REDUCE_SUM, out_dtype, out, indices, in, dim);
+}
+static tl_status mean_kernel(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    return run("mean", TL_CUDA_REDUCE_MEAN, in->dtype, out, indices, in, dim);
+}
+static tl_status max_kernel(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    return run("max", TL_CUDA_REDUCE_MAX, in->dtype, out, indices, in, dim);
+}
+static tl_status min_kernel(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    return run("min", TL_CUDA_REDUCE_MIN, in->dtype, out, indices, in, dim);
+}
 
-DEFINE_KERNEL(sum, TL_CUDA_REDUCE_SUM, f32, TL_F32)
-DEFINE_KERNEL(sum, TL_CUDA_REDUCE_SUM, f64, TL_F64)
-DEFINE_KERNEL(sum, TL_CUDA_REDUCE_SUM, bf16, TL_BF16)
-DEFINE_KERNEL(sum, TL_CUDA_REDUCE_SUM, f16, TL_F16)
-DEFINE_KERNEL(sum, TL_CUDA_REDUCE_SUM, i32, TL_I64)
-DEFINE_KERNEL(sum, TL_CUDA_REDUCE_SUM, i64, TL_I64)
-DEFINE_KERNEL(sum, TL_CUDA_REDUCE_SUM, b8, TL_I64)
-DEFINE_KERNEL(mean, TL_CUDA_REDUCE_MEAN, f32, TL_F32)
-DEFINE_KERNEL(mean, TL_CUDA_REDUCE_MEAN, f64, TL_F64)
-DEFINE_KERNEL(mean, TL_CUDA_REDUCE_MEAN, bf16, TL_BF16)
-DEFINE_KERNEL(mean, TL_CUDA_REDUCE_MEAN, f16, TL_F16)
-DEFINE_EXTREMES(f32, TL_F32)
-DEFINE_EXTREMES(f64, TL_F64)
-DEFINE_EXTREMES(bf16, TL_BF16)
-DEFINE_EXTREMES(f16, TL_F16)
-DEFINE_EXTREMES(i32, TL_I32)
-DEFINE_EXTREMES(i64, TL_I64)
-DEFINE_EXTREMES(b8, TL_BOOL)
-
-/* label: the dtype as the kernel name spells it (bool is a macro, so not a token here) */
-// clang-format off
-#define ENTRY(op, fn, dtype, sfx, label) \
-    {TL_OP_##op, dtype, "cuda_" #op "_" label, {.reduce = fn##_##sfx}}
-// clang-format on
-#define FLOAT_ENTRIES(dtype, sfx, label)                                                           \
-    ENTRY(sum, sum, dtype, sfx, label), ENTRY(mean, mean, dtype, sfx, label)
-#define EXTREME_ENTRIES(dtype, sfx, label)                                                         \
-    ENTRY(max, max, dtype, sfx, label), ENTRY(min, min, dtype, sfx, label),                        \
-        ENTRY(argmax, max, dtype, sfx, label), ENTRY(argmin, min, dtype, sfx, label)
-
+/* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
 static const tl_kernel_entry entries[] = {
-    FLOAT_ENTRIES(TL_F32, f32, "f32"),    FLOAT_ENTRIES(TL_F64, f64, "f64"),
-    FLOAT_ENTRIES(TL_BF16, bf16, "bf16"), FLOAT_ENTRIES(TL_F16, f16, "f16"),
-    ENTRY(sum, sum, TL_I32, i32, "i32"),  ENTRY(sum, sum, TL_I64, i64, "i64"),
-    ENTRY(sum, sum, TL_BOOL, b8, "bool"), EXTREME_ENTRIES(TL_F32, f32, "f32"),
-    EXTREME_ENTRIES(TL_F64, f64, "f64"),  EXTREME_ENTRIES(TL_BF16, bf16, "bf16"),
-    EXTREME_ENTRIES(TL_F16, f16, "f16"),  EXTREME_ENTRIES(TL_I32, i32, "i32"),
-    EXTREME_ENTRIES(TL_I64, i64, "i64"),  EXTREME_ENTRIES(TL_BOOL, b8, "bool"),
+    TL_KERNEL(sum, TL_DTYPES_ALL, reduce, sum_kernel),
+    TL_KERNEL(mean, TL_DTYPES_FLOATING, reduce, mean_kernel),
+    TL_KERNEL(max, TL_DTYPES_ALL, reduce, max_kernel),
+    TL_KERNEL(min, TL_DTYPES_ALL, reduce, min_kernel),
+    TL_KERNEL(argmax, TL_DTYPES_ALL, reduce, max_kernel),
+    TL_KERNEL(argmin, TL_DTYPES_ALL, reduce, min_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cuda_reduce_table, TL_DEVICE_CUDA, entries);

@@ -11,51 +11,6 @@
 #define COLS_Y         8  /* slices of the reduced dim per block of the column kernel */
 #define MAX_CHUNKS     1024
 
-/* Per input dtype: storage T, the value reduced V (double or int64), load and store. */
-template <int D> struct rd;
-template <> struct rd<TL_CUDA_F32> {
-    typedef float T;
-    typedef double V;
-    __device__ static double load(float x) { return x; }
-    __device__ static float store(double v) { return (float)v; }
-};
-template <> struct rd<TL_CUDA_F64> {
-    typedef double T;
-    typedef double V;
-    __device__ static double load(double x) { return x; }
-    __device__ static double store(double v) { return v; }
-};
-template <> struct rd<TL_CUDA_BF16> {
-    typedef uint16_t T;
-    typedef double V;
-    __device__ static double load(uint16_t x) { return tl_dev_bf16_load(x); }
-    __device__ static uint16_t store(double v) { return tl_dev_bf16_round((float)v); }
-};
-template <> struct rd<TL_CUDA_F16> {
-    typedef uint16_t T;
-    typedef double V;
-    __device__ static double load(uint16_t x) { return tl_dev_f16_load(x); }
-    __device__ static uint16_t store(double v) { return tl_dev_f16_round((float)v); }
-};
-template <> struct rd<TL_CUDA_I32> {
-    typedef int32_t T;
-    typedef int64_t V;
-    __device__ static int64_t load(int32_t x) { return x; }
-    __device__ static int32_t store(int64_t v) { return (int32_t)v; }
-};
-template <> struct rd<TL_CUDA_I64> {
-    typedef int64_t T;
-    typedef int64_t V;
-    __device__ static int64_t load(int64_t x) { return x; }
-    __device__ static int64_t store(int64_t v) { return v; }
-};
-template <> struct rd<TL_CUDA_BOOL> {
-    typedef uint8_t T;
-    typedef int64_t V;
-    __device__ static int64_t load(uint8_t x) { return x != 0; }
-    __device__ static uint8_t store(int64_t v) { return v != 0; }
-};
-
 /* The sum's state: double for floating dtypes, uint64 (wrapping) for integer and bool ones. */
 template <typename V> struct sum_state { typedef V type; };
 template <> struct sum_state<int64_t> { typedef uint64_t type; };
@@ -68,19 +23,19 @@ __device__ __forceinline__ int64_t wrap_to_i64(uint64_t u) {
 
 /* An op: the state S, its identity, make (one element at r), merge (operator()), finish. */
 template <int D> struct sum_op {
-    typedef typename rd<D>::T T;
-    typedef typename sum_state<typename rd<D>::V>::type S;
+    typedef typename tl_elem<D>::T T;
+    typedef typename sum_state<typename tl_elem<D>::V>::type S;
     bool mean;
     int64_t len;
     __device__ S identity() const { return S(0); }
-    __device__ S make(T x, int64_t) const { return (S)rd<D>::load(x); }
+    __device__ S make(T x, int64_t) const { return (S)tl_elem<D>::wide(x); }
     __device__ S operator()(S a, S b) const { return a + b; }
     /* floating sums and means write the input's dtype, integer and bool sums int64 */
     __device__ void finish(S s, void *out, int64_t *, int64_t out_off, int64_t) const {
         if constexpr (std::is_integral<S>::value)
             ((int64_t *)out)[out_off] = wrap_to_i64(s);
         else
-            ((T *)out)[out_off] = rd<D>::store(mean ? tl_div((double)s, (double)len) : s);
+            ((T *)out)[out_off] = tl_elem<D>::from_wide(mean ? tl_div((double)s, (double)len) : s);
     }
 };
 
@@ -92,12 +47,12 @@ template <typename V> struct extreme {
 /* The better of two candidates as the CPU's sequential scan decides: a NaN beats any number
    and the first NaN stays, otherwise the larger (smaller) value, the first index on ties. */
 template <int D> struct extreme_op {
-    typedef typename rd<D>::T T;
-    typedef typename rd<D>::V V;
+    typedef typename tl_elem<D>::T T;
+    typedef typename tl_elem<D>::V V;
     typedef extreme<V> S;
     bool is_max;
     __device__ S identity() const { return S{V(0), -1}; }
-    __device__ S make(T x, int64_t r) const { return S{rd<D>::load(x), r}; }
+    __device__ S make(T x, int64_t r) const { return S{tl_elem<D>::wide(x), r}; }
     __device__ S operator()(S a, S b) const {
         if (b.index < 0) return a;
         if (a.index < 0) return b;
@@ -111,7 +66,7 @@ template <int D> struct extreme_op {
         return b.index < a.index ? b : a;
     }
     __device__ void finish(S s, void *out, int64_t *idx, int64_t out_off, int64_t idx_off) const {
-        if (out) ((T *)out)[out_off] = rd<D>::store(s.value);
+        if (out) ((T *)out)[out_off] = tl_elem<D>::from_wide(s.value);
         if (idx) idx[idx_off] = s.index;
     }
 };
@@ -288,22 +243,6 @@ template <int D> static tl_status run_dtype(const tl_cuda_reduce *r) {
 }
 
 extern "C" tl_status tl_cuda_reduce_run(const tl_cuda_reduce *r) {
-    switch (r->dtype) {
-    case TL_CUDA_F32:
-        return run_dtype<TL_CUDA_F32>(r);
-    case TL_CUDA_F64:
-        return run_dtype<TL_CUDA_F64>(r);
-    case TL_CUDA_BF16:
-        return run_dtype<TL_CUDA_BF16>(r);
-    case TL_CUDA_F16:
-        return run_dtype<TL_CUDA_F16>(r);
-    case TL_CUDA_I32:
-        return run_dtype<TL_CUDA_I32>(r);
-    case TL_CUDA_I64:
-        return run_dtype<TL_CUDA_I64>(r);
-    case TL_CUDA_BOOL:
-        return run_dtype<TL_CUDA_BOOL>(r);
-    default:
-        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", r->at.op);
-    }
+    return tl_cuda_dispatch<TL_CUDA_ALL>(
+        r->dtype, r->at.op, [&](auto e) -> tl_status { return run_dtype<decltype(e)::dtype>(r); });
 }

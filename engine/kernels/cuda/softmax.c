@@ -28,15 +28,9 @@ static tl_status log_softmax_kernel(tl_tensor *out, const tl_tensor *in, int dim
     return run("log_softmax", true, out, in, dim);
 }
 
-// clang-format off
-#define ENTRY(op, dtype, sfx) {TL_OP_##op, dtype, "cuda_" #op "_" #sfx, {.softmax = op##_kernel}}
-// clang-format on
-
 static const tl_kernel_entry entries[] = {
-    ENTRY(softmax, TL_F32, f32),   ENTRY(log_softmax, TL_F32, f32),
-    ENTRY(softmax, TL_F64, f64),   ENTRY(log_softmax, TL_F64, f64),
-    ENTRY(softmax, TL_BF16, bf16), ENTRY(log_softmax, TL_BF16, bf16),
-    ENTRY(softmax, TL_F16, f16),   ENTRY(log_softmax, TL_F16, f16),
+    TL_KERNEL(softmax, TL_DTYPES_FLOATING, softmax, softmax_kernel),
+    TL_KERNEL(log_softmax, TL_DTYPES_FLOATING, softmax, log_softmax_kernel),
 };
 
 TL_KERNEL_TABLE(tl_cuda_softmax_table, TL_DEVICE_CUDA, entries);

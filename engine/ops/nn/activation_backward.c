@@ -44,7 +44,5 @@ static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, tl
     tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out) {          \
         return run(TL_OP_##name, grad, saved, out);                                                \
     }
-#define OP(name, family, differentiable, backward)                                                 \
-    TL_IF_FAMILY(family, POINTWISE_BACKWARD, BACKWARD_OP, name)
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward) BACKWARD_OP(name)
 #include "tlua/ops.def"
-#undef OP
