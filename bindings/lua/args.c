@@ -271,3 +271,21 @@ void tlb_push_shape(lua_State *L, const tl_tensor *t) {
         lua_rawseti(L, -2, d + 1);
     }
 }
+
+void tlb_push_counters(lua_State *L, const void *stats, const tlb_counter *counters, int count) {
+    lua_createtable(L, 0, count);
+    for (int i = 0; i < count; i++) {
+        uint64_t value;
+        memcpy(&value, (const char *)stats + counters[i].offset, sizeof value);
+        lua_pushinteger(L, (lua_Integer)value);
+        lua_setfield(L, -2, counters[i].name);
+    }
+}
+
+void tlb_push_guard_metatable(lua_State *L, lua_CFunction release) {
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, release);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, release);
+    lua_setfield(L, -2, "__gc");
+}

@@ -105,6 +105,15 @@ bool tlb_opt_bool(lua_State *L, int idx, const char *op, bool def);
 void tlb_push_scalar(lua_State *L, tl_scalar s, tl_dtype dtype);
 /* Pushes t's shape as a new Lua table. */
 void tlb_push_shape(lua_State *L, const tl_tensor *t);
+/* A counter of a C struct of uint64_t counters, pushed by tlb_push_counters as a field. */
+typedef struct tlb_counter {
+    const char *name;
+    size_t offset; /* offsetof the uint64_t in the struct */
+} tlb_counter;
+/* Pushes a table {name = value, ...} of the counters of the struct at stats. */
+void tlb_push_counters(lua_State *L, const void *stats, const tlb_counter *counters, int count);
+/* Pushes a metatable whose __close and __gc are both release (a guard object's). */
+void tlb_push_guard_metatable(lua_State *L, lua_CFunction release);
 /* Applies opts.requires_grad to a new tensor (raises on failure). */
 void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts);
 

@@ -1,4 +1,6 @@
 /* The CUDA runtime from Lua: availability, synchronize, allocator statistics, matmul precision. */
+#include <stddef.h>
+
 #include "binding.h"
 #include "tlua/cuda.h"
 
@@ -26,27 +28,25 @@ static int cuda_synchronize(lua_State *L) {
     return 0;
 }
 
-static void set_number(lua_State *L, const char *name, uint64_t value) {
-    lua_pushinteger(L, (lua_Integer)value);
-    lua_setfield(L, -2, name);
-}
+static const tlb_counter cuda_counters[] = {
+    {"allocated", offsetof(tl_cuda_allocator_stats, allocated_bytes)},
+    {"reserved", offsetof(tl_cuda_allocator_stats, reserved_bytes)},
+    {"peak", offsetof(tl_cuda_allocator_stats, peak_allocated_bytes)},
+    {"peak_reserved", offsetof(tl_cuda_allocator_stats, peak_reserved_bytes)},
+    {"requested", offsetof(tl_cuda_allocator_stats, requested_bytes)},
+    {"active_blocks", offsetof(tl_cuda_allocator_stats, active_blocks)},
+    {"cached_blocks", offsetof(tl_cuda_allocator_stats, cached_blocks)},
+    {"alloc_count", offsetof(tl_cuda_allocator_stats, alloc_count)},
+    {"free_count", offsetof(tl_cuda_allocator_stats, free_count)},
+    {"cuda_malloc_count", offsetof(tl_cuda_allocator_stats, cuda_malloc_count)},
+    {"cuda_free_count", offsetof(tl_cuda_allocator_stats, cuda_free_count)},
+    {"oom_count", offsetof(tl_cuda_allocator_stats, oom_count)},
+};
 
 static int cuda_memory_stats(lua_State *L) {
     tl_cuda_allocator_stats s;
     if (tl_cuda_memory_stats(device_index(L, 1, "memory_stats"), &s) != TL_OK) return tlb_fail(L);
-    lua_createtable(L, 0, 12);
-    set_number(L, "allocated", s.allocated_bytes);
-    set_number(L, "reserved", s.reserved_bytes);
-    set_number(L, "peak", s.peak_allocated_bytes);
-    set_number(L, "peak_reserved", s.peak_reserved_bytes);
-    set_number(L, "requested", s.requested_bytes);
-    set_number(L, "active_blocks", s.active_blocks);
-    set_number(L, "cached_blocks", s.cached_blocks);
-    set_number(L, "alloc_count", s.alloc_count);
-    set_number(L, "free_count", s.free_count);
-    set_number(L, "cuda_malloc_count", s.cuda_malloc_count);
-    set_number(L, "cuda_free_count", s.cuda_free_count);
-    set_number(L, "oom_count", s.oom_count);
+    tlb_push_counters(L, &s, cuda_counters, (int)(sizeof cuda_counters / sizeof *cuda_counters));
     return 1;
 }
 

@@ -126,11 +126,7 @@ static int io_load(lua_State *L) {
     memset(l, 0, sizeof *l);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &loaded_key) == LUA_TNIL) {
         lua_pop(L, 1);
-        lua_createtable(L, 0, 2);
-        lua_pushcfunction(L, loaded_free);
-        lua_setfield(L, -2, "__close");
-        lua_pushcfunction(L, loaded_free);
-        lua_setfield(L, -2, "__gc");
+        tlb_push_guard_metatable(L, loaded_free);
         lua_pushvalue(L, -1);
         lua_rawsetp(L, LUA_REGISTRYINDEX, &loaded_key);
     }

@@ -1,5 +1,6 @@
 /* Runtime functions: clock, threads, seeds, and the kernel trace (tl.trace, tl.kernels). */
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "binding.h"
@@ -33,22 +34,20 @@ static int rt_cuda_device_count(lua_State *L) {
 }
 
 /* ---- memory statistics ------------------------------------------------------ */
-static void set_field(lua_State *L, const char *key, uint64_t value) {
-    lua_pushinteger(L, (lua_Integer)value);
-    lua_setfield(L, -2, key);
-}
+static const tlb_counter cpu_counters[] = {
+    {"allocated", offsetof(tl_cpu_memory_stats, allocated_bytes)},
+    {"peak", offsetof(tl_cpu_memory_stats, peak_allocated_bytes)},
+    {"active_blocks", offsetof(tl_cpu_memory_stats, active_blocks)},
+    {"alloc_count", offsetof(tl_cpu_memory_stats, alloc_count)},
+    {"free_count", offsetof(tl_cpu_memory_stats, free_count)},
+};
 
 /* tl.memory_stats("cpu") -> {allocated, peak, active_blocks, alloc_count, free_count} in bytes
    (a CUDA device is served by tl.cuda.memory_stats, which tlua/init.lua forwards to) */
 static int rt_cpu_memory_stats(lua_State *L) {
     tl_cpu_memory_stats s;
     tl_cpu_get_memory_stats(&s);
-    lua_createtable(L, 0, 5);
-    set_field(L, "allocated", s.allocated_bytes);
-    set_field(L, "peak", s.peak_allocated_bytes);
-    set_field(L, "active_blocks", s.active_blocks);
-    set_field(L, "alloc_count", s.alloc_count);
-    set_field(L, "free_count", s.free_count);
+    tlb_push_counters(L, &s, cpu_counters, (int)(sizeof cpu_counters / sizeof *cpu_counters));
     return 1;
 }
 
@@ -113,11 +112,7 @@ static int rt_trace(lua_State *L) {
     trace_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
     g->recording = false;
     g->events = NULL;
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, trace_guard_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, trace_guard_close);
-    lua_setfield(L, -2, "__gc");
+    tlb_push_guard_metatable(L, trace_guard_close);
     lua_setmetatable(L, -2);
     lua_toclose(L, -1);
     int base = lua_gettop(L);

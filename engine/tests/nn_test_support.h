@@ -73,25 +73,24 @@ static inline tl_tensor *int_tensor(const int64_t *values, const int64_t *shape,
     return t;
 }
 
-/* The elements as doubles (malloc'd, row-major). */
-static inline double *to_doubles(const tl_tensor *t) {
+/* The elements cast to dtype (8 bytes each: float64 or int64), malloc'd, row-major. */
+static inline void *to_host_as(const tl_tensor *t, tl_dtype dtype) {
     int64_t n = tl_numel(t);
-    double *v = calloc((size_t)(n > 0 ? n : 1), sizeof *v);
-    tl_tensor *t64 = NULL;
-    OK(tl_cast((tl_tensor *)t, TL_F64, &t64));
-    if (t64) OK(tl_to_host(t64, v));
-    tl_release(t64);
+    void *v = calloc((size_t)(n > 0 ? n : 1), 8);
+    tl_tensor *cast = NULL;
+    OK(tl_cast((tl_tensor *)t, dtype, &cast));
+    if (cast) OK(tl_to_host(cast, v));
+    tl_release(cast);
     return v;
 }
 
+/* The elements as doubles (malloc'd, row-major). */
+static inline double *to_doubles(const tl_tensor *t) {
+    return to_host_as(t, TL_F64);
+}
+
 static inline int64_t *to_ints(const tl_tensor *t) {
-    int64_t n = tl_numel(t);
-    int64_t *v = calloc((size_t)(n > 0 ? n : 1), sizeof *v);
-    tl_tensor *t64 = NULL;
-    OK(tl_cast((tl_tensor *)t, TL_I64, &t64));
-    if (t64) OK(tl_to_host(t64, v));
-    tl_release(t64);
-    return v;
+    return to_host_as(t, TL_I64);
 }
 
 /* max over elements of |got - want| / (1 + |want|); NaN counts as infinitely wrong */

@@ -196,11 +196,7 @@ function Checks:target_unchanged(target, before)
 end
 
 -- ---- .grad of live tensors ---------------------------------------------------------------------------
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local same_shape = require("helpers.reference").same_shape
 
 --- checks t.grad (if any): its shape, dtype and device are t's
 function Checks:grad_of(name, t)

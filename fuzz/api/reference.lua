@@ -102,11 +102,7 @@ end
 
 local function shape_str(shape) return "[" .. table.concat(shape, ", ") .. "]" end
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local same_shape = require("helpers.reference").same_shape
 
 --- compares got (a tensor) with want {shape, v} within tol(i) (0: exact); reports the first mismatch
 function H:compare(what, got, want, tol)

@@ -79,11 +79,7 @@ local function normalize(v, what)
   return nil, ("%s is a %s, expected a tensor, a table or a number"):format(what, type(v))
 end
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
+local same_shape = require("helpers.reference").same_shape
 
 -- 1-based multi-index of flat position p (1-based) in shape
 local function index_str(shape, p)

@@ -53,6 +53,13 @@ end
 -- Shapes and nested tables. A nested table is a Lua array of arrays; a number
 -- or boolean is a 0-dim value. Flat arrays are row-major.
 
+-- whether two shapes (Lua arrays) are the same
+function M.same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
 function M.numel(shape)
   local n = 1
   for _, s in ipairs(shape) do n = n * s end
@@ -292,21 +299,24 @@ function M.reduce(nested, kind, dim, keepdim)
 end
 
 -- numerically stable softmax / log_softmax of a Lua array
-function M.softmax_list(xs)
+-- the largest element m and sum(exp(x - m))
+local function max_and_sum_exp(xs)
   local m = -math.huge
   for _, x in ipairs(xs) do if x > m then m = x end end
   local s = 0.0
   for _, x in ipairs(xs) do s = s + math.exp(x - m) end
+  return m, s
+end
+
+function M.softmax_list(xs)
+  local m, s = max_and_sum_exp(xs)
   local out = {}
   for i, x in ipairs(xs) do out[i] = math.exp(x - m) / s end
   return out
 end
 
 function M.log_softmax_list(xs)
-  local m = -math.huge
-  for _, x in ipairs(xs) do if x > m then m = x end end
-  local s = 0.0
-  for _, x in ipairs(xs) do s = s + math.exp(x - m) end
+  local m, s = max_and_sum_exp(xs)
   local lse = m + math.log(s)
   local out = {}
   for i, x in ipairs(xs) do out[i] = x - lse end

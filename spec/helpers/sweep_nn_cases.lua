@@ -33,6 +33,21 @@ local function leaves(...)
   return table.unpack(out)
 end
 
+-- the run of a case whose inputs are fn's arguments then the output's gradient g: fn's value
+-- and the gradient of each argument
+local function differentiated(fn)
+  return function(...)
+    local args = { ... }
+    local g = table.remove(args)
+    args = { leaves(table.unpack(args)) }
+    local y = fn(table.unpack(args))
+    y:backward(g)
+    local out = { y:detach() }
+    for i, a in ipairs(args) do out[i + 1] = a.grad end
+    return out
+  end
+end
+
 cases.matmul = {
   inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5) } end,
   run = function(a, b) return { tl.matmul(a, b) } end,
@@ -41,12 +56,7 @@ cases.matmul = {
 -- y = a @ b, a [2, 3, 4] batched against b [4, 5]: ga = g b^T, gb = sum over the batch a^T g
 cases.matmul_backward = {
   inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5), G.normal(2, 3, 5) } end,
-  run = function(a, b, g)
-    a, b = leaves(a, b)
-    local y = tl.matmul(a, b)
-    y:backward(g)
-    return { y:detach(), a.grad, b.grad }
-  end,
+  run = differentiated(tl.matmul),
   reference = function(_, a, b, g)
     local ga, gb = {}, nil
     for n = 1, #a do
@@ -59,12 +69,7 @@ cases.matmul_backward = {
 -- y = x w^T + bias: gx = g w, gw = g^T x, gbias = column sums of g
 cases.linear = {
   inputs = function(G) return { G.normal(4, 3), G.normal(5, 3), G.normal(5), G.normal(4, 5) } end,
-  run = function(x, w, b, g)
-    x, w, b = leaves(x, w, b)
-    local y = tl.linear(x, w, b)
-    y:backward(g)
-    return { y:detach(), x.grad, w.grad, b.grad }
-  end,
+  run = differentiated(tl.linear),
   reference = function(_, x, w, b, g)
     local y = ref.broadcast_map(function(v, bias) return v + bias end, ref.matmul(x, transpose(w)), b)
     return { y, ref.matmul(g, w), ref.matmul(transpose(g), x), column_sums(g) }
@@ -73,12 +78,7 @@ cases.linear = {
 -- y = a b^T: ga = g b, gb = g^T a
 cases.outer = {
   inputs = function(G) return { G.normal(3), G.normal(4), G.normal(3, 4) } end,
-  run = function(a, b, g)
-    a, b = leaves(a, b)
-    local y = tl.outer(a, b)
-    y:backward(g)
-    return { y:detach(), a.grad, b.grad }
-  end,
+  run = differentiated(tl.outer),
   reference = function(_, a, b, g)
     local y = ref.build({ #a, #b }, function(i, j) return a[i] * b[j] end)
     return { y, ref.matmul(g, b), ref.matmul(transpose(g), a) }
