@@ -3,17 +3,9 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
+#include "ops/checks.h"
 #include "core/storage.h"
 #include "tlua/ops.h"
-
-static tl_status check_input(const char *op, const char *arg, const tl_tensor *t) {
-    if (!t)
-        return tl_error(TL_ERR_ARGUMENT, "%s: argument '%s' is NULL (expected a tensor)", op, arg);
-    if ((unsigned)t->dtype >= TL_DTYPE_COUNT)
-        return tl_error(TL_ERR_DTYPE, "%s: argument '%s' has an invalid dtype %d", op, arg,
-                        (int)t->dtype);
-    return TL_OK;
-}
 
 static tl_status check_dtype(const char *op, tl_dtype dtype) {
     if ((unsigned)dtype >= TL_DTYPE_COUNT)
@@ -29,7 +21,7 @@ static tl_status run_cast(tl_tensor *dst, const tl_tensor *src, const tl_tensor 
 }
 
 tl_status tl_fill_(tl_tensor *t, tl_scalar value) {
-    TL_TRY(check_input("fill_", "t", t));
+    TL_TRY(tl_check_tensor_arg("fill_", "t", t));
     TL_TRY(tl_scalar_check_fits("fill_", t->dtype, value));
     const tl_kernel_entry *k =
         tl_dispatch(TL_OP_fill, tl_tensor_device(t), t->dtype, (const tl_tensor *const[]){t, NULL});
@@ -60,8 +52,8 @@ static bool same_geometry(const tl_tensor *a, const tl_tensor *b) {
 }
 
 tl_status tl_copy_(tl_tensor *dst, const tl_tensor *src) {
-    TL_TRY(check_input("copy_", "dst", dst));
-    TL_TRY(check_input("copy_", "src", src));
+    TL_TRY(tl_check_tensor_arg("copy_", "dst", dst));
+    TL_TRY(tl_check_tensor_arg("copy_", "src", src));
     tl_device dd = tl_tensor_device(dst), ds = tl_tensor_device(src);
     if (!tl_device_equal(dd, ds)) {
         char nd[16], ns[16];
@@ -122,7 +114,7 @@ tl_status tl_copy_(tl_tensor *dst, const tl_tensor *src) {
 }
 
 tl_status tl_cast(tl_tensor *t, tl_dtype dtype, tl_tensor **out) {
-    TL_TRY(check_input("cast", "t", t));
+    TL_TRY(tl_check_tensor_arg("cast", "t", t));
     TL_TRY(check_dtype("cast", dtype));
     if (t->dtype == dtype) {
         *out = tl_retain(t);
@@ -140,7 +132,7 @@ tl_status tl_cast(tl_tensor *t, tl_dtype dtype, tl_tensor **out) {
 }
 
 tl_status tl_to(tl_tensor *t, tl_dtype dtype, tl_device device, tl_tensor **out) {
-    TL_TRY(check_input("to", "t", t));
+    TL_TRY(tl_check_tensor_arg("to", "t", t));
     TL_TRY(check_dtype("to", dtype));
     tl_device from = tl_tensor_device(t);
     if (tl_device_equal(from, device)) return tl_cast(t, dtype, out);

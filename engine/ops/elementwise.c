@@ -21,18 +21,10 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
+#include "ops/checks.h"
 #include "tlua/ops.h"
 
 /* ---- checks ------------------------------------------------------------- */
-static tl_status check_input(const char *op, const char *arg, const tl_tensor *t) {
-    if (!t)
-        return tl_error(TL_ERR_ARGUMENT, "%s: argument '%s' is NULL (expected a tensor)", op, arg);
-    if ((unsigned)t->dtype >= TL_DTYPE_COUNT)
-        return tl_error(TL_ERR_DTYPE, "%s: argument '%s' has an invalid dtype %d", op, arg,
-                        (int)t->dtype);
-    return TL_OK;
-}
-
 static tl_status check_same_device(const char *op, const tl_tensor *a, const tl_tensor *b) {
     tl_device da = tl_tensor_device(a), db = tl_tensor_device(b);
     if (tl_device_equal(da, db)) return TL_OK;
@@ -108,13 +100,13 @@ static tl_status unary(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op
 
 /* an op with floating kernels only */
 static tl_status unary_floating(tl_op op, const tl_tensor *a, tl_tensor **out) {
-    TL_TRY(check_input(tl_op_info_of(op)->name, "a", a));
+    TL_TRY(tl_check_tensor_arg(tl_op_info_of(op)->name, "a", a));
     return unary(op, a, floating_or_f32(a->dtype), NULL, out);
 }
 
 /* an op with integer kernels too */
 static tl_status unary_any(tl_op op, const tl_tensor *a, tl_tensor **out) {
-    TL_TRY(check_input(tl_op_info_of(op)->name, "a", a));
+    TL_TRY(tl_check_tensor_arg(tl_op_info_of(op)->name, "a", a));
     return unary(op, a, bool_as_i64(a->dtype), NULL, out);
 }
 
@@ -137,7 +129,7 @@ tl_status tl_relu(const tl_tensor *a, tl_tensor **out) {
 #include "tlua/ops.def"
 
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
-    TL_TRY(check_input("pow_scalar", "a", a));
+    TL_TRY(tl_check_tensor_arg("pow_scalar", "a", a));
     tl_dtype dtype = tl_dtype_is_floating(a->dtype)                 ? a->dtype
                      : is_integral_value(exponent) && exponent >= 0 ? bool_as_i64(a->dtype)
                                                                     : TL_F32;
@@ -147,7 +139,7 @@ tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
 
 tl_status tl_clamp(const tl_tensor *a, bool has_min, double min, bool has_max, double max,
                    tl_tensor **out) {
-    TL_TRY(check_input("clamp", "a", a));
+    TL_TRY(tl_check_tensor_arg("clamp", "a", a));
     bool integral_bounds =
         (!has_min || is_integral_value(min)) && (!has_max || is_integral_value(max));
     tl_dtype dtype = tl_dtype_is_floating(a->dtype) ? a->dtype
@@ -166,8 +158,8 @@ typedef enum binary_kind { ARITHMETIC, FLOATING, COMPARISON } binary_kind;
 static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl_tensor *b,
                         tl_tensor **out) {
     const char *name = tl_op_info_of(op)->name;
-    TL_TRY(check_input(name, "a", a));
-    TL_TRY(check_input(name, "b", b));
+    TL_TRY(tl_check_tensor_arg(name, "a", a));
+    TL_TRY(tl_check_tensor_arg(name, "b", b));
     TL_TRY(check_same_device(name, a, b));
     int64_t shape[TL_MAX_DIMS];
     int ndim;
@@ -248,9 +240,9 @@ tl_status tl_ge(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
 
 /* ---- where -------------------------------------------------------------- */
 tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    TL_TRY(check_input("where", "cond", cond));
-    TL_TRY(check_input("where", "a", a));
-    TL_TRY(check_input("where", "b", b));
+    TL_TRY(tl_check_tensor_arg("where", "cond", cond));
+    TL_TRY(tl_check_tensor_arg("where", "a", a));
+    TL_TRY(tl_check_tensor_arg("where", "b", b));
     if (cond->dtype != TL_BOOL)
         return tl_error(TL_ERR_DTYPE, "where: expected cond of dtype bool, got %s",
                         tl_dtype_name(cond->dtype));
