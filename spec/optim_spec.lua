@@ -317,15 +317,21 @@ describe("a step that fails changes nothing", function()
   }
   local state_key = { SGD = "momentum_buffer", Adam = "exp_avg_sq", AdamW = "exp_avg" }
 
+  -- three parameters and an optimizer that took two steps, the gradients of a third set
+  local function two_steps_taken(name)
+    local a, b, c = three_params()
+    local opt = makers[name]({ a, b, c })
+    for k = 1, 2 do
+      set_grads(a, b, c, k)
+      opt:step()
+    end
+    set_grads(a, b, c, 3)
+    return a, b, c, opt
+  end
+
   for _, name in ipairs({ "SGD", "Adam", "AdamW" }) do
     it(name .. ": a bad option of the last group", function()
-      local a, b, c = three_params()
-      local opt = makers[name]({ a, b, c })
-      for k = 1, 2 do
-        set_grads(a, b, c, k)
-        opt:step()
-      end
-      set_grads(a, b, c, 3)
+      local a, b, c, opt = two_steps_taken(name)
       local before = snapshot(opt, { a, b, c })
       for _, bad in ipairs({ -0.5, 0 / 0, math.huge, "fast" }) do
         opt.param_groups[2].lr = bad
@@ -341,13 +347,7 @@ describe("a step that fails changes nothing", function()
     end)
 
     it(name .. ": a state tensor of the wrong shape or dtype for the second parameter", function()
-      local a, b, c = three_params()
-      local opt = makers[name]({ a, b, c })
-      for k = 1, 2 do
-        set_grads(a, b, c, k)
-        opt:step()
-      end
-      set_grads(a, b, c, 3)
+      local a, b, c, opt = two_steps_taken(name)
       local key = state_key[name]
       local good = opt.state[b][key]
       for _, case in ipairs({
