@@ -27,48 +27,23 @@ typedef struct registry {
 static registry *current;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 
-/* Each family's kernel signature: the union member its entries must fill. */
+/* Each family's kernel signature (its FAMILY row in ops.def): the union member its entries fill. */
 tl_kernel_signature tl_family_signature(tl_op_family family) {
-    static const tl_kernel_signature signatures[] = {
-        [TL_FAMILY_UNARY] = TL_SIG_unary,
-        [TL_FAMILY_POINTWISE] = TL_SIG_unary,
-        [TL_FAMILY_POINTWISE_BACKWARD] = TL_SIG_binary,
-        [TL_FAMILY_POINTWISE_BINARY] = TL_SIG_binary,
-        [TL_FAMILY_BINARY] = TL_SIG_binary,
-        [TL_FAMILY_TERNARY] = TL_SIG_ternary,
-        [TL_FAMILY_FILL] = TL_SIG_fill,
-        [TL_FAMILY_COPY] = TL_SIG_copy,
-        [TL_FAMILY_REDUCE] = TL_SIG_reduce,
-        [TL_FAMILY_SOFTMAX] = TL_SIG_softmax,
-        [TL_FAMILY_GEMM] = TL_SIG_gemm,
-        [TL_FAMILY_RANDOM] = TL_SIG_random,
-        [TL_FAMILY_VIEW] = TL_SIG_none,
-        [TL_FAMILY_IM2COL] = TL_SIG_im2col,
-        [TL_FAMILY_POOL] = TL_SIG_pool,
-        [TL_FAMILY_POOL_BACKWARD] = TL_SIG_pool_backward,
-        [TL_FAMILY_EMBEDDING] = TL_SIG_embedding,
-        [TL_FAMILY_CROSS_ENTROPY] = TL_SIG_cross_entropy,
-        [TL_FAMILY_CROSS_ENTROPY_BACKWARD] = TL_SIG_cross_entropy_backward,
-        [TL_FAMILY_LAYER_NORM] = TL_SIG_layer_norm,
-        [TL_FAMILY_LAYER_NORM_BACKWARD] = TL_SIG_layer_norm_backward,
-        [TL_FAMILY_OPTIM] = TL_SIG_optim,
+    static const tl_kernel_signature signatures[TL_FAMILY_COUNT] = {
+#define FAMILY(name, signature) [TL_FAMILY_##name] = TL_SIG_##signature,
+#include "tlua/ops.def"
+#undef FAMILY
     };
-    return signatures[family];
+    return (unsigned)family < TL_FAMILY_COUNT ? signatures[family] : TL_SIG_none;
 }
 
 const char *tl_signature_name(tl_kernel_signature signature) {
     static const char *const names[] = {
-        "none",          "unary",
-        "binary",        "ternary",
-        "fill",          "copy",
-        "reduce",        "softmax",
-        "gemm",          "random",
-        "im2col",        "pool",
-        "pool_backward", "embedding",
-        "cross_entropy", "cross_entropy_backward",
-        "layer_norm",    "layer_norm_backward",
-        "optim",
+#define TL_SIGNATURE_NAME(member, type) [TL_SIG_##member] = #member,
+        TL_KERNEL_SIGNATURES(TL_SIGNATURE_NAME)
+#undef TL_SIGNATURE_NAME
     };
+    if (signature == TL_SIG_none) return "none";
     return (unsigned)signature < sizeof names / sizeof names[0] ? names[signature] : "unknown";
 }
 

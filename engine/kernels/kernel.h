@@ -1,5 +1,5 @@
-/* Kernel signatures (one per op family), the op enum from ops.def, and the
-   typed dispatch by (op, device, dtype) every functional op goes through. */
+/* Kernel signatures (each op family names one in ops.def), the kernel tables, and the typed
+   dispatch by (op, device, dtype) every functional op goes through. */
 #ifndef TLUA_KERNEL_H
 #define TLUA_KERNEL_H
 
@@ -107,28 +107,36 @@ typedef struct tl_optim_args {
 typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl_tensor *state0,
                                      tl_tensor *state1, const tl_optim_args *args);
 
+/* The kernel signatures: SIGNATURE(member, type) gives tl_kernel_entry's union member `member`
+   of that type, TL_SIG_<member> and its name. A new signature is its typedef above and a row
+   here; the FAMILY rows of ops.def name the signature of each family. */
+#define TL_KERNEL_SIGNATURES(SIGNATURE)                                                            \
+    SIGNATURE(unary, tl_unary_kernel)                                                              \
+    SIGNATURE(binary, tl_binary_kernel)                                                            \
+    SIGNATURE(ternary, tl_ternary_kernel)                                                          \
+    SIGNATURE(fill, tl_fill_kernel)                                                                \
+    SIGNATURE(copy, tl_copy_kernel)                                                                \
+    SIGNATURE(reduce, tl_reduce_kernel)                                                            \
+    SIGNATURE(softmax, tl_softmax_kernel)                                                          \
+    SIGNATURE(gemm, tl_gemm_kernel)                                                                \
+    SIGNATURE(random, tl_random_kernel)                                                            \
+    SIGNATURE(im2col, tl_im2col_kernel)                                                            \
+    SIGNATURE(pool, tl_pool_kernel)                                                                \
+    SIGNATURE(pool_backward, tl_pool_backward_kernel)                                              \
+    SIGNATURE(embedding, tl_embedding_kernel)                                                      \
+    SIGNATURE(cross_entropy, tl_cross_entropy_kernel)                                              \
+    SIGNATURE(cross_entropy_backward, tl_cross_entropy_backward_kernel)                            \
+    SIGNATURE(layer_norm, tl_layer_norm_kernel)                                                    \
+    SIGNATURE(layer_norm_backward, tl_layer_norm_backward_kernel)                                  \
+    SIGNATURE(optim, tl_optim_kernel)
+
 /* Which member of tl_kernel_entry's union a kernel fills: its signature. Each op family has one
    (tl_family_signature); the registry rejects an entry whose signature is not its op's. */
 typedef enum tl_kernel_signature {
-    TL_SIG_none, /* the VIEW family: no kernels */
-    TL_SIG_unary,
-    TL_SIG_binary,
-    TL_SIG_ternary,
-    TL_SIG_fill,
-    TL_SIG_copy,
-    TL_SIG_reduce,
-    TL_SIG_softmax,
-    TL_SIG_gemm,
-    TL_SIG_random,
-    TL_SIG_im2col,
-    TL_SIG_pool,
-    TL_SIG_pool_backward,
-    TL_SIG_embedding,
-    TL_SIG_cross_entropy,
-    TL_SIG_cross_entropy_backward,
-    TL_SIG_layer_norm,
-    TL_SIG_layer_norm_backward,
-    TL_SIG_optim,
+    TL_SIG_none, /* a family without kernels (VIEW) */
+#define TL_SIGNATURE_ENUM(member, type) TL_SIG_##member,
+    TL_KERNEL_SIGNATURES(TL_SIGNATURE_ENUM)
+#undef TL_SIGNATURE_ENUM
 } tl_kernel_signature;
 
 tl_kernel_signature tl_family_signature(tl_op_family family);
@@ -160,24 +168,9 @@ typedef struct tl_kernel_entry {
     const char *name; /* in a table: NULL for "<device>_<op>", or a shared name ("cpu_gemm") */
     tl_dtype dtype;   /* as dispatched: the dtype it was found for */
     union {
-        tl_unary_kernel unary;
-        tl_binary_kernel binary;
-        tl_ternary_kernel ternary;
-        tl_fill_kernel fill;
-        tl_copy_kernel copy;
-        tl_reduce_kernel reduce;
-        tl_softmax_kernel softmax;
-        tl_gemm_kernel gemm;
-        tl_random_kernel random;
-        tl_im2col_kernel im2col;
-        tl_pool_kernel pool;
-        tl_pool_backward_kernel pool_backward;
-        tl_embedding_kernel embedding;
-        tl_cross_entropy_kernel cross_entropy;
-        tl_cross_entropy_backward_kernel cross_entropy_backward;
-        tl_layer_norm_kernel layer_norm;
-        tl_layer_norm_backward_kernel layer_norm_backward;
-        tl_optim_kernel optim;
+#define TL_SIGNATURE_MEMBER(member, type) type member;
+        TL_KERNEL_SIGNATURES(TL_SIGNATURE_MEMBER)
+#undef TL_SIGNATURE_MEMBER
     } fn;
 } tl_kernel_entry;
 
@@ -206,16 +199,26 @@ typedef struct tl_kernel_entry {
 #define TL_KERNELS_INTEGER(op, member, fn)                                                         \
     TL_KERNEL(op, TL_DTYPES_I32, member, fn##_i32), TL_KERNEL(op, TL_DTYPES_I64, member, fn##_i64)
 
-/* A kernel table of one file, registered in kernels/registry.c. */
+/* A kernel table of one file. CMakeLists.txt finds every TL_KERNEL_TABLE that starts a line of
+   a .c file of engine/kernels/cpu (or a .c or .cu file of engine/kernels/cuda) and
+   kernels/registry.c registers them all: a new kernel file needs no other edit. */
 typedef struct tl_kernel_table {
     tl_device_type device;
     const tl_kernel_entry *entries;
     int count;
 } tl_kernel_table;
 
-/* Ends a kernel file: `TL_KERNEL_TABLE(tl_cpu_unary_table, TL_DEVICE_CPU, entries);` */
+/* Ends a kernel file: `TL_KERNEL_TABLE(tl_cpu_unary_table, TL_DEVICE_CPU, entries);` at the start
+   of a line (CMakeLists.txt lists the tables from these lines). In CUDA C++ (a .cu file) the
+   table has C linkage, as kernels/registry.c declares it. */
+#ifdef __cplusplus
+#define TL_KERNEL_TABLE_LINKAGE extern "C"
+#else
+#define TL_KERNEL_TABLE_LINKAGE
+#endif
 #define TL_KERNEL_TABLE(table_name, device, entries)                                               \
-    const tl_kernel_table table_name = {device, entries, (int)(sizeof entries / sizeof entries[0])}
+    TL_KERNEL_TABLE_LINKAGE const tl_kernel_table table_name = {                                   \
+        device, entries, (int)(sizeof entries / sizeof entries[0])}
 
 /* Finds the kernel for (op, device, dtype) and records the run for tl.trace
    and the coverage report with the shapes of `tensors` (output first, then

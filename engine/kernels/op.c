@@ -21,23 +21,26 @@ tl_op tl_op_by_name(const char *name) {
     return TL_OP_COUNT;
 }
 
+const char *tl_op_family_name(tl_op_family family) {
+    static const char *const names[TL_FAMILY_COUNT] = {
+#define FAMILY(name, signature) [TL_FAMILY_##name] = #name,
+#include "tlua/ops.def"
+#undef FAMILY
+    };
+    return (unsigned)family < TL_FAMILY_COUNT ? names[family] : "unknown";
+}
+
 static const char *backward_name(tl_backward_kind kind) {
     return kind == TL_BACKWARD_KERNELS    ? "kernels"
            : kind == TL_BACKWARD_COMPOSED ? "composed"
                                           : "none";
 }
 
-static const char *const family_names[TL_OP_COUNT] = {
-#define OP(name, family, differentiable, backward) [TL_OP_##name] = #family,
-#include "tlua/ops.def"
-#undef OP
-};
-
 int tl_op_list(tl_op_description *out, int max) {
     /* family names in lower case, made once (ops.def writes them in upper case) */
     static char lower[TL_OP_COUNT][32];
     for (int op = 0; op < TL_OP_COUNT && op < max; op++) {
-        const char *family = family_names[op];
+        const char *family = tl_op_family_name(op_infos[op].family);
         size_t n = 0;
         for (; family[n] && n + 1 < sizeof lower[op]; n++)
             lower[op][n] =

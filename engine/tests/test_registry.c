@@ -1,6 +1,7 @@
 /* C unit test of the kernel registry's checks: a table with an entry whose signature does not fit
    its op's family, or a second kernel for one (op, device, dtype), breaks the registry with a
-   message naming the bad entry, and every dispatch then fails with it (no abort). */
+   message naming the bad entry, and every dispatch then fails with it (no abort); the build's
+   tables, listed at configure time, give every op with kernels a CPU kernel. */
 #include <stdio.h>
 #include <string.h>
 
@@ -55,6 +56,24 @@ static void expect_broken(const char *want) {
 int main(void) {
     /* the build's own tables are sound */
     CHECK(tl_registry_problem() == NULL, "the build's tables: %s", tl_registry_problem());
+    /* every family (ops.def's FAMILY rows) has a name and a named signature, and the generated
+       list of tables (kernel_tables.h) leaves no op of a family with kernels without a CPU one */
+    for (int f = 0; f < TL_FAMILY_COUNT; f++) {
+        tl_kernel_signature sig = tl_family_signature((tl_op_family)f);
+        CHECK(strcmp(tl_op_family_name((tl_op_family)f), "unknown") &&
+                  strcmp(tl_signature_name(sig), "unknown"),
+              "family %d: name %s, signature %s", f, tl_op_family_name((tl_op_family)f),
+              tl_signature_name(sig));
+    }
+    for (int op = 0; op < TL_OP_COUNT; op++) {
+        const tl_op_info *info = tl_op_info_of((tl_op)op);
+        if (tl_family_signature(info->family) == TL_SIG_none) continue;
+        bool any = false;
+        for (int d = 0; d < TL_DTYPE_COUNT; d++)
+            any = any || tl_has_kernel((tl_op)op, TL_DEVICE_CPU, (tl_dtype)d);
+        CHECK(any, "op %s (family %s) has no CPU kernel: is its table listed?", info->name,
+              info->family_name);
+    }
 
     const tl_kernel_table *bad_signature[] = {&wrong_signature_table};
     tl_registry_use_tables(bad_signature, 1);

@@ -91,16 +91,8 @@ tl_status tl_ag_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **ou
 tl_status tl_ag_contiguous(tl_tensor *t, tl_tensor **out);
 tl_status tl_ag_clone(tl_tensor *t, tl_tensor **out);
 
-/* nn (the functional forms and their arguments are in tlua/nn.h) */
-tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
-                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
-tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
-                           int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
-tl_status tl_ag_embedding(tl_tensor *indices, tl_tensor *weight, tl_tensor **out);
-tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
-                              tl_tensor **loss);
-tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
-                           tl_tensor **out);
+/* nn: tl_ag_conv2d, tl_ag_max_pool2d, ... are declared in tlua/nn.h beside their functional
+   forms (included above) */
 
 /* ---- custom functions (the Lua binding's autograd.Function) --------------
    A node whose backward is a callback: grads_out[i] is d(loss)/d(output i)

@@ -15,8 +15,8 @@ extern "C" {
 /* Dims and indices are 0-based. Floating ops take float32, float64, bfloat16 or float16 (the
    16-bit ones compute in float32); every tensor of one call has the same dtype and device.
    Functional ops return new tensors ("=" semantics); backward functions compute one gradient
-   each, so autograd runs only those it needs. The recording forms (tl_ag_conv2d, ...) are
-   in tlua/autograd.h. */
+   each, so autograd runs only those it needs. Each op's recording form (tl_ag_conv2d, ...:
+   the functional op plus the autograd graph, see tlua/autograd.h) is declared beside it. */
 
 /* ---- conv2d --------------------------------------------------------------------------------
    input [N, C, H, W], weight [O, C, kh, kw], bias [O] or NULL -> out [N, O, OH, OW] with
@@ -36,6 +36,8 @@ tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
                                     tl_tensor **grad_weight);
 /* grad_bias [O]: grad [N, O, OH, OW] summed over N, OH, OW. */
 tl_status tl_conv2d_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
+tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
+                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
 
 /* ---- max_pool2d ----------------------------------------------------------------------------
    input [N, C, H, W] -> out [N, C, OH, OW], OH = (H + 2 pad_h - kernel_h) / stride_h + 1;
@@ -47,6 +49,8 @@ tl_status tl_max_pool2d(const tl_tensor *input, int64_t kernel_h, int64_t kernel
 /* grad_input [input_shape]: grad [N, C, OH, OW] summed at indices. */
 tl_status tl_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,
                                  const int64_t input_shape[4], tl_tensor **grad_input);
+tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
+                           int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
 
 /* ---- embedding -----------------------------------------------------------------------------
    indices (int64 or int32, any shape, values in [0, V)), weight [V, D] -> out [..., D]. An
@@ -55,6 +59,7 @@ tl_status tl_embedding(const tl_tensor *indices, const tl_tensor *weight, tl_ten
 /* grad_weight [num_weights, D]: the rows of grad [..., D] summed per index, in order. */
 tl_status tl_embedding_backward(const tl_tensor *grad, const tl_tensor *indices,
                                 int64_t num_weights, tl_tensor **grad_weight);
+tl_status tl_ag_embedding(tl_tensor *indices, tl_tensor *weight, tl_tensor **out);
 
 /* ---- cross_entropy -------------------------------------------------------------------------
    logits [N, C], target (int64 or int32 [N], classes in [0, C)), label_smoothing in [0, 1]
@@ -69,6 +74,8 @@ tl_status tl_cross_entropy(const tl_tensor *logits, const tl_tensor *target, dou
 tl_status tl_cross_entropy_backward(const tl_tensor *grad, const tl_tensor *logits,
                                     const tl_tensor *target, const tl_tensor *log_sum_exp,
                                     double label_smoothing, tl_tensor **grad_logits);
+tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
+                              tl_tensor **loss);
 
 /* ---- layer_norm ----------------------------------------------------------------------------
    Over the last dim D of input [..., D]: out = (x - mean) / sqrt(var + eps) * weight + bias
@@ -84,6 +91,8 @@ tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *i
 tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *input,
                                         const tl_tensor *mean, const tl_tensor *rstd,
                                         tl_tensor **grad_weight, tl_tensor **grad_bias);
+tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                           tl_tensor **out);
 
 /* ---- optimizer steps: in place, one fused pass, no autograd; bump the versions of what they
    write. param, grad and the state tensors: same shape, dtype and device; param and state
