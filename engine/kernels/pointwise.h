@@ -37,9 +37,9 @@ TL_POINTWISE(silu, x / (1.0f + expf(-x)), x / (1.0 + exp(-x)))
 TL_POINTWISE(sin, sinf(x), sin(x))
 TL_POINTWISE(cos, cosf(x), cos(x))
 
-/* Two inputs: y = f(a, b) (inputs broadcast), as TL_POINTWISE. Defines tl_pointwise_<name>_f(a, b)
-   and tl_pointwise_<name>_d(a, b). */
-#define TL_POINTWISE_BINARY(name, float_expr, double_expr)                                         \
+/* Two inputs: defines tl_pointwise_<name>_f(a, b) (float_expr) and tl_pointwise_<name>_d(a, b)
+   (double_expr), the parameters named as the macro's a and b. */
+#define TL_POINTWISE_2(name, a, b, float_expr, double_expr)                                        \
     TL_POINTWISE_FN float tl_pointwise_##name##_f(float a, float b) {                              \
         return float_expr;                                                                         \
     }                                                                                              \
@@ -47,21 +47,19 @@ TL_POINTWISE(cos, cosf(x), cos(x))
         return double_expr;                                                                        \
     }
 
+/* y = f(a, b) (inputs broadcast), as TL_POINTWISE. */
+#define TL_POINTWISE_BINARY(name, float_expr, double_expr)                                         \
+    TL_POINTWISE_2(name, a, b, float_expr, double_expr)
+
 /* true division */
 TL_POINTWISE_BINARY(div, a / b, a / b)
 /* the angle of the point (b, a), in (-pi, pi] */
 TL_POINTWISE_BINARY(atan2, atan2f(a, b), atan2(a, b))
 
 /* Backward kernels: out = f(g, s) where g is the gradient of the output and s the saved
-   tensor (the forward's result y or input x, as the op's gradient formula saves).
-   Defines tl_pointwise_<name>_f(g, s) and tl_pointwise_<name>_d(g, s). */
+   tensor (the forward's result y or input x, as the op's gradient formula saves). */
 #define TL_POINTWISE_BACKWARD(name, float_expr, double_expr)                                       \
-    TL_POINTWISE_FN float tl_pointwise_##name##_f(float g, float s) {                              \
-        return float_expr;                                                                         \
-    }                                                                                              \
-    TL_POINTWISE_FN double tl_pointwise_##name##_d(double g, double s) {                           \
-        return double_expr;                                                                        \
-    }
+    TL_POINTWISE_2(name, g, s, float_expr, double_expr)
 
 /* s = y: relu' = [y > 0], tanh' = 1 - y^2, sigmoid' = y (1 - y) */
 TL_POINTWISE_BACKWARD(relu_backward, s > 0 ? g : 0.0f, s > 0 ? g : 0.0)

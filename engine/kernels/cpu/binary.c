@@ -103,18 +103,13 @@ COMPARE_KERNELS(ge, a >= b)
 
 /* ---- the table ----------------------------------------------------------- */
 #define COMPARE_ENTRIES(op)                                                                        \
-    TL_KERNELS_FLOATING(op, binary, op), TL_KERNELS_INTEGER(op, binary, op),                       \
-        TL_KERNEL(op, TL_DTYPES_BOOL, binary, op##_bool)
+    TL_CPU_KERNELS_NUMERIC(op, binary), TL_KERNEL(op, TL_DTYPES_BOOL, binary, op##_bool)
 
 static const tl_kernel_entry entries[] = {
-    TL_KERNELS_FLOATING(add, binary, add),
-    TL_KERNELS_INTEGER(add, binary, add),
-    TL_KERNELS_FLOATING(sub, binary, sub),
-    TL_KERNELS_INTEGER(sub, binary, sub),
-    TL_KERNELS_FLOATING(mul, binary, mul),
-    TL_KERNELS_INTEGER(mul, binary, mul),
-    TL_KERNELS_FLOATING(pow, binary, pow),
-    TL_KERNELS_INTEGER(pow, binary, pow),
+    TL_CPU_KERNELS_NUMERIC(add, binary),
+    TL_CPU_KERNELS_NUMERIC(sub, binary),
+    TL_CPU_KERNELS_NUMERIC(mul, binary),
+    TL_CPU_KERNELS_NUMERIC(pow, binary),
     COMPARE_ENTRIES(eq),
     COMPARE_ENTRIES(ne),
     COMPARE_ENTRIES(lt),

@@ -25,7 +25,7 @@ static inline int64_t work_of(const tl_window2d *w) {
 
 /* ---- im2col: only moves elements, so one version per element size (zero bits are 0.0 in
    every floating dtype) ---------------------------------------------------------------- */
-#define DEFINE_IM2COL_PLANE(suffix, T)                                                             \
+#define DEFINE_IM2COL(suffix, T)                                                                   \
     static inline void im2col_plane_##suffix(T *col, const T *img, const tl_window2d *w,           \
                                              int64_t bc) {                                         \
         const int64_t b = bc / w->channels, c = bc % w->channels, SW = w->stride_w;                \
@@ -53,43 +53,25 @@ static inline int64_t work_of(const tl_window2d *w) {
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
+    }                                                                                              \
+    static tl_status im2col_##suffix(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) { \
+        T *col = tl_data(dst);                                                                     \
+        const T *img = tl_data(src);                                                               \
+        const int64_t planes = w->batch * w->channels;                                             \
+        NN_PARALLEL_FOR(work_of(w))                                                                \
+        for (int64_t bc = 0; bc < planes; bc++) im2col_plane_##suffix(col, img, w, bc);            \
+        return TL_OK;                                                                              \
     }
 
-DEFINE_IM2COL_PLANE(32, uint32_t)
-DEFINE_IM2COL_PLANE(64, uint64_t)
-DEFINE_IM2COL_PLANE(16, uint16_t)
-
-static tl_status im2col_32(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
-    uint32_t *col = tl_data(dst);
-    const uint32_t *img = tl_data(src);
-    const int64_t planes = w->batch * w->channels;
-#pragma omp parallel for schedule(static) if (work_of(w) > NN_PARALLEL_THRESHOLD)
-    for (int64_t bc = 0; bc < planes; bc++) im2col_plane_32(col, img, w, bc);
-    return TL_OK;
-}
-
-static tl_status im2col_64(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
-    uint64_t *col = tl_data(dst);
-    const uint64_t *img = tl_data(src);
-    const int64_t planes = w->batch * w->channels;
-#pragma omp parallel for schedule(static) if (work_of(w) > NN_PARALLEL_THRESHOLD)
-    for (int64_t bc = 0; bc < planes; bc++) im2col_plane_64(col, img, w, bc);
-    return TL_OK;
-}
-
-static tl_status im2col_16(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
-    uint16_t *col = tl_data(dst);
-    const uint16_t *img = tl_data(src);
-    const int64_t planes = w->batch * w->channels;
-#pragma omp parallel for schedule(static) if (work_of(w) > NN_PARALLEL_THRESHOLD)
-    for (int64_t bc = 0; bc < planes; bc++) im2col_plane_16(col, img, w, bc);
-    return TL_OK;
-}
+DEFINE_IM2COL(32, uint32_t)
+DEFINE_IM2COL(64, uint64_t)
+DEFINE_IM2COL(16, uint16_t)
 
 /* ---- col2im: plane (b, c) of the image sums the kernel_h * kernel_w column rows that read
-   it, into acc (A, the accumulation type); planes are independent, so the sums are
-   deterministic --------------------------------------------------------------------------- */
-#define DEFINE_COL2IM_PLANE(suffix, T, A, LOAD)                                                    \
+   it, into acc (A, the accumulation type; the rounding to T, STORE, is the caller's); planes are
+   independent, so the sums are deterministic
+   --------------------------------------------------------------------------- */
+#define DEFINE_COL2IM_PLANE(suffix, T, A, LOAD, STORE)                                             \
     static inline void col2im_plane_##suffix(A *acc, const T *col, const tl_window2d *w,           \
                                              int64_t bc) {                                         \
         const int64_t b = bc / w->channels, c = bc % w->channels, SW = w->stride_w;                \
@@ -111,29 +93,21 @@ static tl_status im2col_16(tl_tensor *dst, const tl_tensor *src, const tl_window
         }                                                                                          \
     }
 
-#define LOAD_SAME(x) (x)
-DEFINE_COL2IM_PLANE(f32, float, float, LOAD_SAME)
-DEFINE_COL2IM_PLANE(f64, double, double, LOAD_SAME)
-DEFINE_COL2IM_PLANE(bf16, uint16_t, float, tl_bf16_load)
-DEFINE_COL2IM_PLANE(f16, uint16_t, float, tl_f16_load)
+NN_FOR_FLOATING(DEFINE_COL2IM_PLANE)
 
-static tl_status col2im_f32(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
-    float *img = tl_data(dst);
-    const float *col = tl_data(src);
-    const int64_t planes = w->batch * w->channels, size = w->height * w->width;
-#pragma omp parallel for schedule(static) if (work_of(w) > NN_PARALLEL_THRESHOLD)
-    for (int64_t bc = 0; bc < planes; bc++) col2im_plane_f32(img + bc * size, col, w, bc);
-    return TL_OK;
-}
-
-static tl_status col2im_f64(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
-    double *img = tl_data(dst);
-    const double *col = tl_data(src);
-    const int64_t planes = w->batch * w->channels, size = w->height * w->width;
-#pragma omp parallel for schedule(static) if (work_of(w) > NN_PARALLEL_THRESHOLD)
-    for (int64_t bc = 0; bc < planes; bc++) col2im_plane_f64(img + bc * size, col, w, bc);
-    return TL_OK;
-}
+/* float32, float64: each plane sums straight into the image. */
+#define DEFINE_COL2IM(suffix, T)                                                                   \
+    static tl_status col2im_##suffix(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) { \
+        T *img = tl_data(dst);                                                                     \
+        const T *col = tl_data(src);                                                               \
+        const int64_t planes = w->batch * w->channels, size = w->height * w->width;                \
+        NN_PARALLEL_FOR(work_of(w))                                                                \
+        for (int64_t bc = 0; bc < planes; bc++)                                                    \
+            col2im_plane_##suffix(img + bc * size, col, w, bc);                                    \
+        return TL_OK;                                                                              \
+    }
+DEFINE_COL2IM(f32, float)
+DEFINE_COL2IM(f64, double)
 
 /* 16-bit: one float32 plane per thread, rounded once into the image. */
 static tl_status col2im_16(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w, bool bf16) {

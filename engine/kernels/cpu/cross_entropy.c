@@ -9,12 +9,9 @@ static inline int64_t target_at(const tl_tensor *target, int64_t i) {
                                    : (int64_t)((const int32_t *)tl_data(target))[i];
 }
 
-#define LOAD_SAME(x)  (x)
-#define STORE_SAME(x) (x)
-
 /* T: the logits' element type; C: the compute type (also lse's); row losses are summed in
    double in row order. loss_i = lse - (1 - s) x[t] - s / C_classes * sum(x). */
-#define DEFINE_CROSS_ENTROPY(suffix, T, C, LOAD, STORE, EXP, LOG)                                  \
+#define DEFINE_CROSS_ENTROPY(suffix, T, C, LOAD, STORE)                                            \
     static tl_status cross_entropy_##suffix(tl_tensor *loss, tl_tensor *lse,                       \
                                             const tl_tensor *logits, const tl_tensor *target,      \
                                             double smoothing) {                                    \
@@ -35,10 +32,10 @@ static inline int64_t target_at(const tl_tensor *target, int64_t i) {
             double sum = 0, sum_x = 0;                                                             \
             for (int64_t k = 0; k < K; k++) {                                                      \
                 C v = LOAD(row[k]);                                                                \
-                sum += (double)EXP(v - max);                                                       \
+                sum += (double)NN_EXP(v - max);                                                    \
                 sum_x += (double)v;                                                                \
             }                                                                                      \
-            const double l = (double)max + LOG(sum);                                               \
+            const double l = (double)max + log(sum);                                               \
             lse_out[i] = (C)l;                                                                     \
             const double picked = (double)LOAD(row[target_at(target, i)]);                         \
             row_loss[i] = l - (1 - smoothing) * picked - smoothing / (double)K * sum_x;            \
@@ -50,13 +47,10 @@ static inline int64_t target_at(const tl_tensor *target, int64_t i) {
         return TL_OK;                                                                              \
     }
 
-DEFINE_CROSS_ENTROPY(f32, float, float, LOAD_SAME, STORE_SAME, expf, log)
-DEFINE_CROSS_ENTROPY(f64, double, double, LOAD_SAME, STORE_SAME, exp, log)
-DEFINE_CROSS_ENTROPY(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, expf, log)
-DEFINE_CROSS_ENTROPY(f16, uint16_t, float, tl_f16_load, tl_f16_round, expf, log)
+NN_FOR_FLOATING(DEFINE_CROSS_ENTROPY)
 
 /* grad[i, k] = (exp(x[i, k] - lse[i]) - s / K - (1 - s) [k == target[i]]) * grad_loss / N */
-#define DEFINE_CROSS_ENTROPY_BACKWARD(suffix, T, C, LOAD, STORE, EXP)                              \
+#define DEFINE_CROSS_ENTROPY_BACKWARD(suffix, T, C, LOAD, STORE)                                   \
     static tl_status cross_entropy_backward_##suffix(                                              \
         tl_tensor *grad_logits, const tl_tensor *grad_loss, const tl_tensor *logits,               \
         const tl_tensor *lse, const tl_tensor *target, double smoothing) {                         \
@@ -70,17 +64,15 @@ DEFINE_CROSS_ENTROPY(f16, uint16_t, float, tl_f16_load, tl_f16_round, expf, log)
             const T *row = x + i * K;                                                              \
             T *o = out + i * K;                                                                    \
             const C li = l[i];                                                                     \
-            for (int64_t k = 0; k < K; k++) o[k] = STORE((EXP(LOAD(row[k]) - li) - off) * scale);  \
+            for (int64_t k = 0; k < K; k++)                                                        \
+                o[k] = STORE((NN_EXP(LOAD(row[k]) - li) - off) * scale);                           \
             const int64_t t = target_at(target, i);                                                \
-            o[t] = STORE((EXP(LOAD(row[t]) - li) - off - on) * scale);                             \
+            o[t] = STORE((NN_EXP(LOAD(row[t]) - li) - off - on) * scale);                          \
         }                                                                                          \
         return TL_OK;                                                                              \
     }
 
-DEFINE_CROSS_ENTROPY_BACKWARD(f32, float, float, LOAD_SAME, STORE_SAME, expf)
-DEFINE_CROSS_ENTROPY_BACKWARD(f64, double, double, LOAD_SAME, STORE_SAME, exp)
-DEFINE_CROSS_ENTROPY_BACKWARD(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, expf)
-DEFINE_CROSS_ENTROPY_BACKWARD(f16, uint16_t, float, tl_f16_load, tl_f16_round, expf)
+NN_FOR_FLOATING(DEFINE_CROSS_ENTROPY_BACKWARD)
 
 static const tl_kernel_entry entries[] = {
     TL_KERNELS_FLOATING(cross_entropy, cross_entropy, cross_entropy),

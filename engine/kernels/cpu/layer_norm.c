@@ -5,9 +5,6 @@
 
 #define COLUMN_BLOCK 64
 
-#define LOAD_SAME(x)  (x)
-#define STORE_SAME(x) (x)
-
 /* T: element type; C: compute type, also mean's and rstd's; sums in double. */
 #define DEFINE_LAYER_NORM(suffix, T, C, LOAD, STORE)                                               \
     static tl_status layer_norm_##suffix(tl_tensor *out, tl_tensor *mean, tl_tensor *rstd,         \
@@ -43,10 +40,7 @@
         return TL_OK;                                                                              \
     }
 
-DEFINE_LAYER_NORM(f32, float, float, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
-DEFINE_LAYER_NORM(f16, uint16_t, float, tl_f16_load, tl_f16_round)
+NN_FOR_FLOATING(DEFINE_LAYER_NORM)
 
 /* grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = grad_out * weight,
    xhat = (x - mean) * rstd. `second` is unused. */
@@ -83,10 +77,7 @@ DEFINE_LAYER_NORM(f16, uint16_t, float, tl_f16_load, tl_f16_round)
         return TL_OK;                                                                              \
     }
 
-DEFINE_LAYER_NORM_BACKWARD_INPUT(f32, float, float, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM_BACKWARD_INPUT(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM_BACKWARD_INPUT(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
-DEFINE_LAYER_NORM_BACKWARD_INPUT(f16, uint16_t, float, tl_f16_load, tl_f16_round)
+NN_FOR_FLOATING(DEFINE_LAYER_NORM_BACKWARD_INPUT)
 
 /* grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out (either may be
    NULL; in, mean and rstd are read only for grad_weight): each block of columns sums its rows
@@ -132,10 +123,7 @@ DEFINE_LAYER_NORM_BACKWARD_INPUT(f16, uint16_t, float, tl_f16_load, tl_f16_round
         return TL_OK;                                                                              \
     }
 
-DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f32, float, float, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_LAYER_NORM_BACKWARD_WEIGHT(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
-DEFINE_LAYER_NORM_BACKWARD_WEIGHT(f16, uint16_t, float, tl_f16_load, tl_f16_round)
+NN_FOR_FLOATING(DEFINE_LAYER_NORM_BACKWARD_WEIGHT)
 
 static const tl_kernel_entry entries[] = {
     TL_KERNELS_FLOATING(layer_norm, layer_norm, layer_norm),

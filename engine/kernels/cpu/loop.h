@@ -28,4 +28,17 @@ typedef void (*tl_cpu_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, c
 void tl_cpu_for_each(int count, const tl_tensor *const *tensors, tl_cpu_loop_fn fn,
                      const void *ctx);
 
+/* Kernel table entries (kernels/kernel.h) of an op with one kernel per numeric dtype, named
+   <op>_f32, <op>_f64, <op>_bf16, <op>_f16, <op>_i32 and <op>_i64. */
+#define TL_CPU_KERNELS_NUMERIC(op, member)                                                         \
+    TL_KERNELS_FLOATING(op, member, op), TL_KERNELS_INTEGER(op, member, op)
+
+/* The kept dim a reduction along dim walks in its inner loop: the last dim other than dim
+   with size > 1 and stride 1, or -1 when there is none. */
+static inline int tl_cpu_unit_lane(const tl_tensor *in, int dim) {
+    for (int d = in->ndim - 1; d >= 0; d--)
+        if (d != dim && in->shape[d] > 1 && in->strides[d] == 1) return d;
+    return -1;
+}
+
 #endif

@@ -2,6 +2,7 @@
 #ifndef TLUA_CPU_NN_KERNELS_H
 #define TLUA_CPU_NN_KERNELS_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,5 +35,20 @@ static inline int nn_thread_id(void) {
 
 /* bf16/f16 conversions: tl_bf16_load, tl_bf16_round, tl_f16_load, tl_f16_round */
 #include "kernels/cpu/convert.h"
+
+/* Instantiates a kernel-defining macro once per floating dtype: DEFINE(suffix, T, C, LOAD,
+   STORE) with T the element type, C the compute type (float for bfloat16 and float16), LOAD
+   T -> C and STORE C -> T (rounded to nearest even for the 16-bit types). */
+#define NN_SAME(x) (x)
+#define NN_FOR_FLOATING(DEFINE)                                                                    \
+    DEFINE(f32, float, float, NN_SAME, NN_SAME)                                                    \
+    DEFINE(f64, double, double, NN_SAME, NN_SAME)                                                  \
+    DEFINE(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)                                     \
+    DEFINE(f16, uint16_t, float, tl_f16_load, tl_f16_round)
+
+/* exp and sqrt in the compute type C of the kernels above: expf/sqrtf for float, exp/sqrt for
+   double (chosen at compile time). */
+#define NN_EXP(x)  _Generic((x), float : expf, double : exp)(x)
+#define NN_SQRT(x) _Generic((x), float : sqrtf, double : sqrt)(x)
 
 #endif

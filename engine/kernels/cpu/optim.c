@@ -3,9 +3,6 @@
 
 #include "kernels/cpu/nn_kernels.h"
 
-#define LOAD_SAME(x)  (x)
-#define STORE_SAME(x) (x)
-
 /* torch.optim.SGD (maximize=False), per element, C the compute type:
      d = g + weight_decay * p                      (when weight_decay != 0)
      buf = d on the first step, else buf * momentum + (1 - dampening) * d
@@ -42,10 +39,7 @@
         return TL_OK;                                                                              \
     }
 
-DEFINE_SGD(f32, float, float, LOAD_SAME, STORE_SAME)
-DEFINE_SGD(f64, double, double, LOAD_SAME, STORE_SAME)
-DEFINE_SGD(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
-DEFINE_SGD(f16, uint16_t, float, tl_f16_load, tl_f16_round)
+NN_FOR_FLOATING(DEFINE_SGD)
 
 /* torch.optim.Adam / AdamW (amsgrad=False, maximize=False), per element:
      p = p * (1 - lr * weight_decay)               (AdamW)
@@ -55,7 +49,7 @@ DEFINE_SGD(f16, uint16_t, float, tl_f16_load, tl_f16_round)
      p = p - step_size * m / (sqrt(v) / sqrt(bias_correction2) + eps)
    with bias_correction{1,2} = 1 - beta{1,2}^step and step_size = lr / bias_correction1
    computed in double, as Python computes them. */
-#define DEFINE_ADAM(suffix, T, C, LOAD, STORE, SQRT)                                               \
+#define DEFINE_ADAM(suffix, T, C, LOAD, STORE)                                                     \
     static tl_status adam_##suffix(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,    \
                                    tl_tensor *exp_avg_sq, const tl_optim_args *a) {                \
         const int64_t n = tl_numel(param);                                                         \
@@ -77,7 +71,7 @@ DEFINE_SGD(f16, uint16_t, float, tl_f16_load, tl_f16_round)
             mi = mi + one_minus_beta1 * gi;                                                        \
             C vi = LOAD(v[i]) * beta2;                                                             \
             vi = vi + one_minus_beta2 * gi * gi;                                                   \
-            const C denom = SQRT(vi) / correction2_sqrt + eps;                                     \
+            const C denom = NN_SQRT(vi) / correction2_sqrt + eps;                                  \
             m[i] = STORE(mi);                                                                      \
             v[i] = STORE(vi);                                                                      \
             p[i] = STORE(pi + neg_step_size * (mi / denom));                                       \
@@ -85,10 +79,7 @@ DEFINE_SGD(f16, uint16_t, float, tl_f16_load, tl_f16_round)
         return TL_OK;                                                                              \
     }
 
-DEFINE_ADAM(f32, float, float, LOAD_SAME, STORE_SAME, sqrtf)
-DEFINE_ADAM(f64, double, double, LOAD_SAME, STORE_SAME, sqrt)
-DEFINE_ADAM(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round, sqrtf)
-DEFINE_ADAM(f16, uint16_t, float, tl_f16_load, tl_f16_round, sqrtf)
+NN_FOR_FLOATING(DEFINE_ADAM)
 
 static const tl_kernel_entry entries[] = {
     TL_KERNELS_FLOATING(sgd_step, optim, sgd),

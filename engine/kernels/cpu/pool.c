@@ -9,10 +9,10 @@ static inline int64_t plane_work(const tl_window2d *w) {
     return w->batch * w->channels * w->out_h * w->out_w * w->kernel_h * w->kernel_w;
 }
 
-/* One plane: out/indices get the maximum of each window (compared as C) and its flat
-   position ih * width + iw; the value written is the input element itself. As PyTorch,
-   padding never wins and a NaN replaces the maximum. */
-#define DEFINE_POOL_PLANE(suffix, T, C, LOAD)                                                      \
+/* The kernel pool_<suffix> and its plane: out/indices get the maximum of each window (compared as
+   C) and its flat position ih * width + iw; the value written is the input element itself. As
+   PyTorch, padding never wins and a NaN replaces the maximum. */
+#define DEFINE_POOL(suffix, T, C, LOAD, STORE)                                                     \
     static inline void pool_plane_##suffix(T *out, int64_t *indices, const T *in,                  \
                                            const tl_window2d *w) {                                 \
         for (int64_t oh = 0; oh < w->out_h; oh++) {                                                \
@@ -45,15 +45,7 @@ static inline int64_t plane_work(const tl_window2d *w) {
                 indices[oh * w->out_w + ow] = best;                                                \
             }                                                                                      \
         }                                                                                          \
-    }
-
-#define LOAD_SAME(x) (x)
-DEFINE_POOL_PLANE(f32, float, float, LOAD_SAME)
-DEFINE_POOL_PLANE(f64, double, double, LOAD_SAME)
-DEFINE_POOL_PLANE(bf16, uint16_t, float, tl_bf16_load)
-DEFINE_POOL_PLANE(f16, uint16_t, float, tl_f16_load)
-
-#define DEFINE_POOL(suffix, T)                                                                     \
+    }                                                                                              \
     static tl_status pool_##suffix(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,        \
                                    const tl_window2d *w) {                                         \
         T *o = tl_data(out);                                                                       \
@@ -67,10 +59,7 @@ DEFINE_POOL_PLANE(f16, uint16_t, float, tl_f16_load)
         return TL_OK;                                                                              \
     }
 
-DEFINE_POOL(f32, float)
-DEFINE_POOL(f64, double)
-DEFINE_POOL(bf16, uint16_t)
-DEFINE_POOL(f16, uint16_t)
+NN_FOR_FLOATING(DEFINE_POOL)
 
 /* ---- backward: grad_in = zeros, then grad_out added at each index (overlapping windows
    add up), per plane in output order: deterministic --------------------------------------- */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/loop.h"
 
 #define LANE_BLOCK         64    /* kept elements reduced side by side in the inner loop */
 #define PARALLEL_THRESHOLD 32768 /* elements read before OpenMP is worth it */
@@ -31,10 +32,7 @@ static void make_plan(reduce_plan *p, const tl_tensor *out, const tl_tensor *ind
     memset(p, 0, sizeof *p);
     p->len = in->ndim ? in->shape[dim] : 1;
     p->step = in->ndim ? in->strides[dim] : 0;
-    int lane = -1;
-    if (p->len <= 1 || p->step != 1)
-        for (int d = in->ndim - 1; d >= 0 && lane < 0; d--)
-            if (d != dim && in->shape[d] > 1 && in->strides[d] == 1) lane = d;
+    const int lane = p->len <= 1 || p->step != 1 ? tl_cpu_unit_lane(in, dim) : -1;
     p->lanes = lane >= 0 ? in->shape[lane] : 1;
     if (lane >= 0) {
         p->lane_in = in->strides[lane];

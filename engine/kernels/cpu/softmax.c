@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/loop.h"
 
 #define LANE_BLOCK         64
 #define PARALLEL_THRESHOLD 16384
@@ -24,10 +25,7 @@ static void make_plan(softmax_plan *p, const tl_tensor *out, const tl_tensor *in
     p->len = in->shape[dim];
     p->step_in = in->strides[dim];
     p->step_out = out->strides[dim];
-    int lane = -1;
-    if (p->len <= 1 || p->step_in != 1)
-        for (int d = in->ndim - 1; d >= 0 && lane < 0; d--)
-            if (d != dim && in->shape[d] > 1 && in->strides[d] == 1) lane = d;
+    const int lane = p->len <= 1 || p->step_in != 1 ? tl_cpu_unit_lane(in, dim) : -1;
     p->lanes = lane >= 0 ? in->shape[lane] : 1;
     if (lane >= 0) {
         p->lane_in = in->strides[lane];

@@ -93,16 +93,9 @@ INT_KERNELS(clamp, SETUP_CLAMP_I32, SETUP_CLAMP_I64, (int32_t)tl_clamp_i64(x, lo
 
 /* ---- the table ----------------------------------------------------------- */
 static const tl_kernel_entry entries[] = {
-    TL_KERNELS_FLOATING(neg, unary, neg),
-    TL_KERNELS_INTEGER(neg, unary, neg),
-    TL_KERNELS_FLOATING(abs, unary, abs),
-    TL_KERNELS_INTEGER(abs, unary, abs),
-    TL_KERNELS_FLOATING(relu, unary, relu),
-    TL_KERNELS_INTEGER(relu, unary, relu),
-    TL_KERNELS_FLOATING(pow_scalar, unary, pow_scalar),
-    TL_KERNELS_INTEGER(pow_scalar, unary, pow_scalar),
-    TL_KERNELS_FLOATING(clamp, unary, clamp),
-    TL_KERNELS_INTEGER(clamp, unary, clamp),
+    TL_CPU_KERNELS_NUMERIC(neg, unary),   TL_CPU_KERNELS_NUMERIC(abs, unary),
+    TL_CPU_KERNELS_NUMERIC(relu, unary),  TL_CPU_KERNELS_NUMERIC(pow_scalar, unary),
+    TL_CPU_KERNELS_NUMERIC(clamp, unary),
 #define POINTWISE_OP(name, differentiable, backward) TL_KERNELS_FLOATING(name, unary, name),
 #include "tlua/ops.def"
 };

@@ -3,9 +3,10 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/ops_launch.h"
 
-static tl_status forward(tl_tensor *loss, tl_tensor *lse, const tl_tensor *logits,
-                         const tl_tensor *target, double smoothing) {
-    tl_cuda_cross_entropy c = {
+/* The rows of logits [N, K] with their targets, as forward and backward both read them. */
+static tl_cuda_cross_entropy rows_of(const tl_tensor *logits, const tl_tensor *target,
+                                     double smoothing) {
+    return (tl_cuda_cross_entropy){
         .dtype = (int)logits->dtype,
         .target_dtype = (int)target->dtype,
         .N = logits->shape[0],
@@ -13,9 +14,14 @@ static tl_status forward(tl_tensor *loss, tl_tensor *lse, const tl_tensor *logit
         .smoothing = smoothing,
         .logits = tl_data(logits),
         .target = tl_data(target),
-        .loss = tl_data(loss),
-        .lse = tl_data(lse),
     };
+}
+
+static tl_status forward(tl_tensor *loss, tl_tensor *lse, const tl_tensor *logits,
+                         const tl_tensor *target, double smoothing) {
+    tl_cuda_cross_entropy c = rows_of(logits, target, smoothing);
+    c.loss = tl_data(loss);
+    c.lse = tl_data(lse);
     TL_TRY(tl_cuda_where_of(loss, "cross_entropy", &c.at));
     return tl_cuda_cross_entropy_run(&c);
 }
@@ -23,18 +29,10 @@ static tl_status forward(tl_tensor *loss, tl_tensor *lse, const tl_tensor *logit
 static tl_status backward(tl_tensor *grad_logits, const tl_tensor *grad_loss,
                           const tl_tensor *logits, const tl_tensor *lse, const tl_tensor *target,
                           double smoothing) {
-    tl_cuda_cross_entropy c = {
-        .dtype = (int)logits->dtype,
-        .target_dtype = (int)target->dtype,
-        .N = logits->shape[0],
-        .K = logits->shape[1],
-        .smoothing = smoothing,
-        .logits = tl_data(logits),
-        .target = tl_data(target),
-        .lse = tl_data(lse),
-        .grad_loss = tl_data(grad_loss),
-        .grad = tl_data(grad_logits),
-    };
+    tl_cuda_cross_entropy c = rows_of(logits, target, smoothing);
+    c.lse = tl_data(lse);
+    c.grad_loss = tl_data(grad_loss);
+    c.grad = tl_data(grad_logits);
     if (c.N == 0 || c.K == 0) return TL_OK;
     TL_TRY(tl_cuda_where_of(grad_logits, "cross_entropy_backward", &c.at));
     return tl_cuda_cross_entropy_backward_run(&c);

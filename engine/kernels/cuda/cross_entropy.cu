@@ -10,15 +10,6 @@ template <typename C> struct nan_max {
     /* the CPU's `if (v > max || v != v) max = v`: any NaN gives NaN */
     __device__ C operator()(C a, C b) const { return a != a ? a : b != b ? b : b > a ? b : a; }
 };
-struct sums {
-    double exp, x;
-};
-struct sums_merge {
-    __device__ sums operator()(sums a, sums b) const { return sums{a.exp + b.exp, a.x + b.x}; }
-};
-struct add_merge {
-    __device__ double operator()(double a, double b) const { return a + b; }
-};
 
 __device__ __forceinline__ int64_t target_at(const void *target, bool wide, int64_t i) {
     return wide ? ((const int64_t *)target)[i] : (int64_t)((const int32_t *)target)[i];
@@ -31,7 +22,7 @@ __global__ void __launch_bounds__(CE_THREADS)
                 int group) {
     typedef typename E::C C;
     __shared__ C smem_max[32];
-    __shared__ sums smem_sums[32];
+    __shared__ tl_sum2 smem_sums[32];
     const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
     for (int64_t first = (int64_t)blockIdx.x * per_block; first < N;
          first += (int64_t)gridDim.x * per_block) {
@@ -42,20 +33,20 @@ __global__ void __launch_bounds__(CE_THREADS)
         if (valid)
             for (int64_t k = lane; k < K; k += group) m = nan_max<C>()(m, E::load(row[k]));
         m = tl_group_allreduce(m, nan_max<C>(), (C)-INFINITY, smem_max, group);
-        sums s = {0, 0};
+        tl_sum2 s = {0, 0}; /* a: sum of exp(x - m), b: sum of x */
         if (valid)
             for (int64_t k = lane; k < K; k += group) {
                 const C v = E::load(row[k]);
-                s.exp += (double)tl_exp(tl_sub(v, m));
-                s.x += (double)v;
+                s.a += (double)tl_exp(tl_sub(v, m));
+                s.b += (double)v;
             }
-        s = tl_group_reduce(s, sums_merge(), sums{0, 0}, smem_sums, group);
+        s = tl_group_reduce(s, tl_sum2_merge(), tl_sum2{0, 0}, smem_sums, group);
         if (valid && lane == 0) {
-            const double l = tl_add((double)m, log(s.exp));
+            const double l = tl_add((double)m, log(s.a));
             lse[i] = (C)l;
             const double picked = (double)E::load(row[target_at(target, wide_target, i)]);
             const double keep = tl_sub(1.0, smoothing), spread = tl_div(smoothing, (double)K);
-            row_loss[i] = tl_sub(tl_sub(l, tl_mul(keep, picked)), tl_mul(spread, s.x));
+            row_loss[i] = tl_sub(tl_sub(l, tl_mul(keep, picked)), tl_mul(spread, s.b));
         }
     }
 }
@@ -67,7 +58,7 @@ __global__ void __launch_bounds__(CE_THREADS)
     __shared__ double smem[32];
     double total = 0;
     for (int64_t i = threadIdx.x; i < N; i += blockDim.x) total += row_loss[i];
-    total = tl_block_reduce(total, add_merge(), 0.0, smem);
+    total = tl_block_reduce(total, tl_sum_merge(), 0.0, smem);
     if (threadIdx.x == 0) *loss = E::store((typename E::C)tl_div(total, (double)N));
 }
 

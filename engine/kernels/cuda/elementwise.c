@@ -73,16 +73,22 @@ static tl_status unary(tl_op op, tl_tensor *out, const tl_tensor *in, const tl_o
                              args ? args->has_scalar : no_flags);
 }
 
-#define UNARY(op)                                                                                  \
+/* The unary and binary ops beyond ops.def's POINTWISE families, with the dtypes they serve: one
+   list for the functions below and the tables at the end. */
+#define UNARY_OPS(X)                                                                               \
+    X(neg, NUMERIC) X(abs, NUMERIC) X(relu, NUMERIC) X(pow_scalar, NUMERIC) X(clamp, NUMERIC)
+/* clang-format off */
+#define BINARY_OPS(X)                                                                              \
+    X(add, NUMERIC) X(sub, NUMERIC) X(mul, NUMERIC) X(pow, NUMERIC)                                \
+    X(eq, ALL) X(ne, ALL) X(lt, ALL) X(le, ALL) X(gt, ALL) X(ge, ALL)
+/* clang-format on */
+
+#define UNARY(op, dtypes)                                                                          \
     static tl_status cuda_##op(tl_tensor *out, const tl_tensor *in, const tl_op_args *args) {      \
         return unary(TL_OP_##op, out, in, args);                                                   \
     }
-UNARY(neg)
-UNARY(abs)
-UNARY(relu)
-UNARY(pow_scalar)
-UNARY(clamp)
-#define POINTWISE_OP(name, differentiable, backward) UNARY(name)
+UNARY_OPS(UNARY)
+#define POINTWISE_OP(name, differentiable, backward) UNARY(name, FLOATING)
 #include "tlua/ops.def"
 
 /* ---- binary and activation backward ------------------------------------------------------ */
@@ -92,21 +98,12 @@ static tl_status binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_t
     return tl_cuda_binary_run(op, (int)a->dtype, &l);
 }
 
-#define BINARY(op)                                                                                 \
+#define BINARY(op, dtypes)                                                                         \
     static tl_status cuda_##op(tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {           \
         return binary(TL_OP_##op, out, a, b);                                                      \
     }
-BINARY(add)
-BINARY(sub)
-BINARY(mul)
-BINARY(pow)
-BINARY(eq)
-BINARY(ne)
-BINARY(lt)
-BINARY(le)
-BINARY(gt)
-BINARY(ge)
-#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY(name)
+BINARY_OPS(BINARY)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY(name, FLOATING)
 #include "tlua/ops.def"
 
 static tl_status activation_backward(tl_op op, tl_tensor *out, const tl_tensor *grad,
@@ -152,38 +149,24 @@ static tl_status cuda_cast(tl_tensor *dst, const tl_tensor *src) {
 }
 
 /* ---- the tables: one function per op serves every dtype (the .cu side dispatches) ---------- */
+#define UNARY_ENTRY(op, dtypes)  TL_KERNEL(op, TL_DTYPES_##dtypes, unary, cuda_##op),
+#define BINARY_ENTRY(op, dtypes) TL_KERNEL(op, TL_DTYPES_##dtypes, binary, cuda_##op),
 static const tl_kernel_entry unary_entries[] = {
-    TL_KERNEL(neg, TL_DTYPES_NUMERIC, unary, cuda_neg),
-    TL_KERNEL(abs, TL_DTYPES_NUMERIC, unary, cuda_abs),
-    TL_KERNEL(relu, TL_DTYPES_NUMERIC, unary, cuda_relu),
-    TL_KERNEL(pow_scalar, TL_DTYPES_NUMERIC, unary, cuda_pow_scalar),
-    TL_KERNEL(clamp, TL_DTYPES_NUMERIC, unary, cuda_clamp),
-#define POINTWISE_OP(name, differentiable, backward)                                               \
-    TL_KERNEL(name, TL_DTYPES_FLOATING, unary, cuda_##name),
+    UNARY_OPS(UNARY_ENTRY) /* and the POINTWISE ops: */
+#define POINTWISE_OP(name, differentiable, backward) UNARY_ENTRY(name, FLOATING)
 #include "tlua/ops.def"
 };
 TL_KERNEL_TABLE(tl_cuda_unary_table, TL_DEVICE_CUDA, unary_entries);
 
 static const tl_kernel_entry binary_entries[] = {
-    TL_KERNEL(add, TL_DTYPES_NUMERIC, binary, cuda_add),
-    TL_KERNEL(sub, TL_DTYPES_NUMERIC, binary, cuda_sub),
-    TL_KERNEL(mul, TL_DTYPES_NUMERIC, binary, cuda_mul),
-    TL_KERNEL(pow, TL_DTYPES_NUMERIC, binary, cuda_pow),
-    TL_KERNEL(eq, TL_DTYPES_ALL, binary, cuda_eq),
-    TL_KERNEL(ne, TL_DTYPES_ALL, binary, cuda_ne),
-    TL_KERNEL(lt, TL_DTYPES_ALL, binary, cuda_lt),
-    TL_KERNEL(le, TL_DTYPES_ALL, binary, cuda_le),
-    TL_KERNEL(gt, TL_DTYPES_ALL, binary, cuda_gt),
-    TL_KERNEL(ge, TL_DTYPES_ALL, binary, cuda_ge),
-#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
-    TL_KERNEL(name, TL_DTYPES_FLOATING, binary, cuda_##name),
+    BINARY_OPS(BINARY_ENTRY) /* and the POINTWISE_BINARY ops: */
+#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY_ENTRY(name, FLOATING)
 #include "tlua/ops.def"
 };
 TL_KERNEL_TABLE(tl_cuda_binary_table, TL_DEVICE_CUDA, binary_entries);
 
 static const tl_kernel_entry activation_backward_entries[] = {
-#define POINTWISE_BACKWARD_OP(name, differentiable, backward)                                      \
-    TL_KERNEL(name, TL_DTYPES_FLOATING, binary, cuda_##name),
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward) BINARY_ENTRY(name, FLOATING)
 #include "tlua/ops.def"
 };
 TL_KERNEL_TABLE(tl_cuda_activation_backward_table, TL_DEVICE_CUDA, activation_backward_entries);

@@ -33,6 +33,21 @@ __device__ __forceinline__ typename F::out_t tl_apply(const F &f, const TI *x) {
         return f(x[0], x[1], x[2]);
 }
 
+/* f over V lanes: r.v[j] = f(x[0][j], ..., x[NIN-1][j]). */
+template <int NIN, int V, typename F>
+__device__ __forceinline__ tl_vec<typename F::out_t, V>
+tl_apply_vec(const F &f, const typename F::in_t (&x)[NIN][V]) {
+    tl_vec<typename F::out_t, V> r;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        typename F::in_t args[NIN];
+#pragma unroll
+        for (int k = 0; k < NIN; k++) args[k] = x[k][j];
+        r.v[j] = tl_apply<NIN>(f, args);
+    }
+    return r;
+}
+
 /* Dense operands: out[i] = f(in[k][i] or in[k][0] for a scalar input k), V elements per access
    where every pointer is aligned for it (vec_ok), a grid-stride loop. */
 template <int NIN, typename F>
@@ -65,15 +80,7 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
                 for (int j = 0; j < V; j++) x[k][j] = t.v[j];
             }
         }
-        tl_vec<TO, V> r;
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            TI args[NIN];
-#pragma unroll
-            for (int k = 0; k < NIN; k++) args[k] = x[k][j];
-            r.v[j] = tl_apply<NIN>(f, args);
-        }
-        reinterpret_cast<tl_vec<TO, V> *>(out)[v] = r;
+        reinterpret_cast<tl_vec<TO, V> *>(out)[v] = tl_apply_vec<NIN>(f, x);
     }
     for (int64_t i = nvec * V + tid; i < n; i += stride) {
         TI args[NIN];
@@ -97,6 +104,17 @@ __device__ __forceinline__ void tl_offsets(const tl_cuda_geometry &g, int ndim, 
         for (int k = 0; k < N; k++) off[k] += (int64_t)r * g.strides[k][d];
         i = q;
     }
+}
+
+/* tl_offsets of position i over all of g's dims, in 32-bit arithmetic where the count of
+   positions n allows. */
+template <int N>
+__device__ __forceinline__ void tl_offsets_at(const tl_cuda_geometry &g, int64_t n, int64_t i,
+                                              int64_t *off) {
+    if (n <= (int64_t)UINT32_MAX)
+        tl_offsets<N>(g, g.ndim, (uint32_t)i, off);
+    else
+        tl_offsets<N>(g, g.ndim, (uint64_t)i, off);
 }
 
 /* Any strides, by rows: g's last dim (width elements) is walked in chunks of V. A thread finds
@@ -145,14 +163,7 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
                 for (int e = 0; e < V; e++) x[k][e] = j0 + e < width ? p[(j0 + e) * s] : TI();
             }
         }
-        tl_vec<TO, V> r;
-#pragma unroll
-        for (int e = 0; e < V; e++) {
-            TI args[NIN];
-#pragma unroll
-            for (int k = 0; k < NIN; k++) args[k] = x[k][e];
-            r.v[e] = tl_apply<NIN>(f, args);
-        }
+        const tl_vec<TO, V> r = tl_apply_vec<NIN>(f, x);
         const int64_t so = g.strides[0][inner];
         TO *q = out + off[0];
         if (so == 1 && vec_ok) {

@@ -25,10 +25,7 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         int64_t off[1];
-        if (n <= (int64_t)UINT32_MAX)
-            tl_offsets<1>(g, g.ndim, (uint32_t)i, off);
-        else
-            tl_offsets<1>(g, g.ndim, (uint64_t)i, off);
+        tl_offsets_at<1>(g, n, i, off);
         out[off[0]] = value;
     }
 }

@@ -9,16 +9,6 @@
 #define COLS_Y     8
 #define MAX_CHUNKS 1024
 
-struct two {
-    double a, b;
-};
-struct two_merge {
-    __device__ two operator()(two x, two y) const { return two{x.a + y.a, x.b + y.b}; }
-};
-struct add_merge {
-    __device__ double operator()(double a, double b) const { return a + b; }
-};
-
 static int row_group(int64_t D) {
     return D >= 1024 ? LN_THREADS : 32;
 }
@@ -39,7 +29,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         double sum = 0;
         if (valid)
             for (int64_t j = lane; j < D; j += group) sum += (double)E::load(x[j]);
-        sum = tl_group_allreduce(sum, add_merge(), 0.0, smem, group);
+        sum = tl_group_allreduce(sum, tl_sum_merge(), 0.0, smem, group);
         const double mu = tl_div(sum, (double)D);
         double sq = 0;
         if (valid)
@@ -47,7 +37,7 @@ __global__ void __launch_bounds__(LN_THREADS)
                 const double d = tl_sub((double)E::load(x[j]), mu);
                 sq = tl_add(sq, tl_mul(d, d));
             }
-        sq = tl_group_allreduce(sq, add_merge(), 0.0, smem, group);
+        sq = tl_group_allreduce(sq, tl_sum_merge(), 0.0, smem, group);
         if (!valid) continue;
         const C m = (C)mu, s = (C)tl_div(1.0, tl_sqrt(tl_add(tl_div(sq, (double)D), eps)));
         if (lane == 0) mean[r] = m, rstd[r] = s;
@@ -61,18 +51,24 @@ __global__ void __launch_bounds__(LN_THREADS)
     }
 }
 
-extern "C" tl_status tl_cuda_layer_norm_run(const tl_cuda_layer_norm *l) {
+/* The launch of a kernel by rows for l's dtype: launch(e, grid, group) with a group of threads
+   (row_group) per row. */
+template <typename F> static tl_status run_rows(const tl_cuda_layer_norm *l, F launch) {
     return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
+        const int group = row_group(l->D);
+        launch(e, tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / group), l->at.sm_count), group);
+        return tl_cuda_check_launch(l->at.op);
+    });
+}
+
+extern "C" tl_status tl_cuda_layer_norm_run(const tl_cuda_layer_norm *l) {
+    return run_rows(l, [&](auto e, unsigned grid, int group) {
         typedef decltype(e) E;
         typedef typename E::T T;
         typedef typename E::C C;
-        const int group = row_group(l->D);
-        const unsigned grid =
-            tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / group), l->at.sm_count);
         forward_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
             (T *)l->out, (C *)l->mean, (C *)l->rstd, (const T *)l->in, (const T *)l->weight,
             (const T *)l->bias, l->rows, l->D, l->eps, group);
-        return tl_cuda_check_launch(l->at.op);
     });
 }
 
@@ -84,7 +80,7 @@ __global__ void __launch_bounds__(LN_THREADS)
                           const typename E::C *rstd, const typename E::T *weight, int64_t rows,
                           int64_t D, int group) {
     typedef typename E::C C;
-    __shared__ two smem[32];
+    __shared__ tl_sum2 smem[32];
     const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
     for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows;
          first += (int64_t)gridDim.x * per_block) {
@@ -92,7 +88,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         const bool valid = r < rows;
         const int64_t base = (valid ? r : 0) * D;
         const C m = mean[valid ? r : 0], s = rstd[valid ? r : 0];
-        two sums = {0, 0};
+        tl_sum2 sums = {0, 0};
         if (valid)
             for (int64_t j = lane; j < D; j += group) {
                 C gw = E::load(grad_out[base + j]);
@@ -100,7 +96,7 @@ __global__ void __launch_bounds__(LN_THREADS)
                 sums.a += (double)gw;
                 sums.b += (double)tl_mul(gw, tl_mul(tl_sub(E::load(in[base + j]), m), s));
             }
-        sums = tl_group_allreduce(sums, two_merge(), two{0, 0}, smem, group);
+        sums = tl_group_allreduce(sums, tl_sum2_merge(), tl_sum2{0, 0}, smem, group);
         if (!valid) continue;
         const C a = (C)tl_div(sums.a, (double)D), c = (C)tl_div(sums.b, (double)D);
         for (int64_t j = lane; j < D; j += group) {
@@ -113,17 +109,13 @@ __global__ void __launch_bounds__(LN_THREADS)
 }
 
 extern "C" tl_status tl_cuda_layer_norm_backward_input_run(const tl_cuda_layer_norm *l) {
-    return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
+    return run_rows(l, [&](auto e, unsigned grid, int group) {
         typedef decltype(e) E;
         typedef typename E::T T;
         typedef typename E::C C;
-        const int group = row_group(l->D);
-        const unsigned grid =
-            tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / group), l->at.sm_count);
         backward_input_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
             (T *)l->out, (const T *)l->grad_out, (const T *)l->in, (const C *)l->mean,
             (const C *)l->rstd, (const T *)l->weight, l->rows, l->D, group);
-        return tl_cuda_check_launch(l->at.op);
     });
 }
 
@@ -135,14 +127,14 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y)
     backward_weight_kernel(typename E::T *grad_weight, typename E::T *grad_bias,
                            const typename E::T *grad_out, const typename E::T *x,
                            const typename E::C *mean, const typename E::C *rstd, int64_t rows,
-                           int64_t D, int64_t chunks, int64_t chunk_len, two *partials) {
+                           int64_t D, int64_t chunks, int64_t chunk_len, tl_sum2 *partials) {
     typedef typename E::C C;
-    __shared__ two smem[COLS_Y][COLS_X];
+    __shared__ tl_sum2 smem[COLS_Y][COLS_X];
     const int64_t tiles = (D + COLS_X - 1) / COLS_X;
     for (int64_t w = blockIdx.x; w < tiles * chunks; w += gridDim.x) {
         const int64_t tile = w / chunks, c = w - tile * chunks, j = tile * COLS_X + threadIdx.x;
         const bool valid = j < D;
-        two s = {0, 0};
+        tl_sum2 s = {0, 0};
         if (valid) {
             const int64_t r0 = c * chunk_len, r1 = r0 + chunk_len < rows ? r0 + chunk_len : rows;
             for (int64_t r = r0 + threadIdx.y; r < r1; r += COLS_Y) {
@@ -156,7 +148,7 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y)
         smem[threadIdx.y][threadIdx.x] = s;
         __syncthreads();
         if (threadIdx.y == 0 && valid) {
-            for (int y = 1; y < COLS_Y; y++) s = two_merge()(s, smem[y][threadIdx.x]);
+            for (int y = 1; y < COLS_Y; y++) s = tl_sum2_merge()(s, smem[y][threadIdx.x]);
             if (chunks > 1) {
                 partials[c * D + j] = s;
             } else {
@@ -171,12 +163,12 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y)
 template <class E>
 __global__ void __launch_bounds__(LN_THREADS)
     weight_finish_kernel(typename E::T *grad_weight, typename E::T *grad_bias, int64_t D,
-                         int64_t chunks, const two *partials) {
+                         int64_t chunks, const tl_sum2 *partials) {
     typedef typename E::C C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
-        two s = partials[j];
-        for (int64_t c = 1; c < chunks; c++) s = two_merge()(s, partials[c * D + j]);
+        tl_sum2 s = partials[j];
+        for (int64_t c = 1; c < chunks; c++) s = tl_sum2_merge()(s, partials[c * D + j]);
         if (grad_weight) grad_weight[j] = E::store((C)s.a);
         if (grad_bias) grad_bias[j] = E::store((C)s.b);
     }
@@ -198,17 +190,17 @@ extern "C" tl_status tl_cuda_layer_norm_backward_weight_run(const tl_cuda_layer_
         const int64_t chunk_len = chunks > 1 ? tl_ceil_div(l->rows, chunks) : l->rows;
         if (chunks > 1) chunks = tl_ceil_div(l->rows, chunk_len);
         tl_cuda_scratch scratch;
-        if (chunks > 1) TL_TRY(scratch.get(l->at, (size_t)(chunks * l->D) * sizeof(two)));
+        if (chunks > 1) TL_TRY(scratch.get(l->at, (size_t)(chunks * l->D) * sizeof(tl_sum2)));
         const T *x = l->grad_weight ? (const T *)l->in : nullptr;
         const unsigned grid = tl_cuda_grid(tiles * chunks, l->at.sm_count);
         backward_weight_kernel<E><<<grid, dim3(COLS_X, COLS_Y), 0, l->at.stream>>>(
             (T *)l->grad_weight, (T *)l->grad_bias, (const T *)l->grad_out, x, (const C *)l->mean,
-            (const C *)l->rstd, l->rows, l->D, chunks, chunk_len, (two *)scratch.ptr);
+            (const C *)l->rstd, l->rows, l->D, chunks, chunk_len, (tl_sum2 *)scratch.ptr);
         TL_TRY(tl_cuda_check_launch(l->at.op));
         if (chunks > 1) {
             const unsigned g2 = tl_cuda_grid(tl_ceil_div(l->D, LN_THREADS), l->at.sm_count);
             weight_finish_kernel<E><<<g2, LN_THREADS, 0, l->at.stream>>>(
-                (T *)l->grad_weight, (T *)l->grad_bias, l->D, chunks, (const two *)scratch.ptr);
+                (T *)l->grad_weight, (T *)l->grad_bias, l->D, chunks, (const tl_sum2 *)scratch.ptr);
             TL_TRY(tl_cuda_check_launch(l->at.op));
         }
         return TL_OK;

@@ -97,6 +97,19 @@ template <typename S, typename M> __device__ __forceinline__ S tl_warp_reduce(S 
     return s;
 }
 
+/* Merges of the reductions below, summing in double: one sum, or two side by side (a, b). */
+struct tl_sum_merge {
+    __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct tl_sum2 {
+    double a, b;
+};
+struct tl_sum2_merge {
+    __device__ tl_sum2 operator()(tl_sum2 x, tl_sum2 y) const {
+        return tl_sum2{x.a + y.a, x.b + y.b};
+    }
+};
+
 /* The same over the whole block (blockDim.x a multiple of 32, at most 1024; every thread
    calls it): thread 0 gets the result. smem holds 32 states. identity is merge's neutral
    element. Ends with a barrier, so smem may be reused at once. */

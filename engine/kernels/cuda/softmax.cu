@@ -13,9 +13,6 @@ template <typename C> struct max_merge {
        through the exponentials */
     __device__ C operator()(C a, C b) const { return b > a ? b : a; }
 };
-struct sum_merge {
-    __device__ double operator()(double a, double b) const { return a + b; }
-};
 
 /* The output of x in a row of maximum m: log_mode: (x - m) - scale with scale = log(sum), else
    exp(x - m) * scale with scale = 1 / sum. */
@@ -60,7 +57,7 @@ __global__ void __launch_bounds__(SOFTMAX_THREADS)
         if (valid)
             for (int64_t r = lane; r < len; r += group)
                 sum += (double)tl_exp(tl_sub(E::load(x[r * step_in]), m));
-        sum = tl_group_allreduce(sum, sum_merge(), 0.0, smem_sum, group);
+        sum = tl_group_allreduce(sum, tl_sum_merge(), 0.0, smem_sum, group);
         if (valid) {
             const C scale = softmax_scale<E>(sum, log_mode);
             for (int64_t r = lane; r < len; r += group)
