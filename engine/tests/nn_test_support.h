@@ -42,14 +42,20 @@ static inline int64_t count_of(const int64_t *shape, int ndim) {
     return n;
 }
 
+/* A CPU tensor of dtype from host values of host_dtype (float64 or int64). */
+static inline tl_tensor *from_host_as(const void *values, tl_dtype host_dtype, const int64_t *shape,
+                                      int ndim, tl_dtype dtype) {
+    tl_tensor *wide = NULL, *t = NULL;
+    OK(tl_from_host(values, shape, ndim, host_dtype, TL_CPU, &wide));
+    if (dtype == host_dtype || !wide) return wide;
+    OK(tl_cast(wide, dtype, &t));
+    tl_release(wide);
+    return t;
+}
+
 static inline tl_tensor *from_values(const double *values, const int64_t *shape, int ndim,
                                      tl_dtype dtype) {
-    tl_tensor *t64 = NULL, *t = NULL;
-    OK(tl_from_host(values, shape, ndim, TL_F64, TL_CPU, &t64));
-    if (dtype == TL_F64 || !t64) return t64;
-    OK(tl_cast(t64, dtype, &t));
-    tl_release(t64);
-    return t;
+    return from_host_as(values, TL_F64, shape, ndim, dtype);
 }
 
 /* A tensor of uniform values in [-scale, scale). */
@@ -65,12 +71,7 @@ static inline tl_tensor *random_tensor(const int64_t *shape, int ndim, tl_dtype 
 
 static inline tl_tensor *int_tensor(const int64_t *values, const int64_t *shape, int ndim,
                                     tl_dtype dtype) {
-    tl_tensor *t64 = NULL, *t = NULL;
-    OK(tl_from_host(values, shape, ndim, TL_I64, TL_CPU, &t64));
-    if (dtype == TL_I64 || !t64) return t64;
-    OK(tl_cast(t64, dtype, &t));
-    tl_release(t64);
-    return t;
+    return from_host_as(values, TL_I64, shape, ndim, dtype);
 }
 
 /* The elements cast to dtype (8 bytes each: float64 or int64), malloc'd, row-major. */
