@@ -1,4 +1,4 @@
-/* Op bindings: elementwise, comparisons, where, in-place, casts, reductions, softmax, matmul. */
+/* Op bindings: elementwise, comparisons, where, casts, reductions, softmax, matmul. */
 #include "binding.h"
 
 typedef tl_status (*unary_fn)(tl_tensor *a, tl_tensor **out);
@@ -122,33 +122,6 @@ static int op_where(lua_State *L) {
     tl_release(scalars[0]);
     tl_release(scalars[1]);
     return tlb_result(L, box, status, out);
-}
-
-/* ---- in place ----------------------------------------------------------- */
-/* t:fill_(value) -> t */
-static int op_fill_(lua_State *L) {
-    tl_tensor *t = tlb_check(L, 1, "fill_");
-    tl_scalar value = tlb_check_scalar(L, 2, "fill_");
-    if (tl_fill_(t, value) != TL_OK) return tlb_fail(L);
-    lua_settop(L, 1);
-    return 1;
-}
-
-/* t:copy_(src) -> t (src a tensor, broadcast and cast, or a number) */
-static int op_copy_(lua_State *L) {
-    tl_tensor *t = tlb_check(L, 1, "copy_");
-    tl_tensor *src = tlb_totensor(L, 2, "copy_");
-    tl_scalar value;
-    tl_status status;
-    if (src)
-        status = tl_copy_(t, src);
-    else if (tlb_to_scalar(L, 2, &value))
-        status = tl_fill_(t, value);
-    else
-        return tlb_type_error(L, 2, "copy_", "a tensor or a number");
-    if (status != TL_OK) return tlb_fail(L);
-    lua_settop(L, 1);
-    return 1;
 }
 
 /* ---- casts -------------------------------------------------------------- */
@@ -358,7 +331,6 @@ const luaL_Reg tlb_op_methods[] = {
     {"ne", op_ne},           {"lt", op_lt},
     {"le", op_le},           {"gt", op_gt},
     {"ge", op_ge},           {"where", op_where},
-    {"fill_", op_fill_},     {"copy_", op_copy_},
     {"to", op_to},           {"float", op_float},
     {"double", op_double},   {"bfloat16", op_bfloat16},
     {"half", op_half},       {"int", op_int},

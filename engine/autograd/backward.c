@@ -201,7 +201,9 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
                               tl_tensor_device(root), &e->grads[o]);
         }
         tl_tensor *grads_in[TL_NODE_MAX_INPUTS] = {NULL};
+        node->last_use = !retain_graph;
         if (status == TL_OK) status = node->backward(node, e->grads, grads_in);
+        node->last_use = false;
         for (int o = 0; o < TL_NODE_MAX_OUTPUTS; o++) {
             tl_release(e->grads[o]);
             e->grads[o] = NULL;

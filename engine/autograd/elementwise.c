@@ -238,3 +238,82 @@ tl_status tl_ag_to(tl_tensor *a, tl_dtype dtype, tl_device device, tl_tensor **o
 tl_status tl_ag_cast(tl_tensor *a, tl_dtype dtype, tl_tensor **out) {
     return tl_ag_to(a, dtype, tl_tensor_device(a), out);
 }
+
+/* ---- in place: the same gradients; x's old values are kept only where they are read --- */
+tl_status tl_ag_neg_(tl_tensor *x) {
+    tl_node *node;
+    tl_tensor *old;
+    TL_TRY(tl_unary_inplace_begin("neg_", neg_backward, x, false, &node, &old));
+    return tl_unary_inplace_end(node, tl_neg_(x), x, old, false);
+}
+
+tl_status tl_ag_abs_(tl_tensor *x) {
+    tl_node *node;
+    tl_tensor *old;
+    TL_TRY(tl_unary_inplace_begin("abs_", abs_backward, x, true, &node, &old));
+    return tl_unary_inplace_end(node, tl_abs_(x), x, old, false);
+}
+
+tl_status tl_ag_relu_(tl_tensor *x) {
+    tl_node *node;
+    tl_tensor *old;
+    TL_TRY(tl_unary_inplace_begin("relu_", relu_backward, x, false, &node, &old));
+    return tl_unary_inplace_end(node, tl_relu_(x), x, old, true);
+}
+
+tl_status tl_ag_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double max) {
+    tl_node *node;
+    tl_tensor *old;
+    TL_TRY(tl_unary_inplace_begin("clamp_", clamp_backward, x, true, &node, &old));
+    if (node) {
+        node->has_scalar[0] = has_min, node->scalar[0] = min;
+        node->has_scalar[1] = has_max, node->scalar[1] = max;
+    }
+    return tl_unary_inplace_end(node, tl_clamp_(x, has_min, min, has_max, max), x, old, false);
+}
+
+tl_status tl_ag_add_(tl_tensor *x, tl_tensor *other) {
+    tl_node *node;
+    TL_TRY(tl_inplace_begin("add_", add_backward, x, 1, &other, &node));
+    return tl_inplace_end(node, tl_add_(x, other), x);
+}
+
+tl_status tl_ag_sub_(tl_tensor *x, tl_tensor *other) {
+    tl_node *node;
+    TL_TRY(tl_inplace_begin("sub_", sub_backward, x, 1, &other, &node));
+    return tl_inplace_end(node, tl_sub_(x, other), x);
+}
+
+/* slot 0: x's old values (for other's gradient), slot 1: other (for x's) */
+static void mul_saves(const bool *need, bool *save) {
+    save[0] = need[1];
+    save[1] = need[0];
+}
+
+tl_status tl_ag_mul_(tl_tensor *x, tl_tensor *other) {
+    return tl_binary_inplace("mul_", mul_backward, mul_saves, tl_mul_, x, other);
+}
+
+/* fill_ and copy_: x's old values get no gradient; copy_'s source gets the gradient, in its
+   dtype and summed back over the dims it was broadcast along */
+static tl_status fill_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    (void)node, (void)g, (void)gi;
+    return TL_OK;
+}
+
+static tl_status copy_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    if (!node->needs_input_grad[1]) return TL_OK;
+    return tl_reduce_to_input(node, 1, tl_cast(g[0], node->input_dtype[1], &gi[1]), gi);
+}
+
+tl_status tl_ag_fill_(tl_tensor *x, tl_scalar value) {
+    tl_node *node;
+    TL_TRY(tl_inplace_begin("fill_", fill_backward, x, 0, NULL, &node));
+    return tl_inplace_end(node, tl_fill_(x, value), x);
+}
+
+tl_status tl_ag_copy_(tl_tensor *x, tl_tensor *src) {
+    tl_node *node;
+    TL_TRY(tl_inplace_begin("copy_", copy_backward, x, 1, &src, &node));
+    return tl_inplace_end(node, tl_copy_(x, src), x);
+}

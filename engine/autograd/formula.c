@@ -52,3 +52,95 @@ tl_status tl_reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor *
     gi[i] = NULL;
     return tl_sum_to_shape(full, node->input_shape[i], node->input_ndim[i], &gi[i]);
 }
+
+/* ---- in-place recording --------------------------------------------------------------- */
+tl_status tl_inplace_begin(const char *name, tl_backward_fn backward, tl_tensor *x, int count,
+                           tl_tensor *const *operands, tl_node **node) {
+    *node = NULL;
+    tl_tensor *inputs[TL_NODE_MAX_INPUTS] = {x};
+    for (int i = 0; i < count; i++) inputs[1 + i] = operands[i];
+    if (!x || !tl_should_record(1 + count, inputs)) return TL_OK;
+    if (tl_requires_grad(x) && tl_is_leaf(x))
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "%s: x is a leaf tensor that requires grad, and an in-place op would "
+                        "overwrite the values its gradient is for; use the out-of-place op (or "
+                        "change it inside no_grad)",
+                        name);
+    tl_node *producer = x->autograd ? x->autograd->grad_fn : NULL;
+    if (producer && producer->is_view)
+        return tl_error(
+            TL_ERR_AUTOGRAD,
+            "%s: x is a view (made by '%s') of a tensor that requires grad; an in-place "
+            "op on it is not recorded for its base: apply the op to the base, or to "
+            "a clone() of the view",
+            name, producer->name);
+    if (!tl_requires_grad(x) && x->storage->refcount > 1)
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "%s: an operand requires grad, so x would start a history, but x shares "
+                        "its memory with other tensors (views of it, or the tensor it views), "
+                        "which would not have it; clone() x first",
+                        name);
+    return tl_node_new(name, backward, 1 + count, inputs, node);
+}
+
+tl_status tl_inplace_end(tl_node *node, tl_status status, tl_tensor *x) {
+    if (!node) return status;
+    if (status == TL_OK) status = tl_node_set_output(node, 0, x);
+    tl_node_release(node); /* x holds it now (or it is freed on failure) */
+    return status;
+}
+
+tl_status tl_unary_inplace_begin(const char *name, tl_backward_fn backward, tl_tensor *x,
+                                 bool save_input, tl_node **node, tl_tensor **old) {
+    *old = NULL;
+    TL_TRY(tl_inplace_begin(name, backward, x, 0, NULL, node));
+    if (!*node || !save_input) return TL_OK;
+    tl_status status = tl_clone(x, old);
+    if (status != TL_OK) {
+        tl_node_release(*node);
+        *node = NULL;
+    }
+    return status;
+}
+
+tl_status tl_unary_inplace_end(tl_node *node, tl_status status, tl_tensor *x, tl_tensor *old,
+                               bool save_result) {
+    status = tl_inplace_end(node, status, x);
+    if (status == TL_OK && node && old) status = tl_node_save(node, 0, "self", old);
+    if (status == TL_OK && node && save_result) status = tl_node_save(node, 0, "result", x);
+    tl_release(old);
+    return status;
+}
+
+tl_status tl_binary_inplace(const char *name, tl_backward_fn backward, tl_saves_fn saves,
+                            tl_status (*op)(tl_tensor *x, const tl_tensor *other), tl_tensor *x,
+                            tl_tensor *other) {
+    tl_node *node;
+    TL_TRY(tl_inplace_begin(name, backward, x, 1, &other, &node));
+    bool save[2] = {false, false};
+    if (node) saves(node->needs_input_grad, save);
+    tl_tensor *kept[2] = {NULL, NULL};
+    tl_status status = save[0] ? tl_clone(x, &kept[0]) : TL_OK;
+    if (status == TL_OK && save[1]) {
+        if (x->storage == other->storage)
+            status = tl_clone(other, &kept[1]);
+        else
+            kept[1] = tl_retain(other);
+    }
+    if (status == TL_OK) status = op(x, other);
+    status = tl_inplace_end(node, status, x);
+    if (status == TL_OK && kept[0]) status = tl_node_save(node, 0, "self", kept[0]);
+    if (status == TL_OK && kept[1]) status = tl_node_save(node, 1, "other", kept[1]);
+    tl_release(kept[0]), tl_release(kept[1]);
+    return status;
+}
+
+bool tl_grad_is_disposable(const tl_tensor *g) {
+    return g->refcount == 1 && g->storage->refcount == 1 && !g->autograd && tl_is_contiguous(g) &&
+           (size_t)tl_numel(g) * tl_dtype_size(g->dtype) == g->storage->nbytes;
+}
+
+bool tl_saved_is_disposable(const tl_node *node, int slot) {
+    const tl_tensor *t = node->saved[slot].tensor;
+    return node->last_use && t && tl_grad_is_disposable(t);
+}

@@ -22,4 +22,35 @@ tl_status tl_record_unary(const char *name, tl_backward_fn backward, tl_status f
                           tl_tensor *a, tl_tensor **out, bool save_input, bool save_result,
                           tl_node **node_out);
 
+/* Recording an in-place op on x whose other inputs are operands (NULL entries allowed):
+   tl_inplace_begin checks the rules that keep gradients right (tlua/autograd.h: not a leaf that
+   requires grad, not a view of one that does, not a tensor sharing its storage that would start
+   a history) and, when the op must be recorded, makes *node (else NULL) with edges to x's
+   history and to the operands, before the op runs. tl_inplace_end(node, status, x) then makes x
+   the node's output after the op ran, or drops the node when status failed; it returns status.
+   Save tensors into the node (tl_node_save) after tl_inplace_end, when it returned TL_OK. */
+tl_status tl_inplace_begin(const char *name, tl_backward_fn backward, tl_tensor *x, int count,
+                           tl_tensor *const *operands, tl_node **node);
+tl_status tl_inplace_end(tl_node *node, tl_status status, tl_tensor *x);
+/* The same for a one-input op whose backward reads slot 0: begin also keeps a copy of x's old
+   values in *old when save_input (else NULL); end saves old ("self") or, when save_result, x
+   itself ("result": the version after the op), and releases old. */
+tl_status tl_unary_inplace_begin(const char *name, tl_backward_fn backward, tl_tensor *x,
+                                 bool save_input, tl_node **node, tl_tensor **old);
+tl_status tl_unary_inplace_end(tl_node *node, tl_status status, tl_tensor *x, tl_tensor *old,
+                               bool save_result);
+/* A two-input op x <- op(x, other) whose backward reads slot 0 (x's old values, "self") and
+   slot 1 (other) as saves(needs_input_grad, save) says: records it when needed, keeping a copy
+   of x's old values, and of other when x's change would change it. */
+typedef void (*tl_saves_fn)(const bool *need, bool *save);
+tl_status tl_binary_inplace(const char *name, tl_backward_fn backward, tl_saves_fn saves,
+                            tl_status (*op)(tl_tensor *x, const tl_tensor *other), tl_tensor *x,
+                            tl_tensor *other);
+/* Whether backward may write into g (a gradient handed to a backward function): nobody else
+   holds it or its storage, it has no history, and its elements are dense. */
+bool tl_grad_is_disposable(const tl_tensor *g);
+/* The same for a tensor saved in node's slot during its last use (a backward without
+   retain_graph), where only the node holds it: backward may write a gradient into it. */
+bool tl_saved_is_disposable(const tl_node *node, int slot);
+
 #endif

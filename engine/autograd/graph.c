@@ -160,8 +160,17 @@ tl_status tl_node_new(const char *name, tl_backward_fn backward, int num_inputs,
         node->input_dtype[i] = t->dtype;
         node->input_device[i] = tl_tensor_device(t);
         if (!tl_requires_grad(t)) continue;
-        node->needs_input_grad[i] = true;
         tl_node *producer = t->autograd->grad_fn;
+        if (producer && producer->is_view && producer->view_version != t->storage->version &&
+            producer->inputs[0].node) {
+            tl_node_release(node);
+            return tl_error(TL_ERR_AUTOGRAD,
+                            "%s: input %d is a view (made by '%s') of a tensor that was changed in "
+                            "place after the view was taken, so its gradient would go to the old "
+                            "values; take the view again after the in-place op",
+                            name, i + 1, producer->name);
+        }
+        node->needs_input_grad[i] = true;
         if (producer) {
             producer->refcount++;
             node->inputs[i].node = producer;

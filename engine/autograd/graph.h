@@ -6,7 +6,7 @@
 
 #define TL_NODE_MAX_INPUTS  4
 #define TL_NODE_MAX_OUTPUTS 4
-#define TL_NODE_MAX_SAVED   4
+#define TL_NODE_MAX_SAVED   5
 
 typedef struct tl_node tl_node;
 
@@ -42,8 +42,12 @@ struct tl_node {
     int refcount;
     const char *name;
     tl_backward_fn backward;
-    uint64_t sequence; /* creation order: later nodes run first */
-    bool released;     /* saved tensors freed by a backward without retain_graph */
+    uint64_t sequence;     /* creation order: later nodes run first */
+    bool released;         /* saved tensors freed by a backward without retain_graph */
+    bool last_use;         /* set during a backward without retain_graph: saved tensors are freed
+                              right after it, so it may write into one only it holds */
+    bool is_view;          /* a view op: its output shares its input's storage */
+    uint64_t view_version; /* that storage's version when the view was taken */
     int num_inputs, num_outputs;
     tl_edge inputs[TL_NODE_MAX_INPUTS];
     bool needs_input_grad[TL_NODE_MAX_INPUTS];

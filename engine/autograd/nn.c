@@ -1,5 +1,5 @@
 /* Recording nn ops: backward runs only the needed split kernels; save only what they read. */
-#include "autograd/graph.h"
+#include "autograd/formula.h"
 #include "ops/nn/nn_common.h"
 
 /* Every backward sets gi[i] only for needed inputs, "=" semantics: the engine accumulates. */
@@ -135,6 +135,20 @@ tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label
    the input's gradient is needed). ints[0]: whether there is a weight. */
 enum { NORM_INPUT, NORM_WEIGHT, NORM_BIAS };
 
+/* The gradients from the forward's input, mean, rstd and weight (as tl_node_saved gave them). */
+static tl_status layer_norm_gradients(tl_node *node, const tl_tensor *grad, tl_tensor *input,
+                                      tl_tensor *mean, tl_tensor *rstd, tl_tensor *weight,
+                                      tl_tensor **gi) {
+    const bool *needs = node->needs_input_grad;
+    if (needs[NORM_INPUT])
+        TL_TRY(tl_layer_norm_backward_input(grad, input, mean, rstd, weight, &gi[NORM_INPUT]));
+    if (needs[NORM_WEIGHT] || needs[NORM_BIAS])
+        TL_TRY(tl_layer_norm_backward_weight(grad, input, mean, rstd,
+                                             needs[NORM_WEIGHT] ? &gi[NORM_WEIGHT] : NULL,
+                                             needs[NORM_BIAS] ? &gi[NORM_BIAS] : NULL));
+    return TL_OK;
+}
+
 static tl_status layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     const bool *needs = node->needs_input_grad;
     tl_tensor *grad, *input = NULL, *mean = NULL, *rstd = NULL, *weight = NULL;
@@ -145,15 +159,9 @@ static tl_status layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tens
         if (status == TL_OK) status = tl_node_saved(node, 2, &mean);
         if (status == TL_OK) status = tl_node_saved(node, 3, &rstd);
     }
-    if (status == TL_OK && needs[NORM_INPUT]) {
-        if (node->ints[0]) status = tl_node_saved(node, 1, &weight);
-        if (status == TL_OK)
-            status = tl_layer_norm_backward_input(grad, input, mean, rstd, weight, &gi[NORM_INPUT]);
-    }
-    if (status == TL_OK && (needs[NORM_WEIGHT] || needs[NORM_BIAS]))
-        status = tl_layer_norm_backward_weight(grad, input, mean, rstd,
-                                               needs[NORM_WEIGHT] ? &gi[NORM_WEIGHT] : NULL,
-                                               needs[NORM_BIAS] ? &gi[NORM_BIAS] : NULL);
+    if (status == TL_OK && needs[NORM_INPUT] && node->ints[0])
+        status = tl_node_saved(node, 1, &weight);
+    if (status == TL_OK) status = layer_norm_gradients(node, grad, input, mean, rstd, weight, gi);
     tl_release(grad);
     return status;
 }
@@ -176,6 +184,84 @@ tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
         }
         if (status == TL_OK && needs[NORM_INPUT] && weight)
             status = tl_record_save(node, 1, "weight", weight, *out);
+    }
+    tl_release(mean), tl_release(rstd);
+    return status;
+}
+
+/* ---- layer_norm_ in place: slots 0 the result y (x after the op), 1 the weight, 2 mean,
+   3 rstd, 4 the bias. Backward recovers the input, x = mean + (y - bias) / weight / rstd (in
+   float32 for bfloat16/float16), then takes layer_norm's gradients. ints[0], ints[1]: whether
+   there is a weight, a bias. ------------------------------------------------------------------ */
+static tl_status check_invertible(const tl_tensor *weight) {
+    tl_tensor *zero = NULL, *is_zero = NULL, *count = NULL;
+    tl_scalar zeros = {0};
+    tl_status status = tl_zeros(NULL, 0, weight->dtype, tl_tensor_device(weight), &zero);
+    if (status == TL_OK) status = tl_eq(weight, zero, &is_zero);
+    if (status == TL_OK) status = tl_sum_all(is_zero, &count);
+    if (status == TL_OK) status = tl_item(count, &zeros);
+    tl_release(zero), tl_release(is_zero), tl_release(count);
+    if (status == TL_OK && tl_scalar_to_double(zeros) > 0)
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "backward: layer_norm_ recovers its input from its output as (y - bias) / "
+                        "weight, but weight has %.0f zero(s); use tl.layer_norm (out of place) "
+                        "where the weight may be zero",
+                        tl_scalar_to_double(zeros));
+    return status;
+}
+
+static tl_status recover_input(tl_node *node, const tl_tensor *y, tl_tensor **input) {
+    tl_tensor *weight = NULL, *bias = NULL, *mean, *rstd;
+    TL_TRY(tl_node_saved(node, 2, &mean));
+    TL_TRY(tl_node_saved(node, 3, &rstd));
+    if (node->ints[0]) TL_TRY(tl_node_saved(node, 1, &weight));
+    if (node->ints[1]) TL_TRY(tl_node_saved(node, 4, &bias));
+    if (weight) TL_TRY(check_invertible(weight));
+    tl_dtype compute = y->dtype == TL_F64 ? TL_F64 : TL_F32;
+    tl_tensor *x = NULL, *mean_col = NULL, *rstd_col = NULL;
+    tl_status status = y->dtype == compute ? tl_clone(y, &x) : tl_cast((tl_tensor *)y, compute, &x);
+    if (status == TL_OK) status = tl_unsqueeze(mean, -1, &mean_col);
+    if (status == TL_OK) status = tl_unsqueeze(rstd, -1, &rstd_col);
+    if (status == TL_OK && bias) status = tl_sub_(x, bias);
+    if (status == TL_OK && weight) status = tl_div_(x, weight);
+    if (status == TL_OK) status = tl_div_(x, rstd_col);
+    if (status == TL_OK) status = tl_add_(x, mean_col);
+    if (status == TL_OK) status = tl_cast(x, y->dtype, input);
+    tl_release(x), tl_release(mean_col), tl_release(rstd_col);
+    return status;
+}
+
+static tl_status layer_norm_inplace_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_tensor *grad, *y, *input = NULL, *mean, *rstd, *weight = NULL;
+    TL_TRY(tl_node_saved(node, 0, &y));
+    TL_TRY(tl_node_saved(node, 2, &mean));
+    TL_TRY(tl_node_saved(node, 3, &rstd));
+    if (node->ints[0]) TL_TRY(tl_node_saved(node, 1, &weight));
+    TL_TRY(output_grad(node, g[0], &grad));
+    tl_status status = TL_OK;
+    if (node->needs_input_grad[NORM_INPUT] || node->needs_input_grad[NORM_WEIGHT])
+        status = recover_input(node, y, &input);
+    if (status == TL_OK) status = layer_norm_gradients(node, grad, input, mean, rstd, weight, gi);
+    tl_release(grad), tl_release(input);
+    return status;
+}
+
+tl_status tl_ag_layer_norm_(tl_tensor *x, tl_tensor *weight, tl_tensor *bias, double eps) {
+    tl_node *node;
+    tl_tensor *operands[2] = {weight, bias}, *mean = NULL, *rstd = NULL;
+    TL_TRY(tl_inplace_begin("layer_norm_", layer_norm_inplace_backward, x, 2, operands, &node));
+    tl_status status =
+        tl_layer_norm_(x, weight, bias, eps, node ? &mean : NULL, node ? &rstd : NULL);
+    status = tl_inplace_end(node, status, x);
+    if (status == TL_OK && node) {
+        node->ints[0] = weight != NULL;
+        node->ints[1] = bias != NULL;
+        node->scalar[0] = eps;
+        status = tl_node_save(node, 0, "result", x);
+        if (status == TL_OK) status = tl_node_save(node, 2, "mean", mean);
+        if (status == TL_OK) status = tl_node_save(node, 3, "rstd", rstd);
+        if (status == TL_OK && weight) status = tl_node_save(node, 1, "weight", weight);
+        if (status == TL_OK && bias) status = tl_node_save(node, 4, "bias", bias);
     }
     tl_release(mean), tl_release(rstd);
     return status;

@@ -122,6 +122,19 @@ GRADIENT2(atan2, true, true) {
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_AUTOGRAD(name)
 #include "tlua/ops.def"
 
+/* ---- generated: tl_ag_<name>_ in place, saving x's old values or x itself as the gradient
+   reads them ---- */
+#define POINTWISE_INPLACE_AUTOGRAD(name)                                                           \
+    tl_status tl_ag_##name##_(tl_tensor *x) {                                                      \
+        tl_node *node;                                                                             \
+        tl_tensor *old;                                                                            \
+        TL_TRY(                                                                                    \
+            tl_unary_inplace_begin(#name "_", name##_backward, x, name##_saves[0], &node, &old));  \
+        return tl_unary_inplace_end(node, tl_##name##_(x), x, old, name##_saves[1]);               \
+    }
+#define POINTWISE_OP(name, differentiable, backward) POINTWISE_INPLACE_AUTOGRAD(name)
+#include "tlua/ops.def"
+
 /* ---- generated: the same for every POINTWISE_BINARY row ---------------------------- */
 #define POINTWISE_BINARY_AUTOGRAD(name)                                                            \
     static tl_status name##_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {         \
@@ -149,4 +162,13 @@ GRADIENT2(atan2, true, true) {
         return TL_OK;                                                                              \
     }
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_AUTOGRAD(name)
+#include "tlua/ops.def"
+
+/* ---- generated: tl_ag_<name>_ in place (x's old values copied when they are read) ---- */
+#define POINTWISE_BINARY_INPLACE_AUTOGRAD(name)                                                    \
+    tl_status tl_ag_##name##_(tl_tensor *x, tl_tensor *other) {                                    \
+        return tl_binary_inplace(#name "_", name##_backward, name##_saves, tl_##name##_, x,        \
+                                 other);                                                           \
+    }
+#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_INPLACE_AUTOGRAD(name)
 #include "tlua/ops.def"

@@ -1,4 +1,4 @@
-/* Recording reductions and softmax, with backward formulas by composition. */
+/* Recording reductions (gradients by composition) and softmax (its fused backward kernels). */
 #include "autograd/formula.h"
 
 /* grad of a dim reduction, broadcast back over the input's shape (a view) */
@@ -158,28 +158,18 @@ tl_status tl_ag_min_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
                        indices);
 }
 
-/* softmax: dx = y * (g - sum(g * y, dim)); slot 0: result y */
+/* softmax: dx = y * (g - sum(g * y, dim)), one fused kernel; slot 0: result y */
 static tl_status softmax_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *y, *gy = NULL, *dot = NULL, *centered = NULL;
+    tl_tensor *y;
     TL_TRY(tl_node_saved(node, 0, &y));
-    tl_status status = tl_mul(g[0], y, &gy);
-    if (status == TL_OK) status = tl_sum_dim(gy, node->dim, true, &dot);
-    if (status == TL_OK) status = tl_sub(g[0], dot, &centered);
-    if (status == TL_OK) status = tl_mul(y, centered, &gi[0]);
-    tl_release(gy), tl_release(dot), tl_release(centered);
-    return status;
+    return tl_softmax_backward(g[0], y, node->dim, &gi[0]);
 }
 
-/* log_softmax: dx = g - exp(y) * sum(g, dim); slot 0: result y */
+/* log_softmax: dx = g - exp(y) * sum(g, dim), one fused kernel; slot 0: result y */
 static tl_status log_softmax_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *y, *p = NULL, *total = NULL, *spread = NULL;
+    tl_tensor *y;
     TL_TRY(tl_node_saved(node, 0, &y));
-    tl_status status = tl_exp(y, &p);
-    if (status == TL_OK) status = tl_sum_dim(g[0], node->dim, true, &total);
-    if (status == TL_OK) status = tl_mul(p, total, &spread);
-    if (status == TL_OK) status = tl_sub(g[0], spread, &gi[0]);
-    tl_release(p), tl_release(total), tl_release(spread);
-    return status;
+    return tl_log_softmax_backward(g[0], y, node->dim, &gi[0]);
 }
 
 static tl_status softmax_like(const char *name, tl_backward_fn backward, tl_status forward_status,

@@ -59,6 +59,13 @@ static tl_status record_view(const char *name, tl_backward_fn backward, tl_tenso
                              tl_tensor *out, tl_node **node_out) {
     tl_node *node;
     TL_TRY(tl_record(name, backward, 1, &t, out, &node));
+    /* a view (not a copy: reshape and contiguous may copy, clone does): an in-place change of
+       its base afterwards makes its history stale (graph.c), and it cannot be changed in
+       place itself (formula.c) */
+    if (node && out->storage == t->storage) {
+        node->is_view = true;
+        node->view_version = t->storage->version;
+    }
     if (node_out) *node_out = node;
     return TL_OK;
 }

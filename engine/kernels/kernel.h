@@ -37,6 +37,12 @@ typedef tl_status (*tl_copy_kernel)(tl_tensor *dst, const tl_tensor *src);
 typedef tl_status (*tl_reduce_kernel)(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
                                       int dim);
 typedef tl_status (*tl_softmax_kernel)(tl_tensor *out, const tl_tensor *in, int dim);
+/* Along dim, from the forward's output y and its gradient g (any strides, g maybe expanded):
+   softmax_backward: grad_input = y * (g - sum(g * y)); log_softmax_backward: grad_input =
+   g - exp(y) * sum(g) ("="). grad_input may be grad or output itself (same memory, offset and
+   strides): each row's sum is read first, then each element is read before it is written. */
+typedef tl_status (*tl_softmax_backward_kernel)(tl_tensor *grad_input, const tl_tensor *grad,
+                                                const tl_tensor *output, int dim);
 /* tl_gemm's device travels with the call: where the operands live and whose handle runs it */
 typedef tl_status (*tl_gemm_kernel)(tl_device device, const GemmParams *params, const void *a,
                                     const void *b, void *c);
@@ -118,6 +124,7 @@ typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl
     SIGNATURE(copy, tl_copy_kernel)                                                                \
     SIGNATURE(reduce, tl_reduce_kernel)                                                            \
     SIGNATURE(softmax, tl_softmax_kernel)                                                          \
+    SIGNATURE(softmax_backward, tl_softmax_backward_kernel)                                        \
     SIGNATURE(gemm, tl_gemm_kernel)                                                                \
     SIGNATURE(random, tl_random_kernel)                                                            \
     SIGNATURE(im2col, tl_im2col_kernel)                                                            \

@@ -31,26 +31,6 @@ tl_status tl_fill_(tl_tensor *t, tl_scalar value) {
     return TL_OK;
 }
 
-/* The bytes [*lo, *hi) of t's storage that its elements occupy (numel > 0). */
-static void byte_extent(const tl_tensor *t, size_t *lo, size_t *hi) {
-    int64_t size = (int64_t)tl_dtype_size(t->dtype), first = t->offset, last = t->offset;
-    for (int d = 0; d < t->ndim; d++) {
-        int64_t span = (t->shape[d] - 1) * t->strides[d];
-        if (span < 0)
-            first += span;
-        else
-            last += span;
-    }
-    *lo = (size_t)(first * size);
-    *hi = (size_t)((last + 1) * size);
-}
-
-static bool same_geometry(const tl_tensor *a, const tl_tensor *b) {
-    return a->dtype == b->dtype && a->offset == b->offset && a->ndim == b->ndim &&
-           memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) == 0 &&
-           memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof a->strides[0]) == 0;
-}
-
 tl_status tl_copy_(tl_tensor *dst, const tl_tensor *src) {
     TL_TRY(tl_check_tensor_arg("copy_", "dst", dst));
     TL_TRY(tl_check_tensor_arg("copy_", "src", src));
@@ -81,20 +61,15 @@ tl_status tl_copy_(tl_tensor *dst, const tl_tensor *src) {
     if (tl_numel(dst) == 0) return TL_OK;
 
     /* src that overlaps dst is read from a copy; dst itself needs no copy */
-    if (dst->storage == src->storage && same_geometry(dst, src)) {
+    if (tl_same_elements(dst, src)) {
         tl_bump_version(dst);
         return TL_OK;
     }
     tl_tensor *temp = NULL;
     const tl_tensor *from = src;
-    if (dst->storage == src->storage) {
-        size_t dlo, dhi, slo, shi;
-        byte_extent(dst, &dlo, &dhi);
-        byte_extent(src, &slo, &shi);
-        if (dlo < shi && slo < dhi) {
-            TL_TRY(tl_clone(src, &temp));
-            from = temp;
-        }
+    if (tl_may_overlap(dst, src)) {
+        TL_TRY(tl_clone(src, &temp));
+        from = temp;
     }
     /* from with dst's shape, 0 strides where broadcast: a view on the stack that
        borrows from's storage for the kernel call only */

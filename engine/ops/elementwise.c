@@ -77,19 +77,27 @@ static bool is_integral_value(double v) {
 }
 
 /* ---- unary -------------------------------------------------------------- */
-static tl_status unary(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op_args *args,
-                       tl_tensor **out) {
-    tl_device device = tl_tensor_device(a);
+/* result = op(a) computed in dtype (result has a's shape and dtype `dtype`; it may be a itself,
+   the kernels read each element before writing it). */
+static tl_status unary_into(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op_args *args,
+                            tl_tensor *result) {
     const tl_tensor *in;
-    tl_tensor *owned = NULL, *result = NULL;
+    tl_tensor *owned = NULL;
     tl_status status = as_dtype(a, dtype, &in, &owned);
-    if (status == TL_OK) status = tl_empty(a->shape, a->ndim, dtype, device, &result);
     if (status == TL_OK) {
-        const tl_kernel_entry *k =
-            tl_dispatch(op, device, dtype, (const tl_tensor *const[]){result, in, NULL});
+        const tl_kernel_entry *k = tl_dispatch(op, tl_tensor_device(a), dtype,
+                                               (const tl_tensor *const[]){result, in, NULL});
         status = k ? k->fn.unary(result, in, args) : TL_ERR_DTYPE;
     }
     tl_release(owned);
+    return status;
+}
+
+static tl_status unary(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op_args *args,
+                       tl_tensor **out) {
+    tl_tensor *result;
+    TL_TRY(tl_empty(a->shape, a->ndim, dtype, tl_tensor_device(a), &result));
+    tl_status status = unary_into(op, a, dtype, args, result);
     if (status != TL_OK) {
         tl_release(result);
         return status;
@@ -137,23 +145,65 @@ tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
     return unary(TL_OP_pow_scalar, a, dtype, &args, out);
 }
 
+static tl_op_args clamp_args(bool has_min, double min, bool has_max, double max) {
+    return (tl_op_args){.scalar = {has_min ? min : 0, has_max ? max : 0},
+                        .has_scalar = {has_min, has_max}};
+}
+
+/* integer and bool inputs stay integer (bool as int64) when the bounds are integral */
+static tl_dtype clamp_dtype(const tl_tensor *a, const tl_op_args *args) {
+    bool integral_bounds = true;
+    for (int i = 0; i < 2; i++)
+        if (args->has_scalar[i] && !is_integral_value(args->scalar[i])) integral_bounds = false;
+    return tl_dtype_is_floating(a->dtype) ? a->dtype
+           : integral_bounds              ? bool_as_i64(a->dtype)
+                                          : TL_F32;
+}
+
 tl_status tl_clamp(const tl_tensor *a, bool has_min, double min, bool has_max, double max,
                    tl_tensor **out) {
     TL_TRY(tl_check_tensor_arg("clamp", "a", a));
-    bool integral_bounds =
-        (!has_min || is_integral_value(min)) && (!has_max || is_integral_value(max));
-    tl_dtype dtype = tl_dtype_is_floating(a->dtype) ? a->dtype
-                     : integral_bounds              ? bool_as_i64(a->dtype)
-                                                    : TL_F32;
-    tl_op_args args = {.scalar = {has_min ? min : 0, has_max ? max : 0},
-                       .has_scalar = {has_min, has_max}};
-    return unary(TL_OP_clamp, a, dtype, &args, out);
+    tl_op_args args = clamp_args(has_min, min, has_max, max);
+    return unary(TL_OP_clamp, a, clamp_dtype(a, &args), &args, out);
 }
 
 /* ---- binary ------------------------------------------------------------- */
 /* ARITHMETIC keeps integers (bool as int64); FLOATING computes integer and bool inputs in
    float32 (true division and the other pointwise binary ops); COMPARISON gives bool. */
 typedef enum binary_kind { ARITHMETIC, FLOATING, COMPARISON } binary_kind;
+
+/* The compute dtype of a binary op on a and b (its result's, except for comparisons: bool). */
+static tl_dtype binary_dtype(binary_kind kind, const tl_tensor *a, const tl_tensor *b) {
+    tl_dtype common = tl_promote_types(a->dtype, b->dtype);
+    return kind == FLOATING     ? floating_or_f32(common)
+           : kind == ARITHMETIC ? bool_as_i64(common)
+                                : common;
+}
+
+/* result = op(a, b) computed in dtype, broadcast to result's shape (validated); result may be a
+   itself (the kernels read each element before writing it). */
+static tl_status binary_into(tl_op op, const tl_tensor *a, const tl_tensor *b, tl_dtype dtype,
+                             tl_tensor *result) {
+    const tl_tensor *ca, *cb;
+    tl_tensor *owned_a = NULL, *owned_b = NULL;
+    tl_status status = as_dtype(a, dtype, &ca, &owned_a);
+    if (status == TL_OK) status = as_dtype(b, dtype, &cb, &owned_b);
+    if (status == TL_OK) {
+        /* the trace shows the inputs before broadcasting */
+        const tl_kernel_entry *k = tl_dispatch(op, tl_tensor_device(result), dtype,
+                                               (const tl_tensor *const[]){result, ca, cb, NULL});
+        if (k) {
+            tl_tensor view_a, view_b;
+            status = k->fn.binary(result, broadcast_view(ca, result->shape, result->ndim, &view_a),
+                                  broadcast_view(cb, result->shape, result->ndim, &view_b));
+        } else {
+            status = TL_ERR_DTYPE;
+        }
+    }
+    tl_release(owned_a);
+    tl_release(owned_b);
+    return status;
+}
 
 static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl_tensor *b,
                         tl_tensor **out) {
@@ -164,33 +214,11 @@ static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl
     int64_t shape[TL_MAX_DIMS];
     int ndim;
     TL_TRY(tl_broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, shape, &ndim));
-
-    tl_dtype common = tl_promote_types(a->dtype, b->dtype);
-    tl_dtype dtype = kind == FLOATING     ? floating_or_f32(common)
-                     : kind == ARITHMETIC ? bool_as_i64(common)
-                                          : common;
-    tl_dtype out_dtype = kind == COMPARISON ? TL_BOOL : dtype;
-    tl_device device = tl_tensor_device(a);
-
-    const tl_tensor *ca, *cb;
-    tl_tensor *owned_a = NULL, *owned_b = NULL, *result = NULL;
-    tl_status status = as_dtype(a, dtype, &ca, &owned_a);
-    if (status == TL_OK) status = as_dtype(b, dtype, &cb, &owned_b);
-    if (status == TL_OK) status = tl_empty(shape, ndim, out_dtype, device, &result);
-    if (status == TL_OK) {
-        /* the trace shows the inputs before broadcasting */
-        const tl_kernel_entry *k =
-            tl_dispatch(op, device, dtype, (const tl_tensor *const[]){result, ca, cb, NULL});
-        if (k) {
-            tl_tensor view_a, view_b;
-            status = k->fn.binary(result, broadcast_view(ca, shape, ndim, &view_a),
-                                  broadcast_view(cb, shape, ndim, &view_b));
-        } else {
-            status = TL_ERR_DTYPE;
-        }
-    }
-    tl_release(owned_a);
-    tl_release(owned_b);
+    tl_dtype dtype = binary_dtype(kind, a, b);
+    tl_tensor *result;
+    TL_TRY(
+        tl_empty(shape, ndim, kind == COMPARISON ? TL_BOOL : dtype, tl_tensor_device(a), &result));
+    tl_status status = binary_into(op, a, b, dtype, result);
     if (status != TL_OK) {
         tl_release(result);
         return status;
@@ -285,3 +313,92 @@ tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b
     *out = result;
     return TL_OK;
 }
+
+/* ---- in place ------------------------------------------------------------ */
+/* x <- op(x) computed in dtype (the out-of-place op's result dtype). */
+static tl_status unary_inplace(const char *name, tl_op op, tl_tensor *x, tl_dtype dtype,
+                               const tl_op_args *args) {
+    TL_TRY(tl_check_writable(name, x));
+    TL_TRY(tl_check_result_fits(name, dtype, x));
+    tl_status status = TL_OK;
+    if (tl_numel(x) > 0 && dtype == x->dtype) {
+        status = unary_into(op, x, dtype, args, x);
+    } else if (tl_numel(x) > 0) { /* a result to convert (none of today's rules) */
+        tl_tensor *result;
+        TL_TRY(unary(op, x, dtype, args, &result));
+        status = tl_copy_(x, result);
+        tl_release(result);
+    }
+    if (status == TL_OK) tl_bump_version(x);
+    return status;
+}
+
+tl_status tl_neg_(tl_tensor *x) {
+    TL_TRY(tl_check_tensor_arg("neg_", "x", x));
+    return unary_inplace("neg_", TL_OP_neg, x, bool_as_i64(x->dtype), NULL);
+}
+tl_status tl_abs_(tl_tensor *x) {
+    TL_TRY(tl_check_tensor_arg("abs_", "x", x));
+    return unary_inplace("abs_", TL_OP_abs, x, bool_as_i64(x->dtype), NULL);
+}
+tl_status tl_relu_(tl_tensor *x) {
+    TL_TRY(tl_check_tensor_arg("relu_", "x", x));
+    return unary_inplace("relu_", TL_OP_relu, x, bool_as_i64(x->dtype), NULL);
+}
+tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double max) {
+    TL_TRY(tl_check_tensor_arg("clamp_", "x", x));
+    tl_op_args args = clamp_args(has_min, min, has_max, max);
+    return unary_inplace("clamp_", TL_OP_clamp, x, clamp_dtype(x, &args), &args);
+}
+
+/* every POINTWISE row of ops.def: tl_exp_, tl_gelu_, ... */
+#define POINTWISE_INPLACE(name)                                                                    \
+    tl_status tl_##name##_(tl_tensor *x) {                                                         \
+        TL_TRY(tl_check_tensor_arg(#name "_", "x", x));                                            \
+        return unary_inplace(#name "_", TL_OP_##name, x, floating_or_f32(x->dtype), NULL);         \
+    }
+#define POINTWISE_OP(name, differentiable, backward) POINTWISE_INPLACE(name)
+#include "tlua/ops.def"
+
+/* x <- op(x, other), other broadcast to x's shape. */
+static tl_status binary_inplace(const char *name, tl_op op, binary_kind kind, tl_tensor *x,
+                                const tl_tensor *other) {
+    TL_TRY(tl_check_writable(name, x));
+    TL_TRY(tl_check_tensor_arg(name, "other", other));
+    TL_TRY(check_same_device(name, x, other));
+    TL_TRY(tl_check_broadcasts_to(name, other, x));
+    tl_dtype dtype = binary_dtype(kind, x, other);
+    TL_TRY(tl_check_result_fits(name, dtype, x));
+    tl_status status = TL_OK;
+    if (tl_numel(x) > 0 && dtype == x->dtype) {
+        /* an other that overlaps x otherwise than element for element is read from a copy */
+        tl_tensor *copy = NULL;
+        if (!tl_same_elements(x, other) && tl_may_overlap(x, other)) TL_TRY(tl_clone(other, &copy));
+        status = binary_into(op, x, copy ? copy : other, dtype, x);
+        tl_release(copy);
+    } else if (tl_numel(x) > 0) { /* computed in a wider dtype, then stored in x's */
+        tl_tensor *result;
+        TL_TRY(binary(op, kind, x, other, &result));
+        status = tl_copy_(x, result);
+        tl_release(result);
+    }
+    if (status == TL_OK) tl_bump_version(x);
+    return status;
+}
+
+tl_status tl_add_(tl_tensor *x, const tl_tensor *other) {
+    return binary_inplace("add_", TL_OP_add, ARITHMETIC, x, other);
+}
+tl_status tl_sub_(tl_tensor *x, const tl_tensor *other) {
+    return binary_inplace("sub_", TL_OP_sub, ARITHMETIC, x, other);
+}
+tl_status tl_mul_(tl_tensor *x, const tl_tensor *other) {
+    return binary_inplace("mul_", TL_OP_mul, ARITHMETIC, x, other);
+}
+/* every POINTWISE_BINARY row of ops.def: tl_div_, tl_atan2_ */
+#define POINTWISE_BINARY_INPLACE(name)                                                             \
+    tl_status tl_##name##_(tl_tensor *x, const tl_tensor *other) {                                 \
+        return binary_inplace(#name "_", TL_OP_##name, FLOATING, x, other);                        \
+    }
+#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_INPLACE(name)
+#include "tlua/ops.def"

@@ -256,3 +256,19 @@ tl_status tl_matmul_as(tl_op op, const tl_tensor *a, const tl_tensor *b, tl_tens
 tl_status tl_matmul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
     return tl_matmul_as(TL_OP_matmul, a, b, out);
 }
+
+tl_status tl_matmul_into_as(tl_op op, const tl_tensor *a, const tl_tensor *b, tl_tensor *out) {
+    operand left = {0}, right = {0};
+    tl_status status = prepare(a, true, NULL, 0, &left);
+    if (status == TL_OK) status = prepare(b, false, NULL, 0, &right);
+    if (status == TL_OK) status = run_gemm(op, &left, &right, 1, out);
+    tl_release(left.t);
+    tl_release(right.t);
+    return status;
+}
+
+bool tl_matmul_reads_in_place(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+    bool col_major;
+    int64_t ld;
+    return blas_layout(rows, cols, row_stride, col_stride, &col_major, &ld);
+}

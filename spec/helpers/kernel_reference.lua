@@ -1,6 +1,6 @@
 -- Lua references of the kernel sweep (spec/kernel_sweep_spec.lua), independent of the engine:
 -- integer arithmetic with the engine's wrapping, casts, the Philox4x32-10 generator of the
--- random kernels, and conv2d, max_pool2d, embedding, cross_entropy, layer_norm and the
+-- random kernels, the softmax gradients, and conv2d, max_pool2d, embedding, cross_entropy, layer_norm and the
 -- optimizer steps by plain loops over flat row-major arrays, in float64.
 local ref = require("helpers.reference")
 
@@ -221,6 +221,34 @@ function M.embedding(idx, w, g)
   for d = 1, #si do ys[d] = si[d] end
   ys[#ys + 1] = D
   return ref.unflatten(y, ys), ref.unflatten(gw, sw)
+end
+
+-- the gradient of softmax (log_softmax when log) along a 1-based dim from the forward's output
+-- y and the output's gradient g (nested tables of one shape): y * (g - sum(g * y)) and
+-- g - exp(y) * sum(g), the sums along dim
+function M.softmax_backward(y, g, dim, log)
+  local fy, shape = ref.flatten(y)
+  local fg = ref.flatten(g)
+  if dim < 0 then dim = dim + #shape + 1 end
+  local outer, inner, n = 1, 1, shape[dim]
+  for d = 1, dim - 1 do outer = outer * shape[d] end
+  for d = dim + 1, #shape do inner = inner * shape[d] end
+  local out = {}
+  for o = 0, outer - 1 do
+    for i = 0, inner - 1 do
+      local first = o * n * inner + i + 1
+      local s = 0.0
+      for k = 0, n - 1 do
+        local p = first + k * inner
+        s = s + (log and fg[p] or fg[p] * fy[p])
+      end
+      for k = 0, n - 1 do
+        local p = first + k * inner
+        if log then out[p] = fg[p] - math.exp(fy[p]) * s else out[p] = fy[p] * (fg[p] - s) end
+      end
+    end
+  end
+  return ref.unflatten(out, shape)
 end
 
 -- mean cross entropy of logits x [N, K] with 1-based targets and label smoothing eps (torch's

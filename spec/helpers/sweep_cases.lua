@@ -264,6 +264,53 @@ cases.log_softmax = {
   reference = function(_, x) return { ref.softmax(x, 1, true) } end,
 }
 
+-- softmax_backward, log_softmax_backward through the forward op's backward: grad_input of y =
+-- op(x) for a gradient g, against the Lua formula applied to y as stored (the float64 softmax of
+-- the stored x rounded to the dtype) and g: rows (dim 2 of [3, 5]), lanes (dim 1 of [6, 9]), a
+-- strided g (a transpose) and g expanded across and along the dim (0 strides, as sum() gives)
+local function softmax_backward_case(log)
+  local forward = log and "log_softmax" or "softmax"
+  local function stored_output(d, x, dim)
+    return map(ref.softmax(x, dim, log), function(v) return ref.round_to(v, d) end)
+  end
+  local function full(rows, cols, at)
+    local g = {}
+    for i = 1, rows do
+      g[i] = {}
+      for j = 1, cols do g[i][j] = at(i, j) end
+    end
+    return g
+  end
+  return {
+    inputs = function(G)
+      return { G.normal(3, 5), G.normal(6, 9), G.normal(3, 5), G.normal(5, 3), G.normal(6, 9),
+        G.normal(6), G.normal(9) }
+    end,
+    run = function(a, b, ga, gat, gb, v6, v9)
+      local function grad_input(x, dim, g)
+        local leaf = x:detach():requires_grad_()
+        leaf[forward](leaf, dim):backward(g)
+        return leaf.grad
+      end
+      return {
+        grad_input(a, 2, ga), grad_input(a, 2, gat:transpose(1, 2)), grad_input(b, 1, gb),
+        grad_input(b, 1, v6:reshape(6, 1):expand(6, 9)), grad_input(b, 1, v9:reshape(1, 9):expand(6, 9)),
+      }
+    end,
+    reference = function(d, a, b, ga, gat, gb, v6, v9)
+      local ya, yb = stored_output(d, a, 2), stored_output(d, b, 1)
+      local sb = K.softmax_backward
+      return {
+        sb(ya, ga, 2, log), sb(ya, full(3, 5, function(i, j) return gat[j][i] end), 2, log),
+        sb(yb, gb, 1, log), sb(yb, full(6, 9, function(i) return v6[i] end), 1, log),
+        sb(yb, full(6, 9, function(_, j) return v9[j] end), 1, log),
+      }
+    end,
+  }
+end
+cases.softmax_backward = softmax_backward_case(false)
+cases.log_softmax_backward = softmax_backward_case(true)
+
 -- pointwise ops: inputs from their range in helpers/pointwise_cases.lua, its Lua reference
 for name, case in pairs(pointwise) do
   if case.ranges then

@@ -91,6 +91,36 @@ tl_status tl_ag_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **ou
 tl_status tl_ag_contiguous(tl_tensor *t, tl_tensor **out);
 tl_status tl_ag_clone(tl_tensor *t, tl_tensor **out);
 
+/* ---- in place, recorded: same contract as tlua/ops.h's tl_<name>_, plus the graph --------
+   While grad mode is on and x or an operand requires grad: x may not be a leaf that requires
+   grad, nor a view of a tensor that requires grad (clone it, or change the base), nor (when x
+   does not require grad yet) share its storage with other tensors; x's history then continues
+   through a node of the op. add_, sub_, neg_ and matmul_ (x's gradient) save no input;
+   relu_, tanh_, sigmoid_, exp_, sqrt_, softmax_ and log_softmax_ save the result (x itself,
+   so a later in-place change of x fails at backward); ops whose gradient needs the old x (mul_
+   and div_ with other requiring grad, gelu_, silu_, abs_, clamp_, log_, sin_, cos_, atan2_)
+   save a copy of it.
+   matmul_ refuses a w that requires grad (its gradient needs the overwritten x). */
+tl_status tl_ag_add_(tl_tensor *x, tl_tensor *other);
+tl_status tl_ag_sub_(tl_tensor *x, tl_tensor *other);
+tl_status tl_ag_mul_(tl_tensor *x, tl_tensor *other);
+tl_status tl_ag_neg_(tl_tensor *x);
+tl_status tl_ag_abs_(tl_tensor *x);
+tl_status tl_ag_relu_(tl_tensor *x);
+tl_status tl_ag_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double max);
+#define POINTWISE_OP(name, differentiable, backward) tl_status tl_ag_##name##_(tl_tensor *x);
+#include "tlua/ops.def"
+#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+    tl_status tl_ag_##name##_(tl_tensor *x, tl_tensor *other);
+#include "tlua/ops.def"
+tl_status tl_ag_softmax_(tl_tensor *x, int dim);
+tl_status tl_ag_log_softmax_(tl_tensor *x, int dim);
+tl_status tl_ag_matmul_(tl_tensor *x, tl_tensor *w);
+/* fill_ and copy_ (tlua/tensor.h, tlua/ops.h) recorded: x's old values get no gradient, copy_'s
+   src gets it */
+tl_status tl_ag_fill_(tl_tensor *x, tl_scalar value);
+tl_status tl_ag_copy_(tl_tensor *x, tl_tensor *src);
+
 /* nn: tl_ag_conv2d, tl_ag_max_pool2d, ... are declared in tlua/nn.h beside their functional
    forms (included above) */
 

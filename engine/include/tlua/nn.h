@@ -93,6 +93,15 @@ tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *
                                         tl_tensor **grad_weight, tl_tensor **grad_bias);
 tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
                            tl_tensor **out);
+/* In place: x <- layer_norm(x, weight, bias, eps) (the conditions of tlua/ops.h's in-place
+   ops); mean and rstd (each may be NULL) as above. A non-contiguous x is normalised through a
+   contiguous copy written back. */
+tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor *bias, double eps,
+                         tl_tensor **mean, tl_tensor **rstd);
+/* Recorded: its backward recovers the normalised input from the output, (y - bias) / weight,
+   with the saved mean and rstd (a weight with zeros cannot be inverted: backward then fails
+   naming the op). */
+tl_status tl_ag_layer_norm_(tl_tensor *x, tl_tensor *weight, tl_tensor *bias, double eps);
 
 /* ---- optimizer steps: in place, one fused pass, no autograd; bump the versions of what they
    write. param, grad and the state tensors: same shape, dtype and device; param and state

@@ -82,6 +82,18 @@ tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tenso
 /* Numerically stable (max subtracted); floating dtypes. */
 tl_status tl_softmax(const tl_tensor *a, int dim, tl_tensor **out);
 tl_status tl_log_softmax(const tl_tensor *a, int dim, tl_tensor **out);
+/* The gradient of softmax (log_softmax) along dim from the forward's output and the output's
+   gradient, into a new tensor. */
+tl_status tl_softmax_backward(const tl_tensor *grad, const tl_tensor *output, int dim,
+                              tl_tensor **grad_input);
+tl_status tl_log_softmax_backward(const tl_tensor *grad, const tl_tensor *output, int dim,
+                                  tl_tensor **grad_input);
+/* The same into grad_input (output's shape and dtype, may be grad or output itself: the
+   kernel reads each element before writing it). */
+tl_status tl_softmax_backward_into(tl_tensor *grad_input, const tl_tensor *grad,
+                                   const tl_tensor *output, int dim);
+tl_status tl_log_softmax_backward_into(tl_tensor *grad_input, const tl_tensor *grad,
+                                       const tl_tensor *output, int dim);
 
 /* ---- matmul through GemmParams ------------------------------------------
    1-D x 1-D dot, 2-D x 2-D, and batched with broadcast batch dims
@@ -117,6 +129,37 @@ tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 #define POINTWISE_BACKWARD_OP(name, differentiable, backward)                                      \
     tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out);
 #include "tlua/ops.def"
+
+/* ---- in place: x <- f(x, ...) ------------------------------------------------------------
+   Each writes its result into x itself (through a view into its base), bumps x's storage
+   version and returns TL_OK. The result must fit x: other broadcasts to x's shape (it never
+   grows x), and the result's dtype (that of the out-of-place op) can be stored in x's dtype (a
+   floating result never goes into an integer x, nor an integer one into a bool x). On any error
+   x is unchanged. An expanded x (elements sharing memory) is refused; an other that overlaps x
+   is read from a copy. No autograd (tlua/autograd.h has the recording forms, tl_ag_<name>_). */
+tl_status tl_add_(tl_tensor *x, const tl_tensor *other);
+tl_status tl_sub_(tl_tensor *x, const tl_tensor *other);
+tl_status tl_mul_(tl_tensor *x, const tl_tensor *other);
+/* every POINTWISE_BINARY row: tl_div_(x, other) (true division), tl_atan2_ (floating x) */
+#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+    tl_status tl_##name##_(tl_tensor *x, const tl_tensor *other);
+#include "tlua/ops.def"
+tl_status tl_neg_(tl_tensor *x);
+tl_status tl_abs_(tl_tensor *x);
+tl_status tl_relu_(tl_tensor *x);
+tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double max);
+/* every POINTWISE row of tlua/ops.def: tl_exp_(x), tl_gelu_(x), ... (floating x) */
+#define POINTWISE_OP(name, differentiable, backward) tl_status tl_##name##_(tl_tensor *x);
+#include "tlua/ops.def"
+/* along dim, as tl_softmax / tl_log_softmax */
+tl_status tl_softmax_(tl_tensor *x, int dim);
+tl_status tl_log_softmax_(tl_tensor *x, int dim);
+/* x[..., n] <- x @ w for a square w [n, n] of any strides, x of w's dtype and device. Row tiles
+   of x go through a workspace of at most max(16 MiB, one row) (two for an x whose rows GEMM
+   cannot read in place), each tile written back once computed: never a copy of x. */
+tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w);
+/* The workspace bound of tl_matmul_, in bytes. */
+#define TL_MATMUL_INPLACE_WORKSPACE ((size_t)16 << 20)
 
 /* ---- integer ranges ------------------------------------------------------ */
 /* start, start + step, ... while < end (> end for a negative step), computed exactly in int64

@@ -78,7 +78,7 @@ static inline float bf16_to_f32(uint16_t bits) {
    row of -inf gives NaN (-inf - -inf), a NaN anywhere in a row gives a row of NaN. */
 #define DEFINE_SOFTMAX(sfx, T, C, LOAD, STORE, EXP, NATIVE)                                        \
     /* the common case: one contiguous row */                                                      \
-    static void row_##sfx(int64_t len, const T *restrict in, T *restrict out, bool log_mode) {     \
+    static void row_##sfx(int64_t len, const T *in, T *out, bool log_mode) { /* in may be out */   \
         C max = -INFINITY;                                                                         \
         for (int64_t r = 0; r < len; r++) {                                                        \
             C v = LOAD(in[r]);                                                                     \

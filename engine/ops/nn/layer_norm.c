@@ -1,6 +1,7 @@
 /* layer_norm as ops: forward with per-row mean and rstd, separate input and weight backward. */
 #include <math.h>
 
+#include "ops/checks.h"
 #include "ops/nn/nn_common.h"
 
 /* mean/rstd dtype: float64 for float64 input, else float32. */
@@ -61,43 +62,99 @@ static tl_status empty_statistics(tl_tensor *mean, tl_tensor *rstd) {
     return tl_fill_(rstd, tl_scalar_float(NAN));
 }
 
-tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
-                        double eps, tl_tensor **out, tl_tensor **mean, tl_tensor **rstd) {
-    const char *op = "layer_norm";
+static tl_status check_forward(const char *op, const tl_tensor *input, const tl_tensor *weight,
+                               const tl_tensor *bias, double eps) {
     TL_TRY(check_input(op, input));
     if (weight) TL_TRY(check_param(op, "weight", input, weight));
     if (bias) TL_TRY(check_param(op, "bias", input, bias));
-    if (!(eps >= 0)) return tl_error(TL_ERR_ARGUMENT, "layer_norm: eps must be >= 0, got %g", eps);
-    tl_device device = tl_tensor_device(input);
-    tl_tensor *x = NULL, *w = NULL, *b = NULL, *result = NULL, *mu = NULL, *rs = NULL;
-    tl_dtype sd = stats_dtype(input->dtype);
-    tl_status status = tl_contiguous((tl_tensor *)input, &x);
-    if (status == TL_OK && weight) status = tl_contiguous((tl_tensor *)weight, &w);
-    if (status == TL_OK && bias) status = tl_contiguous((tl_tensor *)bias, &b);
-    if (status == TL_OK) status = tl_empty_like(x, &result);
-    if (status == TL_OK) status = tl_empty(input->shape, input->ndim - 1, sd, device, &mu);
-    if (status == TL_OK) status = tl_empty(input->shape, input->ndim - 1, sd, device, &rs);
+    if (!(eps >= 0)) return tl_error(TL_ERR_ARGUMENT, "%s: eps must be >= 0, got %g", op, eps);
+    return TL_OK;
+}
+
+/* A contiguous t (itself when it is one) read from a copy also when it overlaps avoid. */
+static tl_status contiguous_apart(const tl_tensor *t, const tl_tensor *avoid, tl_tensor **out) {
+    *out = NULL;
+    if (!t) return TL_OK;
+    if (avoid && tl_may_overlap(t, avoid)) return tl_clone(t, out);
+    return tl_contiguous((tl_tensor *)t, out);
+}
+
+/* Gives t to *out, or releases it when out is NULL. */
+static void hand_out(tl_tensor *t, tl_tensor **out) {
+    if (out)
+        *out = t;
+    else
+        tl_release(t);
+}
+
+/* result (contiguous, x's shape; may be x itself), mean and rstd of the contiguous x. */
+static tl_status run_forward(tl_tensor *result, const tl_tensor *x, const tl_tensor *weight,
+                             const tl_tensor *bias, double eps, tl_tensor **mean,
+                             tl_tensor **rstd) {
+    tl_device device = tl_tensor_device(x);
+    tl_dtype sd = stats_dtype(x->dtype);
+    tl_tensor *w = NULL, *b = NULL, *mu = NULL, *rs = NULL;
+    tl_status status = contiguous_apart(weight, result, &w);
+    if (status == TL_OK) status = contiguous_apart(bias, result, &b);
+    if (status == TL_OK) status = tl_empty(x->shape, x->ndim - 1, sd, device, &mu);
+    if (status == TL_OK) status = tl_empty(x->shape, x->ndim - 1, sd, device, &rs);
     if (status == TL_OK) {
         const tl_kernel_entry *k =
-            tl_dispatch(TL_OP_layer_norm, device, input->dtype, NN_TENSORS(result, x, w, b));
+            tl_dispatch(TL_OP_layer_norm, device, x->dtype, NN_TENSORS(result, x, w, b));
         status = !k                 ? TL_ERR_DTYPE
                  : tl_numel(x) == 0 ? empty_statistics(mu, rs)
                                     : k->fn.layer_norm(result, mu, rs, x, w, b, eps);
     }
-    tl_release(x), tl_release(w), tl_release(b);
+    tl_release(w), tl_release(b);
     if (status != TL_OK) {
-        tl_release(result), tl_release(mu), tl_release(rs);
+        tl_release(mu), tl_release(rs);
+        return status;
+    }
+    hand_out(mu, mean);
+    hand_out(rs, rstd);
+    return TL_OK;
+}
+
+tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                        double eps, tl_tensor **out, tl_tensor **mean, tl_tensor **rstd) {
+    TL_TRY(check_forward("layer_norm", input, weight, bias, eps));
+    tl_tensor *x = NULL, *result = NULL;
+    tl_status status = tl_contiguous((tl_tensor *)input, &x);
+    if (status == TL_OK) status = tl_empty_like(x, &result);
+    if (status == TL_OK) status = run_forward(result, x, weight, bias, eps, mean, rstd);
+    tl_release(x);
+    if (status != TL_OK) {
+        tl_release(result);
         return status;
     }
     *out = result;
-    if (mean)
-        *mean = mu;
-    else
-        tl_release(mu);
-    if (rstd)
-        *rstd = rs;
-    else
-        tl_release(rs);
+    return TL_OK;
+}
+
+tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor *bias, double eps,
+                         tl_tensor **mean, tl_tensor **rstd) {
+    const char *op = "layer_norm_";
+    TL_TRY(tl_check_tensor_arg(op, "x", x));
+    TL_TRY(check_forward(op, x, weight, bias, eps));
+    TL_TRY(tl_check_writable(op, x));
+    if (tl_is_contiguous(x)) {
+        TL_TRY(run_forward(x, x, weight, bias, eps, mean, rstd));
+        tl_bump_version(x);
+        return TL_OK;
+    }
+    /* a strided x: normalised in a contiguous copy, written back (tl_copy_ bumps x's version) */
+    tl_tensor *work;
+    TL_TRY(tl_clone(x, &work));
+    tl_tensor *mu = NULL, *rs = NULL;
+    tl_status status = run_forward(work, work, weight, bias, eps, &mu, &rs);
+    if (status == TL_OK) status = tl_copy_(x, work);
+    tl_release(work);
+    if (status != TL_OK) {
+        tl_release(mu), tl_release(rs);
+        return status;
+    }
+    hand_out(mu, mean);
+    hand_out(rs, rstd);
     return TL_OK;
 }
 

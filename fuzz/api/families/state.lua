@@ -51,6 +51,44 @@ local inplace = {
     local op = g:chance(0.5) and fmt("fill_(%s)", g:scalar()) or fmt("copy_(%s)", g:number())
     return fmt("%s:%s:%s", a.ref, view, op), { a.k }
   end,
+  -- the in-place ops: x <- f(x, ...), any dtype (a result that does not fit x must fail, x unchanged)
+  arith_ = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local op = g:pick { "add_", "sub_", "mul_", "div_", "atan2_" }
+    return fmt("%s:%s(%s)", a.ref, op, copy_source(g, a)), { a.k }
+  end,
+  unary_ = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local op = g:pick { "neg_", "abs_", "relu_", "exp_", "log_", "sqrt_", "tanh_", "sigmoid_", "gelu_",
+      "silu_", "sin_", "cos_", "clamp_" }
+    if op == "clamp_" then
+      return fmt("%s:clamp_(%s, %s)", a.ref, g:chance(0.7) and g:number() or "nil",
+        g:chance(0.7) and g:number() or "nil"), { a.k }
+    end
+    return fmt("%s:%s()", a.ref, op), { a.k }
+  end,
+  rows_ = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local op = g:pick { "softmax_", "log_softmax_", "layer_norm_" }
+    if op ~= "layer_norm_" then return fmt("%s:%s(%s)", a.ref, op, g:dim(a.ndim)), { a.k } end
+    local d = a.shape[a.ndim] or 1
+    local param = function()
+      return g:chance(0.3) and "nil" or g:fresh({ g:chance(0.9) and d or d + 1 }, g:chance(0.9) and a.dtype or g:dtype())
+    end
+    return fmt("%s:layer_norm_(%s, %s)", a.ref, param(), param()), { a.k }
+  end,
+  matmul_ = function(g)
+    local a = g:tensor(function(i) return i.ndim >= 1 and i.numel <= 20000 end)
+    if not a then return nil end
+    local n = a.shape[a.ndim]
+    local shape = g:weighted { { 6, { n, n } }, { 1, { n, n + 1 } }, { 1, { n + 1, n + 1 } }, { 0.5, { n } } }
+    local w = g:fresh(shape, g:chance(0.9) and a.dtype or g:dtype(), g:chance(0.1))
+    if g:chance(0.3) and #shape == 2 then w = w .. ":transpose(1, 2)" end
+    return fmt("%s:matmul_(%s)", a.ref, w), { a.k }
+  end,
 }
 
 -- ---- optimizers (kept in O[1..pool]) ------------------------------------------------------------------------

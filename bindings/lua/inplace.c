@@ -1,0 +1,120 @@
+/* In-place op bindings: t:add_(other), t:exp_(), t:softmax_(dim), t:matmul_(w), ... return t. */
+#include "binding.h"
+
+/* Finishes an in-place call: raises the engine's error, else returns x (argument 1) itself. */
+static int inplace_result(lua_State *L, tl_status status) {
+    if (status != TL_OK) return tlb_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ---- x <- f(x) ------------------------------------------------------------------------------ */
+static int unary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *x)) {
+    return inplace_result(L, fn(tlb_check(L, 1, op)));
+}
+
+#define UNARY(name)                                                                                \
+    static int op_##name##_(lua_State *L) {                                                        \
+        return unary(L, #name "_", tl_ag_##name##_);                                               \
+    }
+UNARY(neg)
+UNARY(abs)
+UNARY(relu)
+/* every POINTWISE row of ops.def: t:exp_(), t:gelu_(), ... */
+#define POINTWISE_OP(name, differentiable, backward) UNARY(name)
+#include "tlua/ops.def"
+#undef UNARY
+
+/* t:clamp_(min?, max?): nil for an absent bound */
+static int op_clamp_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "clamp_");
+    bool has_min = !lua_isnoneornil(L, 2), has_max = !lua_isnoneornil(L, 3);
+    double min = has_min ? tlb_check_number(L, 2, "clamp_", "min") : 0;
+    double max = has_max ? tlb_check_number(L, 3, "clamp_", "max") : 0;
+    return inplace_result(L, tl_ag_clamp_(x, has_min, min, has_max, max));
+}
+
+/* ---- x <- f(x, other), other a tensor or a number -------------------------------------------- */
+static int binary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *x, tl_tensor *other)) {
+    tl_tensor *x = tlb_check(L, 1, op), *other = tlb_totensor(L, 2, op), *scalar = NULL;
+    if (!other) {
+        tl_scalar s;
+        if (!tlb_to_scalar(L, 2, &s)) return tlb_type_error(L, 2, op, "a tensor or a number");
+        if (tl_scalar_tensor(s, x, &scalar) != TL_OK) return tlb_fail(L);
+        other = scalar;
+    }
+    tl_status status = fn(x, other);
+    tl_release(scalar);
+    return inplace_result(L, status);
+}
+
+#define BINARY(name)                                                                               \
+    static int op_##name##_(lua_State *L) {                                                        \
+        return binary(L, #name "_", tl_ag_##name##_);                                              \
+    }
+BINARY(add)
+BINARY(sub)
+BINARY(mul)
+BINARY(copy)
+/* every POINTWISE_BINARY row of ops.def: t:div_(other), t:atan2_(other) */
+#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY(name)
+#include "tlua/ops.def"
+#undef BINARY
+
+/* t:fill_(value) -> t */
+static int op_fill_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "fill_");
+    tl_scalar value = tlb_check_scalar(L, 2, "fill_");
+    return inplace_result(L, tl_ag_fill_(x, value));
+}
+
+/* ---- rows ---------------------------------------------------------------------------------- */
+static int op_softmax_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "softmax_");
+    return inplace_result(L, tl_ag_softmax_(x, tlb_check_dim(L, 2, "softmax_")));
+}
+
+static int op_log_softmax_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "log_softmax_");
+    return inplace_result(L, tl_ag_log_softmax_(x, tlb_check_dim(L, 2, "log_softmax_")));
+}
+
+/* A tensor or nil at idx (an optional operand). */
+static tl_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
+    if (lua_isnoneornil(L, idx)) return NULL;
+    tl_tensor *t = tlb_totensor(L, idx, op);
+    char where[96];
+    if (!t)
+        tlb_errorf(L, "%s: %s expected a tensor or nil, got %s", op,
+                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
+    return t;
+}
+
+/* t:layer_norm_(weight?, bias?, eps = 1e-5): over the last dim, as tl.layer_norm */
+static int op_layer_norm_(lua_State *L) {
+    const char *op = "layer_norm_";
+    tl_tensor *x = tlb_check(L, 1, op);
+    tl_tensor *weight = opt_tensor(L, 2, op, "weight"), *bias = opt_tensor(L, 3, op, "bias");
+    double eps = lua_isnoneornil(L, 4) ? 1e-5 : tlb_check_number(L, 4, op, "eps");
+    return inplace_result(L, tl_ag_layer_norm_(x, weight, bias, eps));
+}
+
+/* t:matmul_(w): t[..., n] <- t @ w, w [n, n] */
+static int op_matmul_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "matmul_"), *w = tlb_check(L, 2, "matmul_");
+    return inplace_result(L, tl_ag_matmul_(x, w));
+}
+
+#define INPLACE_ENTRY(name) {#name "_", op_##name##_},
+
+const luaL_Reg tlb_inplace_methods[] = {
+    INPLACE_ENTRY(add) INPLACE_ENTRY(sub) INPLACE_ENTRY(mul) INPLACE_ENTRY(copy)
+    INPLACE_ENTRY(fill) INPLACE_ENTRY(neg) INPLACE_ENTRY(abs) INPLACE_ENTRY(relu)
+    INPLACE_ENTRY(clamp) INPLACE_ENTRY(softmax) INPLACE_ENTRY(log_softmax)
+    INPLACE_ENTRY(layer_norm) INPLACE_ENTRY(matmul)
+#define POINTWISE_OP(name, differentiable, backward) INPLACE_ENTRY(name)
+#include "tlua/ops.def"
+#define POINTWISE_BINARY_OP(name, differentiable, backward) INPLACE_ENTRY(name)
+#include "tlua/ops.def"
+    {NULL, NULL},
+};
