@@ -21,7 +21,7 @@ static tl_status run_cast(tl_tensor *dst, const tl_tensor *src, const tl_tensor 
 }
 
 tl_status tl_fill_(tl_tensor *t, tl_scalar value) {
-    TL_TRY(tl_check_tensor_arg("fill_", "t", t));
+    TL_TRY(tl_check_writable("fill_", t));
     TL_TRY(tl_scalar_check_fits("fill_", t->dtype, value));
     const tl_kernel_entry *k =
         tl_dispatch(TL_OP_fill, tl_tensor_device(t), t->dtype, (const tl_tensor *const[]){t, NULL});
