@@ -9,7 +9,7 @@ static tl_status inplace_backward(tl_node *node, tl_tensor *const *g, tl_tensor 
     TL_TRY(tl_node_saved(node, 0, &y));
     tl_status (*into)(tl_tensor *, const tl_tensor *, const tl_tensor *, int) =
         log_mode ? tl_log_softmax_backward_into : tl_softmax_backward_into;
-    tl_tensor *target = tl_grad_is_disposable(g[0]) ? g[0]
+    tl_tensor *target = tl_grad_is_disposable(g[0])                                  ? g[0]
                         : tl_saved_is_disposable(node, 0) && g[0]->dtype == y->dtype ? y
                                                                                      : NULL;
     if (!target)
@@ -24,8 +24,7 @@ static tl_status softmax_inplace_backward(tl_node *node, tl_tensor *const *g, tl
     return inplace_backward(node, g, gi, false);
 }
 
-static tl_status log_softmax_inplace_backward(tl_node *node, tl_tensor *const *g,
-                                              tl_tensor **gi) {
+static tl_status log_softmax_inplace_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     return inplace_backward(node, g, gi, true);
 }
 

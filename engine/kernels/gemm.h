@@ -25,6 +25,24 @@ typedef struct GemmParams {
     tl_dtype compute_dtype; /* f32 for f32/bf16/f16 inputs, f64 for f64 */
 } GemmParams;
 
+/* How a rows x cols matrix with strides (rs, cs) looks to BLAS: row-major (unit column stride,
+   ld = rs) or column-major (unit row stride, ld = cs); false when neither. */
+static inline bool tl_gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                                  bool *col_major, int64_t *ld) {
+    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= c1)) {
+        *col_major = false;
+        *ld = rows <= 1 ? c1 : rs;
+        return true;
+    }
+    if ((rows <= 1 || rs == 1) && (cols <= 1 || cs >= r1)) {
+        *col_major = true;
+        *ld = cols <= 1 ? r1 : cs;
+        return true;
+    }
+    return false;
+}
+
 /* Validates params (dims, leading dims, dtype combination) and runs the GEMM
    on device with the runtime's handle and stream for that device. op names
    the caller in errors and the trace (TL_OP_matmul). */

@@ -46,6 +46,11 @@ typedef tl_status (*tl_softmax_backward_kernel)(tl_tensor *grad_input, const tl_
 /* tl_gemm's device travels with the call: where the operands live and whose handle runs it */
 typedef tl_status (*tl_gemm_kernel)(tl_device device, const GemmParams *params, const void *a,
                                     const void *b, void *c);
+/* matmul_inplace: x [rows, n] (a matrix GEMM reads in place) <- x @ w (w [n, n], GEMM-readable)
+   by tiles of tile_rows rows, each computed into one of the workspace's buffers (workspace
+   [buffers, tile_rows, n], contiguous) and copied back over the tile. */
+typedef tl_status (*tl_matmul_inplace_kernel)(tl_tensor *x, const tl_tensor *w,
+                                              tl_tensor *workspace);
 typedef tl_status (*tl_random_kernel)(tl_tensor *out, const tl_op_args *args);
 
 /* ---- nn kernels (engine/include/tlua/nn.h); tensors are dense (contiguous) ---- */
@@ -126,6 +131,7 @@ typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl
     SIGNATURE(softmax, tl_softmax_kernel)                                                          \
     SIGNATURE(softmax_backward, tl_softmax_backward_kernel)                                        \
     SIGNATURE(gemm, tl_gemm_kernel)                                                                \
+    SIGNATURE(matmul_inplace, tl_matmul_inplace_kernel)                                            \
     SIGNATURE(random, tl_random_kernel)                                                            \
     SIGNATURE(im2col, tl_im2col_kernel)                                                            \
     SIGNATURE(pool, tl_pool_kernel)                                                                \

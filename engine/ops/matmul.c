@@ -8,23 +8,6 @@ static int64_t at_least_one(int64_t v) {
     return v > 1 ? v : 1;
 }
 
-/* How a rows x cols matrix with strides (rs, cs) looks to BLAS: row-major (unit column
-   stride, ld = rs) or column-major (unit row stride, ld = cs). False when neither. */
-static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *col_major,
-                        int64_t *ld) {
-    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= at_least_one(cols))) {
-        *col_major = false;
-        *ld = rows <= 1 ? at_least_one(cols) : rs;
-        return true;
-    }
-    if ((rows <= 1 || rs == 1) && (cols <= 1 || cs >= at_least_one(rows))) {
-        *col_major = true;
-        *ld = cols <= 1 ? at_least_one(rows) : cs;
-        return true;
-    }
-    return false;
-}
-
 /* One operand as GEMM sees it: a matrix (a 1-D one is [1, K] on the left, [K, 1] on
    the right) with a BLAS layout, and one stride from batch to batch. */
 typedef struct operand {
@@ -72,7 +55,7 @@ static bool batch_stride(const tl_tensor *t, const int64_t *batch, int nbatch, i
 static bool describe(operand *op, bool left, const int64_t *batch, int nbatch) {
     int64_t rs, cs;
     matrix_dims(op->t, left, &op->rows, &op->cols, &rs, &cs);
-    return blas_layout(op->rows, op->cols, rs, cs, &op->col_major, &op->ld) &&
+    return tl_gemm_layout(op->rows, op->cols, rs, cs, &op->col_major, &op->ld) &&
            batch_stride(op->t, batch, nbatch, &op->batch_stride);
 }
 
@@ -270,5 +253,5 @@ tl_status tl_matmul_into_as(tl_op op, const tl_tensor *a, const tl_tensor *b, tl
 bool tl_matmul_reads_in_place(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
     bool col_major;
     int64_t ld;
-    return blas_layout(rows, cols, row_stride, col_stride, &col_major, &ld);
+    return tl_gemm_layout(rows, cols, row_stride, col_stride, &col_major, &ld);
 }

@@ -1,8 +1,14 @@
-/* tl_matmul_: x[..., n] <- x @ w for a square w, by row tiles through a bounded workspace. */
+/* tl_matmul_: x[..., n] <- x @ w for a square w, by row tiles through a bounded workspace: the
+   matmul_inplace kernel, or functional ops for an x whose rows GEMM cannot read in place. */
 #include "core/storage.h"
+#include "kernels/kernel.h"
 #include "ops/checks.h"
 #include "ops/matmul.h"
 #include "tlua/ops.h"
+
+/* One workspace buffer, in bytes: tiles of thousands of rows keep GEMM at full speed, and the
+   copy back costs the same at any tile size. At most two buffers: 16 MiB. */
+static const size_t buffer_bytes = (size_t)8 << 20;
 
 static tl_status check_args(const char *op, const tl_tensor *x, const tl_tensor *w) {
     TL_TRY(tl_check_tensor_arg(op, "x", x));
@@ -13,9 +19,8 @@ static tl_status check_args(const char *op, const tl_tensor *x, const tl_tensor 
                         "%s: w must be a square matrix [n, n] (the result keeps x's shape), got %s",
                         op, tl_shape_str(w, sw, sizeof sw));
     if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[0])
-        return tl_error(TL_ERR_SHAPE,
-                        "%s: x must be [..., %lld] to be multiplied by w %s, got %s", op,
-                        (long long)w->shape[0], tl_shape_str(w, sw, sizeof sw),
+        return tl_error(TL_ERR_SHAPE, "%s: x must be [..., %lld] to be multiplied by w %s, got %s",
+                        op, (long long)w->shape[0], tl_shape_str(w, sw, sizeof sw),
                         tl_shape_str(x, sx, sizeof sx));
     tl_device dx = tl_tensor_device(x), dw = tl_tensor_device(w);
     if (!tl_device_equal(dx, dw)) {
@@ -44,8 +49,7 @@ static row_layout layout_of(const tl_tensor *x) {
     row_layout l = {.fold = last, .outer = 1, .rows = 1, .row_stride = x->shape[last]};
     int inner = -1; /* the innermost dim of size > 1 folded so far */
     for (int d = last - 1; d >= 0; d--) {
-        if (x->shape[d] != 1 && inner >= 0 &&
-            x->strides[d] != x->strides[inner] * x->shape[inner])
+        if (x->shape[d] != 1 && inner >= 0 && x->strides[d] != x->strides[inner] * x->shape[inner])
             break;
         if (x->shape[d] != 1) {
             if (inner < 0) l.row_stride = x->strides[d];
@@ -84,6 +88,48 @@ static tl_status run_tile(tl_tensor *x, const row_layout *l, int64_t offset, int
     return status;
 }
 
+/* Every matrix of x through the matmul_inplace kernel, tiles of tile_rows rows alternating over
+   `buffers` workspace buffers. */
+static tl_status run_kernel(tl_tensor *x, const row_layout *l, const tl_tensor *w,
+                            int64_t tile_rows, int64_t buffers) {
+    int64_t n = w->shape[0];
+    const tl_kernel_entry *k = tl_dispatch(TL_OP_matmul_inplace, tl_tensor_device(x), x->dtype,
+                                           (const tl_tensor *const[]){x, w, NULL});
+    if (!k) return TL_ERR_DTYPE;
+    tl_tensor *workspace;
+    int64_t ws_shape[3] = {buffers, tile_rows, n};
+    TL_TRY(tl_empty(ws_shape, 3, x->dtype, tl_tensor_device(x), &workspace));
+    tl_status status = TL_OK;
+    int64_t shape[2] = {l->rows, n}, strides[2] = {l->row_stride, x->strides[x->ndim - 1]};
+    for (int64_t m = 0; m < l->outer && status == TL_OK; m++) {
+        tl_tensor *matrix = NULL;
+        status = tl_make_view(x, shape, strides, 2, matrix_offset(x, l, m), &matrix);
+        if (status == TL_OK) status = k->fn.matmul_inplace(matrix, w, workspace);
+        tl_release(matrix);
+    }
+    tl_release(workspace);
+    return status;
+}
+
+/* The same by functional ops, for an x whose rows GEMM cannot read in place (each tile is read
+   from a copy): tile_rows rows at a time. */
+static tl_status run_tiles(tl_tensor *x, const row_layout *l, const tl_tensor *w,
+                           int64_t tile_rows) {
+    int64_t ws_shape[2] = {tile_rows, w->shape[0]};
+    tl_tensor *workspace;
+    TL_TRY(tl_empty(ws_shape, 2, x->dtype, tl_tensor_device(x), &workspace));
+    tl_status status = TL_OK;
+    for (int64_t m = 0; m < l->outer && status == TL_OK; m++) {
+        int64_t offset = matrix_offset(x, l, m);
+        for (int64_t first = 0; first < l->rows && status == TL_OK; first += tile_rows) {
+            int64_t count = l->rows - first < tile_rows ? l->rows - first : tile_rows;
+            status = run_tile(x, l, offset, first, count, w, workspace);
+        }
+    }
+    tl_release(workspace);
+    return status;
+}
+
 tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w) {
     const char *op = "matmul_";
     TL_TRY(check_args(op, x, w));
@@ -93,32 +139,25 @@ tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w) {
         return TL_OK;
     }
     row_layout l = layout_of(x);
-    /* a tile GEMM cannot read in place is copied once more (tl_matmul_into_as): two halves */
-    int64_t col_stride = x->strides[x->ndim - 1];
-    bool in_place = tl_matmul_reads_in_place(l.rows, n, l.row_stride, col_stride);
-    size_t budget = TL_MATMUL_INPLACE_WORKSPACE / (in_place ? 1 : 2);
-    size_t row_bytes = (size_t)n * tl_dtype_size(x->dtype);
-    int64_t tile_rows = (int64_t)(budget / row_bytes);
+    bool in_place = tl_matmul_reads_in_place(l.rows, n, l.row_stride, x->strides[x->ndim - 1]);
+    /* workspace buffers: two where the device copies a tile back while the next tile's GEMM runs
+       (CUDA), one on the CPU; an x GEMM cannot read needs a buffer and a copy of each tile */
+    bool overlaps = tl_tensor_device(x).type == TL_DEVICE_CUDA;
+    int64_t buffers = in_place && !overlaps ? 1 : 2;
+    size_t budget = in_place ? buffer_bytes : buffer_bytes / 2;
+    int64_t tile_rows = (int64_t)(budget / ((size_t)n * tl_dtype_size(x->dtype)));
     if (tile_rows < 1) tile_rows = 1;
     if (tile_rows > l.rows) tile_rows = l.rows;
 
     /* w is read from a copy when the tiles written back would change it, or GEMM could not
        read it in place (it would be copied for every tile) */
-    tl_tensor *w_copy = NULL, *workspace = NULL;
-    tl_status status = TL_OK;
-    if (tl_may_overlap(x, w) ||
-        !tl_matmul_reads_in_place(n, n, w->strides[0], w->strides[1])) status = tl_clone(w, &w_copy);
-    int64_t ws_shape[2] = {tile_rows, n};
-    if (status == TL_OK)
-        status = tl_empty(ws_shape, 2, x->dtype, tl_tensor_device(x), &workspace);
+    tl_tensor *w_copy = NULL;
+    if (tl_may_overlap(x, w) || !tl_matmul_reads_in_place(n, n, w->strides[0], w->strides[1]))
+        TL_TRY(tl_clone(w, &w_copy));
     const tl_tensor *weight = w_copy ? w_copy : w;
-    for (int64_t m = 0; m < l.outer && status == TL_OK; m++) {
-        int64_t offset = matrix_offset(x, &l, m);
-        for (int64_t first = 0; first < l.rows && status == TL_OK; first += tile_rows) {
-            int64_t count = l.rows - first < tile_rows ? l.rows - first : tile_rows;
-            status = run_tile(x, &l, offset, first, count, weight, workspace);
-        }
-    }
-    tl_release(w_copy), tl_release(workspace);
+    tl_status status = in_place ? run_kernel(x, &l, weight, tile_rows, buffers)
+                                : run_tiles(x, &l, weight, tile_rows);
+    tl_release(w_copy);
+    if (status == TL_OK) tl_bump_version(x);
     return status;
 }

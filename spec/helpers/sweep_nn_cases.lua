@@ -53,6 +53,19 @@ cases.matmul = {
   run = function(a, b) return { tl.matmul(a, b) } end,
   reference = function(_, a, b) return { ref.matmul(a, b) } end,
 }
+-- x:matmul_(w) in place: x row-major (one folded matrix) and column-major (y's matrices
+-- transposed), against w and w^T
+cases.matmul_inplace = {
+  inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 4), G.normal(2, 4, 3) } end,
+  run = function(x, w, y)
+    return { x:clone():matmul_(w), y:clone():transpose(2, 3):matmul_(w:transpose(1, 2)) }
+  end,
+  reference = function(_, x, w, y)
+    local yt = {}
+    for b = 1, #y do yt[b] = ref.matmul(transpose(y[b]), transpose(w)) end
+    return { ref.matmul(x, w), yt }
+  end,
+}
 -- y = a @ b, a [2, 3, 4] batched against b [4, 5]: ga = g b^T, gb = sum over the batch a^T g
 cases.matmul_backward = {
   inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5), G.normal(2, 3, 5) } end,

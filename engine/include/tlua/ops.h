@@ -155,11 +155,11 @@ tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double
 tl_status tl_softmax_(tl_tensor *x, int dim);
 tl_status tl_log_softmax_(tl_tensor *x, int dim);
 /* x[..., n] <- x @ w for a square w [n, n] of any strides, x of w's dtype and device. Row tiles
-   of x go through a workspace of at most max(16 MiB, one row) (two for an x whose rows GEMM
-   cannot read in place), each tile written back once computed: never a copy of x. */
+   of x go through workspace buffers of 8 MiB (or one row when a row is larger), each tile
+   written back once computed, never a copy of x: two buffers on CUDA, where a tile is copied
+   back while the next tile's GEMM runs, one on the CPU (two halves for an x whose rows GEMM
+   cannot read in place: each tile is copied first). */
 tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w);
-/* The workspace bound of tl_matmul_, in bytes. */
-#define TL_MATMUL_INPLACE_WORKSPACE ((size_t)16 << 20)
 
 /* ---- integer ranges ------------------------------------------------------ */
 /* start, start + step, ... while < end (> end for a negative step), computed exactly in int64
