@@ -108,13 +108,13 @@ static int op_matmul_(lua_State *L) {
 #define INPLACE_ENTRY(name) {#name "_", op_##name##_},
 
 const luaL_Reg tlb_inplace_methods[] = {
-    INPLACE_ENTRY(add) INPLACE_ENTRY(sub) INPLACE_ENTRY(mul) INPLACE_ENTRY(copy)
-    INPLACE_ENTRY(fill) INPLACE_ENTRY(neg) INPLACE_ENTRY(abs) INPLACE_ENTRY(relu)
-    INPLACE_ENTRY(clamp) INPLACE_ENTRY(softmax) INPLACE_ENTRY(log_softmax)
-    INPLACE_ENTRY(layer_norm) INPLACE_ENTRY(matmul)
+    INPLACE_ENTRY(add) INPLACE_ENTRY(sub) INPLACE_ENTRY(mul) INPLACE_ENTRY(copy) INPLACE_ENTRY(fill)
+        INPLACE_ENTRY(neg) INPLACE_ENTRY(abs) INPLACE_ENTRY(relu) INPLACE_ENTRY(clamp)
+            INPLACE_ENTRY(softmax) INPLACE_ENTRY(log_softmax) INPLACE_ENTRY(layer_norm)
+                INPLACE_ENTRY(matmul)
 #define POINTWISE_OP(name, differentiable, backward) INPLACE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) INPLACE_ENTRY(name)
 #include "tlua/ops.def"
-    {NULL, NULL},
+                    {NULL, NULL},
 };
