@@ -289,3 +289,13 @@ void tlb_push_guard_metatable(lua_State *L, lua_CFunction release) {
     lua_pushcfunction(L, release);
     lua_setfield(L, -2, "__gc");
 }
+
+tl_tensor *tlb_opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
+    if (lua_isnoneornil(L, idx)) return NULL;
+    tl_tensor *t = tlb_totensor(L, idx, op);
+    char where[96];
+    if (!t)
+        tlb_errorf(L, "%s: %s expected a tensor or nil, got %s", op,
+                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
+    return t;
+}

@@ -92,6 +92,9 @@ int tlb_arg_number(lua_State *L, int idx);
    counts ("self" for the object of a method call); what (or "a value") for a
    relative index: a value read from a table, such as an option. */
 const char *tlb_position(lua_State *L, int idx, const char *what, char *buf, size_t size);
+/* The tensor at idx, NULL for nil or none; anything else raises "op: <position of what> expected
+   a tensor or nil". */
+tl_tensor *tlb_opt_tensor(lua_State *L, int idx, const char *op, const char *what);
 /* An integer argument (floats with an integral value accepted). */
 int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what);
 double tlb_check_number(lua_State *L, int idx, const char *op, const char *what);

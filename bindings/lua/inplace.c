@@ -79,22 +79,12 @@ static int op_log_softmax_(lua_State *L) {
     return inplace_result(L, tl_ag_log_softmax_(x, tlb_check_dim(L, 2, "log_softmax_")));
 }
 
-/* A tensor or nil at idx (an optional operand). */
-static tl_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
-    if (lua_isnoneornil(L, idx)) return NULL;
-    tl_tensor *t = tlb_totensor(L, idx, op);
-    char where[96];
-    if (!t)
-        tlb_errorf(L, "%s: %s expected a tensor or nil, got %s", op,
-                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
-    return t;
-}
-
 /* t:layer_norm_(weight?, bias?, eps = 1e-5): over the last dim, as tl.layer_norm */
 static int op_layer_norm_(lua_State *L) {
     const char *op = "layer_norm_";
     tl_tensor *x = tlb_check(L, 1, op);
-    tl_tensor *weight = opt_tensor(L, 2, op, "weight"), *bias = opt_tensor(L, 3, op, "bias");
+    tl_tensor *weight = tlb_opt_tensor(L, 2, op, "weight"),
+              *bias = tlb_opt_tensor(L, 3, op, "bias");
     double eps = lua_isnoneornil(L, 4) ? 1e-5 : tlb_check_number(L, 4, op, "eps");
     return inplace_result(L, tl_ag_layer_norm_(x, weight, bias, eps));
 }

@@ -59,17 +59,6 @@ static void check_option_keys(lua_State *L, int idx, const char *op, const char 
     }
 }
 
-/* An optional tensor argument: nil/none gives NULL. */
-static tl_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
-    if (lua_isnoneornil(L, idx)) return NULL;
-    tl_tensor *t = tlb_totensor(L, idx, op);
-    char where[96];
-    if (!t)
-        tlb_errorf(L, "%s: %s expected a tensor or nil, got %s", op,
-                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
-    return t;
-}
-
 /* ---- 1-based index tensors ------------------------------------------------------------------ */
 /* Checks that indices (the Lua argument named what) is an integer tensor. */
 static void check_index_dtype(lua_State *L, const char *op, const char *what,
@@ -126,7 +115,7 @@ static int nn_conv2d(lua_State *L) {
     if (lua_istable(L, 3) && !tlb_is_tensor(L, 3))
         opts = 3;
     else
-        bias = opt_tensor(L, 3, "conv2d", "bias");
+        bias = tlb_opt_tensor(L, 3, "conv2d", "bias");
     check_option_keys(L, opts, "conv2d", keys, "stride, padding");
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     int64_t stride[2], padding[2];
@@ -216,8 +205,8 @@ static int nn_cross_entropy(lua_State *L) {
 /* layer_norm(input, weight?, bias?, eps = 1e-5): over the last dim */
 static int nn_layer_norm(lua_State *L) {
     tl_tensor *input = tlb_check(L, 1, "layer_norm");
-    tl_tensor *weight = opt_tensor(L, 2, "layer_norm", "weight");
-    tl_tensor *bias = opt_tensor(L, 3, "layer_norm", "bias");
+    tl_tensor *weight = tlb_opt_tensor(L, 2, "layer_norm", "weight");
+    tl_tensor *bias = tlb_opt_tensor(L, 3, "layer_norm", "bias");
     double eps = lua_isnoneornil(L, 4) ? 1e-5 : tlb_check_number(L, 4, "layer_norm", "eps");
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
@@ -233,7 +222,7 @@ static int nn_layer_norm(lua_State *L) {
 static int nn_sgd_step(lua_State *L) {
     const char *op = "_sgd_step";
     tl_tensor *param = tlb_check(L, 1, op), *grad = tlb_check(L, 2, op);
-    tl_tensor *buffer = opt_tensor(L, 3, op, "momentum_buffer");
+    tl_tensor *buffer = tlb_opt_tensor(L, 3, op, "momentum_buffer");
     double lr = tlb_check_number(L, 4, op, "lr");
     double momentum = tlb_check_number(L, 5, op, "momentum");
     double dampening = tlb_check_number(L, 6, op, "dampening");
@@ -254,8 +243,8 @@ static int nn_sgd_step(lua_State *L) {
 static int nn_adam_step(lua_State *L) {
     const char *op = "_adam_step";
     tl_tensor *param = tlb_check(L, 1, op), *grad = tlb_check(L, 2, op);
-    tl_tensor *exp_avg = opt_tensor(L, 3, op, "exp_avg");
-    tl_tensor *exp_avg_sq = opt_tensor(L, 4, op, "exp_avg_sq");
+    tl_tensor *exp_avg = tlb_opt_tensor(L, 3, op, "exp_avg");
+    tl_tensor *exp_avg_sq = tlb_opt_tensor(L, 4, op, "exp_avg_sq");
     int64_t step = tlb_check_int(L, 5, op, "step");
     double lr = tlb_check_number(L, 6, op, "lr");
     double beta1 = tlb_check_number(L, 7, op, "beta1");

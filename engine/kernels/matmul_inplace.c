@@ -24,8 +24,12 @@ tl_status tl_matmul_inplace_tiles(tl_tensor *x, const tl_tensor *w, tl_tensor *w
         char *buffer = ws_data + (size_t)(slot * tile_rows * n) * size;
         char *x_tile = x_data + (size_t)(first * (x_col_major ? 1 : ldx)) * size;
         if (tile >= buffers) TL_TRY(copier->wait(copier->device, slot));
-        GemmParams p = {.alpha = 1.0f, .beta = 0.0f, .k = n, .input_dtype = x->dtype,
-                        .output_dtype = x->dtype, .compute_dtype = compute};
+        GemmParams p = {.alpha = 1.0f,
+                        .beta = 0.0f,
+                        .k = n,
+                        .input_dtype = x->dtype,
+                        .output_dtype = x->dtype,
+                        .compute_dtype = compute};
         const void *a, *b;
         if (x_col_major) {
             /* column-major out [count, n] = x_tile [count, n] @ w, ldc = count */
@@ -40,8 +44,8 @@ tl_status tl_matmul_inplace_tiles(tl_tensor *x, const tl_tensor *w, tl_tensor *w
         /* rows of the tile (row-major) or its columns' runs (column-major) */
         size_t width = (size_t)(x_col_major ? count : n) * size;
         size_t height = (size_t)(x_col_major ? n : count);
-        TL_TRY(copier->copy(copier->device, slot, x_tile, (size_t)ldx * size, buffer, width,
-                            width, height));
+        TL_TRY(copier->copy(copier->device, slot, x_tile, (size_t)ldx * size, buffer, width, width,
+                            height));
     }
     /* everything queued after this sees the copies done */
     return tile > 0 ? copier->wait(copier->device, (int)((tile - 1) % buffers)) : TL_OK;

@@ -17,9 +17,9 @@ static inline tl_status tl_check_tensor_arg(const char *op, const char *arg, con
 }
 
 /* ---- in-place ops (inplace_checks.c) ---- */
-/* x can take a result in place: a valid tensor without elements that share memory (an
-   expanded dim). */
-tl_status tl_check_writable(const char *op, const tl_tensor *x);
+/* t (the argument named arg) can take a result in place: a valid tensor without elements that
+   share memory (an expanded dim). */
+tl_status tl_check_writable(const char *op, const char *arg, const tl_tensor *t);
 /* A result of dtype `result` can be stored in x's dtype (PyTorch's can_cast: no floating value
    into an integer or bool x, no integer into a bool x). */
 tl_status tl_check_result_fits(const char *op, tl_dtype result, const tl_tensor *x);

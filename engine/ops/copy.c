@@ -21,7 +21,7 @@ static tl_status run_cast(tl_tensor *dst, const tl_tensor *src, const tl_tensor 
 }
 
 tl_status tl_fill_(tl_tensor *t, tl_scalar value) {
-    TL_TRY(tl_check_writable("fill_", t));
+    TL_TRY(tl_check_writable("fill_", "x", t));
     TL_TRY(tl_scalar_check_fits("fill_", t->dtype, value));
     const tl_kernel_entry *k =
         tl_dispatch(TL_OP_fill, tl_tensor_device(t), t->dtype, (const tl_tensor *const[]){t, NULL});
@@ -52,12 +52,7 @@ tl_status tl_copy_(tl_tensor *dst, const tl_tensor *src) {
         return tl_error(TL_ERR_SHAPE,
                         "copy_: src of shape %s cannot be broadcast to dst's shape %s",
                         tl_shape_str(src, ss, sizeof ss), tl_shape_str(dst, sd, sizeof sd));
-    for (int d = 0; d < dst->ndim; d++)
-        if (dst->strides[d] == 0 && dst->shape[d] > 1)
-            return tl_error(TL_ERR_ARGUMENT,
-                            "copy_: dst of shape %s has elements that share memory (dim %d is "
-                            "expanded); copy into a tensor of its own (clone() it first)",
-                            tl_shape_str(dst, sd, sizeof sd), d + 1);
+    TL_TRY(tl_check_writable("copy_", "dst", dst));
     if (tl_numel(dst) == 0) return TL_OK;
 
     /* src that overlaps dst is read from a copy; dst itself needs no copy */

@@ -318,7 +318,7 @@ tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b
 /* x <- op(x) computed in dtype (the out-of-place op's result dtype). */
 static tl_status unary_inplace(const char *name, tl_op op, tl_tensor *x, tl_dtype dtype,
                                const tl_op_args *args) {
-    TL_TRY(tl_check_writable(name, x));
+    TL_TRY(tl_check_writable(name, "x", x));
     TL_TRY(tl_check_result_fits(name, dtype, x));
     tl_status status = TL_OK;
     if (tl_numel(x) > 0 && dtype == x->dtype) {
@@ -363,7 +363,7 @@ tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double
 /* x <- op(x, other), other broadcast to x's shape. */
 static tl_status binary_inplace(const char *name, tl_op op, binary_kind kind, tl_tensor *x,
                                 const tl_tensor *other) {
-    TL_TRY(tl_check_writable(name, x));
+    TL_TRY(tl_check_writable(name, "x", x));
     TL_TRY(tl_check_tensor_arg(name, "other", other));
     TL_TRY(check_same_device(name, x, other));
     TL_TRY(tl_check_broadcasts_to(name, other, x));

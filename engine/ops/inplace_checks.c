@@ -3,15 +3,15 @@
 
 #include "ops/checks.h"
 
-tl_status tl_check_writable(const char *op, const tl_tensor *x) {
-    TL_TRY(tl_check_tensor_arg(op, "x", x));
-    for (int d = 0; d < x->ndim; d++)
-        if (x->strides[d] == 0 && x->shape[d] > 1) {
-            char sx[256];
+tl_status tl_check_writable(const char *op, const char *arg, const tl_tensor *t) {
+    TL_TRY(tl_check_tensor_arg(op, arg, t));
+    for (int d = 0; d < t->ndim; d++)
+        if (t->strides[d] == 0 && t->shape[d] > 1) {
+            char st[256];
             return tl_error(TL_ERR_ARGUMENT,
-                            "%s: x of shape %s has elements that share memory (dim %d is "
+                            "%s: %s of shape %s has elements that share memory (dim %d is "
                             "expanded); write into a tensor of its own (clone() it first)",
-                            op, tl_shape_str(x, sx, sizeof sx), d + 1);
+                            op, arg, tl_shape_str(t, st, sizeof st), d + 1);
         }
     return TL_OK;
 }

@@ -34,7 +34,7 @@ static tl_status check_args(const char *op, const tl_tensor *x, const tl_tensor 
     if (!tl_dtype_is_floating(x->dtype))
         return tl_error(TL_ERR_DTYPE, "%s: expected a floating dtype, got %s", op,
                         tl_dtype_name(x->dtype));
-    return tl_check_writable(op, x);
+    return tl_check_writable(op, "x", x);
 }
 
 /* x's leading dims as `outer` matrices [rows, n]: dims fold..ndim-2 merge into one row dim of

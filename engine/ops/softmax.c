@@ -57,7 +57,7 @@ static tl_status softmax_op(tl_op op, const tl_tensor *a, int dim, tl_tensor **o
 static tl_status softmax_inplace(const char *name, tl_op op, tl_tensor *x, int dim) {
     int d;
     TL_TRY(check_softmax(name, x, dim, &d));
-    TL_TRY(tl_check_writable(name, x));
+    TL_TRY(tl_check_writable(name, "x", x));
     TL_TRY(softmax_into(op, x, d, x));
     tl_bump_version(x);
     return TL_OK;

@@ -49,15 +49,7 @@ static tl_status check_grad_input(const char *name, const tl_tensor *grad_input,
         return tl_error(TL_ERR_DTYPE, "%s: expected grad_input of output's dtype %s, got %s", name,
                         tl_dtype_name(output->dtype), tl_dtype_name(grad_input->dtype));
     TL_TRY(check_like_output(name, "grad_input", grad_input, output));
-    for (int d = 0; d < grad_input->ndim; d++)
-        if (grad_input->strides[d] == 0 && grad_input->shape[d] > 1) {
-            char s[256];
-            return tl_error(TL_ERR_ARGUMENT,
-                            "%s: grad_input of shape %s has elements that share memory (dim %d is "
-                            "expanded); write into a tensor of its own (clone() it first)",
-                            name, tl_shape_str(grad_input, s, sizeof s), d + 1);
-        }
-    return TL_OK;
+    return tl_check_writable(name, "grad_input", grad_input);
 }
 
 /* What the kernel reads for t: t itself where it is grad_input's very elements or apart from

@@ -43,8 +43,8 @@ tl_status tl_cuda_copy_2d_after(int device, int slot, void *dst, size_t dpitch, 
     TL_TRY(context_of(device, op, &stream, &c));
     TL_CUDA_TRY(cudaEventRecord(c->queued, stream), op, "cudaEventRecord");
     TL_CUDA_TRY(cudaStreamWaitEvent(c->stream, c->queued, 0), op, "cudaStreamWaitEvent");
-    TL_CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height,
-                                  cudaMemcpyDeviceToDevice, c->stream),
+    TL_CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
+                                  c->stream),
                 op, "cudaMemcpy2DAsync");
     TL_CUDA_TRY(cudaEventRecord(c->done[slot & 1], c->stream), op, "cudaEventRecord");
     return TL_OK;

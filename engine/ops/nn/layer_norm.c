@@ -136,7 +136,7 @@ tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor 
     const char *op = "layer_norm_";
     TL_TRY(tl_check_tensor_arg(op, "x", x));
     TL_TRY(check_forward(op, x, weight, bias, eps));
-    TL_TRY(tl_check_writable(op, x));
+    TL_TRY(tl_check_writable(op, "x", x));
     if (tl_is_contiguous(x)) {
         TL_TRY(run_forward(x, x, weight, bias, eps, mean, rstd));
         tl_bump_version(x);
