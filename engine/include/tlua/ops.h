@@ -158,7 +158,8 @@ tl_status tl_log_softmax_(tl_tensor *x, int dim);
    of x go through workspace buffers of 8 MiB (or one row when a row is larger), each tile
    written back once computed, never a copy of x: two buffers on CUDA, where a tile is copied
    back while the next tile's GEMM runs, one on the CPU (two halves for an x whose rows GEMM
-   cannot read in place: each tile is copied first). */
+   cannot read in place: each tile is copied first). w is read from a copy where it overlaps x
+   or GEMM cannot read it in place. */
 tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w);
 
 /* ---- integer ranges ------------------------------------------------------ */
