@@ -47,8 +47,8 @@ typedef tl_status (*tl_softmax_backward_kernel)(tl_tensor *grad_input, const tl_
 typedef tl_status (*tl_gemm_kernel)(tl_device device, const GemmParams *params, const void *a,
                                     const void *b, void *c);
 /* matmul_inplace: x [rows, n] (a matrix GEMM reads in place) <- x @ w (w [n, n], GEMM-readable)
-   by tiles of tile_rows rows, each computed into one of the workspace's buffers (workspace
-   [buffers, tile_rows, n], contiguous) and copied back over the tile. */
+   by tiles of the workspace's rows (workspace [tile_rows, n], contiguous): each tile computed
+   into the workspace, then copied back over it. */
 typedef tl_status (*tl_matmul_inplace_kernel)(tl_tensor *x, const tl_tensor *w,
                                               tl_tensor *workspace);
 typedef tl_status (*tl_random_kernel)(tl_tensor *out, const tl_op_args *args);

@@ -6,8 +6,8 @@
 #include "ops/matmul.h"
 #include "tlua/ops.h"
 
-/* One workspace buffer, in bytes: tiles of thousands of rows keep GEMM at full speed, and the
-   copy back costs the same at any tile size. At most two buffers: 16 MiB. */
+/* The workspace on the CPU, in bytes (twice this on CUDA): tiles of thousands of rows keep GEMM
+   near full speed, and the copy back costs the same at any tile size. */
 static const size_t buffer_bytes = (size_t)8 << 20;
 
 static tl_status check_args(const char *op, const tl_tensor *x, const tl_tensor *w) {
@@ -88,17 +88,16 @@ static tl_status run_tile(tl_tensor *x, const row_layout *l, int64_t offset, int
     return status;
 }
 
-/* Every matrix of x through the matmul_inplace kernel, tiles of tile_rows rows alternating over
-   `buffers` workspace buffers. */
+/* Every matrix of x through the matmul_inplace kernel, tiles of tile_rows rows. */
 static tl_status run_kernel(tl_tensor *x, const row_layout *l, const tl_tensor *w,
-                            int64_t tile_rows, int64_t buffers) {
+                            int64_t tile_rows) {
     int64_t n = w->shape[0];
     const tl_kernel_entry *k = tl_dispatch(TL_OP_matmul_inplace, tl_tensor_device(x), x->dtype,
                                            (const tl_tensor *const[]){x, w, NULL});
     if (!k) return TL_ERR_DTYPE;
     tl_tensor *workspace;
-    int64_t ws_shape[3] = {buffers, tile_rows, n};
-    TL_TRY(tl_empty(ws_shape, 3, x->dtype, tl_tensor_device(x), &workspace));
+    int64_t ws_shape[2] = {tile_rows, n};
+    TL_TRY(tl_empty(ws_shape, 2, x->dtype, tl_tensor_device(x), &workspace));
     tl_status status = TL_OK;
     int64_t shape[2] = {l->rows, n}, strides[2] = {l->row_stride, x->strides[x->ndim - 1]};
     for (int64_t m = 0; m < l->outer && status == TL_OK; m++) {
@@ -140,11 +139,10 @@ tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w) {
     }
     row_layout l = layout_of(x);
     bool in_place = tl_matmul_reads_in_place(l.rows, n, l.row_stride, x->strides[x->ndim - 1]);
-    /* workspace buffers: two where the device copies a tile back while the next tile's GEMM runs
-       (CUDA), one on the CPU; an x GEMM cannot read needs a buffer and a copy of each tile */
-    bool overlaps = tl_tensor_device(x).type == TL_DEVICE_CUDA;
-    int64_t buffers = in_place && !overlaps ? 1 : 2;
-    size_t budget = in_place ? buffer_bytes : buffer_bytes / 2;
+    /* one workspace buffer (16 MiB on CUDA, where larger tile GEMMs run closer to full speed,
+       8 MiB on the CPU); an x GEMM cannot read needs a buffer and a copy of each tile: halves */
+    bool cuda = tl_tensor_device(x).type == TL_DEVICE_CUDA;
+    size_t budget = (cuda ? 2 * buffer_bytes : buffer_bytes) / (in_place ? 1 : 2);
     int64_t tile_rows = (int64_t)(budget / ((size_t)n * tl_dtype_size(x->dtype)));
     if (tile_rows < 1) tile_rows = 1;
     if (tile_rows > l.rows) tile_rows = l.rows;
@@ -155,8 +153,8 @@ tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w) {
     if (tl_may_overlap(x, w) || !tl_matmul_reads_in_place(n, n, w->strides[0], w->strides[1]))
         TL_TRY(tl_clone(w, &w_copy));
     const tl_tensor *weight = w_copy ? w_copy : w;
-    tl_status status = in_place ? run_kernel(x, &l, weight, tile_rows, buffers)
-                                : run_tiles(x, &l, weight, tile_rows);
+    tl_status status =
+        in_place ? run_kernel(x, &l, weight, tile_rows) : run_tiles(x, &l, weight, tile_rows);
     tl_release(w_copy);
     if (status == TL_OK) tl_bump_version(x);
     return status;

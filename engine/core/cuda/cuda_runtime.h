@@ -62,14 +62,6 @@ void tl_cuda_free(int device, void *ptr);
 tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
                          size_t n);
 
-/* A 2-D copy (height rows of width bytes, pitches in bytes) on the device's copy stream, started
-   once the work queued so far on the device's stream is done, so that it overlaps what is
-   queued next; slot (0 or 1) names it for tl_cuda_copy_wait, which makes the device's stream
-   wait for the slot's last copy (copy_stream.c). */
-tl_status tl_cuda_copy_2d_after(int device, int slot, void *dst, size_t dpitch, const void *src,
-                                size_t spitch, size_t width, size_t height, const char *op);
-tl_status tl_cuda_copy_wait(int device, int slot, const char *op);
-
 /* Sets n bytes of device memory to zero, on the device's stream (in order, no wait). */
 tl_status tl_cuda_memset_zero(int device, void *dst, size_t n);
 

@@ -155,11 +155,10 @@ tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double
 tl_status tl_softmax_(tl_tensor *x, int dim);
 tl_status tl_log_softmax_(tl_tensor *x, int dim);
 /* x[..., n] <- x @ w for a square w [n, n] of any strides, x of w's dtype and device. Row tiles
-   of x go through workspace buffers of 8 MiB (or one row when a row is larger), each tile
-   written back once computed, never a copy of x: two buffers on CUDA, where a tile is copied
-   back while the next tile's GEMM runs, one on the CPU (two halves for an x whose rows GEMM
-   cannot read in place: each tile is copied first). w is read from a copy where it overlaps x
-   or GEMM cannot read it in place. */
+   of x go through a workspace of 16 MiB on CUDA, 8 MiB on the CPU (or one row when a row is
+   larger), each tile written back once computed, never a copy of x (two halves for an x whose
+   rows GEMM cannot read in place: each tile is copied first). w is read from a copy where it
+   overlaps x or GEMM cannot read it in place. */
 tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w);
 
 /* ---- integer ranges ------------------------------------------------------ */
