@@ -249,9 +249,3 @@ tl_status tl_matmul_into_as(tl_op op, const tl_tensor *a, const tl_tensor *b, tl
     tl_release(right.t);
     return status;
 }
-
-bool tl_matmul_reads_in_place(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-    bool col_major;
-    int64_t ld;
-    return tl_gemm_layout(rows, cols, row_stride, col_stride, &col_major, &ld);
-}

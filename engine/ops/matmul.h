@@ -13,8 +13,5 @@ tl_status tl_matmul_as(tl_op op, const tl_tensor *a, const tl_tensor *b, tl_tens
 /* out = a @ b for a [m, k], b [k, n] (2-D, validated by the caller) into out [m, n], contiguous
    and apart from a and b; an operand GEMM cannot read in place is read from a contiguous copy. */
 tl_status tl_matmul_into_as(tl_op op, const tl_tensor *a, const tl_tensor *b, tl_tensor *out);
-/* Whether GEMM reads a rows x cols matrix of these strides in place (row- or column-major with
-   a leading dimension). */
-bool tl_matmul_reads_in_place(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
 #endif

@@ -1,6 +1,7 @@
 /* tl_matmul_: x[..., n] <- x @ w for a square w, by row tiles through a bounded workspace: the
    matmul_inplace kernel, or functional ops for an x whose rows GEMM cannot read in place. */
 #include "core/storage.h"
+#include "kernels/gemm.h"
 #include "kernels/kernel.h"
 #include "ops/checks.h"
 #include "ops/matmul.h"
@@ -138,7 +139,10 @@ tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w) {
         return TL_OK;
     }
     row_layout l = layout_of(x);
-    bool in_place = tl_matmul_reads_in_place(l.rows, n, l.row_stride, x->strides[x->ndim - 1]);
+    bool col_major;
+    int64_t ld;
+    bool in_place =
+        tl_gemm_layout(l.rows, n, l.row_stride, x->strides[x->ndim - 1], &col_major, &ld);
     /* one workspace buffer (16 MiB on CUDA, where larger tile GEMMs run closer to full speed,
        8 MiB on the CPU); an x GEMM cannot read needs a buffer and a copy of each tile: halves */
     bool cuda = tl_tensor_device(x).type == TL_DEVICE_CUDA;
@@ -150,7 +154,8 @@ tl_status tl_matmul_(tl_tensor *x, const tl_tensor *w) {
     /* w is read from a copy when the tiles written back would change it, or GEMM could not
        read it in place (it would be copied for every tile) */
     tl_tensor *w_copy = NULL;
-    if (tl_may_overlap(x, w) || !tl_matmul_reads_in_place(n, n, w->strides[0], w->strides[1]))
+    if (tl_may_overlap(x, w) ||
+        !tl_gemm_layout(n, n, w->strides[0], w->strides[1], &col_major, &ld))
         TL_TRY(tl_clone(w, &w_copy));
     const tl_tensor *weight = w_copy ? w_copy : w;
     tl_status status =
