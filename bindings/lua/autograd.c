@@ -256,18 +256,22 @@ static tl_status custom_backward(void *user, int num_outputs, tl_tensor *const *
     return TL_OK;
 }
 
-#define CUSTOM_MAX 16
+/* The most tensor inputs or outputs of one custom function (the engine's bound on a node). */
+#define CUSTOM_MAX 65536
 
-/* Reads a list of tensors at idx into ts; returns the count. */
-static int tensor_list(lua_State *L, int idx, const char *what, tl_tensor **ts) {
+/* Reads a list of tensors at idx into a scratch array left on the stack (collected with it,
+   also when an error is raised); returns the count. */
+static int tensor_list(lua_State *L, int idx, const char *name, const char *what, tl_tensor ***ts) {
     luaL_checktype(L, idx, LUA_TTABLE);
     lua_Unsigned n = lua_rawlen(L, idx);
     if (n > CUSTOM_MAX)
-        tlb_errorf(L, "custom_function: at most %d %s, got %d", CUSTOM_MAX, what, (int)n);
+        tlb_errorf(L, "%s: a custom function takes at most %d tensor %s, got %llu", name,
+                   CUSTOM_MAX, what, (unsigned long long)n);
+    *ts = lua_newuserdatauv(L, sizeof **ts * (n ? (size_t)n : 1), 0);
     for (int i = 0; i < (int)n; i++) {
         lua_rawgeti(L, idx, i + 1);
-        ts[i] = tlb_totensor(L, -1, "custom_function");
-        if (!ts[i])
+        (*ts)[i] = tlb_totensor(L, -1, "custom_function");
+        if (!(*ts)[i])
             tlb_errorf(L, "custom_function: %s %d expected a tensor, got %s", what, i + 1,
                        tlb_typename(L, -1));
         lua_pop(L, 1);
@@ -278,18 +282,15 @@ static int tensor_list(lua_State *L, int idx, const char *what, tl_tensor **ts) 
 /* core.custom_function(name, inputs, outputs, backward) -> connected outputs.
    Joins aliases of outputs (computed without recording) to inputs through one
    node whose backward calls backward(grad_1, ..., grad_m), which returns a
-   table with one gradient (or nil) per input. */
+   table with one gradient (or nil) per input. Any number of inputs and outputs
+   (up to CUSTOM_MAX). */
 static int ag_custom_function(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
-    tl_tensor *inputs[CUSTOM_MAX], *outputs[CUSTOM_MAX];
-    int num_inputs = tensor_list(L, 2, "inputs", inputs);
-    int num_outputs = tensor_list(L, 3, "outputs", outputs);
+    tl_tensor **inputs, **outputs;
     luaL_checktype(L, 4, LUA_TFUNCTION);
-    if (num_inputs > 4 || num_outputs > 4)
-        return tlb_errorf(L,
-                          "%s: a custom function takes at most 4 tensor inputs and 4 outputs, "
-                          "got %d and %d",
-                          name, num_inputs, num_outputs);
+    lua_settop(L, 4);
+    int num_inputs = tensor_list(L, 2, name, "inputs", &inputs);
+    int num_outputs = tensor_list(L, 3, name, "outputs", &outputs);
     /* the node keeps the name's pointer: keep the string alive forever */
     lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key);
     lua_pushvalue(L, 1);

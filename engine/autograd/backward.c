@@ -5,10 +5,14 @@
 
 #include "autograd/graph.h"
 
-/* One node of a backward pass and the gradients pending for its outputs. */
+/* One node of a backward pass and the gradients pending for its outputs: in the entry for a
+   node of up to TL_NODE_MAX_OUTPUTS outputs, else num_outputs of them on the heap, allocated
+   when the first arrives (entries move while the pass is collected and sorted: take the
+   pointer from entry_grads, never keep it). */
 typedef struct pass_entry {
     tl_node *node;
-    tl_tensor *grads[TL_NODE_MAX_OUTPUTS];
+    tl_tensor *few[TL_NODE_MAX_OUTPUTS];
+    tl_tensor **many;
 } pass_entry;
 
 /* The state of one backward pass, owned by that pass alone: a backward started
@@ -19,7 +23,9 @@ typedef struct pass {
     pass_entry *entries;
     int count, capacity;
     int *index;
-    size_t index_size; /* a power of two, > 2 * capacity */
+    size_t index_size;    /* a power of two, > 2 * capacity */
+    tl_tensor **grads_in; /* room for the widest node's input gradients */
+    int grads_in_capacity;
 } pass;
 
 static size_t slot_of(const pass *p, const tl_node *node) {
@@ -67,6 +73,47 @@ static tl_status pass_add(pass *p, tl_node *node) {
     }
     p->entries[p->count] = (pass_entry){.node = node};
     index_insert(p, p->count++);
+    return TL_OK;
+}
+
+/* The pending gradients of entry e (all NULL at first). */
+static tl_status entry_grads(pass_entry *e, tl_tensor ***out) {
+    int n = e->node->num_outputs;
+    if (n <= TL_NODE_MAX_OUTPUTS) {
+        *out = e->few;
+        return TL_OK;
+    }
+    if (!e->many && !(e->many = calloc((size_t)n, sizeof *e->many)))
+        return tl_error(TL_ERR_MEMORY, "backward: out of memory");
+    *out = e->many;
+    return TL_OK;
+}
+
+/* Releases the pending gradients of entry e. */
+static void entry_clear(pass_entry *e) {
+    int n = e->node->num_outputs;
+    tl_tensor **grads = n <= TL_NODE_MAX_OUTPUTS ? e->few : e->many;
+    if (!grads) return;
+    for (int o = 0; o < n; o++) {
+        tl_release(grads[o]);
+        grads[o] = NULL;
+    }
+    if (grads == e->many) {
+        free(e->many);
+        e->many = NULL;
+    }
+}
+
+/* Room for n input gradients, all NULL. */
+static tl_status pass_grads_in(pass *p, int n, tl_tensor ***out) {
+    if (n > p->grads_in_capacity) {
+        tl_tensor **grown = realloc(p->grads_in, sizeof *grown * (size_t)n);
+        if (!grown) return tl_error(TL_ERR_MEMORY, "backward: out of memory");
+        p->grads_in = grown;
+        p->grads_in_capacity = n;
+    }
+    if (n) memset(p->grads_in, 0, sizeof *p->grads_in * (size_t)n);
+    *out = p->grads_in;
     return TL_OK;
 }
 
@@ -143,23 +190,32 @@ static tl_status accumulate_leaf(tl_tensor *leaf, tl_tensor *grad) {
     return TL_OK;
 }
 
-static const char *no_grad_reason(const tl_tensor *t) {
-    tl_no_grad_reason reason = t->autograd ? t->autograd->no_grad_reason : TL_NO_GRAD_INPUTS;
+static tl_status no_grad_error(const tl_tensor *t) {
+    const struct tl_autograd_meta *meta = t->autograd;
+    tl_no_grad_reason reason = meta ? meta->no_grad_reason : TL_NO_GRAD_INPUTS;
+    const char *why;
     switch (reason) {
     case TL_NO_GRAD_DISABLED:
-        return "it was computed while gradients were disabled (inside no_grad)";
+        why = "it was computed while gradients were disabled (inside no_grad)";
+        break;
     case TL_NO_GRAD_DETACHED:
-        return "it was detached from the graph (detach())";
+        why = "it was detached from the graph (detach())";
+        break;
     default:
-        return "neither it nor any input it was computed from requires grad (set "
-               "requires_grad = true on the leaves to differentiate)";
+        if (meta && meta->no_grad_op)
+            return tl_error(TL_ERR_AUTOGRAD,
+                            "backward: the tensor does not require grad: it was computed %s'%s', "
+                            "none of whose inputs required grad (set requires_grad = true on the "
+                            "leaves to differentiate)",
+                            meta->no_grad_from ? "from a result of " : "by ", meta->no_grad_op);
+        why = "neither it nor any input it was computed from requires grad (set "
+              "requires_grad = true on the leaves to differentiate)";
     }
+    return tl_error(TL_ERR_AUTOGRAD, "backward: the tensor does not require grad: %s", why);
 }
 
 tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
-    if (!tl_requires_grad(root))
-        return tl_error(TL_ERR_AUTOGRAD, "backward: the tensor does not require grad: %s",
-                        no_grad_reason(root));
+    if (!tl_requires_grad(root)) return no_grad_error(root);
     tl_tensor *seed;
     char sa[256], sb[256];
     if (grad) {
@@ -184,39 +240,47 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
     bool previous_mode = tl_set_grad_enabled(false);
     pass p = {0};
     tl_status status = collect(&p, root_node);
+    tl_tensor **root_grads = NULL;
     if (status == TL_OK) {
         qsort(p.entries, (size_t)p.count, sizeof *p.entries, by_sequence_descending);
         rebuild_index(&p);
-        p.entries[0].grads[root->autograd->output_nr] = seed;
-    } else {
-        tl_release(seed);
+        status = entry_grads(&p.entries[0], &root_grads);
     }
+    if (status == TL_OK)
+        root_grads[root->autograd->output_nr] = seed;
+    else
+        tl_release(seed);
 
     for (int n = 0; status == TL_OK && n < p.count; n++) {
         pass_entry *e = &p.entries[n];
         tl_node *node = e->node;
+        tl_tensor **grads_out = NULL, **grads_in = NULL;
+        status = entry_grads(e, &grads_out);
         for (int o = 0; o < node->num_outputs && status == TL_OK; o++) {
-            if (e->grads[o]) continue; /* an output nobody used: its gradient is zero */
+            if (grads_out[o]) continue; /* an output nobody used: its gradient is zero */
             status = tl_zeros(node->output_shape[o], node->output_ndim[o], node->output_dtype[o],
-                              tl_tensor_device(root), &e->grads[o]);
+                              tl_tensor_device(root), &grads_out[o]);
         }
-        tl_tensor *grads_in[TL_NODE_MAX_INPUTS] = {NULL};
+        if (status == TL_OK) status = pass_grads_in(&p, node->num_inputs, &grads_in);
         node->last_use = !retain_graph;
-        if (status == TL_OK) status = node->backward(node, e->grads, grads_in);
+        if (status == TL_OK) status = node->backward(node, grads_out, grads_in);
         node->last_use = false;
-        for (int o = 0; o < TL_NODE_MAX_OUTPUTS; o++) {
-            tl_release(e->grads[o]);
-            e->grads[o] = NULL;
-        }
-        for (int i = 0; i < node->num_inputs; i++) {
+        entry_clear(e);
+        for (int i = 0; grads_in && i < node->num_inputs; i++) {
             tl_edge *edge = &node->inputs[i];
             tl_tensor *g = grads_in[i];
+            grads_in[i] = NULL;
             if (!g) continue;
+            tl_tensor **pending = NULL;
             if (status != TL_OK || !node->needs_input_grad[i])
                 tl_release(g);
-            else if (edge->node)
-                status = accumulate(&p.entries[entry_of(&p, edge->node)].grads[edge->output_nr], g);
-            else if (edge->leaf)
+            else if (edge->node) {
+                status = entry_grads(&p.entries[entry_of(&p, edge->node)], &pending);
+                if (status == TL_OK)
+                    status = accumulate(&pending[edge->output_nr], g);
+                else
+                    tl_release(g);
+            } else if (edge->leaf)
                 status = accumulate_leaf(edge->leaf, g);
             else
                 tl_release(g);
@@ -226,10 +290,10 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
             tl_node_free_saved(node);
         }
     }
-    for (int i = 0; i < p.count; i++)
-        for (int o = 0; o < TL_NODE_MAX_OUTPUTS; o++) tl_release(p.entries[i].grads[o]);
+    for (int i = 0; i < p.count; i++) entry_clear(&p.entries[i]);
     free(p.entries);
     free(p.index);
+    free(p.grads_in);
     tl_set_grad_enabled(previous_mode);
     return status;
 }

@@ -55,20 +55,25 @@ static tl_status custom_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
 tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *inputs, int num_outputs,
                        tl_tensor *const *outputs, tl_custom_backward backward,
                        tl_custom_release release, void *user) {
-    if (num_inputs > TL_NODE_MAX_INPUTS || num_outputs > TL_NODE_MAX_OUTPUTS) {
+    if (num_inputs < 0 || num_inputs > TL_NODE_MAX_ARITY || num_outputs < 0 ||
+        num_outputs > TL_NODE_MAX_ARITY) {
         if (release) release(user);
         return tl_error(TL_ERR_ARGUMENT,
-                        "%s: a custom function takes at most %d tensor inputs and %d outputs, got "
-                        "%d and %d",
-                        name, TL_NODE_MAX_INPUTS, TL_NODE_MAX_OUTPUTS, num_inputs, num_outputs);
+                        "%s: a custom function takes 0 to %d tensor inputs and outputs, got %d "
+                        "and %d",
+                        name, TL_NODE_MAX_ARITY, num_inputs, num_outputs);
     }
     if (!tl_should_record(num_inputs, inputs)) {
-        for (int o = 0; o < num_outputs; o++) tl_mark_no_grad(num_inputs, inputs, outputs[o]);
+        /* say why: no input required grad (naming this function), grad mode was off, or
+           an input was detached */
+        for (int o = 0; o < num_outputs; o++)
+            tl_mark_no_grad_by(name, num_inputs, inputs, outputs[o]);
         if (release) release(user);
         return TL_OK;
     }
     tl_node *node;
-    tl_status status = tl_node_new(name, custom_backward, num_inputs, inputs, &node);
+    tl_status status =
+        tl_node_new_multi(name, custom_backward, num_inputs, inputs, num_outputs, &node);
     if (status != TL_OK) {
         if (release) release(user);
         return status;
@@ -77,8 +82,15 @@ tl_status tl_ag_custom(const char *name, int num_inputs, tl_tensor *const *input
     node->custom_release = release;
     node->custom_user = user;
     for (int o = 0; o < num_outputs && status == TL_OK; o++) {
-        if (!tl_dtype_is_floating(outputs[o]->dtype)) continue;
-        status = tl_node_set_output(node, o, outputs[o]);
+        const tl_tensor *t = outputs[o];
+        if (tl_dtype_is_floating(t->dtype)) {
+            status = tl_node_set_output(node, o, outputs[o]);
+            continue;
+        }
+        /* not differentiable: stays out of the graph, its gradient is zeros like it */
+        node->output_ndim[o] = t->ndim;
+        memcpy(node->output_shape[o], t->shape, sizeof node->output_shape[o]);
+        node->output_dtype[o] = t->dtype;
     }
     node->num_outputs = num_outputs;
     tl_node_release(node); /* the outputs hold it */

@@ -1,4 +1,6 @@
 /* Small tensor arithmetic shared by backward formulas, and recording one-input ops. */
+#include <stdlib.h>
+
 #include "autograd/formula.h"
 
 static tl_status with_number(tl_status (*op)(const tl_tensor *, const tl_tensor *, tl_tensor **),
@@ -54,11 +56,9 @@ tl_status tl_reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor *
 }
 
 /* ---- in-place recording --------------------------------------------------------------- */
-tl_status tl_inplace_begin(const char *name, tl_backward_fn backward, tl_tensor *x, int count,
-                           tl_tensor *const *operands, tl_node **node) {
-    *node = NULL;
-    tl_tensor *inputs[TL_NODE_MAX_INPUTS] = {x};
-    for (int i = 0; i < count; i++) inputs[1 + i] = operands[i];
+/* tl_inplace_begin over inputs = {x, operands...} (1 + count of them) */
+static tl_status inplace_begin(const char *name, tl_backward_fn backward, tl_tensor *x, int count,
+                               tl_tensor *const *inputs, tl_node **node) {
     if (!x || !tl_should_record(1 + count, inputs)) return TL_OK;
     if (tl_requires_grad(x) && tl_is_leaf(x))
         return tl_error(TL_ERR_AUTOGRAD,
@@ -81,6 +81,20 @@ tl_status tl_inplace_begin(const char *name, tl_backward_fn backward, tl_tensor 
                         "which would not have it; clone() x first",
                         name);
     return tl_node_new(name, backward, 1 + count, inputs, node);
+}
+
+tl_status tl_inplace_begin(const char *name, tl_backward_fn backward, tl_tensor *x, int count,
+                           tl_tensor *const *operands, tl_node **node) {
+    *node = NULL;
+    tl_tensor *local[4], **inputs = local;
+    if (count < 0) return tl_error(TL_ERR_ARGUMENT, "%s: %d operands", name, count);
+    if (count >= 4 && !(inputs = malloc(sizeof *inputs * ((size_t)count + 1))))
+        return tl_error(TL_ERR_MEMORY, "%s: out of memory recording the graph", name);
+    inputs[0] = x;
+    for (int i = 0; i < count; i++) inputs[1 + i] = operands[i];
+    tl_status status = inplace_begin(name, backward, x, count, inputs, node);
+    if (inputs != local) free(inputs);
+    return status;
 }
 
 tl_status tl_inplace_end(tl_node *node, tl_status status, tl_tensor *x) {
@@ -141,6 +155,6 @@ bool tl_grad_is_disposable(const tl_tensor *g) {
 }
 
 bool tl_saved_is_disposable(const tl_node *node, int slot) {
-    const tl_tensor *t = node->saved[slot].tensor;
+    const tl_tensor *t = slot >= 0 && slot < node->num_saved ? node->saved[slot].tensor : NULL;
     return node->last_use && t && tl_grad_is_disposable(t);
 }

@@ -1,4 +1,5 @@
 /* Graph bookkeeping: per-tensor autograd data, nodes, edges, saved tensors, grad mode. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ tl_status tl_set_requires_grad(tl_tensor *t, bool requires_grad) {
     if (!meta) return tl_error(TL_ERR_MEMORY, "requires_grad: out of memory");
     meta->requires_grad = requires_grad;
     meta->no_grad_reason = TL_NO_GRAD_INPUTS;
+    meta->no_grad_op = NULL;
     return TL_OK;
 }
 
@@ -123,29 +125,109 @@ bool tl_should_record(int count, tl_tensor *const *inputs) {
     return false;
 }
 
-void tl_mark_no_grad(int count, tl_tensor *const *inputs, tl_tensor *out) {
-    bool any = false;
-    for (int i = 0; i < count; i++)
-        if (inputs[i] && tl_requires_grad(inputs[i])) any = true;
-    if (!any) {
-        /* carry a "detached" or "no_grad" reason through ops on such tensors */
-        for (int i = 0; i < count; i++) {
-            if (inputs[i] && inputs[i]->autograd &&
-                inputs[i]->autograd->no_grad_reason != TL_NO_GRAD_INPUTS) {
-                struct tl_autograd_meta *meta = tl_meta(out);
-                if (meta) meta->no_grad_reason = inputs[i]->autograd->no_grad_reason;
-                return;
-            }
+/* Why out, computed from inputs without recording, has no gradient: grad mode was off (an
+   input required grad), or a reason an input carries (detached, no_grad, or the custom op none
+   of whose inputs required grad), or, for the output of the op named op, that op. */
+static void mark_no_grad(const char *op, int count, tl_tensor *const *inputs, tl_tensor *out) {
+    for (int i = 0; i < count; i++) {
+        if (inputs[i] && tl_requires_grad(inputs[i])) {
+            struct tl_autograd_meta *meta = tl_meta(out); /* grad mode is off */
+            if (meta) meta->no_grad_reason = TL_NO_GRAD_DISABLED, meta->no_grad_op = NULL;
+            return;
         }
-        return;
     }
-    struct tl_autograd_meta *meta = tl_meta(out); /* grad mode is off */
-    if (meta) meta->no_grad_reason = TL_NO_GRAD_DISABLED;
+    /* carry a "detached" or "no_grad" reason through ops on such tensors; then the name of
+       a custom op whose inputs did not require grad (an op of its own names itself) */
+    const struct tl_autograd_meta *from = NULL;
+    for (int i = 0; i < count && !from; i++)
+        if (inputs[i] && inputs[i]->autograd &&
+            inputs[i]->autograd->no_grad_reason != TL_NO_GRAD_INPUTS)
+            from = inputs[i]->autograd;
+    for (int i = 0; i < count && !from && !op; i++)
+        if (inputs[i] && inputs[i]->autograd && inputs[i]->autograd->no_grad_op)
+            from = inputs[i]->autograd;
+    if (!from && !op) return;
+    struct tl_autograd_meta *meta = tl_meta(out);
+    if (!meta) return;
+    if (from) {
+        meta->no_grad_reason = from->no_grad_reason;
+        meta->no_grad_op = from->no_grad_op;
+        meta->no_grad_from = true;
+    } else {
+        meta->no_grad_reason = TL_NO_GRAD_INPUTS;
+        meta->no_grad_op = op;
+        meta->no_grad_from = false;
+    }
+}
+
+void tl_mark_no_grad(int count, tl_tensor *const *inputs, tl_tensor *out) {
+    mark_no_grad(NULL, count, inputs, out);
+}
+
+void tl_mark_no_grad_by(const char *op, int count, tl_tensor *const *inputs, tl_tensor *out) {
+    mark_no_grad(op, count, inputs, out);
+}
+
+/* One block holds the node and its per-input and per-output arrays; each array starts at an
+   offset aligned for any type. */
+static size_t block_align(size_t n) {
+    size_t a = _Alignof(max_align_t);
+    return (n + a - 1) / a * a;
+}
+
+static tl_node *node_alloc(int num_inputs, int num_outputs) {
+    size_t ni = (size_t)num_inputs, no = (size_t)num_outputs;
+    size_t at = block_align(sizeof(tl_node));
+    size_t o_inputs = at;
+    at = block_align(at + ni * sizeof(tl_edge));
+    size_t o_needs = at;
+    at = block_align(at + ni * sizeof(bool));
+    size_t o_indim = at;
+    at = block_align(at + ni * sizeof(int));
+    size_t o_inshape = at;
+    at = block_align(at + ni * sizeof(int64_t[TL_MAX_DIMS]));
+    size_t o_indtype = at;
+    at = block_align(at + ni * sizeof(tl_dtype));
+    size_t o_indevice = at;
+    at = block_align(at + ni * sizeof(tl_device));
+    size_t o_outdim = at;
+    at = block_align(at + no * sizeof(int));
+    size_t o_outshape = at;
+    at = block_align(at + no * sizeof(int64_t[TL_MAX_DIMS]));
+    size_t o_outdtype = at;
+    at = block_align(at + no * sizeof(tl_dtype));
+    char *block = calloc(1, at);
+    if (!block) return NULL;
+    tl_node *node = (tl_node *)block;
+    node->inputs = (tl_edge *)(block + o_inputs);
+    node->needs_input_grad = (bool *)(block + o_needs);
+    node->input_ndim = (int *)(block + o_indim);
+    node->input_shape = (int64_t(*)[TL_MAX_DIMS])(block + o_inshape);
+    node->input_dtype = (tl_dtype *)(block + o_indtype);
+    node->input_device = (tl_device *)(block + o_indevice);
+    node->output_ndim = (int *)(block + o_outdim);
+    node->output_shape = (int64_t(*)[TL_MAX_DIMS])(block + o_outshape);
+    node->output_dtype = (tl_dtype *)(block + o_outdtype);
+    node->output_capacity = num_outputs;
+    node->saved = node->saved_inline;
+    node->num_saved = TL_NODE_INLINE_SAVED;
+    return node;
 }
 
 tl_status tl_node_new(const char *name, tl_backward_fn backward, int num_inputs,
                       tl_tensor *const *inputs, tl_node **out) {
-    tl_node *node = calloc(1, sizeof *node);
+    return tl_node_new_multi(name, backward, num_inputs, inputs, TL_NODE_MAX_OUTPUTS, out);
+}
+
+tl_status tl_node_new_multi(const char *name, tl_backward_fn backward, int num_inputs,
+                            tl_tensor *const *inputs, int num_outputs, tl_node **out) {
+    if (num_inputs < 0 || num_inputs > TL_NODE_MAX_ARITY || num_outputs < 0 ||
+        num_outputs > TL_NODE_MAX_ARITY)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: a graph node takes 0 to %d inputs and outputs, got %d inputs and %d "
+                        "outputs",
+                        name, TL_NODE_MAX_ARITY, num_inputs, num_outputs);
+    tl_node *node = node_alloc(num_inputs, num_outputs);
     if (!node) return tl_error(TL_ERR_MEMORY, "%s: out of memory recording the graph", name);
     node->refcount = 1;
     node->name = name;
@@ -184,10 +266,13 @@ tl_status tl_node_new(const char *name, tl_backward_fn backward, int num_inputs,
 }
 
 void tl_node_free_saved(tl_node *node) {
-    for (int i = 0; i < TL_NODE_MAX_SAVED; i++) {
-        tl_release(node->saved[i].tensor);
-        node->saved[i].tensor = NULL;
-    }
+    tl_saved *saved = node->saved;
+    int count = node->num_saved;
+    node->saved = node->saved_inline;
+    node->num_saved = TL_NODE_INLINE_SAVED;
+    for (int i = 0; i < count; i++) tl_release(saved[i].tensor);
+    if (saved != node->saved_inline) free(saved);
+    memset(node->saved_inline, 0, sizeof node->saved_inline);
     /* a custom node's callback state is its saved state */
     tl_custom_release release = node->custom_release;
     node->custom_release = NULL;
@@ -216,20 +301,36 @@ void tl_node_release(tl_node *node) {
 }
 
 tl_status tl_node_save(tl_node *node, int slot, const char *what, tl_tensor *t) {
+    if (slot < 0 || slot >= TL_NODE_MAX_ARITY * 4)
+        return tl_error(TL_ERR_ARGUMENT, "%s: saved slot %d out of range (0 to %d)", node->name,
+                        slot, TL_NODE_MAX_ARITY * 4 - 1);
+    if (slot >= node->num_saved) {
+        int capacity = node->num_saved * 2;
+        while (capacity <= slot) capacity *= 2;
+        bool on_heap = node->saved != node->saved_inline;
+        tl_saved *grown = on_heap ? realloc(node->saved, sizeof *grown * (size_t)capacity)
+                                  : malloc(sizeof *grown * (size_t)capacity);
+        if (!grown) return tl_error(TL_ERR_MEMORY, "%s: out of memory saving a tensor", node->name);
+        if (!on_heap) memcpy(grown, node->saved_inline, sizeof node->saved_inline);
+        memset(grown + node->num_saved, 0, sizeof *grown * (size_t)(capacity - node->num_saved));
+        node->saved = grown;
+        node->num_saved = capacity;
+    }
     tl_tensor *alias;
     TL_TRY(tl_make_view(t, t->shape, t->strides, t->ndim, t->offset, &alias));
+    tl_release(node->saved[slot].tensor);
     node->saved[slot] = (tl_saved){.tensor = alias, .version = t->storage->version, .what = what};
     return TL_OK;
 }
 
 tl_status tl_node_saved(tl_node *node, int slot, tl_tensor **out) {
-    tl_saved *s = &node->saved[slot];
+    tl_saved *s = slot >= 0 && slot < node->num_saved ? &node->saved[slot] : NULL;
     if (node->released)
         return tl_error(TL_ERR_AUTOGRAD,
                         "backward: trying to go through the graph of '%s' a second time (its "
                         "saved tensors were freed); pass retain_graph = true to the first backward",
                         node->name);
-    if (!s->tensor)
+    if (!s || !s->tensor)
         return tl_error(
             TL_ERR_AUTOGRAD,
             "backward: '%s' needs its saved tensor %d, which was not saved (an internal "
@@ -246,6 +347,11 @@ tl_status tl_node_saved(tl_node *node, int slot, tl_tensor **out) {
 }
 
 tl_status tl_node_set_output(tl_node *node, int index, tl_tensor *t) {
+    if (index < 0 || index >= node->output_capacity)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: output %d is past the node's room for %d outputs (an internal "
+                        "error: make the node with tl_node_new_multi)",
+                        node->name, index + 1, node->output_capacity);
     struct tl_autograd_meta *meta = tl_meta(t);
     if (!meta) return tl_error(TL_ERR_MEMORY, "%s: out of memory recording the graph", node->name);
     node->refcount++;

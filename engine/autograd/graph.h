@@ -4,9 +4,13 @@
 
 #include "tlua/autograd.h"
 
-#define TL_NODE_MAX_INPUTS  4
+/* Room for outputs of a node made by tl_node_new (tl_node_new_multi takes any count). A node
+   has any number of inputs and saved slots. */
 #define TL_NODE_MAX_OUTPUTS 4
-#define TL_NODE_MAX_SAVED   5
+/* The most inputs or outputs of one node (a custom function's, a grouped op's). */
+#define TL_NODE_MAX_ARITY 65536
+/* Saved slots kept in the node itself (more go to the heap). */
+#define TL_NODE_INLINE_SAVED 3
 
 typedef struct tl_node tl_node;
 
@@ -33,7 +37,8 @@ typedef struct tl_saved {
 
 /* Why a tensor does not require grad, for backward's error message. */
 typedef enum tl_no_grad_reason {
-    TL_NO_GRAD_INPUTS,   /* no input required grad (or a leaf never marked) */
+    TL_NO_GRAD_INPUTS,   /* no input required grad (or a leaf never marked); no_grad_op may name
+                            the op whose inputs did not */
     TL_NO_GRAD_DISABLED, /* computed under no_grad */
     TL_NO_GRAD_DETACHED, /* made by detach() */
 } tl_no_grad_reason;
@@ -48,18 +53,24 @@ struct tl_node {
                               right after it, so it may write into one only it holds */
     bool is_view;          /* a view op: its output shares its input's storage */
     uint64_t view_version; /* that storage's version when the view was taken */
-    int num_inputs, num_outputs;
-    tl_edge inputs[TL_NODE_MAX_INPUTS];
-    bool needs_input_grad[TL_NODE_MAX_INPUTS];
+    int num_inputs;
+    int num_outputs;     /* 1 + the highest output set */
+    int output_capacity; /* room for outputs */
+    int num_saved;       /* room in saved (grows on demand) */
+    /* per-input arrays of num_inputs entries and per-output arrays of output_capacity entries,
+       allocated with the node (one block) */
+    tl_edge *inputs;
+    bool *needs_input_grad;
     /* what backward needs besides saved tensors */
-    int input_ndim[TL_NODE_MAX_INPUTS];
-    int64_t input_shape[TL_NODE_MAX_INPUTS][TL_MAX_DIMS];
-    tl_dtype input_dtype[TL_NODE_MAX_INPUTS];
-    tl_device input_device[TL_NODE_MAX_INPUTS];
-    int output_ndim[TL_NODE_MAX_OUTPUTS];
-    int64_t output_shape[TL_NODE_MAX_OUTPUTS][TL_MAX_DIMS];
-    tl_dtype output_dtype[TL_NODE_MAX_OUTPUTS];
-    tl_saved saved[TL_NODE_MAX_SAVED];
+    int *input_ndim;
+    int64_t (*input_shape)[TL_MAX_DIMS];
+    tl_dtype *input_dtype;
+    tl_device *input_device;
+    int *output_ndim;
+    int64_t (*output_shape)[TL_MAX_DIMS];
+    tl_dtype *output_dtype;
+    tl_saved *saved; /* num_saved slots: saved_inline, or the heap once more are needed */
+    tl_saved saved_inline[TL_NODE_INLINE_SAVED];
     int dim;
     bool keepdim;
     double scalar[2];
@@ -77,6 +88,11 @@ struct tl_autograd_meta {
     tl_node *grad_fn; /* retained; NULL for leaves */
     int output_nr;
     tl_no_grad_reason no_grad_reason;
+    /* with TL_NO_GRAD_INPUTS: the op (a custom function) none of whose inputs required grad,
+       which made this tensor (no_grad_from false) or a tensor it was computed from (true);
+       NULL when unknown. Lives as long as the op's name (a node's name does). */
+    const char *no_grad_op;
+    bool no_grad_from;
 };
 
 /* The tensor's autograd data, created on first use (NULL on allocation failure). */
@@ -86,25 +102,33 @@ struct tl_autograd_meta *tl_meta(tl_tensor *t);
    input requires grad). */
 bool tl_should_record(int count, tl_tensor *const *inputs);
 
-/* A node named name with backward fn, edges to inputs (NULL entries allowed,
-   e.g. an absent bias) and their shapes. needs_input_grad[i] is whether input i
-   requires grad. */
+/* A node named name with backward fn, edges to inputs (any count >= 0, NULL entries allowed,
+   e.g. an absent bias) and their shapes, and room for TL_NODE_MAX_OUTPUTS outputs.
+   needs_input_grad[i] is whether input i requires grad. */
 tl_status tl_node_new(const char *name, tl_backward_fn backward, int num_inputs,
                       tl_tensor *const *inputs, tl_node **out);
+/* The same with room for num_outputs outputs (tl_node_set_output's index < num_outputs). */
+tl_status tl_node_new_multi(const char *name, tl_backward_fn backward, int num_inputs,
+                            tl_tensor *const *inputs, int num_outputs, tl_node **out);
 void tl_node_release(tl_node *node);
 /* Frees what node keeps for backward: its saved tensors and a custom node's
    callback state (a backward without retain_graph calls it once done). */
 void tl_node_free_saved(tl_node *node);
-/* Saves t (an alias, with its storage version) in slot i. */
+/* Saves t (an alias, with its storage version) in slot i (any slot >= 0: the saved array grows;
+   a slot saved twice keeps the later tensor). */
 tl_status tl_node_save(tl_node *node, int slot, const char *what, tl_tensor *t);
 /* The saved tensor in slot, checked: raises a clear error if the slot is
    empty, freed by an earlier backward, or t was modified in place. */
 tl_status tl_node_saved(tl_node *node, int slot, tl_tensor **out);
-/* Makes output i of node produce t (t becomes a non-leaf requiring grad). */
+/* Makes output i of node produce t (t becomes a non-leaf requiring grad); an index past the
+   node's room for outputs is an error (nothing changes). */
 tl_status tl_node_set_output(tl_node *node, int index, tl_tensor *t);
 /* Marks outputs made while grad mode was off, or from inputs that did not
    require grad, so backward can say why they have no gradient. */
 void tl_mark_no_grad(int count, tl_tensor *const *inputs, tl_tensor *out);
+/* The same for an output of the op named op (a custom function): when no input required grad
+   and none carries a reason of its own, out's reason names op. */
+void tl_mark_no_grad_by(const char *op, int count, tl_tensor *const *inputs, tl_tensor *out);
 
 /* After a forward op computed out from inputs: when recording, makes a node
    named name and makes it out's producer; *node is then borrowed from out
