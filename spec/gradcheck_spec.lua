@@ -58,6 +58,14 @@ local cases = {
   linear_forward = { { tl.linear, { input(5, 3), input(4, 3), input(4) } },
                      { tl.linear, { input(2, 5, 3), input(4, 3) } } },
   outer_forward = { { tl.outer, { input(3), input(4) } } },
+  -- two groups of free sizes (the second read transposed), and segments with an empty group and
+  -- rows past the last end
+  grouped_matmul = { { function(a1, b1, a2t, b2)
+                         local c = tl.grouped_matmul({ a1, a2t:transpose(1, 2) }, { b1, b2 })
+                         return { c[1], c[2] }
+                       end, { input(2, 3), input(3, 4), input(5, 2), input(5, 1) } } },
+  grouped_mm = { { function(a, b) return tl.grouped_mm(a, b, { 2, 2, 5 }) end,
+                   { input(6, 3), input(3, 3, 2) } } },
   view = { { function(x) return x:view(4, 3) * x:view(4, 3) end, { input(3, 4) } } },
   reshape = { { function(x) return x:transpose(1, 2):reshape(-1) end, { input(3, 4) } } },
   transpose = { { function(x) return x:transpose(1, 3) end, { input(2, 3, 4) } } },

@@ -128,6 +128,7 @@ extern const luaL_Reg tlb_constructor_functions[];
 extern const luaL_Reg tlb_view_methods[];
 extern const luaL_Reg tlb_op_methods[];
 extern const luaL_Reg tlb_op_meta[];
+extern const luaL_Reg tlb_grouped_functions[];
 extern const luaL_Reg tlb_inplace_methods[]; /* inplace.c: t:add_(x), t:softmax_(dim), ... */
 extern const luaL_Reg tlb_autograd_methods[];
 extern const luaL_Reg tlb_autograd_functions[];

@@ -1,5 +1,6 @@
-/* tl_gemm: validates a GemmParams and hands it to the device's GEMM kernel, traced under the
-   calling op. */
+/* tl_gemm and tl_gemm_grouped: validate a GemmParams (or each problem of a grouped GEMM) and
+   hand it to the device's GEMM kernel, traced under the calling op. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/gemm.h"
@@ -93,4 +94,51 @@ tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const vo
     if (!kernel) return TL_ERR_DTYPE;
     if (p->m == 0 || p->n == 0) return TL_OK;
     return kernel->fn.gemm(device, p, a, b, c);
+}
+
+/* Validates a problem as tl_gemm would validate it alone. */
+static tl_status validate_group(const char *op, const GemmGroupedParams *p, int64_t g) {
+    const GemmGroup *q = &p->groups[g];
+    GemmParams one = {.trans_a = q->trans_a,
+                      .trans_b = q->trans_b,
+                      .m = q->m,
+                      .n = q->n,
+                      .k = q->k,
+                      .lda = q->lda,
+                      .ldb = q->ldb,
+                      .ldc = q->ldc,
+                      .input_dtype = p->input_dtype,
+                      .output_dtype = p->output_dtype,
+                      .compute_dtype = p->compute_dtype};
+    tl_status status = validate(op, &one, q->a, q->b, q->c);
+    if (status == TL_OK) return TL_OK;
+    char message[512];
+    snprintf(message, sizeof message, "%s", tl_last_error());
+    return tl_error(status, "%s (group %lld of %lld)", message, (long long)g + 1,
+                    (long long)p->group_count);
+}
+
+tl_status tl_gemm_grouped(tl_op op, tl_device device, const GemmGroupedParams *p) {
+    const char *name = tl_op_info_of(op)->name;
+    if (!p) return tl_error(TL_ERR_ARGUMENT, "%s: grouped gemm got no params", name);
+    if (p->group_count < 0 || (p->group_count > 0 && !p->groups))
+        return tl_error(TL_ERR_ARGUMENT, "%s: grouped gemm got %lld groups and %s", name,
+                        (long long)p->group_count, p->groups ? "a list" : "no list");
+    int64_t max_m = 0, max_n = 0, max_k = 0;
+    for (int64_t g = 0; g < p->group_count; g++) {
+        TL_TRY(validate_group(name, p, g));
+        const GemmGroup *q = &p->groups[g];
+        max_m = q->m > max_m ? q->m : max_m;
+        max_n = q->n > max_n ? q->n : max_n;
+        max_k = q->k > max_k ? q->k : max_k;
+    }
+    /* traced as tl_gemm traces a batch, the largest sizes standing for the group's */
+    const int ndims[3] = {3, 3, 3};
+    const int64_t shapes[3][TL_MAX_DIMS] = {{p->group_count, max_n, max_m},
+                                            {p->group_count, max_n, max_k},
+                                            {p->group_count, max_k, max_m}};
+    const tl_kernel_entry *kernel =
+        tl_dispatch_shapes(op, device, p->input_dtype, 3, ndims, shapes);
+    if (!kernel) return TL_ERR_DTYPE;
+    return kernel->fn.gemm_grouped(device, p);
 }

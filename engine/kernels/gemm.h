@@ -49,4 +49,30 @@ static inline bool tl_gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_
 tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const void *a,
                   const void *b, void *c);
 
+/* One problem of a grouped GEMM: GemmParams' per-matrix fields (column-major, as above) and
+   its operands. */
+typedef struct GemmGroup {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    int64_t lda, ldb, ldc;
+    const void *a, *b;
+    void *c;
+} GemmGroup;
+
+/* G independent GEMMs of free sizes, C_g = alpha * op(A_g) op(B_g) + beta * C_g, sharing
+   alpha, beta and the dtypes (the combinations tl_gemm takes), run as one grouped launch
+   where the device has one (cuBLAS's grouped batched GEMM; OpenBLAS per group on the CPU).
+   A problem with m, n or k zero is skipped: its C is left as it is (a caller that wants
+   zeros there writes them). The C_g must not overlap one another. */
+typedef struct GemmGroupedParams {
+    int64_t group_count;
+    const GemmGroup *groups;
+    float alpha, beta;
+    tl_dtype input_dtype, output_dtype, compute_dtype;
+} GemmGroupedParams;
+
+/* Validates every problem as tl_gemm does and runs them on device, traced once under op
+   (shapes in the trace: [G] then the largest m, n and k). */
+tl_status tl_gemm_grouped(tl_op op, tl_device device, const GemmGroupedParams *params);
+
 #endif

@@ -46,6 +46,8 @@ typedef tl_status (*tl_softmax_backward_kernel)(tl_tensor *grad_input, const tl_
 /* tl_gemm's device travels with the call: where the operands live and whose handle runs it */
 typedef tl_status (*tl_gemm_kernel)(tl_device device, const GemmParams *params, const void *a,
                                     const void *b, void *c);
+/* tl_gemm_grouped's problems, validated; problems with m, n or k zero are the kernel's to skip */
+typedef tl_status (*tl_gemm_grouped_kernel)(tl_device device, const GemmGroupedParams *params);
 /* matmul_inplace: x [rows, n] (a matrix GEMM reads in place) <- x @ w (w [n, n], GEMM-readable)
    by tiles of the workspace's rows (workspace [tile_rows, n], contiguous): each tile computed
    into the workspace, then copied back over it. */
@@ -131,6 +133,7 @@ typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl
     SIGNATURE(softmax, tl_softmax_kernel)                                                          \
     SIGNATURE(softmax_backward, tl_softmax_backward_kernel)                                        \
     SIGNATURE(gemm, tl_gemm_kernel)                                                                \
+    SIGNATURE(gemm_grouped, tl_gemm_grouped_kernel)                                                \
     SIGNATURE(matmul_inplace, tl_matmul_inplace_kernel)                                            \
     SIGNATURE(random, tl_random_kernel)                                                            \
     SIGNATURE(im2col, tl_im2col_kernel)                                                            \

@@ -97,6 +97,53 @@ cases.outer = {
     return { y, ref.matmul(g, b), ref.matmul(transpose(g), a) }
   end,
 }
+-- grouped products: C_i = A_i B_i (the second A read transposed), gA_i = g_i B_i^T,
+-- gB_i = A_i^T g_i
+cases.grouped_matmul = {
+  inputs = function(G)
+    return { G.normal(3, 4), G.normal(4, 2), G.normal(5, 2), G.normal(5, 3), G.normal(3, 2), G.normal(2, 3) }
+  end,
+  run = function(a1, b1, a2t, b2, g1, g2)
+    a1, b1, a2t, b2 = leaves(a1, b1, a2t, b2)
+    local c = tl.grouped_matmul({ a1, a2t:transpose(1, 2) }, { b1, b2 })
+    local loss = (c[1] * g1):sum() + (c[2] * g2):sum() -- one pass: both share one node
+    loss:backward()
+    return { c[1]:detach(), c[2]:detach(), a1.grad, b1.grad, a2t.grad, b2.grad }
+  end,
+  reference = function(_, a1, b1, a2t, b2, g1, g2)
+    local a2 = transpose(a2t)
+    return { ref.matmul(a1, b1), ref.matmul(a2, b2), ref.matmul(g1, transpose(b1)),
+             ref.matmul(transpose(a1), g1), transpose(ref.matmul(g2, transpose(b2))),
+             ref.matmul(transpose(a2), g2) }
+  end,
+}
+-- rows 1-2 times B[1], none for B[2], rows 3-5 times B[3], row 6 zeros
+cases.grouped_mm = {
+  inputs = function(G) return { G.normal(6, 3), G.normal(3, 3, 2), G.normal(6, 2) } end,
+  run = function(a, b, g)
+    a, b = leaves(a, b)
+    local y = tl.grouped_mm(a, b, { 2, 2, 5 })
+    y:backward(g)
+    return { y:detach(), a.grad, b.grad }
+  end,
+  reference = function(_, a, b, g)
+    local ends, y, ga, gb = { 2, 2, 5 }, {}, {}, {}
+    for e = 1, 3 do
+      gb[e] = ref.build({ 3, 2 }, function() return 0.0 end)
+    end
+    for r = 1, 6 do
+      local e = r <= 2 and 1 or (r <= 5 and 3 or nil)
+      if e then
+        y[r] = ref.matmul({ a[r] }, b[e])[1]
+        ga[r] = ref.matmul({ g[r] }, transpose(b[e]))[1]
+        gb[e] = add_into(gb[e], ref.matmul(transpose({ a[r] }), { g[r] }))
+      else
+        y[r], ga[r] = { 0.0, 0.0 }, { 0.0, 0.0, 0.0 }
+      end
+    end
+    return { y, ga, gb }
+  end,
+}
 
 cases.conv2d = {
   inputs = function(G) return { G.normal(2, 3, 6, 6), G.normal(4, 3, 3, 3), G.normal(4), G.normal(2, 4, 3, 3) } end,
@@ -192,6 +239,8 @@ cases.optim = {
 local case_of_op = {
   linear_forward = "linear", linear_backward_input = "linear", linear_backward_weight = "linear",
   linear_backward_bias = "linear", matmul_backward_input = "matmul_backward",
+  grouped_matmul_backward_input = "grouped_matmul", grouped_matmul_backward_other = "grouped_matmul",
+  grouped_mm_backward_input = "grouped_mm", grouped_mm_backward_weight = "grouped_mm",
   matmul_backward_other = "matmul_backward", outer_forward = "outer",
   conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
   conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",

@@ -76,6 +76,11 @@ tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);
 /* a [n], b [m] -> [n, m] */
 tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+/* tlua/ops.h's grouped products, recorded as one node over every group: backward runs the
+   grouped input and weight gradient ops only when some input of that side needs them */
+tl_status tl_ag_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const *b,
+                               tl_tensor **out);
+tl_status tl_ag_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offsets, tl_tensor **out);
 /* views */
 tl_status tl_ag_view(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
 tl_status tl_ag_reshape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);

@@ -123,6 +123,29 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
 /* out[N, M] = a[N] b[M]^T, one floating dtype, one device. */
 tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 
+/* ---- grouped matrix products: one grouped GEMM launch per call ------------------------------
+   out[i] = a[i] @ b[i] for count pairs of 2-D matrices of free sizes (a[i] [m_i, k_i], b[i]
+   [k_i, n_i], views read in place where GEMM can), one floating dtype, one device; out gets
+   count new tensors. Its split gradients: grad_a[i] = grad[i] @ other[i]^T and grad_b[i] =
+   input[i]^T @ grad[i]. */
+tl_status tl_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const *b, tl_tensor **out);
+tl_status tl_grouped_matmul_backward_input(int count, tl_tensor *const *grad,
+                                           tl_tensor *const *other, tl_tensor **out);
+tl_status tl_grouped_matmul_backward_other(int count, tl_tensor *const *grad,
+                                           tl_tensor *const *input, tl_tensor **out);
+/* a [T, K], b [G, K, N] -> out [T, N]: rows offsets[g-1] .. offsets[g]-1 (0-based, offsets[-1]
+   = 0) of a times b[g]. offsets: int32 or int64 [G] on any device, cumulative ends,
+   nondecreasing, at most T (empty groups allowed; rows past offsets[G-1] are zeros). Offsets on
+   a GPU are read back to the host (cuBLAS's grouped GEMM takes its sizes there): one wait.
+   Split gradients: grad_input [T, K] (grad [T, N] segments times b[g]^T) and grad_weight
+   [G, K, N] (a's segment^T times grad's; zeros for an empty group). */
+tl_status tl_grouped_mm(const tl_tensor *a, const tl_tensor *b, const tl_tensor *offsets,
+                        tl_tensor **out);
+tl_status tl_grouped_mm_backward_input(const tl_tensor *grad, const tl_tensor *b,
+                                       const tl_tensor *offsets, tl_tensor **out);
+tl_status tl_grouped_mm_backward_weight(const tl_tensor *grad, const tl_tensor *a,
+                                        const tl_tensor *offsets, tl_tensor **out);
+
 /* ---- pointwise backward kernels: tl_<name>(grad, saved, out) for every POINTWISE_BACKWARD
    row of tlua/ops.def. grad is d(loss)/d(output), saved the forward's result (relu, tanh,
    sigmoid) or input (gelu, silu); same shapes, floating; out has saved's dtype. ---------- */

@@ -1,5 +1,6 @@
-/* CPU GEMM kernels on OpenBLAS: sgemm/dgemm per batch; bfloat16/float16 through float32
-   scratch (converted in, sgemm, then float32 out or rounded back). */
+/* CPU GEMM kernels on OpenBLAS: sgemm/dgemm per batch (per problem for a grouped GEMM);
+   bfloat16/float16 through float32 scratch (converted in, sgemm, then float32 out or rounded
+   back). */
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -156,6 +157,33 @@ static tl_status gemm_f16(tl_device device, const GemmParams *p, const void *a, 
     return gemm_16(p, a, b, c, tl_f16_to_f32, tl_f32_to_f16);
 }
 
+/* tl_gemm_grouped on the CPU: OpenBLAS per problem, through the kernel of the dtype. */
+static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
+    tl_gemm_kernel one = p->input_dtype == TL_F64    ? gemm_f64
+                         : p->input_dtype == TL_BF16 ? gemm_bf16
+                         : p->input_dtype == TL_F16  ? gemm_f16
+                                                     : gemm_f32;
+    for (int64_t g = 0; g < p->group_count; g++) {
+        const GemmGroup *q = &p->groups[g];
+        if (q->m == 0 || q->n == 0 || q->k == 0) continue;
+        GemmParams single = {.trans_a = q->trans_a,
+                             .trans_b = q->trans_b,
+                             .m = q->m,
+                             .n = q->n,
+                             .k = q->k,
+                             .alpha = p->alpha,
+                             .beta = p->beta,
+                             .lda = q->lda,
+                             .ldb = q->ldb,
+                             .ldc = q->ldc,
+                             .input_dtype = p->input_dtype,
+                             .output_dtype = p->output_dtype,
+                             .compute_dtype = p->compute_dtype};
+        TL_TRY(one(device, &single, q->a, q->b, q->c));
+    }
+    return TL_OK;
+}
+
 /* The same four functions serve every op that goes through tl_gemm: each op of the GEMM
    family in ops.def gets them (GEMM_OP rows of tlua/ops.def). */
 static const tl_kernel_entry entries[] = {
@@ -164,6 +192,9 @@ static const tl_kernel_entry entries[] = {
         TL_KERNEL_NAMED("cpu_gemm", name, TL_DTYPES_F64, gemm, gemm_f64),                          \
         TL_KERNEL_NAMED("cpu_gemm", name, TL_DTYPES_BF16, gemm, gemm_bf16),                        \
         TL_KERNEL_NAMED("cpu_gemm", name, TL_DTYPES_F16, gemm, gemm_f16),
+#include "tlua/ops.def"
+#define GEMM_GROUPED_OP(name, differentiable, backward)                                            \
+    TL_KERNEL_NAMED("cpu_gemm_grouped", name, TL_DTYPES_FLOATING, gemm_grouped, gemm_grouped),
 #include "tlua/ops.def"
 };
 

@@ -203,6 +203,39 @@ local matmul = {
     return fmt("%s = tl.linear(%s, %s%s)", g:target(), g:fresh(input, dtype, g:chance(0.3)),
       g:fresh(weight, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias)
   end,
+  -- grouped products: offsets mostly valid (sorted ends within T), sometimes decreasing, past
+  -- T, of the wrong length or dtype; lists mostly matching
+  grouped_mm = function(g)
+    local dtype = g:float_dtype()
+    local groups, t, k, n = g:int(0, 4), g:int(0, 8), g:int(0, 5), g:int(0, 5)
+    local ends, last = {}, 0
+    for i = 1, groups do
+      last = math.min(t, last + g:int(0, 4))
+      ends[i] = last
+    end
+    if groups > 0 and g:chance(0.1) then ends[g:int(1, groups)] = g:pick { -1, t + 1, 0 } end
+    if g:chance(0.05) then ends[#ends + 1] = t end
+    local offsets = "{ " .. table.concat(ends, ", ") .. " }"
+    if g:chance(0.3) then
+      offsets = fmt("tl.tensor(%s, { dtype = %q })", offsets, g:pick { "int32", "int64", "float32" })
+    end
+    local a = g:fresh({ t, g:chance(0.9) and k or k + 1 }, dtype, g:chance(0.3))
+    local b = g:fresh({ groups, k, n }, g:chance(0.9) and dtype or g:dtype(), g:chance(0.3))
+    return fmt("%s = tl.grouped_mm(%s, %s, %s)", g:target(), a, b, offsets)
+  end,
+  grouped_matmul = function(g)
+    local dtype = g:float_dtype()
+    local count = g:int(1, 3)
+    local as, bs = {}, {}
+    for i = 1, count do
+      local m, k, n = g:int(0, 5), g:int(0, 5), g:int(0, 5)
+      as[i] = g:fresh({ m, k }, dtype, g:chance(0.3))
+      bs[i] = g:fresh({ g:chance(0.9) and k or k + 1, n }, g:chance(0.9) and dtype or g:dtype(), g:chance(0.3))
+    end
+    if g:chance(0.05) then bs[#bs] = nil end
+    return fmt("%s = tl.grouped_matmul({ %s }, { %s })[1]", g:target(), table.concat(as, ", "),
+      table.concat(bs, ", "))
+  end,
   outer = function(g)
     local a = g:tensor(function(i) return i.ndim == 1 and i.numel <= 300 end)
     local left = a and a.ref or g:fresh({ g:int(0, 6) }, g:float_dtype(), g:chance(0.3))

@@ -1,0 +1,241 @@
+/* CUDA grouped GEMM on cuBLAS: problems of one shape merged into one cuBLAS group, all groups in
+   one cublasGemmGroupedBatchedEx call (cublasDgemmGroupedBatched for f64); identical, evenly
+   spaced problems as one strided batched GEMM. Sizes stay on the host: nothing waits. */
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cuda/cuda_runtime.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#define OP_NAME "gemm_grouped"
+
+static cudaDataType_t data_type(tl_dtype dtype) {
+    switch (dtype) {
+    case TL_F64:
+        return CUDA_R_64F;
+    case TL_BF16:
+        return CUDA_R_16BF;
+    case TL_F16:
+        return CUDA_R_16F;
+    default:
+        return CUDA_R_32F;
+    }
+}
+
+static cublasOperation_t blas_op(bool trans) {
+    return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+static tl_status check_int(const GemmGroup *q) {
+    const int64_t v[] = {q->m, q->n, q->k, q->lda, q->ldb, q->ldc};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (v[i] > INT_MAX)
+            return tl_error(TL_ERR_ARGUMENT,
+                            OP_NAME ": size or leading dim %lld exceeds cuBLAS's integer range",
+                            (long long)v[i]);
+    return TL_OK;
+}
+
+/* Orders problems by shape, so that equal shapes sit together and form one cuBLAS group. */
+static int compare_shapes(const void *x, const void *y) {
+    const GemmGroup *a = *(const GemmGroup *const *)x, *b = *(const GemmGroup *const *)y;
+    const int64_t ka[] = {a->trans_a, a->trans_b, a->m, a->n, a->k, a->lda, a->ldb, a->ldc};
+    const int64_t kb[] = {b->trans_a, b->trans_b, b->m, b->n, b->k, b->lda, b->ldb, b->ldc};
+    for (size_t i = 0; i < sizeof ka / sizeof ka[0]; i++)
+        if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
+    /* then by address, so evenly spaced problems stay in order */
+    uintptr_t ca = (uintptr_t)a->c, cb = (uintptr_t)b->c;
+    return ca < cb ? -1 : ca > cb;
+}
+
+static bool same_shape(const GemmGroup *a, const GemmGroup *b) {
+    return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->m == b->m && a->n == b->n &&
+           a->k == b->k && a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc;
+}
+
+static const char *operand(const GemmGroup *q, int which) {
+    return which == 0 ? (const char *)q->a : which == 1 ? (const char *)q->b : (const char *)q->c;
+}
+
+/* The element stride (>= 0) from problem to problem of one operand, if all are evenly spaced. */
+static bool even_stride(GemmGroup *const *list, int64_t count, int which, size_t elem,
+                        long long *stride) {
+    *stride = 0;
+    if (count == 1) return true;
+    ptrdiff_t step = operand(list[1], which) - operand(list[0], which);
+    if (step < 0 || step % (ptrdiff_t)elem != 0) return false;
+    for (int64_t i = 2; i < count; i++)
+        if (operand(list[i], which) - operand(list[0], which) != step * (ptrdiff_t)i) return false;
+    *stride = (long long)(step / (ptrdiff_t)elem);
+    return true;
+}
+
+typedef struct call_scalars {
+    cublasComputeType_t compute;
+    float alpha32, beta32;
+    double alpha64, beta64;
+} call_scalars;
+
+/* All problems of one shape, evenly spaced: one (strided batched) GEMM. */
+static tl_status run_strided(cublasHandle_t handle, const GemmGroupedParams *p,
+                             GemmGroup *const *list, int64_t count, const call_scalars *s,
+                             const long long *strides) {
+    const GemmGroup *q = list[0];
+    cudaDataType_t in = data_type(p->input_dtype), out = data_type(p->output_dtype);
+    const void *alpha = s->compute == CUBLAS_COMPUTE_64F ? (const void *)&s->alpha64 : &s->alpha32;
+    const void *beta = s->compute == CUBLAS_COMPUTE_64F ? (const void *)&s->beta64 : &s->beta32;
+    cublasStatus_t st = cublasGemmStridedBatchedEx(
+        handle, blas_op(q->trans_a), blas_op(q->trans_b), (int)q->m, (int)q->n, (int)q->k, alpha,
+        q->a, in, (int)q->lda, strides[0], q->b, in, (int)q->ldb, strides[1], beta, q->c, out,
+        (int)q->ldc, strides[2], (int)count, s->compute, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return tl_cublas_fail(st, OP_NAME, "cublasGemmStridedBatchedEx");
+    return TL_OK;
+}
+
+/* Host arrays of one grouped call: per cuBLAS group, then per problem pointers. */
+typedef struct grouped_call {
+    int groups;
+    cublasOperation_t *trans_a, *trans_b;
+    int *m, *n, *k, *lda, *ldb, *ldc, *size;
+    float *alpha32, *beta32;
+    double *alpha64, *beta64;
+    const void **pointers; /* A..., B..., C... */
+} grouped_call;
+
+static tl_status run_grouped(int device, cudaStream_t stream, cublasHandle_t handle,
+                             const GemmGroupedParams *p, GemmGroup *const *list, int64_t count,
+                             const call_scalars *s) {
+    if (count > INT_MAX) return tl_error(TL_ERR_ARGUMENT, OP_NAME ": too many problems");
+    size_t n = (size_t)count;
+    grouped_call c = {0};
+    void *host = calloc(1, n * (2 * sizeof(cublasOperation_t) + 7 * sizeof(int) +
+                                2 * sizeof(float) + 2 * sizeof(double) + 3 * sizeof(void *)));
+    if (!host) return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory");
+    char *cursor = host;
+    c.pointers = (const void **)cursor, cursor += 3 * n * sizeof(void *);
+    c.alpha64 = (double *)cursor, cursor += n * sizeof(double);
+    c.beta64 = (double *)cursor, cursor += n * sizeof(double);
+    c.alpha32 = (float *)cursor, cursor += n * sizeof(float);
+    c.beta32 = (float *)cursor, cursor += n * sizeof(float);
+    c.trans_a = (cublasOperation_t *)cursor, cursor += n * sizeof(cublasOperation_t);
+    c.trans_b = (cublasOperation_t *)cursor, cursor += n * sizeof(cublasOperation_t);
+    int **ints[] = {&c.m, &c.n, &c.k, &c.lda, &c.ldb, &c.ldc, &c.size};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        *ints[i] = (int *)cursor, cursor += n * sizeof(int);
+
+    for (int64_t i = 0; i < count; i++) {
+        const GemmGroup *q = list[i];
+        c.pointers[i] = q->a;
+        c.pointers[n + (size_t)i] = q->b;
+        c.pointers[2 * n + (size_t)i] = q->c;
+        if (i > 0 && same_shape(q, list[i - 1])) {
+            c.size[c.groups - 1]++;
+            continue;
+        }
+        int g = c.groups++;
+        c.trans_a[g] = blas_op(q->trans_a), c.trans_b[g] = blas_op(q->trans_b);
+        c.m[g] = (int)q->m, c.n[g] = (int)q->n, c.k[g] = (int)q->k;
+        c.lda[g] = (int)q->lda, c.ldb[g] = (int)q->ldb, c.ldc[g] = (int)q->ldc;
+        c.size[g] = 1;
+        c.alpha32[g] = s->alpha32, c.beta32[g] = s->beta32;
+        c.alpha64[g] = s->alpha64, c.beta64[g] = s->beta64;
+    }
+
+    /* cuBLAS reads the pointer arrays on the device: a pageable copy on the stream (staged at
+       once, no wait), the buffer given back to the cache behind the call, in stream order */
+    void *device_pointers = NULL;
+    tl_status status = tl_cuda_malloc(device, 3 * n * sizeof(void *), OP_NAME, &device_pointers);
+    if (status == TL_OK) {
+        cudaError_t err = cudaMemcpyAsync(device_pointers, c.pointers, 3 * n * sizeof(void *),
+                                          cudaMemcpyHostToDevice, stream);
+        if (err != cudaSuccess) status = tl_cuda_fail(err, OP_NAME, "pointer arrays");
+    }
+    if (status == TL_OK) {
+        const void *const *da = device_pointers;
+        const void *const *db = da + n;
+        void *const *dc = (void *const *)(da + 2 * n);
+        cublasStatus_t st;
+        if (p->input_dtype == TL_F64) {
+            st = cublasDgemmGroupedBatched(
+                handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha64,
+                (const double *const *)da, c.lda, (const double *const *)db, c.ldb, c.beta64,
+                (double *const *)dc, c.ldc, c.groups, c.size);
+        } else {
+            cudaDataType_t in = data_type(p->input_dtype), out = data_type(p->output_dtype);
+            st = cublasGemmGroupedBatchedEx(handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha32,
+                                            da, in, c.lda, db, in, c.ldb, c.beta32, dc, out, c.ldc,
+                                            c.groups, c.size, s->compute);
+            if (st == CUBLAS_STATUS_NOT_SUPPORTED && s->compute != CUBLAS_COMPUTE_32F)
+                st = cublasGemmGroupedBatchedEx(handle, c.trans_a, c.trans_b, c.m, c.n, c.k,
+                                                c.alpha32, da, in, c.lda, db, in, c.ldb,
+                                                c.beta32, dc, out, c.ldc, c.groups, c.size,
+                                                CUBLAS_COMPUTE_32F);
+        }
+        if (st != CUBLAS_STATUS_SUCCESS)
+            status = tl_cublas_fail(st, OP_NAME,
+                                    p->input_dtype == TL_F64 ? "cublasDgemmGroupedBatched"
+                                                             : "cublasGemmGroupedBatchedEx");
+    }
+    if (device_pointers) tl_cuda_free(device, device_pointers);
+    free(host);
+    return status;
+}
+
+/* One kernel for every dtype: tl_gemm_grouped validated each problem and the dtypes. */
+static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
+    GemmGroup **list = malloc(sizeof *list * (size_t)(p->group_count > 0 ? p->group_count : 1));
+    if (!list) return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory");
+    int64_t count = 0;
+    tl_status status = TL_OK;
+    for (int64_t g = 0; g < p->group_count && status == TL_OK; g++) {
+        const GemmGroup *q = &p->groups[g];
+        if (q->m == 0 || q->n == 0 || q->k == 0) continue;
+        status = check_int(q);
+        list[count++] = (GemmGroup *)q;
+    }
+    if (status != TL_OK || count == 0) {
+        free(list);
+        return status;
+    }
+    qsort(list, (size_t)count, sizeof *list, compare_shapes);
+
+    cublasHandle_t handle;
+    cudaStream_t stream;
+    status = tl_cuda_blas(device.index, OP_NAME, &handle, &stream);
+    call_scalars s = {.compute = CUBLAS_COMPUTE_32F,
+                      .alpha32 = p->alpha,
+                      .beta32 = p->beta,
+                      .alpha64 = p->alpha,
+                      .beta64 = p->beta};
+    if (p->input_dtype == TL_F64)
+        s.compute = CUBLAS_COMPUTE_64F;
+    else if (p->input_dtype == TL_F32 && tl_cuda_matmul_allow_tf32())
+        s.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+
+    if (status == TL_OK) {
+        bool one_shape = same_shape(list[0], list[count - 1]);
+        long long strides[3];
+        size_t in = tl_dtype_size(p->input_dtype), out = tl_dtype_size(p->output_dtype);
+        if (one_shape && count <= INT_MAX && even_stride(list, count, 0, in, &strides[0]) &&
+            even_stride(list, count, 1, in, &strides[1]) &&
+            even_stride(list, count, 2, out, &strides[2]) && (count == 1 || strides[2] != 0))
+            status = run_strided(handle, p, list, count, &s, strides);
+        else
+            status = run_grouped(device.index, stream, handle, p, list, count, &s);
+    }
+    free(list);
+    if (status != TL_OK) return status;
+    return tl_cuda_check_launch(OP_NAME);
+}
+
+/* Every op of the GEMM_GROUPED family in ops.def gets the entries. */
+static const tl_kernel_entry entries[] = {
+#define GEMM_GROUPED_OP(name, differentiable, backward)                                            \
+    TL_KERNEL_NAMED("cuda_gemm_grouped", name, TL_DTYPES_FLOATING, gemm_grouped, gemm_grouped),
+#include "tlua/ops.def"
+};
+
+TL_KERNEL_TABLE(tl_cuda_gemm_grouped_table, TL_DEVICE_CUDA, entries);

@@ -1,0 +1,363 @@
+/* Grouped matrix products through tl_gemm_grouped, one launch per call: lists of matrices
+   (grouped_matmul) and row segments of one matrix times a stack of matrices (grouped_mm), with
+   their split backward ops. Every argument is checked before anything is allocated. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/gemm.h"
+#include "tlua/ops.h"
+
+/* A product x [m, k] @ y [k, n] -> out [m, n] (a view into a fresh contiguous result). */
+typedef struct product {
+    tl_tensor *x, *y, *out; /* owned */
+} product;
+
+typedef struct products {
+    product *list;
+    int64_t count;
+} products;
+
+static void products_free(products *ps) {
+    for (int64_t i = 0; i < ps->count; i++) {
+        tl_release(ps->list[i].x);
+        tl_release(ps->list[i].y);
+        tl_release(ps->list[i].out);
+    }
+    free(ps->list);
+    ps->list = NULL;
+    ps->count = 0;
+}
+
+static tl_status products_new(const char *name, int64_t count, products *ps) {
+    ps->count = 0;
+    ps->list = calloc((size_t)(count > 0 ? count : 1), sizeof *ps->list);
+    if (!ps->list) return tl_error(TL_ERR_MEMORY, "%s: out of memory", name);
+    ps->count = count;
+    return TL_OK;
+}
+
+/* How GEMM reads a 2-D tensor in place; a contiguous copy replaces it where it cannot. */
+static tl_status readable(tl_tensor **t, bool *col_major, int64_t *ld) {
+    tl_tensor *m = *t;
+    if (tl_gemm_layout(m->shape[0], m->shape[1], m->strides[0], m->strides[1], col_major, ld))
+        return TL_OK;
+    tl_tensor *copy;
+    TL_TRY(tl_contiguous(m, &copy));
+    tl_release(m);
+    *t = copy;
+    tl_gemm_layout(copy->shape[0], copy->shape[1], copy->strides[0], copy->strides[1], col_major,
+                   ld);
+    return TL_OK;
+}
+
+/* Runs every product as one grouped GEMM: row-major out = x y is the column-major
+   out^T = y^T x^T, so GEMM's A is y and its B is x. */
+static tl_status run(tl_op op, tl_device device, tl_dtype dtype, products *ps) {
+    GemmGroup *groups = calloc((size_t)(ps->count > 0 ? ps->count : 1), sizeof *groups);
+    if (!groups) return tl_error(TL_ERR_MEMORY, "%s: out of memory", tl_op_info_of(op)->name);
+    tl_status status = TL_OK;
+    for (int64_t i = 0; i < ps->count && status == TL_OK; i++) {
+        product *p = &ps->list[i];
+        bool x_col = false, y_col = false, out_col = false;
+        int64_t ldx = 1, ldy = 1, ldo = 1;
+        status = readable(&p->x, &x_col, &ldx);
+        if (status == TL_OK) status = readable(&p->y, &y_col, &ldy);
+        if (status != TL_OK) break;
+        /* out: rows of a fresh contiguous result, always row-major */
+        if (!tl_gemm_layout(p->out->shape[0], p->out->shape[1], p->out->strides[0],
+                            p->out->strides[1], &out_col, &ldo) ||
+            out_col) {
+            status = tl_error(TL_ERR_RUNTIME, "%s: internal error, an output is not row-major",
+                              tl_op_info_of(op)->name);
+            break;
+        }
+        groups[i] = (GemmGroup){.trans_a = y_col,
+                                .trans_b = x_col,
+                                .m = p->y->shape[1],
+                                .n = p->x->shape[0],
+                                .k = p->x->shape[1],
+                                .lda = ldy,
+                                .ldb = ldx,
+                                .ldc = ldo,
+                                .a = tl_data(p->y),
+                                .b = tl_data(p->x),
+                                .c = tl_data(p->out)};
+    }
+    if (status == TL_OK) {
+        GemmGroupedParams params = {.group_count = ps->count,
+                                    .groups = groups,
+                                    .alpha = 1.0f,
+                                    .beta = 0.0f,
+                                    .input_dtype = dtype,
+                                    .output_dtype = dtype,
+                                    .compute_dtype = dtype == TL_F64 ? TL_F64 : TL_F32};
+        status = tl_gemm_grouped(op, device, &params);
+    }
+    free(groups);
+    return status;
+}
+
+static tl_status check_operand(const char *name, const char *arg, int64_t index,
+                               const tl_tensor *t, int ndim, const tl_tensor *first) {
+    char where[64];
+    if (index > 0)
+        snprintf(where, sizeof where, "%s[%lld]", arg, (long long)index);
+    else
+        snprintf(where, sizeof where, "%s", arg);
+    if (!t) return tl_error(TL_ERR_ARGUMENT, "%s: %s is missing", name, where);
+    if (t->ndim != ndim) {
+        char s[256];
+        return tl_error(TL_ERR_SHAPE, "%s: %s must be %d-D, got shape %s", name, where, ndim,
+                        tl_shape_str(t, s, sizeof s));
+    }
+    if (!tl_dtype_is_floating(t->dtype))
+        return tl_error(TL_ERR_DTYPE, "%s: %s must have a floating dtype, got %s", name, where,
+                        tl_dtype_name(t->dtype));
+    if (first && t->dtype != first->dtype)
+        return tl_error(TL_ERR_DTYPE, "%s: %s is %s, expected %s like the first operand", name,
+                        where, tl_dtype_name(t->dtype), tl_dtype_name(first->dtype));
+    if (first && !tl_device_equal(tl_tensor_device(t), tl_tensor_device(first))) {
+        char a[16], b[16];
+        return tl_error(TL_ERR_DEVICE, "%s: %s is on %s, expected %s like the first operand",
+                        name, where, tl_device_name(tl_tensor_device(t), a),
+                        tl_device_name(tl_tensor_device(first), b));
+    }
+    return TL_OK;
+}
+
+/* ---- lists of matrices ------------------------------------------------------------------ */
+/* Checks x[i] [m, k] @ y[i] [k, n] for every i (xt/yt: the operand is read transposed). */
+static tl_status check_pairs(const char *name, int count, tl_tensor *const *x, const char *xn,
+                             bool xt, tl_tensor *const *y, const char *yn, bool yt) {
+    if (count < 0) return tl_error(TL_ERR_ARGUMENT, "%s: count must be >= 0, got %d", name, count);
+    if (count > 0 && (!x || !y)) return tl_error(TL_ERR_ARGUMENT, "%s: missing a list", name);
+    for (int i = 0; i < count; i++) {
+        TL_TRY(check_operand(name, xn, i + 1, x[i], 2, x[0]));
+        TL_TRY(check_operand(name, yn, i + 1, y[i], 2, x[0]));
+        int64_t kx = x[i]->shape[xt ? 0 : 1], ky = y[i]->shape[yt ? 1 : 0];
+        if (kx != ky) {
+            char sx[256], sy[256];
+            return tl_error(TL_ERR_SHAPE,
+                            "%s: size mismatch in group %d: %s[%d] %s%s @ %s[%d] %s%s (%lld vs "
+                            "%lld)",
+                            name, i + 1, xn, i + 1, tl_shape_str(x[i], sx, sizeof sx),
+                            xt ? "^T" : "", yn, i + 1, tl_shape_str(y[i], sy, sizeof sy),
+                            yt ? "^T" : "", (long long)kx, (long long)ky);
+        }
+    }
+    return TL_OK;
+}
+
+static tl_status transposed(tl_tensor *t, bool flip, tl_tensor **out) {
+    if (!flip) {
+        *out = tl_retain(t);
+        return TL_OK;
+    }
+    return tl_transpose(t, 0, 1, out);
+}
+
+/* out[i] = op(x[i]) @ op(y[i]), op a transpose where xt / yt. */
+static tl_status pairs(tl_op op, int count, tl_tensor *const *x, const char *xn, bool xt,
+                       tl_tensor *const *y, const char *yn, bool yt, tl_tensor **out) {
+    const char *name = tl_op_info_of(op)->name;
+    TL_TRY(check_pairs(name, count, x, xn, xt, y, yn, yt));
+    if (count == 0) return TL_OK;
+    products ps;
+    TL_TRY(products_new(name, count, &ps));
+    tl_status status = TL_OK;
+    for (int i = 0; i < count && status == TL_OK; i++) {
+        product *p = &ps.list[i];
+        status = transposed(x[i], xt, &p->x);
+        if (status == TL_OK) status = transposed(y[i], yt, &p->y);
+        if (status == TL_OK) {
+            int64_t shape[2] = {p->x->shape[0], p->y->shape[1]};
+            status = p->x->shape[1] == 0 ? tl_zeros(shape, 2, x[0]->dtype,
+                                                    tl_tensor_device(x[0]), &p->out)
+                                         : tl_empty(shape, 2, x[0]->dtype,
+                                                    tl_tensor_device(x[0]), &p->out);
+        }
+    }
+    if (status == TL_OK) status = run(op, tl_tensor_device(x[0]), x[0]->dtype, &ps);
+    for (int i = 0; i < count; i++) out[i] = status == TL_OK ? tl_retain(ps.list[i].out) : NULL;
+    products_free(&ps);
+    return status;
+}
+
+tl_status tl_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const *b, tl_tensor **out) {
+    return pairs(TL_OP_grouped_matmul, count, a, "As", false, b, "Bs", false, out);
+}
+
+tl_status tl_grouped_matmul_backward_input(int count, tl_tensor *const *grad,
+                                           tl_tensor *const *other, tl_tensor **out) {
+    return pairs(TL_OP_grouped_matmul_backward_input, count, grad, "grads", false, other, "Bs",
+                 true, out);
+}
+
+tl_status tl_grouped_matmul_backward_other(int count, tl_tensor *const *grad,
+                                           tl_tensor *const *input, tl_tensor **out) {
+    return pairs(TL_OP_grouped_matmul_backward_other, count, input, "As", true, grad, "grads",
+                 false, out);
+}
+
+/* ---- row segments times a stack ------------------------------------------------------------ */
+/* The cumulative ends as host integers: 1-D, int32 or int64, one per group of b (dim 1 of
+   size groups), nondecreasing, within [0, rows]. */
+static tl_status read_offsets(const char *name, const tl_tensor *offsets, int64_t groups,
+                              int64_t rows, int64_t **out) {
+    if (!offsets) return tl_error(TL_ERR_ARGUMENT, "%s: offsets is missing", name);
+    if (offsets->dtype != TL_I32 && offsets->dtype != TL_I64)
+        return tl_error(TL_ERR_DTYPE, "%s: offsets must be int32 or int64, got %s", name,
+                        tl_dtype_name(offsets->dtype));
+    if (offsets->ndim != 1 || offsets->shape[0] != groups) {
+        char s[256];
+        return tl_error(TL_ERR_SHAPE,
+                        "%s: offsets must be 1-D with one end per group (%lld), got shape %s",
+                        name, (long long)groups, tl_shape_str(offsets, s, sizeof s));
+    }
+    int64_t *ends = malloc(sizeof *ends * (size_t)(groups > 0 ? groups : 1));
+    int32_t *narrow = offsets->dtype == TL_I32 ? malloc(sizeof *narrow * (size_t)(groups + 1))
+                                               : NULL;
+    if (!ends || (offsets->dtype == TL_I32 && !narrow)) {
+        free(ends), free(narrow);
+        return tl_error(TL_ERR_MEMORY, "%s: out of memory", name);
+    }
+    tl_status status = tl_to_host(offsets, narrow ? (void *)narrow : (void *)ends);
+    for (int64_t g = 0; narrow && status == TL_OK && g < groups; g++) ends[g] = narrow[g];
+    free(narrow);
+    for (int64_t g = 0; status == TL_OK && g < groups; g++) {
+        int64_t start = g > 0 ? ends[g - 1] : 0;
+        if (ends[g] < start)
+            status = tl_error(TL_ERR_ARGUMENT,
+                              "%s: offsets must not decrease, got %lld after %lld (offsets[%lld])",
+                              name, (long long)ends[g], (long long)start, (long long)g + 1);
+        else if (ends[g] > rows)
+            status = tl_error(TL_ERR_ARGUMENT,
+                              "%s: offsets[%lld] is %lld, past the %lld rows of the input", name,
+                              (long long)g + 1, (long long)ends[g], (long long)rows);
+    }
+    if (status != TL_OK) {
+        free(ends);
+        return status;
+    }
+    *out = ends;
+    return TL_OK;
+}
+
+typedef enum segment_kind {
+    SEGMENT_FORWARD,  /* out [T, N] rows of g = a_g [m, K] @ b[g] [K, N] */
+    SEGMENT_INPUT,    /* out [T, K] rows of g = grad_g [m, N] @ b[g]^T */
+    SEGMENT_WEIGHT,   /* out [G, K, N], out[g] = a_g^T [K, m] @ grad_g [m, N] */
+} segment_kind;
+
+/* FORWARD: first = a [T, K], second = b [G, K, N]; INPUT: first = grad [T, N], second = b;
+   WEIGHT: first = a [T, K], second = grad [T, N]. Shares dtype and device (checked by the
+   caller). Rows past the last end, and empty groups' weight gradients, are zeros. */
+static tl_status segments(tl_op op, segment_kind kind, tl_tensor *first, tl_tensor *second,
+                          const int64_t *ends, int64_t groups, const int64_t *out_shape,
+                          int out_ndim, tl_tensor **out) {
+    const char *name = tl_op_info_of(op)->name;
+    int64_t rows = first->shape[0], covered = groups > 0 ? ends[groups - 1] : 0;
+    bool zeros = false;
+    if (kind == SEGMENT_WEIGHT) {
+        for (int64_t g = 0; g < groups; g++)
+            if (ends[g] == (g > 0 ? ends[g - 1] : 0)) zeros = true; /* k = 0: never written */
+    } else {
+        int64_t inner = kind == SEGMENT_FORWARD ? first->shape[1] : second->shape[2];
+        zeros = covered < rows || inner == 0;
+    }
+    tl_tensor *result;
+    tl_device device = tl_tensor_device(first);
+    TL_TRY(zeros ? tl_zeros(out_shape, out_ndim, first->dtype, device, &result)
+                 : tl_empty(out_shape, out_ndim, first->dtype, device, &result));
+    products ps;
+    tl_status status = products_new(name, groups, &ps);
+    for (int64_t g = 0; g < groups && status == TL_OK; g++) {
+        int64_t start = g > 0 ? ends[g - 1] : 0, m = ends[g] - start;
+        product *p = &ps.list[g];
+        tl_tensor *rows_g = NULL, *other = NULL;
+        status = tl_narrow(first, 0, start, m, &rows_g);
+        if (status == TL_OK)
+            status = kind == SEGMENT_WEIGHT ? tl_narrow(second, 0, start, m, &other)
+                                            : tl_select(second, 0, g, &other);
+        if (status == TL_OK) {
+            if (kind == SEGMENT_FORWARD) {
+                p->x = tl_retain(rows_g), p->y = tl_retain(other);
+            } else if (kind == SEGMENT_INPUT) {
+                p->x = tl_retain(rows_g);
+                status = tl_transpose(other, 0, 1, &p->y);
+            } else {
+                p->y = tl_retain(other);
+                status = tl_transpose(rows_g, 0, 1, &p->x);
+            }
+        }
+        if (status == TL_OK)
+            status = kind == SEGMENT_WEIGHT ? tl_select(result, 0, g, &p->out)
+                                            : tl_narrow(result, 0, start, m, &p->out);
+        tl_release(rows_g);
+        tl_release(other);
+    }
+    if (status == TL_OK) status = run(op, device, first->dtype, &ps);
+    products_free(&ps);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
+
+static tl_status check_size(const char *name, const char *what, const tl_tensor *t, int dim,
+                            int64_t expected, const char *why) {
+    if (t->shape[dim] == expected) return TL_OK;
+    char s[256];
+    return tl_error(TL_ERR_SHAPE, "%s: %s has %lld at dim %d (shape %s), expected %lld (%s)",
+                    name, what, (long long)t->shape[dim], dim + 1, tl_shape_str(t, s, sizeof s),
+                    (long long)expected, why);
+}
+
+tl_status tl_grouped_mm(const tl_tensor *a, const tl_tensor *b, const tl_tensor *offsets,
+                        tl_tensor **out) {
+    const char *name = "grouped_mm";
+    TL_TRY(check_operand(name, "A", 0, a, 2, NULL));
+    TL_TRY(check_operand(name, "B", 0, b, 3, a));
+    TL_TRY(check_size(name, "B", b, 1, a->shape[1], "the columns of A"));
+    int64_t *ends;
+    TL_TRY(read_offsets(name, offsets, b->shape[0], a->shape[0], &ends));
+    int64_t shape[2] = {a->shape[0], b->shape[2]};
+    tl_status status = segments(TL_OP_grouped_mm, SEGMENT_FORWARD, (tl_tensor *)a, (tl_tensor *)b,
+                                ends, b->shape[0], shape, 2, out);
+    free(ends);
+    return status;
+}
+
+tl_status tl_grouped_mm_backward_input(const tl_tensor *grad, const tl_tensor *b,
+                                       const tl_tensor *offsets, tl_tensor **out) {
+    const char *name = "grouped_mm_backward_input";
+    TL_TRY(check_operand(name, "grad", 0, grad, 2, NULL));
+    TL_TRY(check_operand(name, "B", 0, b, 3, grad));
+    TL_TRY(check_size(name, "grad", grad, 1, b->shape[2], "the columns of B"));
+    int64_t *ends;
+    TL_TRY(read_offsets(name, offsets, b->shape[0], grad->shape[0], &ends));
+    int64_t shape[2] = {grad->shape[0], b->shape[1]};
+    tl_status status = segments(TL_OP_grouped_mm_backward_input, SEGMENT_INPUT, (tl_tensor *)grad,
+                                (tl_tensor *)b, ends, b->shape[0], shape, 2, out);
+    free(ends);
+    return status;
+}
+
+tl_status tl_grouped_mm_backward_weight(const tl_tensor *grad, const tl_tensor *a,
+                                        const tl_tensor *offsets, tl_tensor **out) {
+    const char *name = "grouped_mm_backward_weight";
+    TL_TRY(check_operand(name, "grad", 0, grad, 2, NULL));
+    TL_TRY(check_operand(name, "A", 0, a, 2, grad));
+    TL_TRY(check_size(name, "A", a, 0, grad->shape[0], "the rows of grad"));
+    if (!offsets || offsets->ndim != 1)
+        return tl_error(TL_ERR_SHAPE, "%s: offsets must be 1-D", name);
+    int64_t groups = offsets->shape[0], *ends;
+    TL_TRY(read_offsets(name, offsets, groups, grad->shape[0], &ends));
+    int64_t shape[3] = {groups, a->shape[1], grad->shape[1]};
+    tl_status status = segments(TL_OP_grouped_mm_backward_weight, SEGMENT_WEIGHT, (tl_tensor *)a,
+                                (tl_tensor *)grad, ends, groups, shape, 3, out);
+    free(ends);
+    return status;
+}
