@@ -7,6 +7,7 @@
 --   activations.lua   a module class per one-tensor op of the op table (ReLU, GELU, Tanh, ...), Identity
 --   layers.lua        Linear, Conv2d, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, losses
 --   containers.lua    Sequential, ModuleList
+--   moe.lua           MoE: a mixture-of-experts feed-forward over tl.grouped_mm
 local base = require("tlua.nn.module")
 local state = require("tlua.nn.state_dict")
 
@@ -18,7 +19,7 @@ local nn = {
   functional = require("tlua.nn.functional"),
 }
 
-for _, file in ipairs({ "activations", "layers", "containers" }) do
+for _, file in ipairs({ "activations", "layers", "containers", "moe" }) do
   for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
 end
 

@@ -1,0 +1,249 @@
+-- tl.nn.MoE: a mixture-of-experts feed-forward (router, top-k gating, token permutation, grouped_mm over the experts, un-permutation).
+--
+--   local moe = nn.MoE{dim = 512, hidden = 2048, experts = 8, top_k = 2}
+--   nn.MoE{512, 2048, 8, 2}, nn.MoE(512, 2048, 8, 2, opts): the same
+--   options: bias = true (b1, b2), activation = "gelu" (the name of a one-tensor
+--   tl op such as "relu" or "silu", or a function of a tensor), normalize = true
+--   (see 2. below), dtype = "float32", device = "cpu"; top_k is required
+--   y = moe(x)    x [..., dim] -> y of x's shape
+--
+-- Parameters (names as state_dict gives them):
+--   router.weight [experts, dim]   an nn.Linear without bias: the router's logits
+--   w1 [experts, dim, hidden], b1 [experts, hidden]
+--   w2 [experts, hidden, dim],  b2 [experts, dim]
+-- Each expert e computes act(x @ w1[e] + b1[e]) @ w2[e] + b2[e]: w1[e] is the
+-- transpose of an nn.Linear(dim, hidden)'s weight, and every tensor is
+-- initialised as nn.Linear would be, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
+-- fan_in = dim for w1, b1 and the router, hidden for w2, b2.
+--
+-- forward, for the T = numel / dim tokens of x flattened to [T, dim]:
+--   1. probs = softmax(x W_r^T) over the experts, [T, E]; in float32 when the parameters are
+--      bfloat16 or float16 (as Mixtral's routing), the gates cast back before they weigh rows.
+--   2. top-k by repeated argmax: the j-th choice is the argmax of probs with the
+--      earlier choices masked to -1 (a tie goes to the lower expert); its
+--      probability is picked through a one-hot mask (sum(probs * onehot)), so it
+--      stays differentiable. The k gates of a token are its k probabilities
+--      renormalised to sum to 1 over the chosen experts (Mixtral's routing, as
+--      PyTorch implementations of it write it: topk of the softmax, divided by
+--      their sum). With top_k = 1 every gate is then 1 and the router gets no
+--      gradient from the output; normalize = false keeps the softmax
+--      probabilities themselves as the gates (Switch Transformer's top-1).
+--   3. the permutation on the host: the T * k (token, choice) pairs sorted by
+--      expert with a counting sort that is stable by token, so that expert e's
+--      rows are the block offsets[e-1]+1 .. offsets[e] of the permuted order (an
+--      expert no token chose has an empty block). The rows of x are gathered in
+--      that order with embedding (a differentiable row gather).
+--   4. h = act(grouped_mm(x_perm, w1, offsets) + b1[expert of the row]);
+--      y_perm = grouped_mm(h, w2, offsets) + b2[expert of the row] (bias rows
+--      gathered with embedding too).
+--   5. each row of y_perm times its gate (gathered from the [T, E] matrix of
+--      gates, zero where an expert was not chosen), gathered back into the
+--      (token, choice) order with the inverse permutation, viewed as [T, k, dim]
+--      and summed over the k choices.
+-- Every step is an op that records its gradient, so x, the router and every
+-- expert weight get their gradients from autograd; the only host work is the
+-- counting sort (the chosen experts travel to the host once per forward). The
+-- dtype and device follow the parameters (m:to("cuda"), m:to("bfloat16")); the
+-- input must match them.
+local tl = require("tlua")
+local Module = require("tlua.nn.module").Module
+local Linear = require("tlua.nn.layers").Linear
+local init = require("tlua.nn.init_weights")
+
+local moe = {}
+
+local MoE = Module:extend("MoE")
+moe.MoE = MoE
+
+local function check_size(v, what)
+  if math.type(v) ~= "integer" or v < 1 then
+    error(string.format("nn.MoE: %s must be a positive integer, got %s", what, tostring(v)), 4)
+  end
+end
+
+-- the options of nn.MoE{dim =, ...}, nn.MoE{dim, hidden, experts, top_k, ...} or
+-- nn.MoE(dim, hidden, experts, top_k, opts?), as one table
+local function arguments(...)
+  local first = ...
+  if type(first) == "table" and select("#", ...) == 1 then
+    local o = {}
+    for k, v in pairs(first) do o[k] = v end
+    local names = { "dim", "hidden", "experts", "top_k" }
+    for i, name in ipairs(names) do
+      if first[i] ~= nil then
+        if first[name] ~= nil then
+          error(string.format("nn.MoE: %s is given both by position (%d) and by name", name, i), 4)
+        end
+        o[name], o[i] = first[i], nil
+      end
+    end
+    return o
+  end
+  local dim, hidden, experts, top_k, opts = ...
+  if opts ~= nil and type(opts) ~= "table" then
+    error("nn.MoE: expected an options table after dim, hidden, experts, top_k, got " .. type(opts), 4)
+  end
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.dim, o.hidden, o.experts, o.top_k = dim, hidden, experts, top_k
+  return o
+end
+
+local function activation_fn(a)
+  if a == nil then return tl.gelu, "gelu" end
+  if type(a) == "string" then
+    local fn = tl[a]
+    if type(fn) ~= "function" then
+      error("nn.MoE: activation '" .. a .. "' is not a tl op (try \"gelu\", \"relu\", \"silu\")", 4)
+    end
+    return fn, a
+  end
+  if type(a) == "function" or (type(a) == "table" and getmetatable(a) and getmetatable(a).__call) then
+    return a, "custom"
+  end
+  error("nn.MoE: activation must be the name of a tl op or a function, got " .. type(a), 4)
+end
+
+function MoE:init(...)
+  local o = arguments(...)
+  check_size(o.dim, "dim")
+  check_size(o.hidden, "hidden")
+  check_size(o.experts, "experts")
+  check_size(o.top_k, "top_k")
+  if o.top_k > o.experts then
+    error(string.format("nn.MoE: top_k (%d) must be at most the number of experts (%d)", o.top_k, o.experts), 3)
+  end
+  self.dim, self.hidden, self.experts, self.top_k = o.dim, o.hidden, o.experts, o.top_k
+  self.act, self.activation = activation_fn(o.activation)
+  self.normalize = o.normalize ~= false
+  local t = { dtype = o.dtype or "float32", device = o.device or "cpu" }
+  self.router = Linear(o.dim, o.experts, { bias = false, dtype = t.dtype, device = t.device })
+  local E, D, H = o.experts, o.dim, o.hidden
+  self:register_parameter("w1", tl.empty(E, D, H, t))
+  if o.bias ~= false then self:register_parameter("b1", tl.empty(E, H, t)) end
+  self:register_parameter("w2", tl.empty(E, H, D, t))
+  if o.bias ~= false then self:register_parameter("b2", tl.empty(E, D, t)) end
+  self:reset_parameters()
+end
+
+--- reset_parameters(): nn.Linear's init for the router and each expert's layers
+function MoE:reset_parameters()
+  self.router:reset_parameters()
+  local b1, b2 = 1 / math.sqrt(self.dim), 1 / math.sqrt(self.hidden)
+  init.uniform_(self.w1, -b1, b1)
+  init.uniform_(self.w2, -b2, b2)
+  if self.b1 then init.uniform_(self.b1, -b1, b1) end
+  if self.b2 then init.uniform_(self.b2, -b2, b2) end
+end
+
+local function shape_str(shape)
+  local parts = {}
+  for i, s in ipairs(shape) do parts[i] = tostring(s) end
+  return "[" .. table.concat(parts, ", ") .. "]"
+end
+
+-- an int64 index tensor on device from a Lua array
+local function indices(list, device)
+  local t = tl.tensor(list, { dtype = "int64" })
+  if device ~= "cpu" then t = t:to(device) end
+  return t
+end
+
+--- route(x2 [T, dim]) -> probs [T, E] (float32 for half-precision parameters), and for each
+-- choice j = 1..k: the experts (int64 [T], 1-based) and the probabilities picked
+-- (differentiable [T])
+function MoE:route(x2)
+  local logits = self.router(x2)
+  if logits.dtype == "bfloat16" or logits.dtype == "float16" then logits = logits:float() end
+  local probs = logits:softmax(-1)
+  local E = self.experts
+  local ids = tl.arange(1, E + 1, { device = x2.device }):unsqueeze(1) -- [1, E]
+  local masked, chosen, picked = probs, {}, {}
+  for j = 1, self.top_k do
+    local e = masked:argmax(2) -- [T]
+    local onehot = ids:eq(e:unsqueeze(2)) -- [T, E] bool
+    chosen[j] = e
+    picked[j] = (probs * onehot:to(probs.dtype)):sum(2)
+    if j < self.top_k then masked = tl.where(onehot, -1, masked) end
+  end
+  return probs, chosen, picked
+end
+
+function MoE:forward(x)
+  if not tl.is_tensor(x) then error("nn.MoE: expected a tensor input, got " .. type(x), 2) end
+  local shape = x.shape
+  if #shape == 0 or shape[#shape] ~= self.dim then
+    error(string.format("nn.MoE: input must be [..., %d] (dim = %d), got shape %s", self.dim, self.dim,
+      shape_str(shape)), 2)
+  end
+  local w = self.w1
+  if x.dtype ~= w.dtype or x.device ~= w.device then
+    error(string.format("nn.MoE: input is %s on %s but the parameters are %s on %s (convert one: x:to(...) or m:to(...))",
+      x.dtype, x.device, w.dtype, w.device), 2)
+  end
+  local E, K, D = self.experts, self.top_k, self.dim
+  local T = x:numel() // D
+  if T == 0 then return x * 0 end
+  local x2 = x:reshape(T, D)
+  local probs, chosen, picked = self:route(x2)
+
+  -- the gates (renormalised over the k choices unless normalize = false); gm [T, E]: each
+  -- token's gates at its chosen experts, zero elsewhere
+  local total = picked[1]
+  for j = 2, K do total = total + picked[j] end
+  local ids = tl.arange(1, E + 1, { device = x.device }):unsqueeze(1)
+  local gm
+  for j = 1, K do
+    local gate = self.normalize and picked[j] / total or picked[j]
+    local g = ids:eq(chosen[j]:unsqueeze(2)):to(probs.dtype) * gate:unsqueeze(2)
+    gm = gm and gm + g or g
+  end
+
+  -- the counting sort by expert, stable by token, on the host
+  local experts_of = {}
+  for j = 1, K do experts_of[j] = chosen[j]:totable() end
+  local counts = {}
+  for e = 1, E do counts[e] = 0 end
+  for j = 1, K do
+    local ej = experts_of[j]
+    for t = 1, T do counts[ej[t]] = counts[ej[t]] + 1 end
+  end
+  local offsets, next_row, sum = {}, {}, 0
+  for e = 1, E do
+    next_row[e] = sum + 1
+    sum = sum + counts[e]
+    offsets[e] = sum
+  end
+  local token_of, expert_of, gate_at, inverse = {}, {}, {}, {}
+  for t = 1, T do
+    for j = 1, K do
+      local e = experts_of[j][t]
+      local r = next_row[e]
+      next_row[e] = r + 1
+      token_of[r], expert_of[r] = t, e
+      gate_at[r] = (t - 1) * E + e -- the row of gm viewed as [T * E, 1]
+      inverse[(t - 1) * K + j] = r
+    end
+  end
+  local device = x.device
+  local row_expert = indices(expert_of, device)
+  local ends = tl.tensor(offsets, { dtype = "int64" }) -- read on the host by grouped_mm
+
+  local x_perm = tl.embedding(indices(token_of, device), x2) -- [T * K, D]
+  local h = tl.grouped_mm(x_perm, self.w1, ends)
+  if self.b1 then h = h + tl.embedding(row_expert, self.b1) end
+  h = self.act(h)
+  local y = tl.grouped_mm(h, self.w2, ends)
+  if self.b2 then y = y + tl.embedding(row_expert, self.b2) end
+  y = y * tl.embedding(indices(gate_at, device), gm:to(y.dtype):reshape(T * E, 1))
+  y = tl.embedding(indices(inverse, device), y):view(T, K, D):sum(2)
+  return y:reshape(shape)
+end
+
+function MoE:extra_repr()
+  return string.format("dim=%d, hidden=%d, experts=%d, top_k=%d, bias=%s, activation=%s%s", self.dim,
+    self.hidden, self.experts, self.top_k, tostring(self.b1 ~= nil), self.activation,
+    self.normalize and "" or ", normalize=false")
+end
+
+return moe
