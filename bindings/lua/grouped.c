@@ -4,12 +4,14 @@
 #include "binding.h"
 
 /* The tensors of the list at idx (a Lua array), in scratch memory the collector owns. */
-static tl_tensor **tensor_list(lua_State *L, int idx, const char *op, const char *what, int *count) {
+static tl_tensor **tensor_list(lua_State *L, int idx, const char *op, const char *what,
+                               int *count) {
     if (!lua_istable(L, idx) || tlb_is_tensor(L, idx))
         tlb_type_error(L, idx, op, "a table of tensors");
     lua_Unsigned n = lua_rawlen(L, idx);
-    if (n > 1u << 20) tlb_errorf(L, "%s: %s holds %llu tensors, at most %u", op, what,
-                                 (unsigned long long)n, 1u << 20);
+    if (n > 1u << 20)
+        tlb_errorf(L, "%s: %s holds %llu tensors, at most %u", op, what, (unsigned long long)n,
+                   1u << 20);
     tl_tensor **list = lua_newuserdatauv(L, sizeof *list * (n > 0 ? n : 1), 0);
     for (lua_Unsigned i = 0; i < n; i++) {
         lua_rawgeti(L, idx, (lua_Integer)i + 1);
@@ -30,8 +32,8 @@ static int grouped_matmul(lua_State *L) {
     tl_tensor **a = tensor_list(L, 1, op, "As", &na);
     tl_tensor **b = tensor_list(L, 2, op, "Bs", &nb);
     if (na != nb)
-        return tlb_errorf(L, "%s: As and Bs must have one matrix per group, got %d and %d", op,
-                          na, nb);
+        return tlb_errorf(L, "%s: As and Bs must have one matrix per group, got %d and %d", op, na,
+                          nb);
     /* the result table and its boxes first: nothing can fail between the call and filling them */
     lua_createtable(L, na, 0);
     int result = lua_gettop(L);

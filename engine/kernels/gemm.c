@@ -99,17 +99,7 @@ tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const vo
 /* Validates a problem as tl_gemm would validate it alone. */
 static tl_status validate_group(const char *op, const GemmGroupedParams *p, int64_t g) {
     const GemmGroup *q = &p->groups[g];
-    GemmParams one = {.trans_a = q->trans_a,
-                      .trans_b = q->trans_b,
-                      .m = q->m,
-                      .n = q->n,
-                      .k = q->k,
-                      .lda = q->lda,
-                      .ldb = q->ldb,
-                      .ldc = q->ldc,
-                      .input_dtype = p->input_dtype,
-                      .output_dtype = p->output_dtype,
-                      .compute_dtype = p->compute_dtype};
+    GemmParams one = tl_gemm_group_params(p, g);
     tl_status status = validate(op, &one, q->a, q->b, q->c);
     if (status == TL_OK) return TL_OK;
     char message[512];

@@ -71,6 +71,24 @@ typedef struct GemmGroupedParams {
     tl_dtype input_dtype, output_dtype, compute_dtype;
 } GemmGroupedParams;
 
+/* Problem g of a grouped GEMM as a single GemmParams. */
+static inline GemmParams tl_gemm_group_params(const GemmGroupedParams *p, int64_t g) {
+    const GemmGroup *q = &p->groups[g];
+    return (GemmParams){.trans_a = q->trans_a,
+                        .trans_b = q->trans_b,
+                        .m = q->m,
+                        .n = q->n,
+                        .k = q->k,
+                        .alpha = p->alpha,
+                        .beta = p->beta,
+                        .lda = q->lda,
+                        .ldb = q->ldb,
+                        .ldc = q->ldc,
+                        .input_dtype = p->input_dtype,
+                        .output_dtype = p->output_dtype,
+                        .compute_dtype = p->compute_dtype};
+}
+
 /* Validates every problem as tl_gemm does and runs them on device, traced once under op
    (shapes in the trace: [G] then the largest m, n and k). */
 tl_status tl_gemm_grouped(tl_op op, tl_device device, const GemmGroupedParams *params);

@@ -97,8 +97,8 @@ static tl_status run(tl_op op, tl_device device, tl_dtype dtype, products *ps) {
     return status;
 }
 
-static tl_status check_operand(const char *name, const char *arg, int64_t index,
-                               const tl_tensor *t, int ndim, const tl_tensor *first) {
+static tl_status check_operand(const char *name, const char *arg, int64_t index, const tl_tensor *t,
+                               int ndim, const tl_tensor *first) {
     char where[64];
     if (index > 0)
         snprintf(where, sizeof where, "%s[%lld]", arg, (long long)index);
@@ -118,8 +118,8 @@ static tl_status check_operand(const char *name, const char *arg, int64_t index,
                         where, tl_dtype_name(t->dtype), tl_dtype_name(first->dtype));
     if (first && !tl_device_equal(tl_tensor_device(t), tl_tensor_device(first))) {
         char a[16], b[16];
-        return tl_error(TL_ERR_DEVICE, "%s: %s is on %s, expected %s like the first operand",
-                        name, where, tl_device_name(tl_tensor_device(t), a),
+        return tl_error(TL_ERR_DEVICE, "%s: %s is on %s, expected %s like the first operand", name,
+                        where, tl_device_name(tl_tensor_device(t), a),
                         tl_device_name(tl_tensor_device(first), b));
     }
     return TL_OK;
@@ -171,10 +171,9 @@ static tl_status pairs(tl_op op, int count, tl_tensor *const *x, const char *xn,
         if (status == TL_OK) status = transposed(y[i], yt, &p->y);
         if (status == TL_OK) {
             int64_t shape[2] = {p->x->shape[0], p->y->shape[1]};
-            status = p->x->shape[1] == 0 ? tl_zeros(shape, 2, x[0]->dtype,
-                                                    tl_tensor_device(x[0]), &p->out)
-                                         : tl_empty(shape, 2, x[0]->dtype,
-                                                    tl_tensor_device(x[0]), &p->out);
+            status = p->x->shape[1] == 0
+                         ? tl_zeros(shape, 2, x[0]->dtype, tl_tensor_device(x[0]), &p->out)
+                         : tl_empty(shape, 2, x[0]->dtype, tl_tensor_device(x[0]), &p->out);
         }
     }
     if (status == TL_OK) status = run(op, tl_tensor_device(x[0]), x[0]->dtype, &ps);
@@ -211,12 +210,12 @@ static tl_status read_offsets(const char *name, const tl_tensor *offsets, int64_
     if (offsets->ndim != 1 || offsets->shape[0] != groups) {
         char s[256];
         return tl_error(TL_ERR_SHAPE,
-                        "%s: offsets must be 1-D with one end per group (%lld), got shape %s",
-                        name, (long long)groups, tl_shape_str(offsets, s, sizeof s));
+                        "%s: offsets must be 1-D with one end per group (%lld), got shape %s", name,
+                        (long long)groups, tl_shape_str(offsets, s, sizeof s));
     }
     int64_t *ends = malloc(sizeof *ends * (size_t)(groups > 0 ? groups : 1));
-    int32_t *narrow = offsets->dtype == TL_I32 ? malloc(sizeof *narrow * (size_t)(groups + 1))
-                                               : NULL;
+    int32_t *narrow =
+        offsets->dtype == TL_I32 ? malloc(sizeof *narrow * (size_t)(groups + 1)) : NULL;
     if (!ends || (offsets->dtype == TL_I32 && !narrow)) {
         free(ends), free(narrow);
         return tl_error(TL_ERR_MEMORY, "%s: out of memory", name);
@@ -244,9 +243,9 @@ static tl_status read_offsets(const char *name, const tl_tensor *offsets, int64_
 }
 
 typedef enum segment_kind {
-    SEGMENT_FORWARD,  /* out [T, N] rows of g = a_g [m, K] @ b[g] [K, N] */
-    SEGMENT_INPUT,    /* out [T, K] rows of g = grad_g [m, N] @ b[g]^T */
-    SEGMENT_WEIGHT,   /* out [G, K, N], out[g] = a_g^T [K, m] @ grad_g [m, N] */
+    SEGMENT_FORWARD, /* out [T, N] rows of g = a_g [m, K] @ b[g] [K, N] */
+    SEGMENT_INPUT,   /* out [T, K] rows of g = grad_g [m, N] @ b[g]^T */
+    SEGMENT_WEIGHT,  /* out [G, K, N], out[g] = a_g^T [K, m] @ grad_g [m, N] */
 } segment_kind;
 
 /* FORWARD: first = a [T, K], second = b [G, K, N]; INPUT: first = grad [T, N], second = b;
@@ -310,8 +309,8 @@ static tl_status check_size(const char *name, const char *what, const tl_tensor 
                             int64_t expected, const char *why) {
     if (t->shape[dim] == expected) return TL_OK;
     char s[256];
-    return tl_error(TL_ERR_SHAPE, "%s: %s has %lld at dim %d (shape %s), expected %lld (%s)",
-                    name, what, (long long)t->shape[dim], dim + 1, tl_shape_str(t, s, sizeof s),
+    return tl_error(TL_ERR_SHAPE, "%s: %s has %lld at dim %d (shape %s), expected %lld (%s)", name,
+                    what, (long long)t->shape[dim], dim + 1, tl_shape_str(t, s, sizeof s),
                     (long long)expected, why);
 }
 

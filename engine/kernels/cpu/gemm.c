@@ -166,19 +166,7 @@ static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
     for (int64_t g = 0; g < p->group_count; g++) {
         const GemmGroup *q = &p->groups[g];
         if (q->m == 0 || q->n == 0 || q->k == 0) continue;
-        GemmParams single = {.trans_a = q->trans_a,
-                             .trans_b = q->trans_b,
-                             .m = q->m,
-                             .n = q->n,
-                             .k = q->k,
-                             .alpha = p->alpha,
-                             .beta = p->beta,
-                             .lda = q->lda,
-                             .ldb = q->ldb,
-                             .ldc = q->ldc,
-                             .input_dtype = p->input_dtype,
-                             .output_dtype = p->output_dtype,
-                             .compute_dtype = p->compute_dtype};
+        GemmParams single = tl_gemm_group_params(p, g);
         TL_TRY(one(device, &single, q->a, q->b, q->c));
     }
     return TL_OK;

@@ -4,6 +4,7 @@
 #include <limits.h>
 
 #include "core/cuda/cuda_runtime.h"
+#include "kernels/cuda/blas_types.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define OP_NAME "gemm"
@@ -18,23 +19,6 @@ static tl_status check_int(const GemmParams *p) {
     return TL_OK;
 }
 
-static cudaDataType_t data_type(tl_dtype dtype) {
-    switch (dtype) {
-    case TL_F64:
-        return CUDA_R_64F;
-    case TL_BF16:
-        return CUDA_R_16BF;
-    case TL_F16:
-        return CUDA_R_16F;
-    default:
-        return CUDA_R_32F;
-    }
-}
-
-static cublasOperation_t blas_op(bool trans) {
-    return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-}
-
 /* One kernel for every dtype: tl_gemm has validated sizes, leading dims and the dtype combination
    (f32 -> f32, f64 -> f64, bf16/f16 -> f32 or the same, computed in f32). */
 static tl_status gemm(tl_device device, const GemmParams *p, const void *a, const void *b,
@@ -44,7 +28,8 @@ static tl_status gemm(tl_device device, const GemmParams *p, const void *a, cons
     cudaStream_t stream;
     TL_TRY(tl_cuda_blas(device.index, OP_NAME, &handle, &stream));
 
-    cudaDataType_t in_type = data_type(p->input_dtype), out_type = data_type(p->output_dtype);
+    cudaDataType_t in_type = tl_cuda_data_type(p->input_dtype),
+                   out_type = tl_cuda_data_type(p->output_dtype);
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     if (p->input_dtype == TL_F64)
         compute = CUBLAS_COMPUTE_64F;
@@ -60,16 +45,17 @@ static tl_status gemm(tl_device device, const GemmParams *p, const void *a, cons
 
     cublasStatus_t s;
     if (p->batch_count <= 1) {
-        s = cublasGemmEx(handle, blas_op(p->trans_a), blas_op(p->trans_b), (int)p->m, (int)p->n,
-                         (int)p->k, alpha, a, in_type, (int)p->lda, b, in_type, (int)p->ldb, beta,
-                         c, out_type, (int)p->ldc, compute, CUBLAS_GEMM_DEFAULT);
+        s = cublasGemmEx(handle, tl_cuda_blas_op(p->trans_a), tl_cuda_blas_op(p->trans_b),
+                         (int)p->m, (int)p->n, (int)p->k, alpha, a, in_type, (int)p->lda, b,
+                         in_type, (int)p->ldb, beta, c, out_type, (int)p->ldc, compute,
+                         CUBLAS_GEMM_DEFAULT);
         if (s != CUBLAS_STATUS_SUCCESS) return tl_cublas_fail(s, OP_NAME, "cublasGemmEx");
     } else {
         s = cublasGemmStridedBatchedEx(
-            handle, blas_op(p->trans_a), blas_op(p->trans_b), (int)p->m, (int)p->n, (int)p->k,
-            alpha, a, in_type, (int)p->lda, (long long)p->stride_a, b, in_type, (int)p->ldb,
-            (long long)p->stride_b, beta, c, out_type, (int)p->ldc, (long long)p->stride_c,
-            (int)p->batch_count, compute, CUBLAS_GEMM_DEFAULT);
+            handle, tl_cuda_blas_op(p->trans_a), tl_cuda_blas_op(p->trans_b), (int)p->m, (int)p->n,
+            (int)p->k, alpha, a, in_type, (int)p->lda, (long long)p->stride_a, b, in_type,
+            (int)p->ldb, (long long)p->stride_b, beta, c, out_type, (int)p->ldc,
+            (long long)p->stride_c, (int)p->batch_count, compute, CUBLAS_GEMM_DEFAULT);
         if (s != CUBLAS_STATUS_SUCCESS)
             return tl_cublas_fail(s, OP_NAME, "cublasGemmStridedBatchedEx");
     }

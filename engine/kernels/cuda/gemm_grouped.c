@@ -8,26 +8,10 @@
 #include <string.h>
 
 #include "core/cuda/cuda_runtime.h"
+#include "kernels/cuda/blas_types.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define OP_NAME "gemm_grouped"
-
-static cudaDataType_t data_type(tl_dtype dtype) {
-    switch (dtype) {
-    case TL_F64:
-        return CUDA_R_64F;
-    case TL_BF16:
-        return CUDA_R_16BF;
-    case TL_F16:
-        return CUDA_R_16F;
-    default:
-        return CUDA_R_32F;
-    }
-}
-
-static cublasOperation_t blas_op(bool trans) {
-    return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-}
 
 static tl_status check_int(const GemmGroup *q) {
     const int64_t v[] = {q->m, q->n, q->k, q->lda, q->ldb, q->ldc};
@@ -84,14 +68,15 @@ static tl_status run_strided(cublasHandle_t handle, const GemmGroupedParams *p,
                              GemmGroup *const *list, int64_t count, const call_scalars *s,
                              const long long *strides) {
     const GemmGroup *q = list[0];
-    cudaDataType_t in = data_type(p->input_dtype), out = data_type(p->output_dtype);
+    cudaDataType_t in = tl_cuda_data_type(p->input_dtype), out = tl_cuda_data_type(p->output_dtype);
     const void *alpha = s->compute == CUBLAS_COMPUTE_64F ? (const void *)&s->alpha64 : &s->alpha32;
     const void *beta = s->compute == CUBLAS_COMPUTE_64F ? (const void *)&s->beta64 : &s->beta32;
     cublasStatus_t st = cublasGemmStridedBatchedEx(
-        handle, blas_op(q->trans_a), blas_op(q->trans_b), (int)q->m, (int)q->n, (int)q->k, alpha,
-        q->a, in, (int)q->lda, strides[0], q->b, in, (int)q->ldb, strides[1], beta, q->c, out,
-        (int)q->ldc, strides[2], (int)count, s->compute, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) return tl_cublas_fail(st, OP_NAME, "cublasGemmStridedBatchedEx");
+        handle, tl_cuda_blas_op(q->trans_a), tl_cuda_blas_op(q->trans_b), (int)q->m, (int)q->n,
+        (int)q->k, alpha, q->a, in, (int)q->lda, strides[0], q->b, in, (int)q->ldb, strides[1],
+        beta, q->c, out, (int)q->ldc, strides[2], (int)count, s->compute, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return tl_cublas_fail(st, OP_NAME, "cublasGemmStridedBatchedEx");
     return TL_OK;
 }
 
@@ -136,7 +121,7 @@ static tl_status run_grouped(int device, cudaStream_t stream, cublasHandle_t han
             continue;
         }
         int g = c.groups++;
-        c.trans_a[g] = blas_op(q->trans_a), c.trans_b[g] = blas_op(q->trans_b);
+        c.trans_a[g] = tl_cuda_blas_op(q->trans_a), c.trans_b[g] = tl_cuda_blas_op(q->trans_b);
         c.m[g] = (int)q->m, c.n[g] = (int)q->n, c.k[g] = (int)q->k;
         c.lda[g] = (int)q->lda, c.ldb[g] = (int)q->ldb, c.ldc[g] = (int)q->ldc;
         c.size[g] = 1;
@@ -159,20 +144,20 @@ static tl_status run_grouped(int device, cudaStream_t stream, cublasHandle_t han
         void *const *dc = (void *const *)(da + 2 * n);
         cublasStatus_t st;
         if (p->input_dtype == TL_F64) {
-            st = cublasDgemmGroupedBatched(
-                handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha64,
-                (const double *const *)da, c.lda, (const double *const *)db, c.ldb, c.beta64,
-                (double *const *)dc, c.ldc, c.groups, c.size);
+            st = cublasDgemmGroupedBatched(handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha64,
+                                           (const double *const *)da, c.lda,
+                                           (const double *const *)db, c.ldb, c.beta64,
+                                           (double *const *)dc, c.ldc, c.groups, c.size);
         } else {
-            cudaDataType_t in = data_type(p->input_dtype), out = data_type(p->output_dtype);
+            cudaDataType_t in = tl_cuda_data_type(p->input_dtype),
+                           out = tl_cuda_data_type(p->output_dtype);
             st = cublasGemmGroupedBatchedEx(handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha32,
                                             da, in, c.lda, db, in, c.ldb, c.beta32, dc, out, c.ldc,
                                             c.groups, c.size, s->compute);
             if (st == CUBLAS_STATUS_NOT_SUPPORTED && s->compute != CUBLAS_COMPUTE_32F)
-                st = cublasGemmGroupedBatchedEx(handle, c.trans_a, c.trans_b, c.m, c.n, c.k,
-                                                c.alpha32, da, in, c.lda, db, in, c.ldb,
-                                                c.beta32, dc, out, c.ldc, c.groups, c.size,
-                                                CUBLAS_COMPUTE_32F);
+                st = cublasGemmGroupedBatchedEx(
+                    handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha32, da, in, c.lda, db, in,
+                    c.ldb, c.beta32, dc, out, c.ldc, c.groups, c.size, CUBLAS_COMPUTE_32F);
         }
         if (st != CUBLAS_STATUS_SUCCESS)
             status = tl_cublas_fail(st, OP_NAME,
