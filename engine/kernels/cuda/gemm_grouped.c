@@ -154,7 +154,9 @@ static tl_status run_grouped(int device, cudaStream_t stream, cublasHandle_t han
             st = cublasGemmGroupedBatchedEx(handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha32,
                                             da, in, c.lda, db, in, c.ldb, c.beta32, dc, out, c.ldc,
                                             c.groups, c.size, s->compute);
-            if (st == CUBLAS_STATUS_NOT_SUPPORTED && s->compute != CUBLAS_COMPUTE_32F)
+            /* TF32 (precision "high") where the grouped GEMM takes it, else plain f32 */
+            if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) &&
+                s->compute != CUBLAS_COMPUTE_32F)
                 st = cublasGemmGroupedBatchedEx(
                     handle, c.trans_a, c.trans_b, c.m, c.n, c.k, c.alpha32, da, in, c.lda, db, in,
                     c.ldb, c.beta32, dc, out, c.ldc, c.groups, c.size, CUBLAS_COMPUTE_32F);
