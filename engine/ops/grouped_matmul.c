@@ -256,20 +256,28 @@ static tl_status segments(tl_op op, segment_kind kind, tl_tensor *first, tl_tens
                           int out_ndim, tl_tensor **out) {
     const char *name = tl_op_info_of(op)->name;
     int64_t rows = first->shape[0], covered = groups > 0 ? ends[groups - 1] : 0;
-    bool zeros = false;
-    if (kind == SEGMENT_WEIGHT) {
-        for (int64_t g = 0; g < groups; g++)
-            if (ends[g] == (g > 0 ? ends[g - 1] : 0)) zeros = true; /* k = 0: never written */
-    } else {
-        int64_t inner = kind == SEGMENT_FORWARD ? first->shape[1] : second->shape[2];
-        zeros = covered < rows || inner == 0;
-    }
+    int64_t inner = kind == SEGMENT_FORWARD ? first->shape[1]
+                    : kind == SEGMENT_INPUT ? second->shape[2]
+                                            : 1;
     tl_tensor *result;
     tl_device device = tl_tensor_device(first);
-    TL_TRY(zeros ? tl_zeros(out_shape, out_ndim, first->dtype, device, &result)
-                 : tl_empty(out_shape, out_ndim, first->dtype, device, &result));
-    products ps;
-    tl_status status = products_new(name, groups, &ps);
+    /* an empty inner dim writes nothing: zeros throughout; else zeros only where no product
+       writes (rows past the last end; an empty group's weight gradient) */
+    TL_TRY(inner == 0 ? tl_zeros(out_shape, out_ndim, first->dtype, device, &result)
+                      : tl_empty(out_shape, out_ndim, first->dtype, device, &result));
+    tl_status status = TL_OK;
+    for (int64_t g = 0; inner > 0 && status == TL_OK && g <= groups; g++) {
+        int64_t start = g > 0 ? ends[g - 1] : 0;
+        tl_tensor *unwritten = NULL;
+        if (kind != SEGMENT_WEIGHT && g == groups && covered < rows)
+            status = tl_narrow(result, 0, covered, rows - covered, &unwritten);
+        else if (kind == SEGMENT_WEIGHT && g < groups && ends[g] == start)
+            status = tl_select(result, 0, g, &unwritten);
+        if (status == TL_OK && unwritten) status = tl_fill_(unwritten, tl_scalar_float(0.0));
+        tl_release(unwritten);
+    }
+    products ps = {0};
+    if (status == TL_OK) status = products_new(name, groups, &ps);
     for (int64_t g = 0; g < groups && status == TL_OK; g++) {
         int64_t start = g > 0 ? ends[g - 1] : 0, m = ends[g] - start;
         product *p = &ps.list[g];
