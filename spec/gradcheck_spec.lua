@@ -50,6 +50,9 @@ local cases = {
   softmax = { { function(x) return x:softmax(2) end, { input(3, 4) } },
               { function(x) return x:softmax(1) end, { input(3, 4) } } },
   log_softmax = { { function(x) return x:log_softmax(-1) end, { input(3, 4) } } },
+  cumsum = { { function(x) return x:cumsum(2) end, { input(3, 4) } },
+             { function(x) return x:transpose(1, 2):cumsum(-1) end, { input(3, 4) } },
+             { function(x) return x:cumsum(1) end, { input(2, 3, 2) } } },
   matmul = { { tl.matmul, { input(3, 4), input(4, 2) } },
              { tl.matmul, { input(2, 1, 3, 4), input(3, 4, 2) } },
              { tl.matmul, { input(4), input(4, 3) } },
@@ -66,6 +69,15 @@ local cases = {
                        end, { input(2, 3), input(3, 4), input(5, 2), input(5, 1) } } },
   grouped_mm = { { function(a, b) return tl.grouped_mm(a, b, { 2, 2, 5 }) end,
                    { input(6, 3), input(3, 3, 2) } } },
+  -- blocks of 2 on the grid {{1, 0, 1}, {0, 1, 1}}, with and without a bias
+  block_sparse_linear = { { function(x, blocks, bias)
+                              local mask = tl.tensor({ { true, false, true }, { false, true, true } })
+                              return tl.block_sparse_linear(x, blocks, tl.nn.block_layout(mask), bias)
+                            end, { input(3, 6), input(4, 2, 2), input(4) } },
+                          { function(x, blocks)
+                              local mask = tl.tensor({ { true, false }, { true, true } })
+                              return tl.block_sparse_linear(x, blocks, tl.nn.block_layout(mask))
+                            end, { input(2, 3, 4), input(3, 2, 2) } } },
   view = { { function(x) return x:view(4, 3) * x:view(4, 3) end, { input(3, 4) } } },
   reshape = { { function(x) return x:transpose(1, 2):reshape(-1) end, { input(3, 4) } } },
   transpose = { { function(x) return x:transpose(1, 3) end, { input(2, 3, 4) } } },

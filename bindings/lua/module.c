@@ -40,7 +40,7 @@ int luaopen_tlua_core(lua_State *L) {
     int module = lua_gettop(L);
 
     const luaL_Reg *method_lists[] = {tlb_view_methods, tlb_op_methods, tlb_inplace_methods,
-                                      tlb_autograd_methods};
+                                      tlb_autograd_methods, tlb_scan_methods};
     for (size_t i = 0; i < sizeof method_lists / sizeof method_lists[0]; i++) {
         set_functions(L, method_lists[i], methods, mt);
         set_functions(L, method_lists[i], module, mt);
@@ -49,10 +49,10 @@ int luaopen_tlua_core(lua_State *L) {
         lua_pushnil(L);
         lua_setfield(L, module, method_only[i]);
     }
-    const luaL_Reg *function_lists[] = {tlb_constructor_functions, tlb_runtime_functions,
-                                        tlb_autograd_functions,    tlb_object_functions,
-                                        tlb_nn_functions,          tlb_io_functions,
-                                        tlb_cuda_functions,        tlb_grouped_functions};
+    const luaL_Reg *function_lists[] = {
+        tlb_constructor_functions, tlb_runtime_functions, tlb_autograd_functions,
+        tlb_object_functions,      tlb_nn_functions,      tlb_io_functions,
+        tlb_cuda_functions,        tlb_grouped_functions, tlb_block_sparse_functions};
     for (size_t i = 0; i < sizeof function_lists / sizeof function_lists[0]; i++)
         set_functions(L, function_lists[i], module, mt);
 

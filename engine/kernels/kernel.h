@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tlua/block_layout.h"
 #include "tlua/tensor.h"
 #include "kernels/gemm.h"
 #include "kernels/op.h"
@@ -36,6 +37,15 @@ typedef tl_status (*tl_copy_kernel)(tl_tensor *dst, const tl_tensor *src);
    NULL for sum/mean. For argmax/argmin `out` is NULL. */
 typedef tl_status (*tl_reduce_kernel)(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
                                       int dim);
+/* Inclusive prefix sum along dim: out (in's shape, any strides, not overlapping in) gets
+   out[.., i, ..] = sum of in[.., 0..i, ..] ("="); in has any strides, ndim >= 1. Floating inputs
+   give their dtype (float64 and float32 accumulate in double, bfloat16 and float16 in float32,
+   each output rounded once), integer and bool inputs int64 (wrapping, two's complement). */
+typedef tl_status (*tl_scan_kernel)(tl_tensor *out, const tl_tensor *in, int dim);
+/* The non-zero elements of in (contiguous, any dtype; NaN is non-zero, -0.0 is zero), in
+   row-major order. With out NULL: *count = their number, on the host (CUDA waits for the device
+   once). Else out (int64 [*count, ndim], contiguous) gets their 0-based coordinates ("="). */
+typedef tl_status (*tl_nonzero_kernel)(tl_tensor *out, const tl_tensor *in, int64_t *count);
 typedef tl_status (*tl_softmax_kernel)(tl_tensor *out, const tl_tensor *in, int dim);
 /* Along dim, from the forward's output y and its gradient g (any strides, g maybe expanded):
    softmax_backward: grad_input = y * (g - sum(g * y)); log_softmax_backward: grad_input =
@@ -119,6 +129,17 @@ typedef struct tl_optim_args {
    NULL; adam_step: state0 = exp_avg, state1 = exp_avg_sq. */
 typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl_tensor *state0,
                                      tl_tensor *state1, const tl_optim_args *args);
+/* Block-sparse linear over W [R*b, C*b] held as blocks [nnz, b, b] on layout's pattern
+   (tlua/block_layout.h: indices already checked); dense operands are contiguous [rows, ...].
+   block_sparse_linear:                 out [rows, R*b] = dense [rows, C*b] @ W^T (+ bias [R*b]
+                                        when not NULL), other = blocks;
+   block_sparse_linear_backward_input:  out [rows, C*b] = dense [rows, R*b] @ W, other = blocks;
+   block_sparse_linear_backward_weight: out [nnz, b, b], block e = dense[:, row e]^T other[:, col e]
+                                        (dense = grad [rows, R*b], other = x [rows, C*b]).
+   "=" semantics; bias is NULL except in the forward. */
+typedef tl_status (*tl_block_sparse_kernel)(tl_tensor *out, const tl_tensor *dense,
+                                            const tl_tensor *other, const tl_tensor *bias,
+                                            const tl_block_layout *layout);
 
 /* The kernel signatures: SIGNATURE(member, type) gives tl_kernel_entry's union member `member`
    of that type, TL_SIG_<member> and its name. A new signature is its typedef above and a row
@@ -130,6 +151,8 @@ typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl
     SIGNATURE(fill, tl_fill_kernel)                                                                \
     SIGNATURE(copy, tl_copy_kernel)                                                                \
     SIGNATURE(reduce, tl_reduce_kernel)                                                            \
+    SIGNATURE(scan, tl_scan_kernel)                                                                \
+    SIGNATURE(nonzero, tl_nonzero_kernel)                                                          \
     SIGNATURE(softmax, tl_softmax_kernel)                                                          \
     SIGNATURE(softmax_backward, tl_softmax_backward_kernel)                                        \
     SIGNATURE(gemm, tl_gemm_kernel)                                                                \
@@ -144,7 +167,8 @@ typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl
     SIGNATURE(cross_entropy_backward, tl_cross_entropy_backward_kernel)                            \
     SIGNATURE(layer_norm, tl_layer_norm_kernel)                                                    \
     SIGNATURE(layer_norm_backward, tl_layer_norm_backward_kernel)                                  \
-    SIGNATURE(optim, tl_optim_kernel)
+    SIGNATURE(optim, tl_optim_kernel)                                                              \
+    SIGNATURE(block_sparse, tl_block_sparse_kernel)
 
 /* Which member of tl_kernel_entry's union a kernel fills: its signature. Each op family has one
    (tl_family_signature); the registry rejects an entry whose signature is not its op's. */

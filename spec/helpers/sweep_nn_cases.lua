@@ -145,6 +145,39 @@ cases.grouped_mm = {
   end,
 }
 
+-- block-sparse linear, blocks of 32 (the CUDA tensor-core kernel for 16-bit dtypes) on the block
+-- grid {{1, 0}, {1, 1}}: y = x W^T + b, gx = g W, each block's gradient its part of g^T x, gb
+local block_mask = { { true, false }, { true, true } }
+local block_coords = { { 1, 1 }, { 2, 1 }, { 2, 2 } } -- (row, col) of each block, row-major
+cases.block_sparse_linear = {
+  inputs = function(G) return { G.normal(3, 64), G.normal(3, 32, 32), G.normal(64), G.normal(3, 64) } end,
+  run = function(x, blocks, bias, g)
+    x, blocks, bias = leaves(x, blocks, bias)
+    local layout = tl.nn.block_layout(tl.tensor(block_mask, { device = x.device }))
+    local y = tl.block_sparse_linear(x, blocks, layout, bias)
+    y:backward(g)
+    return { y:detach(), x.grad, blocks.grad, bias.grad }
+  end,
+  reference = function(_, x, blocks, bias, g)
+    local w = ref.build({ 64, 64 }, function() return 0.0 end)
+    for e, rc in ipairs(block_coords) do
+      for o = 1, 32 do
+        for c = 1, 32 do w[(rc[1] - 1) * 32 + o][(rc[2] - 1) * 32 + c] = blocks[e][o][c] end
+      end
+    end
+    local y = ref.matmul(x, transpose(w))
+    for i = 1, #y do
+      for j = 1, 64 do y[i][j] = y[i][j] + bias[j] end
+    end
+    local gw = ref.matmul(transpose(g), x)
+    local gblocks = {}
+    for e, rc in ipairs(block_coords) do
+      gblocks[e] = ref.build({ 32, 32 }, function(o, c) return gw[(rc[1] - 1) * 32 + o][(rc[2] - 1) * 32 + c] end)
+    end
+    return { y, ref.matmul(g, w), gblocks, column_sums(g) }
+  end,
+}
+
 cases.conv2d = {
   inputs = function(G) return { G.normal(2, 3, 6, 6), G.normal(4, 3, 3, 3), G.normal(4), G.normal(2, 4, 3, 3) } end,
   run = function(x, w, b, g)
@@ -235,12 +268,59 @@ cases.optim = {
   end,
 }
 
+-- cumsum along each dim of a [3, 5] input and along the last dim of a transposed view: floating
+-- sums in float64, integer and bool sums in Lua integers (int64, wrapping as the kernels do)
+local function prefix_sums(m, dim) -- m a 2-D nested table, dim 1 or 2
+  local out = {}
+  for i = 1, #m do
+    out[i] = {}
+    for j = 1, #m[i] do
+      local v = m[i][j]
+      if type(v) == "boolean" then v = v and 1 or 0 end
+      local prev
+      if dim == 1 and i > 1 then prev = out[i - 1][j] end
+      if dim == 2 and j > 1 then prev = out[i][j - 1] end
+      out[i][j] = prev and prev + v or v
+    end
+  end
+  return out
+end
+cases.cumsum = {
+  inputs = function(G) return { G.wide(3, 5), G.wide(5, 3) } end,
+  run = function(x, y) return { x:cumsum(2), x:cumsum(-2), y:transpose(1, 2):cumsum(2) } end,
+  reference = function(_, x, y) return { prefix_sums(x, 2), prefix_sums(x, 1), prefix_sums(transpose(y), 2) } end,
+}
+-- nonzero: the 1-based coordinates of the non-zero (true) elements, row-major, of a [3, 4, 2]
+-- input with many zeros and of a permuted view of it
+local function nonzero_coordinates(x) -- a 3-D nested table
+  local rows = {}
+  for i = 1, #x do
+    for j = 1, #x[i] do
+      for k = 1, #x[i][j] do
+        local v = x[i][j][k]
+        if v ~= 0 and v ~= false then rows[#rows + 1] = { i, j, k } end
+      end
+    end
+  end
+  return rows
+end
+cases.nonzero = {
+  inputs = function(G) return { G.ints(-1, 1, 3, 4, 2) } end,
+  run = function(x) return { x:nonzero(), x:permute(3, 1, 2):nonzero() } end,
+  reference = function(_, x)
+    local p = ref.build({ 2, 3, 4 }, function(a, b, c) return x[b][c][a] end)
+    return { nonzero_coordinates(x), nonzero_coordinates(p) }
+  end,
+}
+
 -- which case covers a kernel's op (an op not listed is its own case)
 local case_of_op = {
   linear_forward = "linear", linear_backward_input = "linear", linear_backward_weight = "linear",
   linear_backward_bias = "linear", matmul_backward_input = "matmul_backward",
   grouped_matmul_backward_input = "grouped_matmul", grouped_matmul_backward_other = "grouped_matmul",
   grouped_mm_backward_input = "grouped_mm", grouped_mm_backward_weight = "grouped_mm",
+  block_sparse_linear_backward_input = "block_sparse_linear",
+  block_sparse_linear_backward_weight = "block_sparse_linear",
   matmul_backward_other = "matmul_backward", outer_forward = "outer",
   conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
   conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",

@@ -71,6 +71,8 @@ tl_status tl_ag_min_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
                         tl_tensor **indices);
 tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out);
 tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out);
+/* cumsum along dim; its gradient is composed of forward ops: sum(g, dim) - cumsum(g, dim) + g */
+tl_status tl_ag_cumsum(tl_tensor *x, int dim, tl_tensor **out);
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* input [..., in], weight [out, in], bias [out] or NULL -> [..., out] */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);

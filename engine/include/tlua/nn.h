@@ -1,10 +1,12 @@
-/* Neural-network ops (conv2d, pooling, embedding, losses, layer norm) and optimizer steps. */
+/* Neural-network ops (conv2d, pooling, embedding, losses, layer norm, block-sparse linear) and
+   optimizer steps. */
 #ifndef TLUA_NN_H
 #define TLUA_NN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tlua/block_layout.h"
 #include "tlua/ops.h"
 #include "tlua/tensor.h"
 
@@ -51,6 +53,30 @@ tl_status tl_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
                                  const int64_t input_shape[4], tl_tensor **grad_input);
 tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
                            int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
+
+/* ---- block_sparse_linear -------------------------------------------------------------------
+   y [..., R*b] = x [..., C*b] @ W^T + bias with W [R*b, C*b] held as blocks [nnz, b, b] on the
+   pattern that layout indexes (tlua/block_layout.h); bias [R*b] may be NULL. The layout's
+   contents are checked on every CPU call; on a GPU tl_block_layout_validate checks them
+   (copying them to the host), and the kernels never read outside any tensor whatever an
+   index says. */
+tl_status tl_block_sparse_linear(const tl_tensor *x, const tl_tensor *blocks,
+                                 const tl_block_layout *layout, const tl_tensor *bias,
+                                 tl_tensor **out);
+/* grad_input [..., C*b] = grad [..., R*b] @ W (dense x sparse). */
+tl_status tl_block_sparse_linear_backward_input(const tl_tensor *grad, const tl_tensor *blocks,
+                                                const tl_block_layout *layout,
+                                                tl_tensor **grad_input);
+/* grad_blocks [nnz, block, block]: block e = grad[:, its row]^T @ x[:, its column], over all
+   leading dims (dense x dense sampled on the pattern). The bias's is tl_linear_backward_bias. */
+tl_status tl_block_sparse_linear_backward_weight(const tl_tensor *grad, const tl_tensor *x,
+                                                 const tl_block_layout *layout, int64_t block,
+                                                 tl_tensor **grad_blocks);
+/* Shapes, dtype, device and every index of a layout of nnz blocks against the others. */
+tl_status tl_block_layout_validate(const tl_block_layout *layout, int64_t nnz);
+/* Recording form: one node; backward runs only the kernels of the inputs that need grad. */
+tl_status tl_ag_block_sparse_linear(tl_tensor *x, tl_tensor *blocks, const tl_block_layout *layout,
+                                    tl_tensor *bias, tl_tensor **out);
 
 /* ---- embedding -----------------------------------------------------------------------------
    indices (int64 or int32, any shape, values in [0, V)), weight [V, D] -> out [..., D]. An

@@ -76,6 +76,15 @@ tl_status tl_argmax_all(const tl_tensor *a, tl_tensor **out);
 tl_status tl_argmin_all(const tl_tensor *a, tl_tensor **out);
 tl_status tl_argmax_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
 tl_status tl_argmin_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+/* Inclusive prefix sum along dim (0-based, negative from the end; a 0-dim tensor takes 0 or -1
+   and gives a copy): out[.., i, ..] = x[.., 0, ..] + ... + x[.., i, ..]. Floating inputs keep
+   their dtype (bfloat16/float16 accumulate in float32, each output rounded once), integer and
+   bool inputs give int64 (wrapping). Any strides; the result is contiguous. */
+tl_status tl_cumsum(const tl_tensor *x, int dim, tl_tensor **out);
+/* The coordinates (0-based, int64 [count, ndim]) of x's non-zero (true) elements in row-major
+   order, as torch.nonzero; NaN is non-zero. Any dtype. On CUDA the count comes back to the
+   host to size the result: the host waits for the device once. */
+tl_status tl_nonzero(const tl_tensor *x, tl_tensor **out);
 /* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
    Takes t's reference (returns it as is when nothing needs summing). */
 tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);

@@ -161,6 +161,21 @@ local reduce = {
     if not a then return nil end
     return fmt("%s = %s:%s(%s)", g:target(), a.ref, g:pick { "softmax", "log_softmax" }, g:dim(a.ndim))
   end,
+  -- cumsum along a dim (mostly valid; sometimes none, a fraction or a string); nonzero of a
+  -- tensor whose coordinates stay within the cap ([count, ndim] int64)
+  cumsum = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local dim = g:weighted { { 12, g:dim(a.ndim) }, { 1, "" }, { 1, g:pick { "1.5", "'rows'", "nil", "{}" } } }
+    if g:chance(0.3) then return fmt("%s = tl.cumsum(%s%s)", g:target(), a.ref, dim == "" and "" or ", " .. dim) end
+    return fmt("%s = %s:cumsum(%s)", g:target(), a.ref, dim)
+  end,
+  nonzero = function(g)
+    local a = g:tensor(function(i) return i.numel * math.max(i.ndim, 1) <= g.cap end)
+    if not a then return nil end
+    if g:chance(0.3) then return fmt("%s = tl.nonzero(%s)", g:target(), a.ref) end
+    return fmt("%s = %s:nonzero()", g:target(), a.ref)
+  end,
 }
 
 --- shapes for matmul: a's and b's, compatible most of the time (1-D, 2-D, batched)
@@ -222,6 +237,28 @@ local matmul = {
     local a = g:fresh({ t, g:chance(0.9) and k or k + 1 }, dtype, g:chance(0.3))
     local b = g:fresh({ groups, k, n }, g:chance(0.9) and dtype or g:dtype(), g:chance(0.3))
     return fmt("%s = tl.grouped_mm(%s, %s, %s)", g:target(), a, b, offsets)
+  end,
+  -- block-sparse linear: a random block mask, blocks of 1, 2 or 4, the blocks' count, the input
+  -- features and the bias mostly right
+  block_sparse_linear = function(g)
+    local dtype = g:float_dtype()
+    local R, C, b = g:int(1, 3), g:int(1, 3), g:pick { 1, 2, 4 }
+    local rows, nnz = {}, 0
+    for r = 1, R do
+      local cols = {}
+      for c = 1, C do
+        local on = g:chance(0.5)
+        if on then nnz = nnz + 1 end
+        cols[c] = tostring(on)
+      end
+      rows[r] = "{ " .. table.concat(cols, ", ") .. " }"
+    end
+    local mask = fmt("tl.tensor({ %s })", table.concat(rows, ", "))
+    local blocks = g:fresh({ g:chance(0.9) and nnz or nnz + 1, b, b }, dtype, g:chance(0.5))
+    local x = g:fresh({ g:int(0, 4), g:chance(0.9) and C * b or C * b + 1 }, g:chance(0.9) and dtype or g:dtype(),
+      g:chance(0.5))
+    local bias = g:weighted { { 2, "" }, { 2, ", " .. g:fresh({ g:chance(0.9) and R * b or R * b + 1 }, dtype, g:chance(0.5)) } }
+    return fmt("%s = tl.block_sparse_linear(%s, %s, tl.nn.block_layout(%s)%s)", g:target(), x, blocks, mask, bias)
   end,
   grouped_matmul = function(g)
     local dtype = g:float_dtype()

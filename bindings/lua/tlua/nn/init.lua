@@ -8,6 +8,8 @@
 --   layers.lua        Linear, Conv2d, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, losses
 --   containers.lua    Sequential, ModuleList
 --   moe.lua           MoE: a mixture-of-experts feed-forward over tl.grouped_mm
+--   block_sparse.lua  BlockSparseLinear (from_dense), sparsify, block_layout, block_mask, random_block_mask
+--   block_layout.lua  a block mask's three indexes, built with tensor ops
 local base = require("tlua.nn.module")
 local state = require("tlua.nn.state_dict")
 
@@ -19,7 +21,7 @@ local nn = {
   functional = require("tlua.nn.functional"),
 }
 
-for _, file in ipairs({ "activations", "layers", "containers", "moe" }) do
+for _, file in ipairs({ "activations", "layers", "containers", "moe", "block_sparse" }) do
   for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
 end
 

@@ -1,0 +1,253 @@
+/* CPU kernels of cumsum (an inclusive prefix sum along one dim, any strides) and nonzero (the
+   coordinates of the non-zero elements in row-major order, counted first, then written). */
+#include <string.h>
+
+#include "core/half.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/loop.h"
+
+#define LANE_BLOCK         64    /* rows scanned side by side in the inner loop */
+#define PARALLEL_THRESHOLD 32768 /* elements before OpenMP is worth it */
+#define NONZERO_CHUNK      16384 /* elements per chunk of a parallel nonzero */
+#define NONZERO_MAX_CHUNKS 256
+
+/* ---- cumsum ------------------------------------------------------------------------------
+   As in the reduce kernels: `outer` positions (outer_* dims) times `lanes` rows walked side by
+   side (a unit-stride kept dim, when dim itself is not unit-stride) times `len` elements along
+   dim. Strides count elements of the tensor they belong to. */
+typedef struct scan_plan {
+    int64_t len, step_in, step_out;
+    int64_t lanes, lane_in, lane_out;
+    int nouter;
+    int64_t outer_shape[TL_MAX_DIMS], outer_in[TL_MAX_DIMS], outer_out[TL_MAX_DIMS];
+    int64_t outer, blocks; /* blocks: LANE_BLOCK-wide pieces of the lanes */
+} scan_plan;
+
+static void make_plan(scan_plan *p, const tl_tensor *out, const tl_tensor *in, int dim) {
+    memset(p, 0, sizeof *p);
+    p->len = in->shape[dim];
+    p->step_in = in->strides[dim];
+    p->step_out = out->strides[dim];
+    const int lane = p->len <= 1 || p->step_in != 1 ? tl_cpu_unit_lane(in, dim) : -1;
+    p->lanes = lane >= 0 ? in->shape[lane] : 1;
+    if (lane >= 0) {
+        p->lane_in = in->strides[lane];
+        p->lane_out = out->strides[lane];
+    }
+    p->outer = 1;
+    for (int d = 0; d < in->ndim; d++) {
+        if (d == dim || d == lane || in->shape[d] == 1) continue;
+        int i = p->nouter++;
+        p->outer_shape[i] = in->shape[d];
+        p->outer_in[i] = in->strides[d];
+        p->outer_out[i] = out->strides[d];
+        p->outer *= in->shape[d];
+    }
+    p->blocks = (p->lanes + LANE_BLOCK - 1) / LANE_BLOCK;
+}
+
+/* Element offsets (in, out) of work item `item` and its number of lanes. */
+static int64_t locate(const scan_plan *p, int64_t item, int64_t *in_off, int64_t *out_off) {
+    int64_t o = item / p->blocks, l0 = (item % p->blocks) * LANE_BLOCK;
+    *in_off = l0 * p->lane_in;
+    *out_off = l0 * p->lane_out;
+    for (int d = p->nouter - 1; d >= 0; d--) {
+        int64_t i = o % p->outer_shape[d];
+        o /= p->outer_shape[d];
+        *in_off += i * p->outer_in[d];
+        *out_off += i * p->outer_out[d];
+    }
+    int64_t left = p->lanes - l0;
+    return left < LANE_BLOCK ? left : LANE_BLOCK;
+}
+
+/* the uint64 sum modulo 2^64 as int64 (two's complement), with no implementation-defined
+   conversion */
+static inline int64_t wrap_to_i64(uint64_t u) {
+    return u <= INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
+
+#define LOAD_F32(x)   ((double)(x))
+#define LOAD_F64(x)   (x)
+#define LOAD_BF16(x)  tl_bf16_load(x)
+#define LOAD_F16(x)   tl_f16_load(x)
+#define LOAD_WRAP(x)  ((uint64_t)(int64_t)(x))
+#define LOAD_BOOL(x)  ((uint64_t)((x) != 0)) /* any non-zero byte is true */
+#define STORE_F32(a)  ((float)(a))
+#define STORE_F64(a)  (a)
+#define STORE_BF16(a) tl_bf16_round(a)
+#define STORE_F16(a)  tl_f16_round(a)
+#define STORE_I64(a)  wrap_to_i64(a)
+
+/* Scans `lanes` rows side by side: T in, O out, ACC the running sum (double for float32 and
+   float64, float for bfloat16 and float16, uint64 for integers and bool), each output rounded
+   once. */
+typedef void (*scan_rows_fn)(const scan_plan *p, const void *in, void *out, int64_t lanes);
+#define DEFINE_SCAN_ROWS(sfx, T, O, ACC, LOAD, STORE)                                              \
+    static void scan_rows_##sfx(const scan_plan *p, const void *in, void *out, int64_t lanes) {    \
+        const T *x = in;                                                                           \
+        O *y = out;                                                                                \
+        if (lanes == 1) {                                                                          \
+            ACC acc = 0;                                                                           \
+            for (int64_t r = 0; r < p->len; r++) {                                                 \
+                acc += LOAD(x[r * p->step_in]);                                                    \
+                y[r * p->step_out] = STORE(acc);                                                   \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        ACC acc[LANE_BLOCK];                                                                       \
+        for (int64_t l = 0; l < lanes; l++) acc[l] = 0;                                            \
+        for (int64_t r = 0; r < p->len; r++) {                                                     \
+            const T *row = x + r * p->step_in;                                                     \
+            O *dst = y + r * p->step_out;                                                          \
+            for (int64_t l = 0; l < lanes; l++) {                                                  \
+                acc[l] += LOAD(row[l * p->lane_in]);                                               \
+                dst[l * p->lane_out] = STORE(acc[l]);                                              \
+            }                                                                                      \
+        }                                                                                          \
+    }
+DEFINE_SCAN_ROWS(f32, float, float, double, LOAD_F32, STORE_F32)
+DEFINE_SCAN_ROWS(f64, double, double, double, LOAD_F64, STORE_F64)
+DEFINE_SCAN_ROWS(bf16, uint16_t, uint16_t, float, LOAD_BF16, STORE_BF16)
+DEFINE_SCAN_ROWS(f16, uint16_t, uint16_t, float, LOAD_F16, STORE_F16)
+DEFINE_SCAN_ROWS(i32, int32_t, int64_t, uint64_t, LOAD_WRAP, STORE_I64)
+DEFINE_SCAN_ROWS(i64, int64_t, int64_t, uint64_t, LOAD_WRAP, STORE_I64)
+DEFINE_SCAN_ROWS(b8, uint8_t, int64_t, uint64_t, LOAD_BOOL, STORE_I64)
+
+static tl_status run_cumsum(scan_rows_fn rows, tl_dtype out_dtype, tl_tensor *out,
+                            const tl_tensor *in, int dim) {
+    if (out->dtype != out_dtype)
+        return tl_error(TL_ERR_DTYPE, "cumsum: kernel expected a %s output, got %s",
+                        tl_dtype_name(out_dtype), tl_dtype_name(out->dtype));
+    scan_plan p;
+    make_plan(&p, out, in, dim);
+    const int64_t items = p.outer * p.blocks;
+    if (items == 0 || p.len == 0) return TL_OK;
+    const char *in_data = tl_data(in);
+    char *out_data = tl_data(out);
+    const int64_t in_size = (int64_t)tl_dtype_size(in->dtype);
+    const int64_t out_size = (int64_t)tl_dtype_size(out_dtype);
+    const bool parallel = p.outer * p.lanes * p.len > PARALLEL_THRESHOLD && items > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t item = 0; item < items; item++) {
+        int64_t in_off, out_off;
+        const int64_t lanes = locate(&p, item, &in_off, &out_off);
+        rows(&p, in_data + in_off * in_size, out_data + out_off * out_size, lanes);
+    }
+    return TL_OK;
+}
+
+#define DEFINE_CUMSUM(sfx, out_dtype)                                                              \
+    static tl_status cumsum_##sfx(tl_tensor *out, const tl_tensor *in, int dim) {                  \
+        return run_cumsum(scan_rows_##sfx, out_dtype, out, in, dim);                               \
+    }
+DEFINE_CUMSUM(f32, TL_F32)
+DEFINE_CUMSUM(f64, TL_F64)
+DEFINE_CUMSUM(bf16, TL_BF16)
+DEFINE_CUMSUM(f16, TL_F16)
+DEFINE_CUMSUM(i32, TL_I64)
+DEFINE_CUMSUM(i64, TL_I64)
+DEFINE_CUMSUM(b8, TL_I64)
+
+/* ---- nonzero -----------------------------------------------------------------------------
+   The elements are cut into chunks (one for small inputs); each chunk's count gives where its
+   coordinates start, so chunks are written in parallel, each in row-major order. */
+#define NZ_FLOAT(x) ((x) != 0)           /* NaN is non-zero, -0.0 is zero */
+#define NZ_HALF(x)  (((x)&0x7fffu) != 0) /* bf16/f16 bits without the sign */
+#define NZ_INT(x)   ((x) != 0)
+
+/* The non-zero elements of x[begin, end): count their number; write their coordinates into
+   rows (coord: the coordinates of element begin, walked along). */
+typedef struct nonzero_ops {
+    int64_t (*count)(const void *x, int64_t begin, int64_t end);
+    void (*write)(const void *x, int64_t begin, int64_t end, const int64_t *shape, int ndim,
+                  int64_t *coord, int64_t *rows);
+} nonzero_ops;
+
+#define DEFINE_NONZERO(sfx, T, NZ)                                                                 \
+    static int64_t count_##sfx(const void *data, int64_t begin, int64_t end) {                     \
+        const T *x = data;                                                                         \
+        int64_t c = 0;                                                                             \
+        for (int64_t j = begin; j < end; j++) c += NZ(x[j]) ? 1 : 0;                               \
+        return c;                                                                                  \
+    }                                                                                              \
+    static void write_##sfx(const void *data, int64_t begin, int64_t end, const int64_t *shape,    \
+                            int ndim, int64_t *coord, int64_t *rows) {                             \
+        const T *x = data;                                                                         \
+        for (int64_t j = begin; j < end; j++) {                                                    \
+            if (NZ(x[j])) {                                                                        \
+                memcpy(rows, coord, (size_t)ndim * sizeof *rows);                                  \
+                rows += ndim;                                                                      \
+            }                                                                                      \
+            for (int d = ndim - 1; d >= 0 && ++coord[d] == shape[d]; d--) coord[d] = 0;            \
+        }                                                                                          \
+    }                                                                                              \
+    static const nonzero_ops nonzero_ops_##sfx = {count_##sfx, write_##sfx};                       \
+    static tl_status nonzero_##sfx(tl_tensor *out, const tl_tensor *in, int64_t *count) {          \
+        return run_nonzero(&nonzero_ops_##sfx, out, in, count);                                    \
+    }
+
+static int64_t chunk_count(int64_t n) {
+    if (n <= PARALLEL_THRESHOLD) return 1;
+    int64_t chunks = (n + NONZERO_CHUNK - 1) / NONZERO_CHUNK;
+    return chunks < NONZERO_MAX_CHUNKS ? chunks : NONZERO_MAX_CHUNKS;
+}
+
+static tl_status run_nonzero(const nonzero_ops *ops, tl_tensor *out, const tl_tensor *in,
+                             int64_t *count) {
+    const int64_t n = tl_numel(in), chunks = chunk_count(n);
+    const void *x = n > 0 ? tl_data(in) : NULL; /* an empty tensor's offset may be any */
+    const int64_t chunk = chunks > 1 ? (n + chunks - 1) / chunks : n;
+    int64_t starts[NONZERO_MAX_CHUNKS + 1]; /* starts[c]: the coordinates before chunk c */
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t b = c * chunk, e = b + chunk < n ? b + chunk : n;
+        starts[c + 1] = b < e ? ops->count(x, b, e) : 0;
+    }
+    starts[0] = 0;
+    for (int64_t c = 0; c < chunks; c++) starts[c + 1] += starts[c];
+    const int64_t total = starts[chunks];
+    if (!out) {
+        *count = total;
+        return TL_OK;
+    }
+    const int ndim = in->ndim;
+    if (out->dtype != TL_I64 || out->ndim != 2 || out->shape[0] != total || out->shape[1] != ndim ||
+        !tl_is_contiguous(out))
+        return tl_error(TL_ERR_SHAPE,
+                        "nonzero: kernel expected a contiguous int64 output [%lld, %d]",
+                        (long long)total, ndim);
+    if (ndim == 0 || total == 0) return TL_OK; /* nothing to write */
+    int64_t *rows = tl_data(out);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t b = c * chunk, e = b + chunk < n ? b + chunk : n;
+        if (b >= e) continue;
+        int64_t coord[TL_MAX_DIMS], j = b;
+        for (int d = ndim - 1; d >= 0; d--) { /* the coordinates of element b */
+            coord[d] = j % in->shape[d];
+            j /= in->shape[d];
+        }
+        ops->write(x, b, e, in->shape, ndim, coord, rows + starts[c] * ndim);
+    }
+    return TL_OK;
+}
+
+DEFINE_NONZERO(f32, float, NZ_FLOAT)
+DEFINE_NONZERO(f64, double, NZ_FLOAT)
+DEFINE_NONZERO(bf16, uint16_t, NZ_HALF)
+DEFINE_NONZERO(f16, uint16_t, NZ_HALF)
+DEFINE_NONZERO(i32, int32_t, NZ_INT)
+DEFINE_NONZERO(i64, int64_t, NZ_INT)
+DEFINE_NONZERO(b8, uint8_t, NZ_INT)
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNELS_FLOATING(cumsum, scan, cumsum),
+    TL_KERNELS_INTEGER(cumsum, scan, cumsum),
+    TL_KERNEL(cumsum, TL_DTYPES_BOOL, scan, cumsum_b8),
+    TL_KERNELS_FLOATING(nonzero, nonzero, nonzero),
+    TL_KERNELS_INTEGER(nonzero, nonzero, nonzero),
+    TL_KERNEL(nonzero, TL_DTYPES_BOOL, nonzero, nonzero_b8),
+};
+
+TL_KERNEL_TABLE(tl_cpu_scan_table, TL_DEVICE_CPU, entries);
