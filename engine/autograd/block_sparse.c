@@ -1,4 +1,5 @@
-/* Recording block_sparse_linear: backward runs only the split kernels of the inputs needing grad. */
+/* Recording block_sparse_linear: backward runs only the split kernels of the inputs needing grad.
+ */
 #include "autograd/formula.h"
 #include "ops/nn/nn_common.h"
 
@@ -72,7 +73,8 @@ tl_status tl_ag_block_sparse_linear(tl_tensor *x, tl_tensor *blocks, const tl_bl
         const tl_tensor *t[LAYOUT_TENSORS];
         layout_tensors(layout, t);
         for (int i = 0; i < LAYOUT_TENSORS; i++)
-            TL_TRY(tl_record_save(node, SAVED_LAYOUT + i, layout_names[i], (tl_tensor *)t[i], *out));
+            TL_TRY(
+                tl_record_save(node, SAVED_LAYOUT + i, layout_names[i], (tl_tensor *)t[i], *out));
     }
     return TL_OK;
 }

@@ -1,8 +1,11 @@
 /* CPU block-sparse linear kernels on OpenBLAS: per block row (or column) the dense operand's
    blocks are gathered into one panel and multiplied with the packed weight blocks by one GEMM;
-   the weight gradient is one GEMM per block. bfloat16/float16 go through float32 scratch. */
+   the weight gradient is one GEMM per block. The GEMMs are small, so OpenMP spreads them over
+   the cores (each runs single-threaded inside the parallel loop). bfloat16/float16 go through
+   float32 scratch. */
 #include <cblas.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +112,11 @@ typedef struct block_lists {
 /* out [rows, outputs * b] = sum over each output's list of dense blocks @ weight blocks. The
    weight blocks of one output are packed side by side once; per chunk of rows the dense blocks
    of the list are gathered into one panel, then one GEMM writes the output's columns. */
+/* One thread's gather panel: CHUNK_ROWS rows of the longest list. */
+static size_t panel_size(int64_t longest, int64_t b, size_t es) {
+    return (size_t)CHUNK_ROWS * (size_t)(longest > 0 ? longest * b : 1) * es;
+}
+
 static tl_status block_product(tl_tensor *out, const tl_tensor *dense, const tl_tensor *blocks,
                                const tl_tensor *bias, const block_lists *lists) {
     const int64_t rows = dense->shape[0], width = dense->shape[1], out_width = out->shape[1];
@@ -129,7 +137,7 @@ static tl_status block_product(tl_tensor *out, const tl_tensor *dense, const tl_
     if (status == TL_OK) status = result_view(out, &y);
     if (status == TL_OK) {
         packed = malloc((size_t)(nnz > 0 ? nnz : 1) * (size_t)(b * b) * es);
-        panel = malloc((size_t)CHUNK_ROWS * (size_t)(longest > 0 ? longest * b : 1) * es);
+        panel = malloc((size_t)omp_get_max_threads() * panel_size(longest, b, es));
         if (!packed || !panel)
             status = tl_error(TL_ERR_MEMORY, "block_sparse_linear: out of memory for panels");
     }
@@ -150,25 +158,30 @@ static tl_status block_product(tl_tensor *out, const tl_tensor *dense, const tl_
                 memcpy(dst + (size_t)(k * b * b) * es, src, (size_t)(b * b) * es);
         }
     }
-    for (int64_t r0 = 0; r0 < rows; r0 += CHUNK_ROWS) {
-        int64_t m = rows - r0 < CHUNK_ROWS ? rows - r0 : CHUNK_ROWS;
-        for (int64_t o = 0; o < outputs; o++) {
+    const int64_t chunks = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS, tasks = chunks * outputs;
+    const size_t per_thread = panel_size(longest, b, es);
+#pragma omp parallel for schedule(dynamic) if (tasks > 1)
+    for (int64_t task = 0; task < tasks; task++) {
+        const int64_t r0 = task / outputs * CHUNK_ROWS, o = task % outputs;
+        char *panel_of_thread = (char *)panel + (size_t)omp_get_thread_num() * per_thread;
+        {
+            int64_t m = rows - r0 < CHUNK_ROWS ? rows - r0 : CHUNK_ROWS;
             int64_t first = lists->offsets[o], n = lists->offsets[o + 1] - first;
             char *dst = (char *)y.data + (size_t)(r0 * out_width + o * b) * es;
             if (n == 0) {
                 for (int64_t i = 0; i < m; i++)
                     memset(dst + (size_t)(i * out_width) * es, 0, (size_t)b * es);
-                continue;
+                continue; /* the next task */
             }
             for (int64_t i = 0; i < m; i++)
                 for (int64_t k = 0; k < n; k++)
-                    memcpy((char *)panel + (size_t)(i * n * b + k * b) * es,
+                    memcpy(panel_of_thread + (size_t)(i * n * b + k * b) * es,
                            (const char *)x.data +
                                (size_t)((r0 + i) * width + lists->dense_block[first + k] * b) * es,
                            (size_t)b * es);
             const void *weights = (const char *)packed + (size_t)(first * b * b) * es;
-            gemm_rm(f64, false, lists->transpose_weight, m, b, n * b, panel, n * b, weights,
-                    lists->transpose_weight ? n * b : b, 0.0, dst, out_width);
+            gemm_rm(f64, false, lists->transpose_weight, m, b, n * b, panel_of_thread, n * b,
+                    weights, lists->transpose_weight ? n * b : b, 0.0, dst, out_width);
         }
     }
     if (bias)
@@ -220,6 +233,7 @@ static tl_status backward_weight(tl_tensor *out, const tl_tensor *dense, const t
     if (status == TL_OK) status = widen(other, &x);
     if (status == TL_OK) status = result_view(out, &dw);
     if (status == TL_OK) {
+#pragma omp parallel for schedule(dynamic) if (nnz > 1)
         for (int64_t e = 0; e < nnz; e++) {
             char *dst = (char *)dw.data + (size_t)(e * b * b) * es;
             if (rows == 0) {
@@ -238,8 +252,7 @@ static tl_status backward_weight(tl_tensor *out, const tl_tensor *dense, const t
 
 static const tl_kernel_entry entries[] = {
     TL_KERNEL(block_sparse_linear, TL_DTYPES_FLOATING, block_sparse, forward),
-    TL_KERNEL(block_sparse_linear_backward_input, TL_DTYPES_FLOATING, block_sparse,
-              backward_input),
+    TL_KERNEL(block_sparse_linear_backward_input, TL_DTYPES_FLOATING, block_sparse, backward_input),
     TL_KERNEL(block_sparse_linear_backward_weight, TL_DTYPES_FLOATING, block_sparse,
               backward_weight),
 };

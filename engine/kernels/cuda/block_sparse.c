@@ -96,8 +96,8 @@ static tl_status forward(tl_tensor *out, const tl_tensor *dense, const tl_tensor
 
 static tl_status backward_input(tl_tensor *out, const tl_tensor *dense, const tl_tensor *other,
                                 const tl_tensor *bias, const tl_block_layout *layout) {
-    return run(TL_CUDA_BSL_BACKWARD_INPUT, "block_sparse_linear_backward_input", out, dense,
-               other, bias, layout);
+    return run(TL_CUDA_BSL_BACKWARD_INPUT, "block_sparse_linear_backward_input", out, dense, other,
+               bias, layout);
 }
 
 static tl_status backward_weight(tl_tensor *out, const tl_tensor *dense, const tl_tensor *other,
@@ -108,8 +108,7 @@ static tl_status backward_weight(tl_tensor *out, const tl_tensor *dense, const t
 
 static const tl_kernel_entry entries[] = {
     TL_KERNEL(block_sparse_linear, TL_DTYPES_FLOATING, block_sparse, forward),
-    TL_KERNEL(block_sparse_linear_backward_input, TL_DTYPES_FLOATING, block_sparse,
-              backward_input),
+    TL_KERNEL(block_sparse_linear_backward_input, TL_DTYPES_FLOATING, block_sparse, backward_input),
     TL_KERNEL(block_sparse_linear_backward_weight, TL_DTYPES_FLOATING, block_sparse,
               backward_weight),
 };

@@ -18,7 +18,8 @@ constexpr int MAX_GRID_Y = 65535;
    [BK, BLOCK] in shared memory, STAGES of them in flight. B is k-contiguous in the forward
    (W_e^T: rows of W_e) and n-contiguous in the input gradient (W_e). (The weight gradient is
    cuBLAS's batched GEMM: cuda/block_sparse.c.) */
-template <int MODE, int BLOCK, int BM, int BK, int STAGES, int WM_ = (BM < 64 ? BM : 64)> struct Tile {
+template <int MODE, int BLOCK, int BM, int BK, int STAGES, int WM_ = (BM < 64 ? BM : 64)>
+struct Tile {
     static constexpr int BN = BLOCK;
     static constexpr int WM = WM_, WN = 32; /* a warp's tile */
     static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
@@ -63,7 +64,8 @@ __device__ __forceinline__ void load_matrices_transposed(uint32_t r[4], const vo
 }
 
 /* c += a (16 x 16, row) b (16 x 8, col), float accumulators. */
-template <bool BF16> __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+template <bool BF16>
+__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
     if constexpr (BF16)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
                      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -114,8 +116,8 @@ template <int MODE, int BLOCK, int BM, int BK, int STAGES, int WM> struct Loader
     }
 
     /* One step: dense block j, weight block w, kk into them (valid false: zeros). */
-    __device__ void load_block(const tl_cuda_block_sparse &p, uint16_t *sa, uint16_t *sb,
-                               int64_t j, int64_t w, bool valid, int kk) const {
+    __device__ void load_block(const tl_cuda_block_sparse &p, uint16_t *sa, uint16_t *sb, int64_t j,
+                               int64_t w, bool valid, int kk) const {
         const uint16_t *other = (const uint16_t *)p.other + w * BLOCK * BLOCK +
                                 (MODE == FORWARD ? kk : (int64_t)kk * BLOCK);
         const int64_t a_shift = j * BLOCK + kk;
@@ -134,9 +136,10 @@ template <int MODE, int BLOCK, int BM, int BK, int STAGES, int WM> struct Loader
 };
 
 template <int MODE, bool BF16, int BLOCK, int BM, int BK, int STAGES, int WM>
-__device__ __forceinline__ void compute_stage(const uint16_t *sa, const uint16_t *sb,
-                                              float (*acc)[Tile<MODE, BLOCK, BM, BK, STAGES, WM>::WN / 8][4],
-                                              int warp_m, int warp_n) {
+__device__ __forceinline__ void
+compute_stage(const uint16_t *sa, const uint16_t *sb,
+              float (*acc)[Tile<MODE, BLOCK, BM, BK, STAGES, WM>::WN / 8][4], int warp_m,
+              int warp_n) {
     typedef Tile<MODE, BLOCK, BM, BK, STAGES, WM> G;
     const int lane = threadIdx.x % 32, mat = lane / 8, j = lane % 8;
 #pragma unroll
@@ -154,8 +157,8 @@ __device__ __forceinline__ void compute_stage(const uint16_t *sa, const uint16_t
             if constexpr (G::B_K)
                 load_matrices(r, sb + (n + (mat / 2) * 8 + j) * G::B_LD + ks * 16 + (mat % 2) * 8);
             else
-                load_matrices_transposed(
-                    r, sb + (ks * 16 + (mat % 2) * 8 + j) * G::B_LD + n + (mat / 2) * 8);
+                load_matrices_transposed(r, sb + (ks * 16 + (mat % 2) * 8 + j) * G::B_LD + n +
+                                                (mat / 2) * 8);
             b[2 * jj][0] = r[0], b[2 * jj][1] = r[1];
             b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
         }
@@ -220,7 +223,8 @@ __global__ void __launch_bounds__(Tile<MODE, BLOCK, BM, BK, STAGES, WM>::THREADS
             if (next < steps) load(ld, next, (int)(next % STAGES));
             commit_copies();
             const uint16_t *sa = smem + (step % STAGES) * G::STAGE;
-            compute_stage<MODE, BF16, BLOCK, BM, BK, STAGES, WM>(sa, sa + G::A_SIZE, acc, warp_m, warp_n);
+            compute_stage<MODE, BF16, BLOCK, BM, BK, STAGES, WM>(sa, sa + G::A_SIZE, acc, warp_m,
+                                                                 warp_n);
         }
         wait_copies<0>();
         __syncthreads(); /* the next tile's loads reuse the stages */
@@ -293,8 +297,8 @@ __global__ void plain_kernel(const tl_cuda_block_sparse p, int64_t total) {
                 if (j < 0 || j >= p.dense_limit || w < 0 || w >= p.weight_limit) continue;
                 const T *x = dense + i * p.dense_width + j * b, *blk = other + w * b * b;
                 for (int64_t k = 0; k < b; k++)
-                    acc += E::load(x[k]) * E::load(MODE == FORWARD ? blk[within * b + k]
-                                                                   : blk[k * b + within]);
+                    acc += E::load(x[k]) *
+                           E::load(MODE == FORWARD ? blk[within * b + k] : blk[k * b + within]);
             }
             if (MODE == FORWARD && bias) acc += E::load(bias[col]);
         }
@@ -314,9 +318,9 @@ template <int MODE> tl_status run_plain(const tl_cuda_block_sparse &p) {
 /* The tensor-core kernel takes 16-bit dtypes, blocks of 32 or 64 and 16-byte aligned rows. */
 bool fits_mma(const tl_cuda_block_sparse &p) {
     const uintptr_t bits = (uintptr_t)p.out | (uintptr_t)p.dense | (uintptr_t)p.other;
-    return (p.dtype == TL_CUDA_BF16 || p.dtype == TL_CUDA_F16) && (p.block == 32 || p.block == 64) &&
-           bits % 16 == 0 && p.dense_width % 8 == 0 && p.other_width % 8 == 0 &&
-           p.out_width % 8 == 0;
+    return (p.dtype == TL_CUDA_BF16 || p.dtype == TL_CUDA_F16) &&
+           (p.block == 32 || p.block == 64) && bits % 16 == 0 && p.dense_width % 8 == 0 &&
+           p.other_width % 8 == 0 && p.out_width % 8 == 0;
 }
 
 template <int MODE> tl_status run_mode(const tl_cuda_block_sparse &p) {
@@ -362,10 +366,9 @@ extern "C" tl_status tl_cuda_block_sparse_run(const tl_cuda_block_sparse *p) {
 
 extern "C" tl_status tl_cuda_block_sparse_pointers(const tl_cuda_block_sparse *p, void **pointers) {
     const unsigned grid = tl_cuda_grid(tl_ceil_div(p->nnz, 256), p->at.sm_count);
-    pointers_kernel<<<grid, 256, 0, p->at.stream>>>(*p, element_size(p->dtype),
-                                                    (const void **)pointers,
-                                                    (const void **)pointers + p->nnz,
-                                                    pointers + 2 * p->nnz);
+    pointers_kernel<<<grid, 256, 0, p->at.stream>>>(
+        *p, element_size(p->dtype), (const void **)pointers, (const void **)pointers + p->nnz,
+        pointers + 2 * p->nnz);
     return tl_cuda_check_launch(p->at.op);
 }
 

@@ -17,8 +17,9 @@ static tl_status check_index(const char *op, const char *name, const tl_tensor *
         return tl_error(TL_ERR_DTYPE, "%s: layout.%s must be int32, got %s", op, name,
                         tl_dtype_name(t->dtype));
     if (t->ndim != 1 || t->shape[0] != length)
-        return tl_error(TL_ERR_SHAPE, "%s: layout.%s must be 1-D with %lld entries, got %lld dims "
-                                      "and %lld entries",
+        return tl_error(TL_ERR_SHAPE,
+                        "%s: layout.%s must be 1-D with %lld entries, got %lld dims "
+                        "and %lld entries",
                         op, name, (long long)length, (long long)t->ndim, (long long)tl_numel(t));
     if (!tl_device_equal(tl_tensor_device(t), device))
         return tl_error(TL_ERR_DEVICE, "%s: layout.%s is on %s but the blocks are on %s", op, name,
@@ -92,7 +93,8 @@ static tl_status check_contents(const char *op, const int32_t *const *v, const p
     for (int64_t r = 0; r < s->block_rows; r++)
         for (int64_t e = v[ROW_OFFSETS][r]; e < v[ROW_OFFSETS][r + 1]; e++) {
             int32_t c = v[COL_INDICES][e];
-            if (c < 0 || c >= s->block_cols || (e > v[ROW_OFFSETS][r] && c <= v[COL_INDICES][e - 1]))
+            if (c < 0 || c >= s->block_cols ||
+                (e > v[ROW_OFFSETS][r] && c <= v[COL_INDICES][e - 1]))
                 return tl_error(TL_ERR_INDEX,
                                 "%s: layout.col_indices[%lld] = %d is out of range [0, %lld) or "
                                 "not increasing within block row %lld",
@@ -159,7 +161,8 @@ static tl_status check_blocks(const char *op, const tl_tensor *blocks,
     TL_TRY(check_layout_shapes(op, layout, blocks->shape[0], device, sizes));
     *b = blocks->shape[1];
     int64_t unused;
-    if (!tl_size_mul(sizes->block_rows, *b, &unused) || !tl_size_mul(sizes->block_cols, *b, &unused))
+    if (!tl_size_mul(sizes->block_rows, *b, &unused) ||
+        !tl_size_mul(sizes->block_cols, *b, &unused))
         return tl_error(TL_ERR_SHAPE, "%s: the weight's size overflows", op);
     if (device.type == TL_DEVICE_CPU) TL_TRY(validate_contents(op, layout, sizes));
     return TL_OK;
@@ -205,8 +208,7 @@ static tl_status run(tl_op op, const tl_tensor *like, int64_t features, const tl
     if (status == TL_OK) status = tl_empty(shape, like->ndim, like->dtype, device, &result);
     if (status == TL_OK) status = as_matrix(result, &result2d);
     if (status == TL_OK && tl_numel(result) > 0) {
-        const tl_kernel_entry *k =
-            tl_dispatch(op, device, like->dtype, NN_TENSORS(result2d, d, o));
+        const tl_kernel_entry *k = tl_dispatch(op, device, like->dtype, NN_TENSORS(result2d, d, o));
         status = k ? k->fn.block_sparse(result2d, d, o, bias, layout) : TL_ERR_DTYPE;
     }
     tl_release(d), tl_release(o), tl_release(result2d);
@@ -236,8 +238,8 @@ tl_status tl_block_sparse_linear(const tl_tensor *x, const tl_tensor *blocks,
     }
     tl_tensor *bias_c = NULL;
     if (bias) TL_TRY(tl_contiguous((tl_tensor *)bias, &bias_c));
-    tl_status status = run(TL_OP_block_sparse_linear, x, s.block_rows * b, x, blocks, bias_c,
-                           layout, out);
+    tl_status status =
+        run(TL_OP_block_sparse_linear, x, s.block_rows * b, x, blocks, bias_c, layout, out);
     tl_release(bias_c);
     return status;
 }
@@ -273,8 +275,8 @@ tl_status tl_block_sparse_linear_backward_weight(const tl_tensor *grad, const tl
                        "out_features = block rows x block size"));
     TL_TRY(check_dense(op, "input", x, grad, s.block_cols * block,
                        "in_features = block columns x block size"));
-    if (grad->ndim != x->ndim || memcmp(grad->shape, x->shape, sizeof grad->shape[0] *
-                                                                   (size_t)(grad->ndim - 1)) != 0)
+    if (grad->ndim != x->ndim ||
+        memcmp(grad->shape, x->shape, sizeof grad->shape[0] * (size_t)(grad->ndim - 1)) != 0)
         return tl_error(TL_ERR_SHAPE, "%s: grad %s and input %s must have the same leading dims",
                         op, tl_shape_str(grad, sg, sizeof sg), tl_shape_str(x, sx, sizeof sx));
     int64_t shape[3] = {nnz, block, block};
