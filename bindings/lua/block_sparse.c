@@ -38,7 +38,7 @@ static int block_sparse_linear(lua_State *L) {
 
 /* tl.block_layout_validate(layout, nnz): true, or raises naming the first bad index */
 static int block_layout_validate(lua_State *L) {
-    const char *op = "block_layout";
+    const char *op = "block_layout_validate";
     tl_block_layout layout = layout_arg(L, 1, op);
     lua_Integer nnz = luaL_checkinteger(L, 2);
     if (tl_block_layout_validate(&layout, (int64_t)nnz) != TL_OK) return tlb_fail(L);

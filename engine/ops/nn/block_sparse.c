@@ -70,11 +70,13 @@ static tl_status host_indices(const tl_tensor *t, const int32_t **values, int32_
 
 enum { ROW_OFFSETS, COL_INDICES, COL_OFFSETS, ROW_INDICES, COL_BLOCKS, COO_ROWS, COO_COLS, N_IDX };
 
+/* Positions in messages count from 1, as Lua users count; the values are the layout's own
+   (0-based block numbers). */
 static tl_status offsets_error(const char *op, const char *name, int64_t at, int64_t value) {
     return tl_error(TL_ERR_INDEX,
                     "%s: layout.%s[%lld] = %lld breaks its order (offsets start at 0, never "
                     "decrease and end at the number of blocks)",
-                    op, name, (long long)at, (long long)value);
+                    op, name, (long long)at + 1, (long long)value);
 }
 
 static tl_status check_offsets(const char *op, const char *name, const int32_t *v, int64_t n,
@@ -98,12 +100,13 @@ static tl_status check_contents(const char *op, const int32_t *const *v, const p
                 return tl_error(TL_ERR_INDEX,
                                 "%s: layout.col_indices[%lld] = %d is out of range [0, %lld) or "
                                 "not increasing within block row %lld",
-                                op, (long long)e, c, (long long)s->block_cols, (long long)r);
+                                op, (long long)e + 1, c, (long long)s->block_cols, (long long)r);
             if (v[COO_ROWS][e] != r || v[COO_COLS][e] != c)
                 return tl_error(TL_ERR_INDEX,
                                 "%s: the coordinate list says block %lld is at (%d, %d) but the "
                                 "row-wise index puts it at (%lld, %d)",
-                                op, (long long)e, v[COO_ROWS][e], v[COO_COLS][e], (long long)r, c);
+                                op, (long long)e + 1, v[COO_ROWS][e], v[COO_COLS][e], (long long)r,
+                                c);
         }
     for (int64_t c = 0; c < s->block_cols; c++)
         for (int64_t t = v[COL_OFFSETS][c]; t < v[COL_OFFSETS][c + 1]; t++) {
@@ -113,11 +116,11 @@ static tl_status check_contents(const char *op, const int32_t *const *v, const p
                 return tl_error(TL_ERR_INDEX,
                                 "%s: layout.row_indices[%lld] = %d is out of range [0, %lld) or "
                                 "not increasing within block column %lld",
-                                op, (long long)t, r, (long long)s->block_rows, (long long)c);
+                                op, (long long)t + 1, r, (long long)s->block_rows, (long long)c);
             if (e < 0 || e >= s->nnz || v[COO_ROWS][e] != r || v[COO_COLS][e] != c)
                 return tl_error(TL_ERR_INDEX,
                                 "%s: layout.col_blocks[%lld] = %d is not the block at (%d, %lld)",
-                                op, (long long)t, e, r, (long long)c);
+                                op, (long long)t + 1, e, r, (long long)c);
         }
     return TL_OK;
 }
@@ -139,7 +142,7 @@ static tl_status validate_contents(const char *op, const tl_block_layout *layout
 }
 
 tl_status tl_block_layout_validate(const tl_block_layout *layout, int64_t nnz) {
-    const char *op = "block_layout";
+    const char *op = "block_layout_validate";
     if (!layout || !layout->row_offsets)
         return tl_error(TL_ERR_ARGUMENT, "%s: layout is missing", op);
     pattern_sizes sizes;

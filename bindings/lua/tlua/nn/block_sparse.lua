@@ -161,11 +161,15 @@ end
 function M.sparsify(model, opts)
   if type(opts) ~= "table" then error("nn.sparsify: expected an options table {block, density, filter}", 2) end
   local block = opts.block or 32
+  if math.type(block) ~= "integer" or block < 1 then
+    error("nn.sparsify: block must be a positive integer, got " .. tostring(block), 2)
+  end
   check_density(opts.density, 2)
   if opts.filter ~= nil and type(opts.filter) ~= "function" then
     error("nn.sparsify: filter must be a function(name, module), got " .. type(opts.filter), 2)
   end
-  local replaced = {}
+  -- every replacement is decided (and every error raised) before the model changes
+  local replaced, changes = {}, {}
   local function visit(parent, prefix)
     for _, key in ipairs(parent._module_keys) do
       local child = rawget(parent, key)
@@ -179,7 +183,7 @@ function M.sparsify(model, opts)
             error(string.format("nn.sparsify: %s is Linear(%d, %d), whose sizes are not multiples of block %d",
               name, child.in_features, child.out_features, block), 3)
           end
-          rawset(parent, key, BlockSparseLinear.from_dense(child, { block = block, density = opts.density }))
+          changes[#changes + 1] = { parent, key, child }
           replaced[#replaced + 1] = name
         end
       elseif child ~= nil then
@@ -188,6 +192,9 @@ function M.sparsify(model, opts)
     end
   end
   visit(model, "")
+  local new = {}
+  for i, c in ipairs(changes) do new[i] = BlockSparseLinear.from_dense(c[3], { block = block, density = opts.density }) end
+  for i, c in ipairs(changes) do rawset(c[1], c[2], new[i]) end
   return model, replaced
 end
 
