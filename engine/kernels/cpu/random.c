@@ -4,49 +4,9 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/philox.h"
 
 #define PARALLEL_THRESHOLD 16384
-
-/* Philox4x32 as published by Salmon, Moraes, Dror and Shaw ("Parallel random numbers: as
-   easy as 1, 2, 3", SC 2011): 10 rounds of two 32x32->64 multiplies with a Weyl-sequence
-   key schedule. The counter block is {low 32 bits of the 64-bit counter, high 32 bits, 0,
-   0}, the key {low 32 bits of the seed, high 32 bits}. */
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-typedef struct philox_block {
-    uint32_t w[4];
-} philox_block;
-
-static inline philox_block philox(uint64_t counter, uint64_t seed) {
-    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int round = 0; round < 10; round++) {
-        if (round > 0) k0 += PHILOX_W0, k1 += PHILOX_W1;
-        uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-    }
-    return (philox_block){{c0, c1, c2, c3}};
-}
-
-static inline uint64_t word64(const philox_block *b, int half) {
-    return (uint64_t)b->w[2 * half + 1] << 32 | b->w[2 * half];
-}
-
-/* Uniform [0, 1) with as many random bits as the dtype's significand holds, so that
-   rounding to the dtype never gives 1. */
-static inline double uniform_bits(uint32_t w, int bits) {
-    return (double)(w >> (32 - bits)) * ldexp(1.0, -bits);
-}
-static inline double uniform53(uint64_t u) {
-    return (double)(u >> 11) * 0x1p-53;
-}
 
 /* How elements use the stream (engine/ops/random.c reserves blocks by the same rule):
    32-bit dtypes and below take one word per uniform (4 per block), randn pairs words for
@@ -95,9 +55,10 @@ static tl_status rand_kernel(tl_tensor *out, const tl_op_args *args) {
     int64_t blocks = (n + per - 1) / per;
 #pragma omp parallel for if (n > PARALLEL_THRESHOLD)
     for (int64_t b = 0; b < blocks; b++) {
-        philox_block x = philox(args->counter + (uint64_t)b, args->seed);
+        tl_philox_block x = tl_philox(args->counter + (uint64_t)b, args->seed);
         for (int j = 0; j < per && b * per + j < n; j++) {
-            double v = dtype == TL_F64 ? uniform53(word64(&x, j)) : uniform_bits(x.w[j], bits);
+            double v = dtype == TL_F64 ? tl_uniform53(tl_philox_word64(&x, j))
+                                       : tl_uniform_bits(x.w[j], bits);
             store(dtype, data, b * per + j, v);
         }
     }
@@ -112,14 +73,17 @@ static tl_status randn_kernel(tl_tensor *out, const tl_op_args *args) {
     int64_t blocks = (n + per - 1) / per;
 #pragma omp parallel for if (n > PARALLEL_THRESHOLD)
     for (int64_t b = 0; b < blocks; b++) {
-        philox_block x = philox(args->counter + (uint64_t)b, args->seed);
+        tl_philox_block x = tl_philox(args->counter + (uint64_t)b, args->seed);
         double z[4] = {0, 0, 0, 0};
         if (dtype == TL_F64) {
             /* u1 in (0, 1] so that log(u1) is finite */
-            box_muller(1.0 - uniform53(word64(&x, 0)), uniform53(word64(&x, 1)), &z[0], &z[1]);
+            box_muller(1.0 - tl_uniform53(tl_philox_word64(&x, 0)),
+                       tl_uniform53(tl_philox_word64(&x, 1)), &z[0], &z[1]);
         } else {
-            box_muller(1.0 - uniform_bits(x.w[0], 24), uniform_bits(x.w[1], 24), &z[0], &z[1]);
-            box_muller(1.0 - uniform_bits(x.w[2], 24), uniform_bits(x.w[3], 24), &z[2], &z[3]);
+            box_muller(1.0 - tl_uniform_bits(x.w[0], 24), tl_uniform_bits(x.w[1], 24), &z[0],
+                       &z[1]);
+            box_muller(1.0 - tl_uniform_bits(x.w[2], 24), tl_uniform_bits(x.w[3], 24), &z[2],
+                       &z[3]);
         }
         for (int j = 0; j < per && b * per + j < n; j++) store(dtype, data, b * per + j, z[j]);
     }
@@ -136,9 +100,9 @@ static tl_status randint_kernel(tl_tensor *out, const tl_op_args *args) {
     int64_t blocks = (n + 1) / 2;
 #pragma omp parallel for if (n > PARALLEL_THRESHOLD)
     for (int64_t b = 0; b < blocks; b++) {
-        philox_block x = philox(args->counter + (uint64_t)b, args->seed);
+        tl_philox_block x = tl_philox(args->counter + (uint64_t)b, args->seed);
         for (int j = 0; j < 2 && b * 2 + j < n; j++) {
-            int64_t v = (int64_t)((uint64_t)low + word64(&x, j) % range);
+            int64_t v = (int64_t)((uint64_t)low + tl_philox_word64(&x, j) % range);
             int64_t i = b * 2 + j;
             if (dtype == TL_I64)
                 ((int64_t *)data)[i] = v;

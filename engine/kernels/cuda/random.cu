@@ -2,47 +2,9 @@
    of counter blocks to elements and the same conversions as cpu/random.c, so a seed gives the
    CPU's numbers (randn up to the last bits of the double-precision log/sin/cos). */
 #include "kernels/cuda/ops_common.cuh"
+#include "kernels/philox.h"
 
 #define RANDOM_THREADS 256
-
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-struct philox_block {
-    uint32_t w[4];
-};
-
-/* counter block {low, high, 0, 0} of the 64-bit counter, key {low, high} of the seed */
-__device__ __forceinline__ philox_block philox(uint64_t counter, uint64_t seed) {
-    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-#pragma unroll
-    for (int round = 0; round < 10; round++) {
-        if (round > 0) k0 += PHILOX_W0, k1 += PHILOX_W1;
-        const uint32_t hi0 = __umulhi(PHILOX_M0, c0), lo0 = PHILOX_M0 * c0;
-        const uint32_t hi1 = __umulhi(PHILOX_M1, c2), lo1 = PHILOX_M1 * c2;
-        const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-        c1 = lo1;
-        c3 = lo0;
-        c0 = n0;
-        c2 = n2;
-    }
-    return philox_block{{c0, c1, c2, c3}};
-}
-
-__device__ __forceinline__ uint64_t word64(const philox_block &b, int half) {
-    return (uint64_t)b.w[2 * half + 1] << 32 | b.w[2 * half];
-}
-
-/* uniform [0, 1) with `bits` random bits (exact in a double) */
-__device__ __forceinline__ double uniform_bits(uint32_t w, int bits) {
-    return (double)(w >> (32 - bits)) * ldexp(1.0, -bits);
-}
-__device__ __forceinline__ double uniform53(uint64_t u) {
-    return (double)(u >> 11) * 0x1p-53;
-}
 
 __device__ __forceinline__ void box_muller(double u1, double u2, double *z0, double *z1) {
     const double r = sqrt(-2.0 * log(u1)), theta = 6.283185307179586 * u2;
@@ -60,18 +22,21 @@ __global__ void __launch_bounds__(RANDOM_THREADS)
     constexpr int PER = F64 ? 2 : 4;
     const int64_t blocks = (n + PER - 1) / PER, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += stride) {
-        const philox_block x = philox(counter + (uint64_t)b, seed);
+        const tl_philox_block x = tl_philox(counter + (uint64_t)b, seed);
         double v[4] = {0, 0, 0, 0};
         if (!normal) {
 #pragma unroll
             for (int j = 0; j < PER; j++)
-                v[j] = F64 ? uniform53(word64(x, j)) : uniform_bits(x.w[j], bits);
+                v[j] = F64 ? tl_uniform53(tl_philox_word64(&x, j)) : tl_uniform_bits(x.w[j], bits);
         } else if (F64) {
             /* u1 in (0, 1] so that log(u1) is finite */
-            box_muller(1.0 - uniform53(word64(x, 0)), uniform53(word64(x, 1)), &v[0], &v[1]);
+            box_muller(1.0 - tl_uniform53(tl_philox_word64(&x, 0)),
+                       tl_uniform53(tl_philox_word64(&x, 1)), &v[0], &v[1]);
         } else {
-            box_muller(1.0 - uniform_bits(x.w[0], 24), uniform_bits(x.w[1], 24), &v[0], &v[1]);
-            box_muller(1.0 - uniform_bits(x.w[2], 24), uniform_bits(x.w[3], 24), &v[2], &v[3]);
+            box_muller(1.0 - tl_uniform_bits(x.w[0], 24), tl_uniform_bits(x.w[1], 24), &v[0],
+                       &v[1]);
+            box_muller(1.0 - tl_uniform_bits(x.w[2], 24), tl_uniform_bits(x.w[3], 24), &v[2],
+                       &v[3]);
         }
 #pragma unroll
         for (int j = 0; j < PER; j++)
@@ -86,10 +51,10 @@ __global__ void __launch_bounds__(RANDOM_THREADS)
                 int64_t low, uint64_t range) {
     const int64_t blocks = (n + 1) / 2, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += stride) {
-        const philox_block x = philox(counter + (uint64_t)b, seed);
+        const tl_philox_block x = tl_philox(counter + (uint64_t)b, seed);
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-            const int64_t v = (int64_t)((uint64_t)low + word64(x, j) % range);
+            const int64_t v = (int64_t)((uint64_t)low + tl_philox_word64(&x, j) % range);
             if (b * 2 + j < n) {
                 if constexpr (D == TL_CUDA_I32 || D == TL_CUDA_I64)
                     out[b * 2 + j] = tl_elem<D>::from_wide(v);
