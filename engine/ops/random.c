@@ -3,6 +3,7 @@
    so one seed gives one sequence and consecutive calls differ. */
 #include <pthread.h>
 
+#include "ops/random.h"
 #include "kernels/kernel.h"
 #include "tlua/ops.h"
 #include "tlua/runtime.h"
@@ -20,10 +21,10 @@ void tl_manual_seed(uint64_t seed) {
     pthread_mutex_unlock(&generator_lock);
 }
 
-static void reserve(uint64_t blocks, tl_op_args *args) {
+void tl_random_reserve(uint64_t blocks, uint64_t *seed, uint64_t *counter) {
     pthread_mutex_lock(&generator_lock);
-    args->seed = generator_seed;
-    args->counter = generator_counter;
+    *seed = generator_seed;
+    *counter = generator_counter;
     generator_counter += blocks;
     pthread_mutex_unlock(&generator_lock);
 }
@@ -48,7 +49,7 @@ static tl_status random_op(tl_op op, const int64_t *shape, int ndim, tl_dtype dt
     int64_t n = tl_numel(t);
     tl_status status = TL_OK;
     if (n > 0) {
-        reserve(blocks_for(op, dtype, n), &args);
+        tl_random_reserve(blocks_for(op, dtype, n), &args.seed, &args.counter);
         status = kernel->fn.random(t, &args);
     }
     if (status != TL_OK) {
