@@ -166,6 +166,33 @@ static int ag_enable_grad(lua_State *L) {
     return with_grad_mode(L, "enable_grad", true);
 }
 
+/* ---- autocast -------------------------------------------------------------- */
+/* tl._autocast_set(dtype | false) -> the previous dtype, or false when it was off */
+static int ag_autocast_set(lua_State *L) {
+    tl_autocast_state state = {.enabled = false, .dtype = TL_F32};
+    if (!(lua_isboolean(L, 1) && !lua_toboolean(L, 1)) && !lua_isnil(L, 1)) {
+        state.enabled = true;
+        state.dtype = tlb_check_dtype(L, 1, "autocast");
+    }
+    tl_autocast_state previous;
+    if (tl_autocast_set(state, &previous) != TL_OK) tlb_fail(L);
+    if (previous.enabled)
+        lua_pushstring(L, tl_dtype_name(previous.dtype));
+    else
+        lua_pushboolean(L, false);
+    return 1;
+}
+
+/* tl._autocast_get() -> the autocast dtype, or false when off */
+static int ag_autocast_get(lua_State *L) {
+    tl_autocast_state state = tl_autocast_get();
+    if (state.enabled)
+        lua_pushstring(L, tl_dtype_name(state.dtype));
+    else
+        lua_pushboolean(L, false);
+    return 1;
+}
+
 /* ---- custom functions ----------------------------------------------------- */
 /* What a custom node keeps: the registry reference of its Lua backward. */
 typedef struct custom_user {
@@ -384,6 +411,8 @@ const luaL_Reg tlb_autograd_functions[] = {
     {"is_grad_enabled", ag_is_grad_enabled},
     {"set_grad_enabled", ag_set_grad_enabled},
     {"no_grad", ag_no_grad},
+    {"_autocast_set", ag_autocast_set},
+    {"_autocast_get", ag_autocast_get},
     {"enable_grad", ag_enable_grad},
     {"custom_function", ag_custom_function},
     {NULL, NULL},

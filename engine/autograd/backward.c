@@ -238,6 +238,8 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
     if (!root_node) return accumulate_leaf(root, seed);
 
     bool previous_mode = tl_set_grad_enabled(false);
+    tl_autocast_state previous_autocast;
+    tl_autocast_set((tl_autocast_state){.enabled = false}, &previous_autocast);
     pass p = {0};
     tl_status status = collect(&p, root_node);
     tl_tensor **root_grads = NULL;
@@ -295,5 +297,6 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
     free(p.index);
     free(p.grads_in);
     tl_set_grad_enabled(previous_mode);
+    tl_autocast_set(previous_autocast, NULL);
     return status;
 }

@@ -1,5 +1,6 @@
 /* Recording block_sparse_linear: backward runs only the split kernels of the inputs needing grad.
  */
+#include "autograd/autocast.h"
 #include "autograd/formula.h"
 #include "ops/nn/nn_common.h"
 
@@ -58,8 +59,9 @@ static tl_status block_sparse_linear_backward(tl_node *node, tl_tensor *const *g
     return status;
 }
 
-tl_status tl_ag_block_sparse_linear(tl_tensor *x, tl_tensor *blocks, const tl_block_layout *layout,
-                                    tl_tensor *bias, tl_tensor **out) {
+static tl_status record_block_sparse_linear(tl_tensor *x, tl_tensor *blocks,
+                                            const tl_block_layout *layout, tl_tensor *bias,
+                                            tl_tensor **out) {
     TL_TRY(tl_block_sparse_linear(x, blocks, layout, bias, out));
     tl_node *node;
     tl_tensor *inputs[3] = {x, blocks, bias};
@@ -77,4 +79,15 @@ tl_status tl_ag_block_sparse_linear(tl_tensor *x, tl_tensor *blocks, const tl_bl
                 tl_record_save(node, SAVED_LAYOUT + i, layout_names[i], (tl_tensor *)t[i], *out));
     }
     return TL_OK;
+}
+
+tl_status tl_ag_block_sparse_linear(tl_tensor *x, tl_tensor *blocks, const tl_block_layout *layout,
+                                    tl_tensor *bias, tl_tensor **out) {
+    tl_tensor *operands[3] = {x, blocks, bias};
+    bool owned[3];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 3, operands, owned));
+    tl_status status =
+        record_block_sparse_linear(operands[0], operands[1], layout, operands[2], out);
+    tl_autocast_release(3, operands, owned);
+    return status;
 }

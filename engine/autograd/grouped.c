@@ -2,6 +2,7 @@
    grouped gradient ops needed (one grouped launch per direction); only what they read is saved. */
 #include <stdlib.h>
 
+#include "autograd/autocast.h"
 #include "autograd/graph.h"
 
 /* ---- grouped_matmul: inputs a[0..count) then b[0..count), outputs out[0..count) ------------
@@ -50,8 +51,8 @@ static tl_status grouped_matmul_backward(tl_node *node, tl_tensor *const *g, tl_
     return status;
 }
 
-tl_status tl_ag_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const *b,
-                               tl_tensor **out) {
+static tl_status record_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const *b,
+                                       tl_tensor **out) {
     TL_TRY(tl_grouped_matmul(count, a, b, out));
     if (count == 0) return TL_OK;
     tl_tensor **inputs = malloc(sizeof *inputs * 2 * (size_t)count);
@@ -84,6 +85,27 @@ tl_status tl_ag_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const 
     return status;
 }
 
+tl_status tl_ag_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const *b,
+                               tl_tensor **out) {
+    if (count <= 0 || !tl_autocast_get().enabled || !a || !b)
+        return record_grouped_matmul(count, a, b, out);
+    tl_tensor **operands = malloc(sizeof *operands * 2 * (size_t)count);
+    bool *owned = malloc(sizeof *owned * 2 * (size_t)count);
+    tl_status status =
+        operands && owned ? TL_OK : tl_error(TL_ERR_MEMORY, "grouped_matmul: out of memory");
+    for (int i = 0; status == TL_OK && i < count; i++)
+        operands[i] = a[i], operands[count + i] = b[i];
+    if (status == TL_OK)
+        status = tl_autocast_operands(TL_AUTOCAST_LOWER, 2 * count, operands, owned);
+    if (status == TL_OK) {
+        status = record_grouped_matmul(count, operands, operands + count, out);
+        tl_autocast_release(2 * count, operands, owned);
+    }
+    free(operands);
+    free(owned);
+    return status;
+}
+
 /* ---- grouped_mm: inputs a [T, K], b [G, K, N]; offsets are not differentiable ----------------
    Saved: slot 0 a (if b needs its gradient), slot 1 b (if a needs its gradient), slot 2 the
    offsets as int64 on the host (read from the device once, in forward). */
@@ -103,7 +125,8 @@ static tl_status grouped_mm_backward(tl_node *node, tl_tensor *const *g, tl_tens
     return TL_OK;
 }
 
-tl_status tl_ag_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offsets, tl_tensor **out) {
+static tl_status record_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offsets,
+                                   tl_tensor **out) {
     tl_tensor *inputs[2] = {a, b};
     bool record = a && b && tl_dtype_is_floating(a->dtype) && tl_should_record(2, inputs);
     if (!record) {
@@ -128,5 +151,14 @@ tl_status tl_ag_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offsets, tl_te
         if (status == TL_OK && node) status = tl_record_save(node, 2, "offsets", host, *out);
     }
     tl_release(host);
+    return status;
+}
+
+tl_status tl_ag_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offsets, tl_tensor **out) {
+    tl_tensor *operands[2] = {a, b};
+    bool owned[2];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 2, operands, owned));
+    tl_status status = record_grouped_mm(operands[0], operands[1], offsets, out);
+    tl_autocast_release(2, operands, owned);
     return status;
 }

@@ -1,5 +1,6 @@
 /* Recording linear and outer: the functional ops forward, and in backward only the split
    gradient ops that are needed; only what those read is saved. */
+#include "autograd/autocast.h"
 #include "autograd/graph.h"
 
 enum { LINEAR_INPUT, LINEAR_WEIGHT, LINEAR_BIAS };
@@ -26,7 +27,8 @@ static tl_status linear_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     return status;
 }
 
-tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out) {
+static tl_status record_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                               tl_tensor **out) {
     TL_TRY(tl_linear(input, weight, bias, out));
     tl_node *node = NULL;
     tl_tensor *inputs[3] = {input, weight, bias};
@@ -35,6 +37,15 @@ tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_
         status = tl_record_save(node, 0, "input", input, *out);
     if (status == TL_OK && node && node->needs_input_grad[LINEAR_INPUT])
         status = tl_record_save(node, 1, "weight", weight, *out);
+    return status;
+}
+
+tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out) {
+    tl_tensor *operands[3] = {input, weight, bias};
+    bool owned[3];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 3, operands, owned));
+    tl_status status = record_linear(operands[0], operands[1], operands[2], out);
+    tl_autocast_release(3, operands, owned);
     return status;
 }
 
@@ -58,7 +69,7 @@ static tl_status outer_backward(tl_node *node, tl_tensor *const *g, tl_tensor **
     return status;
 }
 
-tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+static tl_status record_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     TL_TRY(tl_outer(a, b, out));
     tl_node *node = NULL;
     tl_tensor *inputs[2] = {a, b};
@@ -67,5 +78,14 @@ tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
         status = tl_record_save(node, 0, "self", a, *out);
     if (status == TL_OK && node && node->needs_input_grad[0])
         status = tl_record_save(node, 1, "other", b, *out);
+    return status;
+}
+
+tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+    tl_tensor *operands[2] = {a, b};
+    bool owned[2];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 2, operands, owned));
+    tl_status status = record_outer(operands[0], operands[1], out);
+    tl_autocast_release(2, operands, owned);
     return status;
 }

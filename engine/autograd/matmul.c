@@ -1,5 +1,6 @@
 /* Recording matmul: saves other only for the input's gradient and input only
    for other's, and calls only the backward kernels that are needed. */
+#include "autograd/autocast.h"
 #include "autograd/formula.h"
 
 /* slot 0: input (kept when other's gradient is needed), slot 1: other */
@@ -19,7 +20,7 @@ static tl_status matmul_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     return TL_OK;
 }
 
-tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+static tl_status record_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     TL_TRY(tl_matmul(a, b, out));
     tl_tensor *inputs[2] = {a, b};
     tl_node *node;
@@ -27,6 +28,15 @@ tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     if (node && node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 0, "self", a, *out));
     if (node && node->needs_input_grad[0]) TL_TRY(tl_record_save(node, 1, "other", b, *out));
     return TL_OK;
+}
+
+tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+    tl_tensor *operands[2] = {a, b};
+    bool owned[2];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 2, operands, owned));
+    tl_status status = record_matmul(operands[0], operands[1], out);
+    tl_autocast_release(2, operands, owned);
+    return status;
 }
 
 /* x <- x @ w: x's gradient is g @ w^T (slot 0: w), written over g when backward owns it */

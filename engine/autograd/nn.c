@@ -1,4 +1,5 @@
 /* Recording nn ops: backward runs only the needed split kernels; save only what they read. */
+#include "autograd/autocast.h"
 #include "autograd/formula.h"
 #include "ops/nn/nn_common.h"
 
@@ -40,8 +41,9 @@ static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     return status;
 }
 
-tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
-                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
+static tl_status record_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                               int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                               tl_tensor **out) {
     TL_TRY(tl_conv2d(input, weight, bias, stride_h, stride_w, pad_h, pad_w, out));
     tl_node *node;
     tl_tensor *inputs[3] = {input, weight, bias};
@@ -52,6 +54,17 @@ tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int
     if (node->needs_input_grad[CONV_WEIGHT]) TL_TRY(tl_record_save(node, 0, "input", input, *out));
     if (node->needs_input_grad[CONV_INPUT]) TL_TRY(tl_record_save(node, 1, "weight", weight, *out));
     return TL_OK;
+}
+
+tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
+                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
+    tl_tensor *operands[3] = {input, weight, bias};
+    bool owned[3];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 3, operands, owned));
+    tl_status status =
+        record_conv2d(operands[0], operands[1], operands[2], stride_h, stride_w, pad_h, pad_w, out);
+    tl_autocast_release(3, operands, owned);
+    return status;
 }
 
 /* ---- max_pool2d ----------------------------------------------------------------------------
@@ -112,8 +125,8 @@ static tl_status cross_entropy_backward(tl_node *node, tl_tensor *const *g, tl_t
     return tl_cross_entropy_backward(g[0], logits, target, lse, node->scalar[0], &gi[0]);
 }
 
-tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
-                              tl_tensor **loss) {
+static tl_status record_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
+                                      tl_tensor **loss) {
     tl_tensor *lse;
     TL_TRY(tl_cross_entropy(logits, target, label_smoothing, loss, &lse));
     tl_node *node;
@@ -126,6 +139,16 @@ tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label
         if (status == TL_OK) status = tl_record_save(node, 2, "log_sum_exp", lse, *loss);
     }
     tl_release(lse);
+    return status;
+}
+
+tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
+                              tl_tensor **loss) {
+    tl_tensor *operands[1] = {logits};
+    bool owned[1];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 1, operands, owned));
+    tl_status status = record_cross_entropy(operands[0], target, label_smoothing, loss);
+    tl_autocast_release(1, operands, owned);
     return status;
 }
 
@@ -166,8 +189,8 @@ static tl_status layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tens
     return status;
 }
 
-tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
-                           tl_tensor **out) {
+static tl_status record_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                                   tl_tensor **out) {
     tl_tensor *mean, *rstd;
     TL_TRY(tl_layer_norm(input, weight, bias, eps, out, &mean, &rstd));
     tl_node *node;
@@ -186,6 +209,16 @@ tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
             status = tl_record_save(node, 1, "weight", weight, *out);
     }
     tl_release(mean), tl_release(rstd);
+    return status;
+}
+
+tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                           tl_tensor **out) {
+    tl_tensor *operands[3] = {input, weight, bias};
+    bool owned[3];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 3, operands, owned));
+    tl_status status = record_layer_norm(operands[0], operands[1], operands[2], eps, out);
+    tl_autocast_release(3, operands, owned);
     return status;
 }
 

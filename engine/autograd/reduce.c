@@ -1,4 +1,5 @@
 /* Recording reductions (gradients by composition) and softmax (its fused backward kernels). */
+#include "autograd/autocast.h"
 #include "autograd/formula.h"
 
 /* grad of a dim reduction, broadcast back over the input's shape (a view) */
@@ -187,10 +188,29 @@ static tl_status softmax_like(const char *name, tl_backward_fn backward, tl_stat
     return tl_record_save(node, 0, "result", *out, *out);
 }
 
-tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out) {
+static tl_status record_softmax(tl_tensor *a, int dim, tl_tensor **out) {
     return softmax_like("softmax", softmax_backward, tl_softmax(a, dim, out), a, dim, out);
 }
-tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out) {
+
+tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out) {
+    tl_tensor *operands[1] = {a};
+    bool owned[1];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 1, operands, owned));
+    tl_status status = record_softmax(operands[0], dim, out);
+    tl_autocast_release(1, operands, owned);
+    return status;
+}
+
+static tl_status record_log_softmax(tl_tensor *a, int dim, tl_tensor **out) {
     return softmax_like("log_softmax", log_softmax_backward, tl_log_softmax(a, dim, out), a, dim,
                         out);
+}
+
+tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out) {
+    tl_tensor *operands[1] = {a};
+    bool owned[1];
+    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 1, operands, owned));
+    tl_status status = record_log_softmax(operands[0], dim, out);
+    tl_autocast_release(1, operands, owned);
+    return status;
 }

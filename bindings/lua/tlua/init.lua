@@ -17,6 +17,12 @@ function tl.Tensor.cuda(t, index)
 end
 function tl.Tensor.cpu(t) return t:to("cpu") end
 
+-- tl.autocast(dtype, fn?) and tl.autocast_dtype(): tlua/autocast.lua
+do
+  local autocast = require("tlua.autocast")
+  tl.autocast, tl.autocast_dtype = autocast.autocast, autocast.autocast_dtype
+end
+
 -- tl.memory_stats(device?) and tl.reset_peak_memory_stats(device?): "cpu" (the
 -- default) counts the storages of live tensors ({allocated, peak, active_blocks,
 -- alloc_count, free_count}, bytes as requested); "cuda[:N]" is tl.cuda.memory_stats.

@@ -41,7 +41,7 @@ local Bar = {}
 Bar.__index = Bar
 
 --- new{total = n, label = "epoch 1/5", width = 24, out = io.stdout, every = 5 (s, plain mode),
--- tty = auto}
+-- tty = auto, unit = "batch" (what i counts), rate = "samples" (what update's samples count)}
 function progress.new(opts)
   opts = opts or {}
   if math.type(opts.total) ~= "integer" or opts.total < 0 then
@@ -53,7 +53,7 @@ function progress.new(opts)
   return setmetatable({
     total = opts.total, label = opts.label or "", width = opts.width or 24, out = opts.out or io.stdout,
     every = opts.every or 5, tty = tty, off = off, start = tl.clock(), last_print = -math.huge,
-    samples = 0, i = 0, stats = {}, last_len = 0,
+    samples = 0, i = 0, stats = {}, last_len = 0, unit = opts.unit or "batch", rate = opts.rate or "samples",
   }, Bar)
 end
 
@@ -66,12 +66,12 @@ function Bar:_line(final)
     parts[#parts + 1] = "[" .. string.rep("=", filled) .. string.rep(" ", self.width - filled) .. "]"
   end
   local digits = #tostring(self.total)
-  parts[#parts + 1] = string.format("batch %" .. digits .. "d/%d", self.i, self.total)
+  parts[#parts + 1] = string.format("%s %" .. digits .. "d/%d", self.unit, self.i, self.total)
   local s = self.stats
   if s.loss then parts[#parts + 1] = string.format("loss %.4f", s.loss) end
   if s.acc then parts[#parts + 1] = string.format("acc %.2f%%", 100 * s.acc) end
   if self.samples > 0 and elapsed > 0 then
-    parts[#parts + 1] = string.format("%.0f samples/s", self.samples / elapsed)
+    parts[#parts + 1] = string.format("%.0f %s/s", self.samples / elapsed, self.rate)
   end
   if final then
     parts[#parts + 1] = "time " .. duration(elapsed)
@@ -109,6 +109,15 @@ function Bar:update(i, stats)
     self.last_print = now
     self:_draw(false)
   end
+end
+
+--- clear(): erases the bar's line on a terminal, so that a print starts on a clean line (the
+--- next update draws the bar again)
+function Bar:clear()
+  if self.off or not self.tty or self.last_len == 0 then return end
+  self.out:write("\r", string.rep(" ", self.last_len), "\r")
+  self.out:flush()
+  self.last_len = 0
 end
 
 --- finish(stats?): the final line (with the elapsed time); returns the elapsed seconds

@@ -31,6 +31,22 @@ bool tl_is_grad_enabled(void);
 /* Returns the previous mode, to restore it. */
 bool tl_set_grad_enabled(bool enabled);
 
+/* ---- autocast (per thread) ----------------------------------------------- */
+/* Inside an autocast region the recording ops of the GEMM family (linear, matmul, outer,
+   grouped_mm, grouped_matmul, block_sparse_linear, conv2d, scaled_dot_product_attention) cast
+   their float32 operands to `dtype` (bfloat16 or float16; their kernels accumulate in float32)
+   and layer_norm, softmax, log_softmax and cross_entropy cast bfloat16/float16 operands to
+   float32. The casts are recorded, so a float32 parameter gets a float32 gradient; float64 is
+   never cast. Backward runs with autocast off. */
+typedef struct tl_autocast_state {
+    bool enabled;
+    tl_dtype dtype; /* TL_BF16 or TL_F16 when enabled */
+} tl_autocast_state;
+tl_autocast_state tl_autocast_get(void);
+/* Sets the state (an error for a dtype other than bfloat16/float16 when enabled); *previous
+   (may be NULL) gets the old one, to restore it. */
+tl_status tl_autocast_set(tl_autocast_state state, tl_autocast_state *previous);
+
 /* ---- backward ----------------------------------------------------------- */
 /* Accumulates d(root)/d(leaf) into every leaf that requires grad. grad is
    d(loss)/d(root) (NULL means 1 for a one-element root). Without

@@ -162,8 +162,9 @@ function Dropout:extra_repr()
   return string.format("p=%g", self.p)
 end
 
---- LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, dtype, device}): over
--- the last dims (normalized_shape: an integer or a table of sizes)
+--- LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, bias = true, dtype, device}):
+-- over the last dims (normalized_shape: an integer or a table of sizes); bias = false keeps
+-- the weight only (as PyTorch's bias=False)
 local LayerNorm = Module:extend("LayerNorm")
 layers.LayerNorm = LayerNorm
 
@@ -180,7 +181,7 @@ function LayerNorm:init(normalized_shape, opts)
   if opts.elementwise_affine ~= false then
     local o = tensor_opts(opts)
     self:register_parameter("weight", tl.ones(shape, o))
-    self:register_parameter("bias", tl.zeros(shape, o))
+    if opts.bias ~= false then self:register_parameter("bias", tl.zeros(shape, o)) end
   end
 end
 

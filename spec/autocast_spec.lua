@@ -1,0 +1,188 @@
+-- tl.autocast: which ops change dtype (GEMMs and attention down, norms, softmax and losses up), values against float64 references of the rounded operands, float32 gradients, scopes and errors.
+local tl = require("tlua")
+
+
+-- float64 copy of a tensor rounded to dtype first: what an op sees after autocast's cast
+local function rounded(t, dtype) return t:to(dtype):to("float64") end
+
+local function ops_of(fn)
+  local seen = {}
+  for _, e in ipairs(tl.trace(fn)) do seen[e.op] = (seen[e.op] or 0) + 1 end
+  return seen
+end
+
+describe("autocast", function()
+  before_each(function() tl.manual_seed(7) end)
+
+  for _, dtype in ipairs { "bfloat16", "float16" } do
+    it("runs linear in " .. dtype .. " and gives float32 parameters float32 gradients", function()
+      local x = tl.randn(5, 8)
+      local w = tl.randn(6, 8, { requires_grad = true })
+      local b = tl.randn(6, { requires_grad = true })
+      local y = tl.autocast(dtype, tl.linear, x, w, b)
+      assert.are.equal(dtype, y.dtype)
+      -- reference: the rounded operands in float64, the result rounded once to dtype
+      local want = tl.matmul(rounded(x, dtype), rounded(w, dtype):transpose(1, 2)) + rounded(b, dtype)
+      assert.tensor_near(want, y:to("float64"), 1e-2, 1e-2)
+      local g = tl.randn(5, 6)
+      y:backward(g:to(dtype))
+      assert.are.equal("float32", w.grad.dtype)
+      assert.are.equal("float32", b.grad.dtype)
+      -- dW = g^T x over the rounded values, computed in float64
+      local dw = tl.matmul(rounded(g, dtype):transpose(1, 2), rounded(x, dtype))
+      assert.tensor_near(dw, w.grad:to("float64"), 2e-2, 2e-2)
+      assert.tensor_near(rounded(g, dtype):sum(1), b.grad:to("float64"), 2e-2, 2e-2)
+    end)
+
+    it("runs matmul and outer in " .. dtype .. " and leaves other ops alone", function()
+      local a, b = tl.randn(4, 3), tl.randn(3, 5)
+      tl.autocast(dtype, function()
+        local m = tl.matmul(a, b)
+        assert.are.equal(dtype, m.dtype)
+        assert.tensor_near(tl.matmul(rounded(a, dtype), rounded(b, dtype)), m:to("float64"), 1e-2, 1e-2)
+        assert.are.equal(dtype, tl.outer(tl.randn(3), tl.randn(4)).dtype)
+        -- not on autocast's lists: computed in the inputs' dtype
+        assert.are.equal("float32", (a + a).dtype)
+        assert.are.equal("float32", tl.gelu(a).dtype)
+        assert.are.equal("float32", (m:to("float32") + a:sum()).dtype)
+        -- a bfloat16 GEMM result added to a float32 tensor promotes to float32
+        assert.are.equal("float32", (m + tl.zeros(4, 5)).dtype)
+      end)
+    end)
+
+    it("runs layer_norm, softmax, log_softmax and cross_entropy in float32 on " .. dtype .. " inputs", function()
+      local x = tl.randn(4, 6):to(dtype)
+      local target = tl.tensor({ 1, 6, 3, 2 }, { dtype = "int64" })
+      tl.autocast(dtype, function()
+        local ln = tl.layer_norm(x, tl.ones(6), tl.zeros(6), 1e-5)
+        assert.are.equal("float32", ln.dtype)
+        assert.are.equal("float32", tl.softmax(x, 2).dtype)
+        assert.are.equal("float32", tl.log_softmax(x, 2).dtype)
+        local loss = tl.cross_entropy(x, target)
+        assert.are.equal("float32", loss.dtype)
+        -- the loss of the float32 values x holds, not of a second rounding
+        local lsm = tl.autocast(false, tl.log_softmax, x:to("float64"), 2):totable()
+        local want = 0
+        for r, t in ipairs { 1, 6, 3, 2 } do want = want - lsm[r][t] end
+        assert.is_true(math.abs(loss:item() - want / 4) < 1e-5)
+      end)
+    end)
+  end
+
+  it("never casts float64", function()
+    local a = tl.randn(3, 3, { dtype = "float64" })
+    tl.autocast("bfloat16", function()
+      assert.are.equal("float64", tl.matmul(a, a).dtype)
+      assert.are.equal("float64", tl.softmax(a, 1).dtype)
+    end)
+  end)
+
+  it("records the casts it makes (the trace shows them; none without autocast)", function()
+    local x, w = tl.randn(4, 8), tl.randn(3, 8)
+    local with = ops_of(function() tl.autocast("bfloat16", tl.linear, x, w) end)
+    assert.are.equal(2, with.cast)
+    local without = ops_of(function() tl.linear(x, w) end)
+    assert.is_nil(without.cast)
+  end)
+
+  it("reaches grouped_mm, conv2d and block_sparse_linear", function()
+    tl.autocast("bfloat16", function()
+      local a, b = tl.randn(6, 4), tl.randn(2, 4, 3)
+      local offsets = tl.tensor({ 2, 6 }, { dtype = "int32" })
+      assert.are.equal("bfloat16", tl.grouped_mm(a, b, offsets).dtype)
+      local outs = tl.grouped_matmul({ tl.randn(2, 3), tl.randn(4, 3) }, { tl.randn(3, 5), tl.randn(3, 2) })
+      assert.are.equal("bfloat16", outs[1].dtype)
+      assert.are.equal("bfloat16", outs[2].dtype)
+      local img, k = tl.randn(1, 2, 5, 5), tl.randn(3, 2, 3, 3)
+      assert.are.equal("bfloat16", tl.conv2d(img, k).dtype)
+      local lin = tl.nn.BlockSparseLinear(64, 64, { block = 32, density = 0.5 })
+      assert.are.equal("bfloat16", lin(tl.randn(2, 64)).dtype)
+      assert.are.equal("float32", lin.blocks.dtype)
+    end)
+  end)
+
+  it("trains an MLP: float32 parameters, bfloat16 activations, the loss falls", function()
+    local nn = tl.nn
+    local model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+    local opt = tl.optim.AdamW(model:parameters(), { lr = 1e-2 })
+    local x = tl.randn(64, 10)
+    local y = (x:narrow(2, 1, 3):argmax(2)):view(64)
+    local first, last
+    for step = 1, 60 do
+      local loss = tl.autocast("bfloat16", function() return tl.cross_entropy(model(x), y) end)
+      assert.are.equal("float32", loss.dtype)
+      loss:backward()
+      for _, p in ipairs(model:parameters()) do assert.are.equal("float32", p.grad.dtype) end
+      opt:step()
+      opt:zero_grad()
+      if step == 1 then first = loss:item() end
+      last = loss:item()
+    end
+    assert.is_true(last < 0.5 * first, string.format("loss %g -> %g", first, last))
+  end)
+
+  describe("state", function()
+    it("is off by default, restored after the function, and nests", function()
+      assert.is_false(tl.autocast_dtype())
+      tl.autocast("bfloat16", function()
+        assert.are.equal("bfloat16", tl.autocast_dtype())
+        tl.autocast("float16", function() assert.are.equal("float16", tl.autocast_dtype()) end)
+        tl.autocast(false, function()
+          assert.is_false(tl.autocast_dtype())
+          assert.are.equal("float32", tl.matmul(tl.randn(2, 2), tl.randn(2, 2)).dtype)
+        end)
+        assert.are.equal("bfloat16", tl.autocast_dtype())
+      end)
+      assert.is_false(tl.autocast_dtype())
+    end)
+
+    it("returns the function's results", function()
+      local a, b, c = tl.autocast("bfloat16", function(x, y) return x, y, x + y end, 1, 2)
+      assert.are.same({ 1, 2, 3 }, { a, b, c })
+    end)
+
+    it("is restored when the function raises, the error unchanged", function()
+      local ok, err = pcall(tl.autocast, "bfloat16", function() error("boom from inside") end)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("boom from inside"))
+      assert.is_false(tl.autocast_dtype())
+    end)
+
+    it("has a scope form closed by <close> or close()", function()
+      do
+        local ac <close> = tl.autocast("bfloat16")
+        assert.are.equal("bfloat16", tl.autocast_dtype())
+        assert.are.equal("bfloat16", tl.matmul(tl.randn(2, 2), tl.randn(2, 2)).dtype)
+      end
+      assert.is_false(tl.autocast_dtype())
+      local scope = tl.autocast("float16")
+      assert.are.equal("float16", tl.autocast_dtype())
+      scope:close()
+      scope:close() -- twice is harmless
+      assert.is_false(tl.autocast_dtype())
+    end)
+
+    it("is off while backward runs (a custom backward sees it off)", function()
+      local seen
+      local Probe = tl.autograd.Function {
+        name = "probe",
+        forward = function(ctx, x) return x * 1 end,
+        backward = function(ctx, g)
+          seen = tl.autocast_dtype()
+          return g
+        end,
+      }
+      local x = tl.randn(3, { requires_grad = true })
+      tl.autocast("bfloat16", function() Probe(x):sum():backward() end)
+      assert.is_false(seen)
+      assert.is_false(tl.autocast_dtype())
+    end)
+
+    it("refuses dtypes other than bfloat16 and float16, and non-functions", function()
+      assert.error_matches(function() tl.autocast("float32", function() end) end, { "autocast", "bfloat16", "float32" })
+      assert.error_matches(function() tl.autocast("int8") end, { "autocast", "int8" })
+      assert.error_matches(function() tl.autocast("bfloat16", 42) end, { "autocast", "function" })
+      assert.is_false(tl.autocast_dtype())
+    end)
+  end)
+end)
