@@ -78,6 +78,16 @@ local cases = {
                               local mask = tl.tensor({ { true, false }, { true, true } })
                               return tl.block_sparse_linear(x, blocks, tl.nn.block_layout(mask))
                             end, { input(2, 3, 4), input(3, 2, 2) } } },
+  -- no leading dim and T < S; causal with T > S and a scale; dropout and causal under a fixed seed
+  -- (every call draws the same mask)
+  scaled_dot_product_attention = {
+    { tl.scaled_dot_product_attention, { input(3, 4), input(5, 4), input(5, 4) } },
+    { function(q, k, v) return tl.scaled_dot_product_attention(q, k, v, { causal = true, scale = 0.7 }) end,
+      { input(1, 2, 5, 3), input(1, 2, 4, 3), input(1, 2, 4, 3) } },
+    { function(q, k, v)
+        tl.manual_seed(7)
+        return tl.scaled_dot_product_attention(q, k, v, { causal = true, dropout = 0.3 })
+      end, { input(2, 4, 3), input(2, 6, 3), input(2, 6, 3) } } },
   view = { { function(x) return x:view(4, 3) * x:view(4, 3) end, { input(3, 4) } } },
   reshape = { { function(x) return x:transpose(1, 2):reshape(-1) end, { input(3, 4) } } },
   transpose = { { function(x) return x:transpose(1, 3) end, { input(2, 3, 4) } } },
@@ -104,6 +114,9 @@ local cases = {
                       { input(3, 4) } } },
   layer_norm = { { function(x, w, b) return tl.layer_norm(x, w, b) end, { input(3, 5), input(5), input(5) } },
                  { function(x) return tl.layer_norm(x, nil, nil, 1e-3) end, { input(2, 2, 4) } } },
+  -- under a fixed seed, so every evaluation draws the same mask; contiguous and transposed
+  dropout = { { function(x) tl.manual_seed(17) return tl.dropout(x, 0.4) end, { input(4, 5) } },
+              { function(x) tl.manual_seed(3) return tl.dropout(x:transpose(1, 2), 0.25) end, { input(3, 6) } } },
 }
 
 -- pointwise ops: their line in helpers/pointwise_cases.lua, inputs drawn from its

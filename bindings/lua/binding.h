@@ -130,6 +130,7 @@ extern const luaL_Reg tlb_op_methods[];
 extern const luaL_Reg tlb_op_meta[];
 extern const luaL_Reg tlb_grouped_functions[];
 extern const luaL_Reg tlb_block_sparse_functions[]; /* block_sparse.c */
+extern const luaL_Reg tlb_attention_functions[];    /* attention.c */
 extern const luaL_Reg tlb_inplace_methods[];        /* inplace.c: t:add_(x), t:softmax_(dim), ... */
 /* scan.c: t:cumsum(dim), t:nonzero() */
 extern const luaL_Reg tlb_scan_methods[];

@@ -95,13 +95,20 @@ static int op_matmul_(lua_State *L) {
     return inplace_result(L, tl_ag_matmul_(x, w));
 }
 
+/* t:dropout_(p = 0.5): t <- t * keep / (1 - p), the mask of tl.dropout */
+static int op_dropout_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "dropout_");
+    double p = lua_isnoneornil(L, 2) ? 0.5 : tlb_check_number(L, 2, "dropout_", "p");
+    return inplace_result(L, tl_ag_dropout_(x, p));
+}
+
 #define INPLACE_ENTRY(name) {#name "_", op_##name##_},
 
 const luaL_Reg tlb_inplace_methods[] = {
     INPLACE_ENTRY(add) INPLACE_ENTRY(sub) INPLACE_ENTRY(mul) INPLACE_ENTRY(copy) INPLACE_ENTRY(fill)
         INPLACE_ENTRY(neg) INPLACE_ENTRY(abs) INPLACE_ENTRY(relu) INPLACE_ENTRY(clamp)
             INPLACE_ENTRY(softmax) INPLACE_ENTRY(log_softmax) INPLACE_ENTRY(layer_norm)
-                INPLACE_ENTRY(matmul)
+                INPLACE_ENTRY(matmul) INPLACE_ENTRY(dropout)
 #define POINTWISE_OP(name, differentiable, backward) INPLACE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) INPLACE_ENTRY(name)

@@ -1,5 +1,6 @@
-/* nn op bindings: conv2d, max_pool2d, embedding, cross_entropy, layer_norm, the fused optimizer
-   steps (tl._sgd_step, tl._adam_step) and the row gather of the DataLoader (tl._gather_rows).
+/* nn op bindings: conv2d, max_pool2d, embedding, cross_entropy, layer_norm, dropout, the fused
+   optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi) and the row gather of the
+   DataLoader (tl._gather_rows).
    Lua indices (embedding, class targets, gathered rows) count from 1; the C API's from 0. */
 #include <string.h>
 
@@ -214,6 +215,17 @@ static int nn_layer_norm(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* ---- dropout ------------------------------------------------------------------------------- */
+/* dropout(x, p = 0.5): x * keep / (1 - p), keep = rand(x.shape) >= p drawn in one kernel; p = 0
+   returns x itself */
+static int nn_dropout(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "dropout"), *out = NULL;
+    double p = lua_isnoneornil(L, 2) ? 0.5 : tlb_check_number(L, 2, "dropout", "p");
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_dropout(x, p, &out);
+    return tlb_result(L, box, status, out);
+}
+
 /* ---- optimizer steps (used by tl.optim) ---------------------------------------------------------
  */
 /* _sgd_step(param, grad, momentum_buffer|nil, lr, momentum, dampening, weight_decay, nesterov,
@@ -258,6 +270,59 @@ static int nn_adam_step(lua_State *L) {
                            : tl_adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2,
                                           eps, weight_decay, decoupled);
     if (status != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+/* The tensors of the list at idx (n of them; optional: nil, or false/nil entries allowed, which
+   give NULL), in scratch memory the collector owns; NULL for an absent optional list. */
+static tl_tensor **optim_list(lua_State *L, int idx, const char *op, const char *what, size_t n,
+                              bool optional) {
+    if (optional && lua_isnoneornil(L, idx)) return NULL;
+    if (!lua_istable(L, idx) || tlb_is_tensor(L, idx))
+        tlb_type_error(L, idx, op, "a table of tensors");
+    lua_Unsigned len = lua_rawlen(L, idx);
+    if (optional ? len > n : len != n)
+        tlb_errorf(L, "%s: %s holds %llu tensors but params holds %llu", op, what,
+                   (unsigned long long)len, (unsigned long long)n);
+    tl_tensor **list = lua_newuserdatauv(L, sizeof *list * (n > 0 ? n : 1), 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, (lua_Integer)i + 1);
+        list[i] = tlb_totensor(L, -1, op);
+        if (!list[i] && !(optional && !lua_toboolean(L, -1)))
+            tlb_errorf(L, "%s: %s[%llu] expected a tensor%s, got %s", op, what,
+                       (unsigned long long)i + 1, optional ? " or false" : "", tlb_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    return list;
+}
+
+/* _adam_step_multi(params, grads, exp_avgs, exp_avg_sqs, masters|nil, lr, beta1, beta2, eps,
+   weight_decay, step, decoupled): tl_adam_step_multi over the lists (tables of tensors, one per
+   parameter; masters[i] false or nil where a parameter has no master copy), in place */
+static int nn_adam_step_multi(lua_State *L) {
+    const char *op = "_adam_step_multi";
+    if (!lua_istable(L, 1) || tlb_is_tensor(L, 1)) tlb_type_error(L, 1, op, "a table of tensors");
+    lua_Unsigned len = lua_rawlen(L, 1);
+    if (len > 1u << 20)
+        tlb_errorf(L, "%s: params holds %llu tensors, at most %u", op, (unsigned long long)len,
+                   1u << 20);
+    size_t n = (size_t)len;
+    tl_tensor **params = optim_list(L, 1, op, "params", n, false);
+    tl_tensor **grads = optim_list(L, 2, op, "grads", n, false);
+    tl_tensor **exp_avg = optim_list(L, 3, op, "exp_avgs", n, false);
+    tl_tensor **exp_avg_sq = optim_list(L, 4, op, "exp_avg_sqs", n, false);
+    tl_tensor **master = optim_list(L, 5, op, "masters", n, true);
+    double lr = tlb_check_number(L, 6, op, "lr");
+    double beta1 = tlb_check_number(L, 7, op, "beta1");
+    double beta2 = tlb_check_number(L, 8, op, "beta2");
+    double eps = tlb_check_number(L, 9, op, "eps");
+    double weight_decay = tlb_check_number(L, 10, op, "weight_decay");
+    int64_t step = tlb_check_int(L, 11, op, "step");
+    bool decoupled = lua_toboolean(L, 12);
+    if (tl_adam_step_multi(params, (const tl_tensor *const *)grads, exp_avg, exp_avg_sq, master,
+                           (int64_t)n, step, lr, beta1, beta2, eps, weight_decay,
+                           decoupled) != TL_OK)
+        return tlb_fail(L);
     return 0;
 }
 
@@ -378,8 +443,10 @@ const luaL_Reg tlb_nn_functions[] = {
     {"embedding", nn_embedding},
     {"cross_entropy", nn_cross_entropy},
     {"layer_norm", nn_layer_norm},
+    {"dropout", nn_dropout},
     {"_sgd_step", nn_sgd_step},
     {"_adam_step", nn_adam_step},
+    {"_adam_step_multi", nn_adam_step_multi},
     {"_gather_rows", nn_gather_rows},
     {NULL, NULL},
 };

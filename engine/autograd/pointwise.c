@@ -44,6 +44,11 @@ GRADIENT(gelu, INPUT) {
     return tl_gelu_backward(g, saved, gi);
 }
 
+/* the tanh approximation's derivative: a backward kernel too */
+GRADIENT(gelu_tanh, INPUT) {
+    return tl_gelu_tanh_backward(g, saved, gi);
+}
+
 /* silu' = s (1 + x (1 - s)) with s = sigmoid(x): a backward kernel */
 GRADIENT(silu, INPUT) {
     return tl_silu_backward(g, saved, gi);

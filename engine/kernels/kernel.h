@@ -13,7 +13,8 @@
 
 /* Scalars an op passes to its kernel: pow's exponent (scalar[0]); clamp's
    bounds (scalar[0..1] with has_scalar); randint's [low, high) (scalar[0..1]);
-   the random stream (seed, counter). */
+   dropout's p (scalar[0]: cpu/dropout.c states the kernel); the random stream
+   (seed, counter). */
 typedef struct tl_op_args {
     double scalar[2];
     bool has_scalar[2];
@@ -129,6 +130,16 @@ typedef struct tl_optim_args {
    NULL; adam_step: state0 = exp_avg, state1 = exp_avg_sq. */
 typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl_tensor *state0,
                                      tl_tensor *state1, const tl_optim_args *args);
+/* adam_step_multi: adam_step's update of n parameters at once (one launch), all contiguous and
+   on one device. params[i] float32, float64, bfloat16 or float16 (mixed in one call), grads[i]
+   of its dtype, exp_avg[i] and exp_avg_sq[i] float64 for a float64 param, else float32. master
+   is NULL or master[i] is NULL, or a float32 copy of a bfloat16/float16 params[i]: the step then
+   updates the master (read in place of the param) and params[i] = the new master rounded to
+   its dtype. Computed in float (double for float64); args->step is shared. */
+typedef tl_status (*tl_optim_multi_kernel)(tl_tensor *const *params, const tl_tensor *const *grads,
+                                           tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
+                                           tl_tensor *const *master, int64_t n,
+                                           const tl_optim_args *args);
 /* Block-sparse linear over W [R*b, C*b] held as blocks [nnz, b, b] on layout's pattern
    (tlua/block_layout.h: indices already checked); dense operands are contiguous [rows, ...].
    block_sparse_linear:                 out [rows, R*b] = dense [rows, C*b] @ W^T (+ bias [R*b]
@@ -140,6 +151,33 @@ typedef tl_status (*tl_optim_kernel)(tl_tensor *param, const tl_tensor *grad, tl
 typedef tl_status (*tl_block_sparse_kernel)(tl_tensor *out, const tl_tensor *dense,
                                             const tl_tensor *other, const tl_tensor *bias,
                                             const tl_block_layout *layout);
+
+/* Scaled dot-product attention, per (b, h) of q, out [B, H, T, D], k, v [B, H, S, D]: every
+   operand's last dim has stride 1, its other strides are free (elements); lse, delta
+   [B, H, T] contiguous float32 (float64 for float64 operands).
+   p = softmax(scale q k^T, masked when causal: query i sees keys j <= i, PyTorch's top-left
+   alignment), then dropout on p: element e = ((b H + h) T + i) S + j of the virtual
+   [B, H, T, S] tensor is kept, times 1 / (1 - dropout), when the uniform that `rand` (float32)
+   draws for element e from (seed, counter) is >= dropout, compared in float32 as `rand(...) >=
+   p` compares: tl_philox_uniform_f32(seed, counter, e) >= (float)dropout (kernels/philox.h).
+   attention: out = p v, lse = logsumexp of the masked scaled scores per query ("=").
+   attention_backward: grad_q, grad_k, grad_v ("=", any may be NULL when not needed) from
+   grad_out, q, k, v, out and lse; delta is scratch the kernel may fill with rowsum(grad_out *
+   out). */
+typedef struct tl_attention_args {
+    double scale, dropout;
+    bool causal;
+    uint64_t seed, counter; /* Philox stream of the dropout mask (unused without dropout) */
+} tl_attention_args;
+typedef tl_status (*tl_attention_kernel)(tl_tensor *out, tl_tensor *lse, const tl_tensor *q,
+                                         const tl_tensor *k, const tl_tensor *v,
+                                         const tl_attention_args *args);
+typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *grad_k,
+                                                  tl_tensor *grad_v, tl_tensor *delta,
+                                                  const tl_tensor *grad_out, const tl_tensor *q,
+                                                  const tl_tensor *k, const tl_tensor *v,
+                                                  const tl_tensor *out, const tl_tensor *lse,
+                                                  const tl_attention_args *args);
 
 /* The kernel signatures: SIGNATURE(member, type) gives tl_kernel_entry's union member `member`
    of that type, TL_SIG_<member> and its name. A new signature is its typedef above and a row
@@ -168,7 +206,10 @@ typedef tl_status (*tl_block_sparse_kernel)(tl_tensor *out, const tl_tensor *den
     SIGNATURE(layer_norm, tl_layer_norm_kernel)                                                    \
     SIGNATURE(layer_norm_backward, tl_layer_norm_backward_kernel)                                  \
     SIGNATURE(optim, tl_optim_kernel)                                                              \
-    SIGNATURE(block_sparse, tl_block_sparse_kernel)
+    SIGNATURE(optim_multi, tl_optim_multi_kernel)                                                  \
+    SIGNATURE(block_sparse, tl_block_sparse_kernel)                                                \
+    SIGNATURE(attention, tl_attention_kernel)                                                      \
+    SIGNATURE(attention_backward, tl_attention_backward_kernel)
 
 /* Which member of tl_kernel_entry's union a kernel fills: its signature. Each op family has one
    (tl_family_signature); the registry rejects an entry whose signature is not its op's. */

@@ -32,6 +32,10 @@ TL_POINTWISE(sigmoid, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + exp(-x)))
 /* x * Phi(x), the exact (erf) form */
 TL_POINTWISE(gelu, 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)),
              0.5 * x * (1.0 + erf(x * 0.70710678118654752)))
+/* PyTorch's gelu(approximate="tanh"): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
+TL_POINTWISE(gelu_tanh,
+             0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))),
+             0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x))))
 /* x * sigmoid(x) */
 TL_POINTWISE(silu, x / (1.0f + expf(-x)), x / (1.0 + exp(-x)))
 TL_POINTWISE(sin, sinf(x), sin(x))
@@ -71,6 +75,20 @@ TL_POINTWISE_BACKWARD(gelu_backward,
                           s * 0.39894228040143268f * expf(-0.5f * s * s)),
                       g *(0.5 * (1.0 + erf(s * 0.70710678118654752)) +
                           s * 0.39894228040143268 * exp(-0.5 * s * s)))
+/* s = x: gelu_tanh' = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715 x^2), with
+   t = tanh(sqrt(2 / pi) (x + 0.044715 x^3)) */
+TL_POINTWISE_FN float tl_gelu_tanh_derivative_f(float x) {
+    const float t = tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * 0.79788456080286536f * (1.0f + 0.134145f * x * x);
+}
+TL_POINTWISE_FN double tl_gelu_tanh_derivative_d(double x) {
+    const double t = tanh(0.79788456080286536 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) +
+           0.5 * x * (1.0 - t * t) * 0.79788456080286536 * (1.0 + 0.134145 * x * x);
+}
+TL_POINTWISE_BACKWARD(gelu_tanh_backward, g *tl_gelu_tanh_derivative_f(s),
+                      g *tl_gelu_tanh_derivative_d(s))
 /* s = x: silu' = sigmoid(x) (1 + x (1 - sigmoid(x))) */
 TL_POINTWISE_BACKWARD(silu_backward,
                       g *tl_pointwise_sigmoid_f(s) *

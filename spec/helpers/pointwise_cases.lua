@@ -10,6 +10,9 @@ local ref = require("helpers.reference")
 
 -- the standard normal density, for gelu's derivative
 local function phi(x) return math.exp(-x * x / 2) / math.sqrt(2 * math.pi) end
+-- gelu's tanh approximation (PyTorch's approximate = "tanh"): its inner tanh
+local K_GELU = math.sqrt(2 / math.pi)
+local function gelu_tanh_inner(x) return ref.tanh(K_GELU * (x + 0.044715 * x ^ 3)) end
 
 return {
   exp = { lo = -5, hi = 5, reference = math.exp },
@@ -23,6 +26,13 @@ return {
   gelu = {
     lo = -6, hi = 6, reference = ref.gelu,
     derivative = function(x) return 0.5 * ref.erfc(-x / math.sqrt(2)) + x * phi(x) end,
+  },
+  gelu_tanh = {
+    lo = -6, hi = 6, reference = function(x) return 0.5 * x * (1 + gelu_tanh_inner(x)) end,
+    derivative = function(x)
+      local t = gelu_tanh_inner(x)
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * K_GELU * (1 + 3 * 0.044715 * x * x)
+    end,
   },
   silu = {
     lo = -12, hi = 12, reference = function(x) return x * ref.sigmoid(x) end,

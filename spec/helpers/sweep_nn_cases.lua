@@ -178,6 +178,85 @@ cases.block_sparse_linear = {
   end,
 }
 
+-- attention of one leading dim, T = 3 queries, S = 5 keys, D = 4, twice on the same inputs:
+-- causal with scale 0.5 and plain (1 / sqrt(D)); both outputs' gradient g, one backward
+local function attention_ref(q, k, v, g, causal, scale)
+  local y, gq, gk, gv = {}, {}, {}, {}
+  for b = 1, #q do
+    local Q, Kb, V, G = q[b], k[b], v[b], g[b]
+    local T, S, D = #Q, #Kb, #Q[1]
+    local p = {}
+    for i = 1, T do
+      local row, top = {}, -math.huge
+      for j = 1, S do
+        local s = -math.huge
+        if not causal or j <= i then
+          s = 0.0
+          for d = 1, D do s = s + Q[i][d] * Kb[j][d] end
+          s = s * scale
+        end
+        row[j] = s
+        if s > top then top = s end
+      end
+      local sum = 0.0
+      for j = 1, S do
+        row[j] = row[j] == -math.huge and 0.0 or math.exp(row[j] - top)
+        sum = sum + row[j]
+      end
+      for j = 1, S do row[j] = row[j] / sum end
+      p[i] = row
+    end
+    y[b] = ref.build({ T, D }, function(i, d)
+      local acc = 0.0
+      for j = 1, S do acc = acc + p[i][j] * V[j][d] end
+      return acc
+    end)
+    local ds = {}
+    for i = 1, T do
+      local dp, dot = {}, 0.0
+      for j = 1, S do
+        dp[j] = 0.0
+        for d = 1, D do dp[j] = dp[j] + G[i][d] * V[j][d] end
+        dot = dot + p[i][j] * dp[j]
+      end
+      ds[i] = {}
+      for j = 1, S do ds[i][j] = p[i][j] * (dp[j] - dot) * scale end
+    end
+    gq[b] = ref.build({ T, D }, function(i, d)
+      local acc = 0.0
+      for j = 1, S do acc = acc + ds[i][j] * Kb[j][d] end
+      return acc
+    end)
+    gk[b] = ref.build({ S, D }, function(j, d)
+      local acc = 0.0
+      for i = 1, T do acc = acc + ds[i][j] * Q[i][d] end
+      return acc
+    end)
+    gv[b] = ref.build({ S, D }, function(j, d)
+      local acc = 0.0
+      for i = 1, T do acc = acc + p[i][j] * G[i][d] end
+      return acc
+    end)
+  end
+  return y, gq, gk, gv
+end
+cases.scaled_dot_product_attention = {
+  inputs = function(G) return { G.normal(2, 3, 4), G.normal(2, 5, 4), G.normal(2, 5, 4), G.normal(2, 3, 4) } end,
+  run = function(q, k, v, g)
+    q, k, v = leaves(q, k, v)
+    local y1 = tl.scaled_dot_product_attention(q, k, v, { causal = true, scale = 0.5 })
+    local y2 = tl.scaled_dot_product_attention(q, k, v)
+    local loss = (y1 * g):sum() + (y2 * g):sum()
+    loss:backward()
+    return { y1:detach(), y2:detach(), q.grad, k.grad, v.grad }
+  end,
+  reference = function(_, q, k, v, g)
+    local y1, gq1, gk1, gv1 = attention_ref(q, k, v, g, true, 0.5)
+    local y2, gq2, gk2, gv2 = attention_ref(q, k, v, g, false, 0.5)
+    return { y1, y2, add_into(gq1, gq2), add_into(gk1, gk2), add_into(gv1, gv2) }
+  end,
+}
+
 cases.conv2d = {
   inputs = function(G) return { G.normal(2, 3, 6, 6), G.normal(4, 3, 3, 3), G.normal(4), G.normal(2, 4, 3, 3) } end,
   run = function(x, w, b, g)
@@ -231,13 +310,14 @@ cases.layer_norm = {
   reference = function(_, x, w, b, g) return { K.layer_norm(x, w, b, g, 1e-5) } end,
 }
 
--- three steps of SGD (momentum, nesterov, weight decay), Adam (L2 decay) and AdamW
+-- three steps of SGD (momentum, nesterov, weight decay), Adam (L2 decay) and AdamW, one
+-- adam_step per parameter (fused = false, state in the parameter's dtype)
 local OPTIMIZERS = {
   { "SGD", { lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01 }, K.sgd_step,
     { lr = 0.1, momentum = 0.9, dampening = 0, nesterov = true, weight_decay = 0.01 } },
-  { "Adam", { lr = 0.01, weight_decay = 0.01 }, K.adam_step,
+  { "Adam", { lr = 0.01, weight_decay = 0.01, fused = false, master_weights = false }, K.adam_step,
     { lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01 } },
-  { "AdamW", { lr = 0.01 }, K.adam_step,
+  { "AdamW", { lr = 0.01, fused = false, master_weights = false }, K.adam_step,
     { lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01, decoupled = true } },
 }
 cases.optim = {
@@ -263,6 +343,37 @@ cases.optim = {
       local state = {}
       for _ = 1, 3 do o[3](fp, fg, state, o[4]) end
       out[k] = ref.unflatten(fp, shape)
+    end
+    return out
+  end,
+}
+
+-- three fused steps (one adam_step_multi for both parameters) of Adam (L2 decay) and AdamW
+-- (float32 masters for bfloat16/float16 parameters, which are the masters rounded)
+cases.adam_step_multi = {
+  inputs = function(G) return { G.normal(3, 4), G.normal(3, 4), G.normal(5), G.normal(5) } end,
+  run = function(p1, g1, p2, g2)
+    local out = {}
+    for k, o in ipairs({ OPTIMIZERS[2], OPTIMIZERS[3] }) do
+      local a, b = p1:clone():requires_grad_(), p2:clone():requires_grad_()
+      local opt = tl.optim[o[1]]({ a, b }, { lr = o[4].lr, weight_decay = o[4].weight_decay })
+      for _ = 1, 3 do
+        a.grad, b.grad = g1, g2
+        opt:step()
+      end
+      out[2 * k - 1], out[2 * k] = a:detach(), b:detach()
+    end
+    return out
+  end,
+  reference = function(_, p1, g1, p2, g2)
+    local out = {}
+    for k, o in ipairs({ OPTIMIZERS[2], OPTIMIZERS[3] }) do
+      for j, pg in ipairs({ { p1, g1 }, { p2, g2 } }) do
+        local fp, shape = ref.flatten(pg[1])
+        local fg, state = ref.flatten(pg[2]), {}
+        for _ = 1, 3 do o[3](fp, fg, state, o[4]) end
+        out[2 * k - 2 + j] = ref.unflatten(fp, shape)
+      end
     end
     return out
   end,
@@ -313,6 +424,42 @@ cases.nonzero = {
   end,
 }
 
+-- dropout after tl.manual_seed: y = x * keep / (1 - p) and its gradient g * keep / (1 - p) (the
+-- same kernel on g), then a transposed z (its mask by the view's row-major index) continuing the
+-- stream; keep_e = the float32 uniform of element e (Philox4x32-10 in Lua: block counter + e // 4,
+-- word e % 4, 24 bits) >= p rounded to float32
+local DROPOUT_SEED, DROPOUT_P = 0x123456789ABCDEF, 0.375
+local function dropout_keep(n, counter)
+  local keep, threshold = {}, string.unpack("f", string.pack("f", DROPOUT_P))
+  for e = 0, n - 1 do
+    local w = K.philox(counter + e // 4, DROPOUT_SEED)
+    keep[e + 1] = (w[e % 4 + 1] >> 8) * 2.0 ^ -24 >= threshold
+  end
+  return keep, counter + (n + 3) // 4
+end
+local function dropped(m, keep) -- m a nested [rows][cols] table, keep by row-major index
+  local cols = #m[1]
+  return ref.build({ #m, cols }, function(i, j)
+    return keep[(i - 1) * cols + j] and m[i][j] / (1 - DROPOUT_P) or 0.0
+  end)
+end
+cases.dropout = {
+  inputs = function(G) return { G.normal(3, 7), G.normal(3, 7), G.normal(5, 3) } end,
+  run = function(x, g, z)
+    tl.manual_seed(DROPOUT_SEED)
+    local leaf = x:detach():requires_grad_()
+    local y = tl.dropout(leaf, DROPOUT_P)
+    local yz = tl.dropout(z:transpose(1, 2), DROPOUT_P)
+    y:backward(g)
+    return { y:detach(), leaf.grad, yz }
+  end,
+  reference = function(_, x, g, z)
+    local keep, counter = dropout_keep(21, 0)
+    local keep_z = dropout_keep(15, counter)
+    return { dropped(x, keep), dropped(g, keep), dropped(transpose(z), keep_z) }
+  end,
+}
+
 -- which case covers a kernel's op (an op not listed is its own case)
 local case_of_op = {
   linear_forward = "linear", linear_backward_input = "linear", linear_backward_weight = "linear",
@@ -321,6 +468,7 @@ local case_of_op = {
   grouped_mm_backward_input = "grouped_mm", grouped_mm_backward_weight = "grouped_mm",
   block_sparse_linear_backward_input = "block_sparse_linear",
   block_sparse_linear_backward_weight = "block_sparse_linear",
+  scaled_dot_product_attention_backward = "scaled_dot_product_attention",
   matmul_backward_other = "matmul_backward", outer_forward = "outer",
   conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
   conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",

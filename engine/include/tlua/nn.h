@@ -1,5 +1,5 @@
-/* Neural-network ops (conv2d, pooling, embedding, losses, layer norm, block-sparse linear) and
-   optimizer steps. */
+/* Neural-network ops (conv2d, pooling, embedding, losses, layer norm, block-sparse linear,
+   scaled dot-product attention, dropout) and optimizer steps. */
 #ifndef TLUA_NN_H
 #define TLUA_NN_H
 
@@ -78,6 +78,47 @@ tl_status tl_block_layout_validate(const tl_block_layout *layout, int64_t nnz);
 tl_status tl_ag_block_sparse_linear(tl_tensor *x, tl_tensor *blocks, const tl_block_layout *layout,
                                     tl_tensor *bias, tl_tensor **out);
 
+/* ---- scaled_dot_product_attention ---------------------------------------------------------
+   q [..., T, D], k [..., S, D], v [..., S, D] (the same leading dims, none or more; one dtype and
+   device; floating) -> out [..., T, D] (contiguous) = softmax(scale q k^T) v per leading index,
+   fused: no [T, S] matrix is ever made (the kernels run an online softmax over tiles).
+   causal: query i sees keys j <= i (PyTorch's top-left alignment: with T > S, rows past S see
+   every key). dropout p in [0, 1): the softmax's element (.., i, j) is kept, times 1 / (1 - p),
+   when the float32 uniform tl_rand would draw for element ((..) T + i) S + j of [..., T, S] is
+   >= p: after tl_manual_seed(s) the mask is tl_rand([..., T, S]) >= p, and the op takes those
+   numbers from the global stream as that rand would. T or S or D zero: no kernel (S zero gives
+   zeros). */
+typedef struct tl_attention_options {
+    double scale;   /* > 0; 0 means 1 / sqrt(D); negative, NaN or inf is refused */
+    bool causal;    /* key j visible to query i only when j <= i */
+    double dropout; /* in [0, 1) */
+} tl_attention_options;
+/* opts may be NULL: scale 1 / sqrt(D), not causal, no dropout. */
+tl_status tl_scaled_dot_product_attention(const tl_tensor *q, const tl_tensor *k,
+                                          const tl_tensor *v, const tl_attention_options *opts,
+                                          tl_tensor **out);
+/* The same, also giving what the backward reads: lse [..., T] (float32, float64 for float64
+   inputs; may be NULL) = each query's logsumexp of its scaled, masked scores (before dropout;
+   -inf when S is 0; 0 when D is 0, out being empty), and the dropout mask's Philox stream (seed,
+   counter; each may be NULL, 0 without dropout). */
+tl_status tl_scaled_dot_product_attention_lse(const tl_tensor *q, const tl_tensor *k,
+                                              const tl_tensor *v, const tl_attention_options *opts,
+                                              tl_tensor **out, tl_tensor **lse, uint64_t *seed,
+                                              uint64_t *counter);
+/* grad_q [..., T, D], grad_k, grad_v [..., S, D] (each may be NULL when not wanted) from grad
+   [..., T, D] (out's gradient) and the forward's q, k, v, out, lse, options and stream: the
+   same mask is drawn again from (seed, counter). */
+tl_status tl_scaled_dot_product_attention_backward(const tl_tensor *grad, const tl_tensor *q,
+                                                   const tl_tensor *k, const tl_tensor *v,
+                                                   const tl_tensor *out, const tl_tensor *lse,
+                                                   const tl_attention_options *opts, uint64_t seed,
+                                                   uint64_t counter, tl_tensor **grad_q,
+                                                   tl_tensor **grad_k, tl_tensor **grad_v);
+/* Recording form (autograd/attention.c): one node saving q, k, v, out, lse and the stream;
+   backward runs the backward kernel once for the gradients needed. */
+tl_status tl_ag_scaled_dot_product_attention(tl_tensor *q, tl_tensor *k, tl_tensor *v,
+                                             const tl_attention_options *opts, tl_tensor **out);
+
 /* ---- embedding -----------------------------------------------------------------------------
    indices (int64 or int32, any shape, values in [0, V)), weight [V, D] -> out [..., D]. An
    index out of range is an error naming it and V, raised before anything is written. */
@@ -129,6 +170,27 @@ tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor 
    naming the op). */
 tl_status tl_ag_layer_norm_(tl_tensor *x, tl_tensor *weight, tl_tensor *bias, double eps);
 
+/* ---- dropout -------------------------------------------------------------------------------
+   x (floating, any strides), p in [0, 1] -> out = x * keep / (1 - p), x's shape and dtype,
+   contiguous, in one kernel: element e (x's row-major index) is kept when the float32 uniform
+   that tl_rand draws for element e of the global stream is >= p, the kernel drawing it itself
+   (ceil(n / 4) Philox blocks reserved: after tl_manual_seed(s), keep = tl_rand(x's shape) >= p).
+   A dropped element is x * 0 (a NaN stays NaN). p = 0: *out is x itself (a new reference);
+   p = 1: x * 0; neither draws. seed, counter (each may be NULL) get the stream the mask came
+   from, which backward needs. */
+tl_status tl_dropout(const tl_tensor *x, double p, tl_tensor **out, uint64_t *seed,
+                     uint64_t *counter);
+/* grad_input = grad * keep / (1 - p) with the mask of the stream (seed, counter): the forward's
+   kernel on the gradient (grad of the forward's shape; p = 0: grad itself). */
+tl_status tl_dropout_backward(const tl_tensor *grad, double p, uint64_t seed, uint64_t counter,
+                              tl_tensor **grad_input);
+/* Recorded: the node keeps p and the stream, no tensor. p = 0 returns x, recording nothing. */
+tl_status tl_ag_dropout(tl_tensor *x, double p, tl_tensor **out);
+/* In place: x <- dropout(x, p) (the conditions of tlua/ops.h's in-place ops), the same mask as
+   tl_dropout's; p = 0 leaves x as it is. */
+tl_status tl_dropout_(tl_tensor *x, double p, uint64_t *seed, uint64_t *counter);
+tl_status tl_ag_dropout_(tl_tensor *x, double p);
+
 /* ---- optimizer steps: in place, one fused pass, no autograd; bump the versions of what they
    write. param, grad and the state tensors: same shape, dtype and device; param and state
    contiguous. Update rules of torch.optim (maximize = false). -------------------------------- */
@@ -144,6 +206,19 @@ tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *moment
 tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
                        tl_tensor *exp_avg_sq, int64_t step, double lr, double beta1, double beta2,
                        double eps, double weight_decay, bool decoupled);
+/* tl_adam_step over n parameters at once: one kernel (adam_step_multi, traced with shapes [n]
+   and [elements]) for all of them, which share the hyper-parameters and the step count. Every
+   tensor contiguous (grads may be strided) and on one device; params[i] floating (dtypes may
+   differ), grads[i] of its shape and dtype; exp_avg[i], exp_avg_sq[i] of its shape, float64 for
+   a float64 param, else float32. master may be NULL, or master[i] NULL, or a float32 copy of a
+   bfloat16/float16 params[i] (its shape): the step then runs on the master and params[i]
+   becomes the new master rounded to its dtype. Written tensors must not share memory. Everything
+   is checked before anything is written; messages name the parameter, counting from 1. */
+tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *grads,
+                             tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
+                             tl_tensor *const *master, int64_t n, int64_t step, double lr,
+                             double beta1, double beta2, double eps, double weight_decay,
+                             bool decoupled);
 /* The checks of a step, and nothing else: an optimizer checks every parameter before it steps
    any. A state tensor may be NULL (a first step creates it); the messages are the step's. */
 tl_status tl_sgd_step_check(const tl_tensor *param, const tl_tensor *grad,

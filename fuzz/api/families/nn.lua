@@ -1,5 +1,5 @@
 -- Statement makers of the API fuzzer for nn ops and modules: conv2d, max_pool2d, embedding, cross_entropy,
--- layer_norm, losses, and tl.nn modules (forward, to, state_dict round trips).
+-- layer_norm, losses, scaled_dot_product_attention, and tl.nn modules (forward, to, state_dict round trips).
 local Gen = require("gen")
 local literal = Gen.literal
 
@@ -96,11 +96,64 @@ local ops = {
     local shape = g:chance(0.8) and a.shape or g:broadcastable(a.shape)
     return fmt("%s = tl.nn.functional.mse_loss(%s, %s)", g:target(), a.ref, g:fresh(shape, a.dtype))
   end,
+  -- attention: q [lead..., T, D], k and v [lead..., S, D] mostly right (or a pool tensor attending
+  -- to itself), options mostly valid, sometimes of bad values or types
+  scaled_dot_product_attention = function(g)
+    local opts = g:weighted {
+      { 3, "" },
+      { 5, fmt(", {causal = %s, dropout = %s}", tostring(g:chance(0.5)), literal(g:pick { 0, 0, 0.1, 0.5, 0.9 })) },
+      { 2, fmt(", {scale = %s, causal = %s}", literal(g:pick { 0.5, 1, 3.0, 1e-3 }), tostring(g:chance(0.5))) },
+      { 1, ", " .. g:pick { "{dropout = 1}", "{dropout = -0.5}", "{dropout = 0 / 0}", "{scale = 0}", "{scale = -1}",
+        "{scale = math.huge}", "{causal = 1}", "{dropout = '0.1'}", "{casual = true}", "3", "{scale = {}}" } },
+    }
+    local a = g:chance(0.25) and g:tensor(function(i) return i.ndim >= 2 and i.floating end)
+    if a then
+      return fmt("%s = tl.scaled_dot_product_attention(%s, %s, %s%s)", g:target(), a.ref, a.ref, a.ref, opts)
+    end
+    local dtype = g:float_dtype()
+    local lead = {}
+    for i = 1, g:pick { 0, 1, 2, 2, 3 } do lead[i] = g:int(0, 3) end
+    local T, S, D = g:int(0, 9), g:int(0, 9), g:int(0, 6)
+    local function shape(rows, d)
+      local s = { table.unpack(lead) }
+      s[#s + 1], s[#s + 2] = rows, d
+      return s
+    end
+    local q = g:fresh(g:chance(0.95) and shape(T, D) or g:shape(), dtype, g:chance(0.5))
+    local k = g:fresh(shape(S, g:chance(0.93) and D or D + 1), g:chance(0.95) and dtype or g:dtype(), g:chance(0.5))
+    local v = g:fresh(shape(g:chance(0.95) and S or S + 1, g:chance(0.93) and D or D + 2), dtype, g:chance(0.5))
+    if g:chance(0.2) and #lead >= 1 then -- strided heads: a [..., T, H, D] tensor transposed
+      q = q .. fmt(":transpose(%d, %d):contiguous():transpose(%d, %d)", #lead, #lead + 1, #lead, #lead + 1)
+    end
+    return fmt("%s = tl.scaled_dot_product_attention(%s, %s, %s%s)", g:target(), q, k, v, opts)
+  end,
   dropout = function(g)
     local a = g:tensor()
     if not a then return nil end
     local p = literal(g:pick { 0.0, 0.5, 1.0, -0.1, 1.5, 0 / 0 })
     return fmt("%s = tl.nn.functional.dropout(%s, %s, %s)", g:target(), a.ref, p, tostring(g:chance(0.7)))
+  end,
+  -- the fused op and its in-place form (any pool tensor: integer ones are refused), sometimes
+  -- after a reseed, rarely with a bad p
+  dropout_op = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local p = literal(g:weighted {
+      { 6, function() return g:pick { 0.0, 0.1, 0.5, 0.9, 1.0 } end },
+      { 1, function() return g:pick { -0.1, 1.5, 0 / 0, math.huge, "0.5" } end },
+    }())
+    local seed = g:chance(0.3) and fmt("tl.manual_seed(%d); ", g:int(0, 99)) or ""
+    if g:chance(0.3) then return fmt("%s%s:dropout_(%s)", seed, a.ref, p), { a.k } end
+    return fmt("%s%s = tl.dropout(%s, %s)", seed, g:target(), a.ref, p)
+  end,
+  gelu = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local approximate = g:pick { "nil", "'none'", "'tanh'", "'fast'", "3" }
+    if g:chance(0.3) then
+      return fmt("%s = tl.nn.GELU({approximate = %s})(%s)", g:target(), approximate, a.ref)
+    end
+    return fmt("%s = tl.nn.functional.gelu(%s, {approximate = %s})", g:target(), a.ref, approximate)
   end,
 }
 

@@ -136,6 +136,8 @@ local function optimizer_options(g, name)
     maybe("eps", g:pick { 1e-8, 1e-3 }, bad_numbers)
     maybe("betas", { 0.9, 0.999 }, { { 1.0, 0.5 }, { 0.5 }, { -0.1, 0.9 }, { 0 / 0, 0.9 }, "x" })
     maybe("amsgrad", false, { true })
+    maybe("fused", g:chance(0.7), { 1, "yes" })
+    maybe("master_weights", g:chance(0.7), { 0, "no" })
   end
   if g:chance(0.03) then parts[#parts + 1] = "learning_rate = 0.1" end
   return "{" .. table.concat(parts, ", ") .. "}"
@@ -183,6 +185,32 @@ local optim = {
     local k = an_optimizer(g)
     if not k then return nil end
     return fmt("O[%d]:step(function() error('closure raised on purpose') end)", k), param_slots(g, k)
+  end,
+  -- tl._adam_step_multi over 1 to 4 pool tensors: grads, moments and masters mostly right, at
+  -- times of a wrong shape or dtype, shared, or a list too short; a failure leaves them unchanged
+  adam_step_multi = function(g)
+    local lists, slots = { {}, {}, {}, {}, {} }, {}
+    for i = 1, g:int(1, 4) do
+      local a = g:chance(0.9) and g:tensor(function(info) return info.floating end) or g:tensor()
+      if not a then return nil end
+      slots[#slots + 1] = a.k
+      local moment = a.dtype == "float64" and "float64" or "float32"
+      local function like(dtype) return g:fresh(g:chance(0.95) and a.shape or g:shape(64), dtype) end
+      lists[1][i] = a.ref
+      lists[2][i] = g:chance(0.1) and (g:tensor() or a).ref or like(a.dtype)
+      lists[3][i] = g:chance(0.05) and a.ref or like(g:chance(0.95) and moment or g:float_dtype())
+      lists[4][i] = like(g:chance(0.95) and moment or g:float_dtype())
+      local half = a.dtype == "bfloat16" or a.dtype == "float16"
+      lists[5][i] = g:chance(0.05) and like(g:float_dtype())
+          or (half and g:chance(0.7) or g:chance(0.03)) and fmt("%s:to('float32')", a.ref) or "false"
+    end
+    if g:chance(0.05) then lists[g:int(2, 4)][#slots] = nil end
+    local t = {}
+    for j, list in ipairs(lists) do t[j] = "{" .. table.concat(list, ", ") .. "}" end
+    if g:chance(0.3) then t[5] = "nil" end
+    return fmt("tl._adam_step_multi(%s, %s, %s, %s, %s, %s, 0.9, 0.999, 1e-8, %s, %s, %s)", t[1], t[2], t[3], t[4],
+      t[5], literal(g:chance(0.95) and g:pick { 0.01, 1e-3 } or -1.0), literal(g:pick { 0.0, 0.01 }),
+      literal(g:chance(0.97) and g:pick { 1, 2, 7 } or 0), literal(g:chance(0.5))), slots
   end,
   zero_grad = function(g)
     local k = an_optimizer(g)

@@ -1,11 +1,12 @@
--- tl.nn activations: a module class for each one-tensor op of the op table (tl.ops(): families unary and pointwise), and Identity.
+-- tl.nn activations: a module class for each one-tensor op of the op table (tl.ops(): families unary and pointwise), GELU's approximate option, and Identity.
 local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
+local F = require("tlua.nn.functional")
 
 local activations = {}
 
 -- class names where PyTorch's are not the op's name capitalised
-local class_names = { relu = "ReLU", gelu = "GELU", silu = "SiLU" }
+local class_names = { relu = "ReLU", gelu = "GELU", gelu_tanh = "GELU_tanh", silu = "SiLU" }
 -- ops of these families that take more than the tensor (tl.clamp(t, min, max)) have no class
 local with_arguments = { clamp = true, pow_scalar = true }
 
@@ -22,6 +23,19 @@ for _, op in ipairs(tl.ops()) do
   if (op.family == "unary" or op.family == "pointwise") and not with_arguments[op.name] and type(fn) == "function" then
     activation(class_names[op.name] or (op.name:sub(1, 1):upper() .. op.name:sub(2)), fn)
   end
+end
+
+--- GELU({approximate = "none"}): tl.gelu, or tl.gelu_tanh with approximate = "tanh"
+local GELU = activations.GELU
+function GELU:init(opts)
+  self.approximate = F._gelu_form(opts, "nn.GELU", 3) == tl.gelu_tanh and "tanh" or "none"
+end
+function GELU:forward(x)
+  if self.approximate == "tanh" then return tl.gelu_tanh(x) end
+  return tl.gelu(x)
+end
+function GELU:extra_repr()
+  return self.approximate == "tanh" and "approximate='tanh'" or ""
 end
 
 --- Identity()

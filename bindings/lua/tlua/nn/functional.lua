@@ -15,6 +15,9 @@ F.conv2d = tl.conv2d
 F.max_pool2d = tl.max_pool2d
 F.embedding = tl.embedding
 F.layer_norm = tl.layer_norm
+--- scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, D],
+-- {causal = false, scale = 1 / sqrt(D), dropout = 0}): softmax(scale q k^T) v, fused
+F.scaled_dot_product_attention = tl.scaled_dot_product_attention
 --- cross_entropy(logits [N, C], target [N] (classes 1..C), {label_smoothing = 0})
 F.cross_entropy = tl.cross_entropy
 
@@ -24,15 +27,44 @@ function F.mse_loss(input, target)
   return (d * d):mean()
 end
 
---- dropout(x, p = 0.5, training = true): zeroes elements with probability p and scales the
--- rest by 1 / (1 - p) when training; identity otherwise
+--- dropout(x, p = 0.5, training = true): when training, tl.dropout(x, p) (one kernel zeroes
+-- elements with probability p and scales the rest by 1 / (1 - p); p = 0 returns x); the
+-- identity otherwise
 function F.dropout(x, p, training)
-  p = p or 0.5
-  if not (p >= 0 and p <= 1) then error("dropout: p must be in [0, 1], got " .. tostring(p), 2) end
-  if training == false or p == 0 then return x end
-  if p == 1 then return x * 0 end
-  local keep = tl.rand(x.shape, { dtype = x.dtype, device = x.device }):ge(p)
-  return x * (keep:to(x.dtype) * (1 / (1 - p)))
+  if p == nil then p = 0.5 end
+  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+    error("dropout: p must be a probability in [0, 1], got " .. tostring(p), 2)
+  end
+  if training == false then return x end
+  return tl.dropout(x, p)
 end
+
+-- gelu's forms by approximate: the exact (erf) one and PyTorch's tanh approximation
+local GELU_FORMS = { none = tl.gelu, tanh = tl.gelu_tanh }
+
+-- The gelu op for opts ({approximate = "none" | "tanh"}, the string alone, or nil: "none"),
+-- or an error naming who, at error level `level` counted from the caller of _gelu_form's caller.
+function F._gelu_form(opts, who, level)
+  local approximate = opts
+  if type(opts) == "table" then
+    for key in pairs(opts) do
+      if key ~= "approximate" then
+        error(string.format("%s: unknown option '%s' (expected approximate)", who, tostring(key)), level + 1)
+      end
+    end
+    approximate = opts.approximate
+  end
+  if approximate == nil then return tl.gelu end
+  local fn = type(approximate) == "string" and GELU_FORMS[approximate]
+  if not fn then
+    local got = type(approximate) == "string" and ("'" .. approximate .. "'") or type(approximate)
+    error(string.format("%s: approximate must be 'none' or 'tanh', got %s", who, got), level + 1)
+  end
+  return fn
+end
+
+--- gelu(x, {approximate = "none"}): x Phi(x) (tl.gelu), or with approximate = "tanh" PyTorch's
+-- 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (tl.gelu_tanh)
+function F.gelu(x, opts) return F._gelu_form(opts, "gelu", 2)(x) end
 
 return F

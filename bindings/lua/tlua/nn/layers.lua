@@ -142,7 +142,7 @@ function Flatten:extra_repr()
   return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim)
 end
 
---- Dropout(p = 0.5): a mask from tl.rand when training, the identity in eval mode
+--- Dropout(p = 0.5): tl.dropout (one kernel draws the mask) when training, the identity in eval mode
 local Dropout = Module:extend("Dropout")
 layers.Dropout = Dropout
 

@@ -4,7 +4,7 @@
 --   opt:zero_grad(); loss:backward(); opt:step()
 --
 --   optimizer.lua   optim.Optimizer: parameter groups, all-or-nothing step(), state dicts
---   optimizers.lua  SGD, Adam, AdamW (one fused C step per parameter)
+--   optimizers.lua  SGD (a fused C step per parameter), Adam, AdamW (one multi-tensor step for all)
 --   schedulers.lua  optim.Scheduler, StepLR, LambdaLR, CosineAnnealingLR, WarmupCosineLR
 --   clip_grad.lua   clip_grad_norm
 local optim = {

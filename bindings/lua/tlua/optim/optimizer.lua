@@ -142,8 +142,14 @@ function Optimizer:state_dict()
   return { state = state, param_groups = groups }
 end
 
---- load_state_dict(sd): hyperparameters and state (tensors copied, cast to each parameter's
--- dtype and device); the groups must have the same sizes
+--- the dtype of state tensor `key` of parameter p in group (load_state_dict casts to it; nil
+-- drops the tensor): the parameter's; Adam keeps float32 moments and masters for 16-bit ones
+function Optimizer:_state_dtype(_, p)
+  return p.dtype
+end
+
+--- load_state_dict(sd): hyperparameters and state (tensors copied, cast to the dtype the optimizer
+-- keeps them in, on each parameter's device); the groups must have the same sizes
 function Optimizer:load_state_dict(sd)
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
     error("load_state_dict: expected {state = ..., param_groups = ...} from Optimizer:state_dict()", 2)
@@ -161,6 +167,8 @@ function Optimizer:load_state_dict(sd)
   end
   local new_state = {}
   for gi, g in ipairs(sd.param_groups) do
+    local group = copy(self.param_groups[gi]) -- the group's options as they will be once loaded
+    for k, v in pairs(g) do if k ~= "params" then group[k] = v end end
     for pi, index in ipairs(g.params) do
       local p = self.param_groups[gi].params[pi]
       local s = sd.state[index]
@@ -174,7 +182,8 @@ function Optimizer:load_state_dict(sd)
               error(string.format("load_state_dict: state '%s' of parameter %d has shape [%s], the parameter [%s]",
                 k, index, table.concat(v.shape, ", "), table.concat(p.shape, ", ")), 2)
             end
-            ps[k] = v:detach():to(p.dtype):to(p.device):clone()
+            local dtype = self:_state_dtype(group, p, k)
+            if dtype then ps[k] = v:detach():to(dtype):to(p.device):clone() end
           else
             ps[k] = v
           end

@@ -1,0 +1,67 @@
+-- Char-GPT training step speed and peak memory in tlua (examples/gpt/model.lua), the same step as bench/gpt.py measures in PyTorch.
+--
+--   tlua bench/gpt.lua [--device cuda] [--layers 6 --dim 384 --heads 6 --context 256 --batch 64
+--       --vocab 65 --dropout_pct 20] [--steps 30] [--warmup 10]
+--
+-- One step: forward under tl.autocast("bfloat16") (cuda; float32 on the cpu), backward, gradient
+-- clipping to 1.0, AdamW (lr 1e-3, betas 0.9/0.99, weight decay 0.1 on matrices), zero_grad, on
+-- batches of random tokens made beforehand. Prints `key value` lines: step_ms (the median of three windows' mean step
+-- time), peak_mib (peak allocated over the timed steps, from a reset after warm-up) and loss.
+local tl = require("tlua")
+local bench_dir = arg[0]:match("^(.*)/") or "."
+local common = dofile(bench_dir .. "/common.lua")
+package.path = bench_dir .. "/../examples/gpt/?.lua;" .. package.path
+local gpt = require("model")
+
+local device = "cuda"
+for k = 1, #arg - 1 do
+  if arg[k] == "--device" then device = table.remove(arg, k + 1); table.remove(arg, k); break end
+end
+local o = common.options("bench/gpt.lua", { layers = 6, dim = 384, heads = 6, context = 256, batch = 64, vocab = 65,
+  dropout_pct = 20, steps = 30, warmup = 10 })
+local on_gpu = device ~= "cpu"
+
+tl.manual_seed(1)
+local model = gpt.GPT(gpt.config { vocab = o.vocab, context = o.context, layers = o.layers, dim = o.dim, heads = o.heads,
+  dropout = o.dropout_pct / 100, device = device })
+local decay, no_decay = {}, {}
+for _, p in ipairs(model:parameters()) do
+  if #p.shape >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
+end
+local opt = tl.optim.AdamW({ { params = decay, weight_decay = 0.1 }, { params = no_decay, weight_decay = 0 } },
+  { lr = 1e-3, betas = { 0.9, 0.99 }, eps = 1e-8 })
+local params = model:parameters()
+local n = o.warmup + o.steps
+local xs = tl.randint(1, o.vocab + 1, { n, o.batch, o.context }, { device = device })
+local ys = tl.randint(1, o.vocab + 1, { n, o.batch, o.context }, { device = device })
+
+local function step(i)
+  local loss
+  if on_gpu then
+    local _
+    _, loss = tl.autocast("bfloat16", model, xs:select(1, i), ys:select(1, i))
+  else
+    local _
+    _, loss = model(xs:select(1, i), ys:select(1, i))
+  end
+  loss:backward()
+  tl.optim.clip_grad_norm(params, 1.0)
+  opt:step()
+  opt:zero_grad()
+  return loss
+end
+
+local function sync() if on_gpu then tl.cuda.synchronize() end end
+
+for i = 1, o.warmup do step(i) end
+sync()
+tl.reset_peak_memory_stats(device)
+local windows, loss = {}, nil
+for w = 1, 3 do
+  local t0 = tl.clock()
+  for i = o.warmup + 1, n do loss = step(i) end
+  sync()
+  windows[w] = 1000 * (tl.clock() - t0) / o.steps
+end
+local stats = tl.memory_stats(device)
+print(string.format("step_ms %.3f\npeak_mib %.1f\nloss %.4f", common.median(windows), stats.peak / 2 ^ 20, loss:item()))

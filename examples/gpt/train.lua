@@ -1,0 +1,252 @@
+-- Trains a character-level GPT (examples/gpt/model.lua) on a text corpus (default: Debian's fortunes) and reports the training and validation loss.
+--
+--   tlua examples/gpt/train.lua [--steps N] [--layers N] [--dim N] [--heads N] [--context N]
+--        [--batch N] [--lr X] [--device cpu|cuda] [--dtype float32|bfloat16|float16|float64]
+--        [--data path] [--save path] [--csv path] [--moe E] [--sparse-ffn D] ...
+--
+-- Prints `step N loss X` lines (with tokens/s) every --log-every steps and a progress bar in
+-- between, writes every step's loss to a CSV file, evaluates the validation loss every
+-- --eval-every steps and at the end, and with --save writes the model (safetensors, with the
+-- config and the vocabulary in its metadata) for examples/gpt/sample.lua.
+local tl = require("tlua")
+local optim = tl.optim
+local progress = require("tlua.progress")
+
+local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local gpt = require("model")
+local data = require("data")
+
+-- ---- arguments ------------------------------------------------------------------------------
+local usage = [[
+usage: tlua examples/gpt/train.lua [options]
+  --steps N          optimizer steps (default 2000 on cuda, 300 on the cpu)
+  --layers N         transformer blocks (default 6 on cuda, 2 on the cpu)
+  --dim N            model width (default 384 on cuda, 64 on the cpu)
+  --heads N          attention heads (default 6 on cuda, 4 on the cpu)
+  --context N        tokens per sequence (default 256 on cuda, 64 on the cpu)
+  --batch N          sequences per step (default 64 on cuda, 16 on the cpu)
+  --lr X             peak learning rate of AdamW (default 1e-3), warmed up over --warmup
+                     steps then annealed along a cosine to lr / 10
+  --warmup N         warm-up steps (default steps / 20)
+  --weight-decay X   AdamW's decoupled weight decay on matrices (default 0.1)
+  --grad-clip X      clip the gradients' global norm (default 1; 0 turns it off)
+  --dropout X        dropout (default 0)
+  --device cpu|cuda  where to train (default cpu)
+  --dtype T          float32 (default on the cpu), bfloat16 (autocast: GEMMs and attention in
+                     bf16, float32 master weights; default on cuda), float16, float64
+  --data path        a text file, or a folder of text files (default the fortunes folder,
+                     /usr/share/games/fortunes)
+  --save path        write the trained model there (safetensors) for sample.lua
+  --csv path         the loss of every step (default gpt_loss.csv, next to --save if given)
+  --eval-every N     validation loss every N steps (default 250; 0: only at the end)
+  --eval-iters N     batches per validation loss (default 20)
+  --log-every N      a `step N loss X` line every N steps (default 50)
+  --moe E            the feed-forward is a mixture of E experts, top 2 (grouped_mm)
+  --sparse-ffn D     the feed-forward's Linears are BlockSparseLinear keeping a share D of blocks
+  --block N          the block size of --sparse-ffn (default 32)
+  --attention fused|composed  the attention kernel, or matmul + softmax (default fused)
+  --seed N           seed of the initialisation and the batches (default 1337)
+  --help             this text]]
+
+local numeric = { steps = "integer", layers = "integer", dim = "integer", heads = "integer", context = "integer",
+  batch = "integer", lr = "number", warmup = "integer", weight_decay = "number", grad_clip = "number",
+  dropout = "number", eval_every = "integer", eval_iters = "integer", log_every = "integer", moe = "integer",
+  sparse_ffn = "number", block = "integer", seed = "integer" }
+local text_options = { device = true, dtype = true, data = true, save = true, csv = true, attention = true }
+
+local function fail(message)
+  io.stderr:write("train.lua: ", message, "\n", usage, "\n")
+  os.exit(2)
+end
+
+local opts = {}
+local argv = arg or {}
+local i = 1
+while i <= #argv do
+  local a = argv[i]
+  if a == "--help" or a == "-h" then
+    print(usage)
+    os.exit(0)
+  end
+  local key, value = a:match("^%-%-([%w_-]+)=(.*)$")
+  if not key then
+    key = a:match("^%-%-([%w_-]+)$")
+    if not key then fail("unexpected argument '" .. a .. "'") end
+    i = i + 1
+    value = argv[i]
+    if value == nil then fail("--" .. key .. " needs a value") end
+  end
+  key = key:gsub("-", "_")
+  if not numeric[key] and not text_options[key] then fail("unknown option --" .. key:gsub("_", "-")) end
+  if numeric[key] then
+    local n = tonumber(value)
+    if not n or (numeric[key] == "integer" and math.type(n) ~= "integer") then
+      fail(string.format("--%s expects %s, got '%s'", key:gsub("_", "-"),
+        numeric[key] == "integer" and "an integer" or "a number", value))
+    end
+    value = n
+  end
+  opts[key] = value
+  i = i + 1
+end
+
+local device = opts.device or "cpu"
+if device ~= "cpu" and not device:match("^cuda") then fail("--device must be cpu or cuda") end
+local on_gpu = device ~= "cpu"
+local function default(key, gpu_value, cpu_value)
+  if opts[key] == nil then opts[key] = on_gpu and gpu_value or cpu_value end
+end
+default("steps", 2000, 300)
+default("layers", 6, 2)
+default("dim", 384, 64)
+default("heads", 6, 4)
+default("context", 256, 64)
+default("batch", 64, 16)
+default("dtype", "bfloat16", "float32")
+opts.lr = opts.lr or 1e-3
+opts.warmup = opts.warmup or opts.steps // 20
+opts.weight_decay = opts.weight_decay or 0.1
+opts.grad_clip = opts.grad_clip or 1.0
+opts.dropout = opts.dropout or 0
+opts.eval_every = opts.eval_every or 250
+opts.eval_iters = opts.eval_iters or 20
+opts.log_every = opts.log_every or 50
+opts.seed = opts.seed or 1337
+local dtypes = { float32 = true, bfloat16 = true, float16 = true, float64 = true }
+if not dtypes[opts.dtype] then fail("--dtype must be float32, bfloat16, float16 or float64") end
+for _, k in ipairs { "steps", "layers", "dim", "heads", "context", "batch", "eval_iters", "log_every", "block" } do
+  if opts[k] and opts[k] < 1 then fail("--" .. k:gsub("_", "-") .. " must be at least 1") end
+end
+if opts.dim % opts.heads ~= 0 then fail("--dim must be a multiple of --heads") end
+if opts.sparse_ffn and not (opts.sparse_ffn > 0 and opts.sparse_ffn <= 1) then fail("--sparse-ffn must be in (0, 1]") end
+if opts.moe and opts.moe < 2 then fail("--moe needs at least 2 experts") end
+if opts.attention and opts.attention ~= "fused" and opts.attention ~= "composed" then
+  fail("--attention must be fused or composed")
+end
+if not opts.csv then
+  local dir = opts.save and opts.save:match("^(.*)/[^/]*$")
+  opts.csv = (dir and dir ~= "" and (dir .. "/") or "") .. "gpt_loss.csv"
+end
+
+-- ---- data and model -------------------------------------------------------------------------
+tl.manual_seed(opts.seed)
+local ds = data.Dataset.load { path = opts.data, device = device }
+-- parameters in float32 under autocast (the master weights), in float64 for float64 runs
+local param_dtype = opts.dtype == "float64" and "float64" or "float32"
+local autocast_dtype = (opts.dtype == "bfloat16" or opts.dtype == "float16") and opts.dtype or false
+local config = gpt.config {
+  vocab = ds.vocab.size, context = opts.context, layers = opts.layers, dim = opts.dim, heads = opts.heads,
+  dropout = opts.dropout, moe = opts.moe or 0, sparse_ffn = opts.sparse_ffn or 0, block = opts.block or 32,
+  attention = opts.attention or "fused", dtype = param_dtype, device = device,
+}
+local model = gpt.GPT(config)
+
+-- AdamW as nanoGPT: weight decay on matrices (2 dims or more), none on biases and norms
+local decay, no_decay = {}, {}
+for _, p in ipairs(model:parameters()) do
+  if #p.shape >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
+end
+local opt = optim.AdamW({ { params = decay, weight_decay = opts.weight_decay }, { params = no_decay, weight_decay = 0 } },
+  { lr = opts.lr, betas = { 0.9, 0.99 }, eps = 1e-8 })
+local schedule = optim.WarmupCosineLR(opt, { warmup_steps = opts.warmup, total_steps = opts.steps, min_ratio = 0.1 })
+
+print(string.format("gpt: %d layers, dim %d, %d heads, context %d, vocab %d (%d bytes of text), %.2fM parameters",
+  config.layers, config.dim, config.heads, config.context, config.vocab, ds.bytes, model:num_parameters() / 1e6))
+print(string.format("     batch %d, %d steps, lr %g, %s on %s%s%s", opts.batch, opts.steps, opts.lr, opts.dtype, device,
+  config.moe > 0 and string.format(", %d experts", config.moe) or "",
+  config.sparse_ffn > 0 and string.format(", sparse feed-forward %.2f", config.sparse_ffn) or ""))
+
+local function forward(x, y)
+  if autocast_dtype then return tl.autocast(autocast_dtype, model, x, y) end
+  return model(x, y)
+end
+
+--- the mean loss over eval_iters batches of a split, in eval mode and without gradients
+local function estimate_loss(split)
+  model:eval()
+  local total = 0
+  tl.no_grad(function()
+    for _ = 1, opts.eval_iters do
+      local x, y = ds:batch(split, opts.batch, opts.context)
+      local _, loss = forward(x, y)
+      total = total + loss:item()
+    end
+  end)
+  model:train()
+  return total / opts.eval_iters
+end
+
+local function sync()
+  if on_gpu then tl.cuda.synchronize() end
+end
+
+-- ---- training -------------------------------------------------------------------------------
+local csv = assert(io.open(opts.csv, "w"))
+csv:write("step,loss,lr\n")
+local params = model:parameters()
+local tokens_per_step = opts.batch * opts.context
+-- the last log_every losses stay on the device until a log line reads them (one wait)
+local pending, pending_lr = {}, {}
+local bar = progress.new { total = opts.steps, label = "train", unit = "step", rate = "tokens" }
+sync()
+local start, interval_start, interval_steps = tl.clock(), tl.clock(), 0
+local last_loss, val_loss = nil, nil
+
+local function flush(step)
+  local sum = 0
+  for k, l in ipairs(pending) do
+    local v = l:item()
+    sum = sum + v
+    csv:write(string.format("%d,%.6f,%.6g\n", step - #pending + k, v, pending_lr[k]))
+  end
+  local mean = sum / #pending
+  pending, pending_lr = {}, {}
+  return mean
+end
+
+for step = 1, opts.steps do
+  local x, y = ds:batch("train", opts.batch, opts.context)
+  local _, loss = forward(x, y)
+  loss:backward()
+  if opts.grad_clip > 0 then optim.clip_grad_norm(params, opts.grad_clip) end
+  opt:step()
+  opt:zero_grad()
+  pending[#pending + 1], pending_lr[#pending_lr + 1] = loss:detach(), opt.param_groups[1].lr
+  schedule:step()
+  interval_steps = interval_steps + 1
+  if step % opts.log_every == 0 or step == opts.steps then
+    last_loss = flush(step)
+    sync()
+    local now = tl.clock()
+    local rate = interval_steps * tokens_per_step / (now - interval_start)
+    bar:clear()
+    print(string.format("step %d loss %.4f (%.0f tokens/s, %.1f ms/step)", step, last_loss, rate,
+      1000 * (now - interval_start) / interval_steps))
+    interval_start, interval_steps = tl.clock(), 0
+  end
+  if opts.eval_every > 0 and step % opts.eval_every == 0 and step < opts.steps then
+    bar:clear()
+    print(string.format("step %d val loss %.4f", step, estimate_loss("val")))
+    interval_start, interval_steps = tl.clock(), 0
+  end
+  bar:update(step, { loss = last_loss, samples = tokens_per_step })
+end
+local elapsed = bar:finish()
+csv:close()
+val_loss = estimate_loss("val")
+print(string.format("done: %d steps in %.1f s (%.0f tokens/s), train loss %.4f, val loss %.4f", opts.steps,
+  tl.clock() - start, opts.steps * tokens_per_step / elapsed, last_loss, val_loss))
+print("loss history: " .. opts.csv)
+
+if opts.save then
+  local chars = {}
+  for k, b in ipairs(ds.vocab.chars) do chars[k] = tostring(b) end
+  local meta = { vocab_bytes = table.concat(chars, ",") }
+  for k, v in pairs(config) do if k ~= "device" then meta["config." .. k] = tostring(v) end end
+  local sd = model:state_dict()
+  local cpu = {}
+  for name, t in pairs(sd) do cpu[name] = t:to("cpu") end
+  tl.save(opts.save, cpu, meta)
+  print("saved: " .. opts.save)
+end
