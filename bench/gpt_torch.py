@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEFAULT_DATA = "/usr/share/games/fortunes"
+DEFAULT_DATA = os.environ.get("TLUA_GPT_DATA", "/usr/share/games/fortunes")
 
 
 # ---- corpus ---------------------------------------------------------------------------------

@@ -157,3 +157,30 @@ describe("examples/gpt scripts", function()
     assert.matches("usage: tlua examples/gpt/train.lua", log, 1, true)
   end)
 end)
+
+describe("examples/gpt on cuda #cuda", function()
+  if tl.cuda.device_count() == 0 then
+    pending("no CUDA device: the CUDA specs of examples/gpt did not run")
+    return
+  end
+
+  it("loads a CPU state dict and gives the float64 CPU loss under bf16 autocast, gradients too", function()
+    tl.manual_seed(5)
+    local cpu = gpt.GPT(gpt.config { vocab = 13, context = 16, layers = 2, dim = 64, heads = 2, dtype = "float64",
+      attention = "composed" })
+    local gpu = gpt.GPT(gpt.config { vocab = 13, context = 16, layers = 2, dim = 64, heads = 2, device = "cuda" })
+    gpu:load_state_dict(cpu:state_dict()) -- float64 CPU tensors into float32 CUDA parameters
+    local x, y = tokens(4, 16, 13), tokens(4, 16, 13)
+    local _, want = cpu(x, y)
+    local _, got = tl.autocast("bfloat16", gpu, x:to("cuda"), y:to("cuda"))
+    assert.is_true(math.abs(want:item() - got:item()) < 2e-2, string.format("%g vs %g", want:item(), got:item()))
+    want:backward()
+    got:backward()
+    local pc = {}
+    for name, p in cpu:named_parameters() do pc[name] = p end
+    for name, p in gpu:named_parameters() do
+      assert.are.equal("float32", p.grad.dtype)
+      assert.tensor_near(pc[name].grad, p.grad:to("cpu"):double(), 1e-1, 2e-3, name)
+    end
+  end)
+end)

@@ -3,8 +3,9 @@ local tl = require("tlua")
 
 local data = {}
 
---- The default corpus: Debian's `fortunes` package (scripts/setup installs it).
-data.DEFAULT = "/usr/share/games/fortunes"
+--- The default corpus: Debian's `fortunes` package (scripts/setup installs it), or the folder
+--- or file $TLUA_GPT_DATA names (a machine without the package).
+data.DEFAULT = os.getenv("TLUA_GPT_DATA") or "/usr/share/games/fortunes"
 
 local function read(path)
   local f = io.open(path, "rb")

@@ -4,6 +4,7 @@
    for the other dtypes, block sizes and alignments. */
 #include "kernels/cuda/block_sparse_launch.h"
 #include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 namespace {
@@ -32,51 +33,6 @@ struct Tile {
     static constexpr size_t SMEM = (size_t)STAGES * STAGE * sizeof(uint16_t);
     static_assert(BM % WM == 0 && BN % WN == 0 && BK % 16 == 0 && BLOCK % BK == 0, "tile");
 };
-
-__device__ __forceinline__ uint32_t shared_address(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, or zeros when !valid (src is then not read). */
-__device__ __forceinline__ void copy16(void *dst, const void *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
-                 "l"(src), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void commit_copies() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void wait_copies() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void load_matrices(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(p)));
-}
-
-__device__ __forceinline__ void load_matrices_transposed(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(p)));
-}
-
-/* c += a (16 x 16, row) b (16 x 8, col), float accumulators. */
-template <bool BF16>
-__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
-    if constexpr (BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-                     "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-                     "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 /* The CTA's list of (dense block, weight block) pairs, staged in shared memory up to LIST
    entries (the rest read from global memory), so that a step's loads wait on no index. */

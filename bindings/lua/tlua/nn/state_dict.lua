@@ -119,9 +119,16 @@ function Module:load_state_dict(sd, strict)
       self._class_name, table.concat(problems, "; ")), 2)
   end
   tl.no_grad(function()
+    -- tensors of another device (a CPU checkpoint into a GPU model) move first, all of them,
+    -- so that a failed move changes nothing
+    local sources = {}
     for _, name in ipairs(order) do
       local v = rawget(sd, name)
-      if v ~= nil then targets[name]:copy_(v) end
+      if v ~= nil and v.device ~= targets[name].device then v = v:to(targets[name].device) end
+      sources[name] = v
+    end
+    for _, name in ipairs(order) do
+      if sources[name] ~= nil then targets[name]:copy_(sources[name]) end
     end
   end)
   return { missing = missing, unexpected = unexpected }

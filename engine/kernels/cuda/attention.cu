@@ -1,0 +1,279 @@
+/* CUDA scaled dot-product attention, the device side (kernels/kernel.h's attention contract).
+   A tensor-core path for bf16/f16 with head dims 32, 64 and 128 on 16-byte aligned data
+   (FlashAttention-2: mma.sync m16n8k16, ldmatrix, cp.async double buffering, the softmax online
+   in float32; the backward one CTA per key block with dK/dV in registers and dQ summed in a
+   float32 workspace by atomics) and a plain path for the rest (float32, float64, any head dim,
+   any alignment), computing in the dtype's compute type. Memory is linear in T and S: no
+   [T, S] buffer anywhere. */
+#include "kernels/cuda/attention_common.cuh"
+
+namespace {
+
+/* ==== the plain path ========================================================================
+   One warp per query row (forward, dQ) or key row (dK, dV), the other side in chunks of 32, one
+   lane per element of the chunk; the rows the warp works on in shared memory, in the compute
+   type C (float, double for float64). */
+constexpr int PLAIN_WARPS = 4;
+
+template <typename C> __device__ __forceinline__ C warp_max(C x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+template <typename C> __device__ __forceinline__ C warp_sum(C x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+/* sum over d of x[d] (shared) * row[d] (global, dtype) */
+template <typename E>
+__device__ __forceinline__ typename E::C dot(const typename E::C *x, const typename E::T *row,
+                                             int64_t D) {
+    typename E::C s = 0;
+    for (int64_t d = 0; d < D; d++) s += x[d] * E::load(row[d]);
+    return s;
+}
+
+template <typename E>
+__global__ void forward_plain(const tl_cuda_attention a, typename E::C scale, Dropout drop,
+                              typename E::C drop_scale) {
+    typedef typename E::T T;
+    typedef typename E::C C;
+    extern __shared__ __align__(16) unsigned char plain_smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t D = a.D, S = a.S;
+    C *sq = (C *)plain_smem + warp * (2 * D + 32), *so = sq + D, *sp = so + D;
+    const int64_t rows = a.B * a.H * a.T;
+    for (int64_t row = (int64_t)blockIdx.x * PLAIN_WARPS + warp; row < rows;
+         row += (int64_t)gridDim.x * PLAIN_WARPS) {
+        const int64_t bh = row / a.T, i = row % a.T, b = bh / a.H, h = bh % a.H;
+        const T *q = at_bh<const T>(a, Q, b, h) + i * a.stride[Q][2];
+        const T *k = at_bh<const T>(a, K, b, h), *v = at_bh<const T>(a, V, b, h);
+        const int64_t k_row = a.stride[K][2], v_row = a.stride[V][2];
+        for (int64_t d = lane; d < D; d += 32) sq[d] = E::load(q[d]), so[d] = 0;
+        __syncwarp();
+        const int64_t n_end = a.causal ? min(S, i + 1) : S;
+        C m = -INFINITY, l = 0;
+        for (int64_t j0 = 0; j0 < n_end; j0 += 32) {
+            const int64_t j = j0 + lane;
+            const int n = (int)min((int64_t)32, n_end - j0);
+            C s = -INFINITY;
+            if (j < n_end) s = dot<E>(sq, k + j * k_row, D) * scale;
+            const C m_new = max(m, warp_max(s)); /* finite: lane 0 has a key */
+            const C alpha = tl_exp(m - m_new);
+            const C p = j < n_end ? tl_exp(s - m_new) : C(0);
+            l = l * alpha + warp_sum(p);
+            m = m_new;
+            C pz = p;
+            if (drop.threshold && j < n_end && !drop.keep((uint64_t)(row * S + j))) pz = 0;
+            sp[lane] = pz;
+            __syncwarp();
+            for (int64_t d = lane; d < D; d += 32) {
+                C acc = so[d] * alpha;
+                for (int jj = 0; jj < n; jj++) acc += sp[jj] * E::load(v[(j0 + jj) * v_row + d]);
+                so[d] = acc;
+            }
+            __syncwarp();
+        }
+        T *out = at_bh<T>(a, OUT, b, h) + i * a.stride[OUT][2];
+        const C inv = l > 0 ? drop_scale / l : C(0);
+        for (int64_t d = lane; d < D; d += 32) out[d] = E::store(so[d] * inv);
+        if (lane == 0) ((C *)a.lse)[row] = l > 0 ? m + log(l) : -INFINITY;
+        __syncwarp();
+    }
+}
+
+/* delta = rowsum(dO * O) per query, in the compute type (float32 stored for 16-bit dtypes) */
+template <typename E> __global__ void delta_kernel(const tl_cuda_attention a) {
+    typedef typename E::T T;
+    typedef typename E::C C;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    const int64_t rows = a.B * a.H * a.T;
+    for (int64_t row = (int64_t)blockIdx.x * warps + warp; row < rows;
+         row += (int64_t)gridDim.x * warps) {
+        const int64_t bh = row / a.T, i = row % a.T, b = bh / a.H, h = bh % a.H;
+        const T *o = at_bh<const T>(a, OUT, b, h) + i * a.stride[OUT][2];
+        const T *g = at_bh<const T>(a, GRAD_OUT, b, h) + i * a.stride[GRAD_OUT][2];
+        C s = 0;
+        for (int64_t d = lane; d < a.D; d += 32) s += E::load(o[d]) * E::load(g[d]);
+        s = warp_sum(s);
+        if (lane == 0) ((C *)a.delta)[row] = s;
+    }
+}
+
+/* dQ: one warp per query row */
+template <typename E>
+__global__ void backward_dq_plain(const tl_cuda_attention a, typename E::C scale, Dropout drop,
+                                  typename E::C drop_scale) {
+    typedef typename E::T T;
+    typedef typename E::C C;
+    extern __shared__ __align__(16) unsigned char plain_smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t D = a.D, S = a.S;
+    C *sq = (C *)plain_smem + warp * (3 * D + 32), *sdo = sq + D, *sdq = sdo + D, *sp = sdq + D;
+    const int64_t rows = a.B * a.H * a.T;
+    for (int64_t row = (int64_t)blockIdx.x * PLAIN_WARPS + warp; row < rows;
+         row += (int64_t)gridDim.x * PLAIN_WARPS) {
+        const int64_t bh = row / a.T, i = row % a.T, b = bh / a.H, h = bh % a.H;
+        const T *q = at_bh<const T>(a, Q, b, h) + i * a.stride[Q][2];
+        const T *g = at_bh<const T>(a, GRAD_OUT, b, h) + i * a.stride[GRAD_OUT][2];
+        const T *k = at_bh<const T>(a, K, b, h), *v = at_bh<const T>(a, V, b, h);
+        const int64_t k_row = a.stride[K][2], v_row = a.stride[V][2];
+        for (int64_t d = lane; d < D; d += 32)
+            sq[d] = E::load(q[d]), sdo[d] = E::load(g[d]), sdq[d] = 0;
+        __syncwarp();
+        const C lse = ((const C *)a.lse)[row], delta = ((const C *)a.delta)[row];
+        const int64_t n_end = a.causal ? min(S, i + 1) : S;
+        for (int64_t j0 = 0; j0 < n_end; j0 += 32) {
+            const int64_t j = j0 + lane;
+            const int n = (int)min((int64_t)32, n_end - j0);
+            C ds = 0;
+            if (j < n_end) {
+                const C p = tl_exp(dot<E>(sq, k + j * k_row, D) * scale - lse);
+                C dp = dot<E>(sdo, v + j * v_row, D);
+                if (drop.threshold)
+                    dp = drop.keep((uint64_t)(row * S + j)) ? dp * drop_scale : C(0);
+                ds = p * (dp - delta);
+            }
+            sp[lane] = ds;
+            __syncwarp();
+            for (int64_t d = lane; d < D; d += 32) {
+                C acc = sdq[d];
+                for (int jj = 0; jj < n; jj++) acc += sp[jj] * E::load(k[(j0 + jj) * k_row + d]);
+                sdq[d] = acc;
+            }
+            __syncwarp();
+        }
+        T *gq = at_bh<T>(a, GRAD_Q, b, h) + i * a.stride[GRAD_Q][2];
+        for (int64_t d = lane; d < D; d += 32) gq[d] = E::store(sdq[d] * scale);
+        __syncwarp();
+    }
+}
+
+/* dK and dV: one warp per key row */
+template <typename E>
+__global__ void backward_dkv_plain(const tl_cuda_attention a, typename E::C scale, Dropout drop,
+                                   typename E::C drop_scale) {
+    typedef typename E::T T;
+    typedef typename E::C C;
+    extern __shared__ __align__(16) unsigned char plain_smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t D = a.D, S = a.S, Tq = a.T;
+    C *sk = (C *)plain_smem + warp * (4 * D + 64), *sv = sk + D, *sdk = sv + D, *sdv = sdk + D;
+    C *sp = sdv + D, *sds = sp + 32;
+    const int64_t rows = a.B * a.H * S;
+    for (int64_t row = (int64_t)blockIdx.x * PLAIN_WARPS + warp; row < rows;
+         row += (int64_t)gridDim.x * PLAIN_WARPS) {
+        const int64_t bh = row / S, j = row % S, b = bh / a.H, h = bh % a.H;
+        const T *kp = at_bh<const T>(a, K, b, h) + j * a.stride[K][2];
+        const T *vp = at_bh<const T>(a, V, b, h) + j * a.stride[V][2];
+        const T *q = at_bh<const T>(a, Q, b, h), *g = at_bh<const T>(a, GRAD_OUT, b, h);
+        const int64_t q_row = a.stride[Q][2], g_row = a.stride[GRAD_OUT][2];
+        const C *lse = (const C *)a.lse + bh * Tq, *delta = (const C *)a.delta + bh * Tq;
+        for (int64_t d = lane; d < D; d += 32)
+            sk[d] = E::load(kp[d]), sv[d] = E::load(vp[d]), sdk[d] = 0, sdv[d] = 0;
+        __syncwarp();
+        for (int64_t i0 = a.causal ? j : 0; i0 < Tq; i0 += 32) {
+            const int64_t i = i0 + lane;
+            const int n = (int)min((int64_t)32, Tq - i0);
+            C pz = 0, ds = 0;
+            if (i < Tq) {
+                const C p = tl_exp(dot<E>(sk, q + i * q_row, D) * scale - lse[i]);
+                const C dp = dot<E>(sv, g + i * g_row, D);
+                C z = 1;
+                if (drop.threshold)
+                    z = drop.keep((uint64_t)((bh * Tq + i) * S + j)) ? drop_scale : C(0);
+                pz = p * z;
+                ds = p * (dp * z - delta[i]);
+            }
+            sp[lane] = pz, sds[lane] = ds;
+            __syncwarp();
+            for (int64_t d = lane; d < D; d += 32) {
+                C acc_v = sdv[d], acc_k = sdk[d];
+                for (int ii = 0; ii < n; ii++) {
+                    acc_v += sp[ii] * E::load(g[(i0 + ii) * g_row + d]);
+                    acc_k += sds[ii] * E::load(q[(i0 + ii) * q_row + d]);
+                }
+                sdv[d] = acc_v, sdk[d] = acc_k;
+            }
+            __syncwarp();
+        }
+        if (a.data[GRAD_K]) {
+            T *gk = at_bh<T>(a, GRAD_K, b, h) + j * a.stride[GRAD_K][2];
+            for (int64_t d = lane; d < D; d += 32) gk[d] = E::store(sdk[d] * scale);
+        }
+        if (a.data[GRAD_V]) {
+            T *gv = at_bh<T>(a, GRAD_V, b, h) + j * a.stride[GRAD_V][2];
+            for (int64_t d = lane; d < D; d += 32) gv[d] = E::store(sdv[d]);
+        }
+        __syncwarp();
+    }
+}
+
+/* A plain kernel's launch: shared memory of PLAIN_WARPS warps of `per_warp` compute-type
+   elements each, beyond the default 48 KiB when the head dim needs it. */
+template <typename C, typename Kernel, typename... Args>
+tl_status launch_plain(const tl_cuda_attention &a, Kernel kernel, int64_t rows, int64_t per_warp,
+                       Args... args) {
+    const size_t smem = (size_t)PLAIN_WARPS * (size_t)per_warp * sizeof(C);
+    if (smem > 48 * 1024) {
+        int limit = 0;
+        cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, a.at.device);
+        if (smem > (size_t)limit)
+            return tl_error(TL_ERR_ARGUMENT, "%s: head dim %lld is too large for this device",
+                            a.at.op, (long long)a.D);
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+            cudaSuccess)
+            return tl_cuda_check_launch(a.at.op);
+    }
+    const unsigned grid = tl_cuda_grid(tl_ceil_div(rows, PLAIN_WARPS), a.at.sm_count);
+    kernel<<<grid, PLAIN_WARPS * 32, smem, a.at.stream>>>(a, args...);
+    return tl_cuda_check_launch(a.at.op);
+}
+
+tl_status run_delta(const tl_cuda_attention &a) {
+    const int64_t rows = a.B * a.H * a.T;
+    if (rows == 0) return TL_OK;
+    return tl_cuda_floating(a.dtype, a.at.op, [&](auto e) {
+        typedef decltype(e) E;
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(rows, 8), a.at.sm_count);
+        delta_kernel<E><<<grid, 256, 0, a.at.stream>>>(a);
+        return tl_cuda_check_launch(a.at.op);
+    });
+}
+
+} // namespace
+
+extern "C" tl_status tl_cuda_attention_run(const tl_cuda_attention *ap) {
+    const tl_cuda_attention &a = *ap;
+    if (a.B * a.H * a.T == 0) return TL_OK;
+    if (tl_attention_fits_mma(a)) return tl_attention_forward_mma(a);
+    return tl_cuda_floating(a.dtype, a.at.op, [&](auto e) {
+        typedef decltype(e) E;
+        typedef typename E::C C;
+        return launch_plain<C>(a, forward_plain<E>, a.B * a.H * a.T, 2 * a.D + 32, (C)a.scale,
+                               dropout_of(a), (C)dropout_scale(a));
+    });
+}
+
+extern "C" tl_status tl_cuda_attention_backward_run(const tl_cuda_attention *ap) {
+    const tl_cuda_attention &a = *ap;
+    const bool want_q = a.data[GRAD_Q] != nullptr, want_kv = a.data[GRAD_K] || a.data[GRAD_V];
+    if (a.B * a.H == 0 || (!want_q && !want_kv)) return TL_OK;
+    TL_TRY(run_delta(a));
+    if (tl_attention_fits_mma(a)) return tl_attention_backward_mma(a, want_q);
+    return tl_cuda_floating(a.dtype, a.at.op, [&](auto e) {
+        typedef decltype(e) E;
+        typedef typename E::C C;
+        const C scale = (C)a.scale, drop_scale = (C)dropout_scale(a);
+        const Dropout drop = dropout_of(a);
+        if (want_q && a.T > 0)
+            TL_TRY(launch_plain<C>(a, backward_dq_plain<E>, a.B * a.H * a.T, 3 * a.D + 32, scale,
+                                   drop, drop_scale));
+        if (want_kv && a.S > 0)
+            TL_TRY(launch_plain<C>(a, backward_dkv_plain<E>, a.B * a.H * a.S, 4 * a.D + 64, scale,
+                                   drop, drop_scale));
+        return TL_OK;
+    });
+}
