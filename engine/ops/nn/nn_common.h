@@ -105,6 +105,13 @@ tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
                                  const int64_t input_shape[4], bool check_indices,
                                  tl_tensor **grad_input);
 
+/* Adam's hyper-parameters, checked once for the per-parameter and the multi-tensor step (op
+   names the caller): step >= 1, lr, eps, weight_decay >= 0, betas in [0, 1). */
+tl_status nn_check_adam_hyper(const char *op, int64_t step, double lr, double beta1, double beta2,
+                              double eps, double weight_decay);
+/* v >= 0 (NaN refused), an error naming op and the argument otherwise. */
+tl_status nn_check_at_least_zero(const char *op, const char *name, double v);
+
 /* A NULL-terminated tensor list for tl_dispatch's trace: the output first, then the inputs. */
 #define NN_TENSORS(...) ((const tl_tensor *const[]){__VA_ARGS__, NULL})
 

@@ -75,11 +75,6 @@ static tl_status check_param(const char *op, int64_t i, tl_tensor *const *params
     return TL_OK;
 }
 
-static tl_status check_at_least_zero(const char *op, const char *name, double v) {
-    if (!(v >= 0)) return tl_error(TL_ERR_ARGUMENT, "%s: %s must be >= 0, got %g", op, name, v);
-    return TL_OK;
-}
-
 /* A written tensor's bytes: [start, end), which one it is (role, parameter). */
 typedef struct span {
     uintptr_t start, end;
@@ -137,14 +132,7 @@ static tl_status check_all(const char *op, tl_tensor *const *params, const tl_te
     if (n < 0 || n > MAX_PARAMS)
         return tl_error(TL_ERR_ARGUMENT, "%s: the number of params must be in [0, %d], got %lld",
                         op, MAX_PARAMS, (long long)n);
-    if (step < 1)
-        return tl_error(TL_ERR_ARGUMENT, "%s: step counts from 1, got %lld", op, (long long)step);
-    TL_TRY(check_at_least_zero(op, "lr", lr));
-    TL_TRY(check_at_least_zero(op, "eps", eps));
-    TL_TRY(check_at_least_zero(op, "weight_decay", weight_decay));
-    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-        return tl_error(TL_ERR_ARGUMENT, "%s: betas must be in [0, 1), got %g and %g", op, beta1,
-                        beta2);
+    TL_TRY(nn_check_adam_hyper(op, step, lr, beta1, beta2, eps, weight_decay));
     if (n == 0) return TL_OK;
     if (!params || !grads || !exp_avg || !exp_avg_sq)
         return tl_error(TL_ERR_ARGUMENT,

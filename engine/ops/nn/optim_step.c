@@ -27,8 +27,21 @@ static tl_status check_tensors(const char *op, const tl_tensor *param, const tl_
     return nn_check_like(op, "param", param, "grad", grad, true);
 }
 
-static tl_status check_at_least_zero(const char *op, const char *name, double v) {
+tl_status nn_check_at_least_zero(const char *op, const char *name, double v) {
     if (!(v >= 0)) return tl_error(TL_ERR_ARGUMENT, "%s: %s must be >= 0, got %g", op, name, v);
+    return TL_OK;
+}
+
+tl_status nn_check_adam_hyper(const char *op, int64_t step, double lr, double beta1, double beta2,
+                              double eps, double weight_decay) {
+    if (step < 1)
+        return tl_error(TL_ERR_ARGUMENT, "%s: step counts from 1, got %lld", op, (long long)step);
+    TL_TRY(nn_check_at_least_zero(op, "lr", lr));
+    TL_TRY(nn_check_at_least_zero(op, "eps", eps));
+    TL_TRY(nn_check_at_least_zero(op, "weight_decay", weight_decay));
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+        return tl_error(TL_ERR_ARGUMENT, "%s: betas must be in [0, 1), got %g and %g", op, beta1,
+                        beta2);
     return TL_OK;
 }
 
@@ -53,9 +66,9 @@ tl_status tl_sgd_step_check(const tl_tensor *param, const tl_tensor *grad,
                             double dampening, double weight_decay, bool nesterov) {
     const char *op = "sgd_step";
     TL_TRY(check_tensors(op, param, grad));
-    TL_TRY(check_at_least_zero(op, "lr", lr));
-    TL_TRY(check_at_least_zero(op, "momentum", momentum));
-    TL_TRY(check_at_least_zero(op, "weight_decay", weight_decay));
+    TL_TRY(nn_check_at_least_zero(op, "lr", lr));
+    TL_TRY(nn_check_at_least_zero(op, "momentum", momentum));
+    TL_TRY(nn_check_at_least_zero(op, "weight_decay", weight_decay));
     if (!(dampening == dampening))
         return tl_error(TL_ERR_ARGUMENT, "%s: dampening must be a number, got nan", op);
     if (nesterov && (momentum <= 0 || dampening != 0))
@@ -100,14 +113,7 @@ tl_status tl_adam_step_check(const tl_tensor *param, const tl_tensor *grad,
         TL_TRY(check_state(op, "exp_avg", param, exp_avg));
         TL_TRY(check_state(op, "exp_avg_sq", param, exp_avg_sq));
     }
-    if (step < 1)
-        return tl_error(TL_ERR_ARGUMENT, "%s: step counts from 1, got %lld", op, (long long)step);
-    TL_TRY(check_at_least_zero(op, "lr", lr));
-    TL_TRY(check_at_least_zero(op, "eps", eps));
-    TL_TRY(check_at_least_zero(op, "weight_decay", weight_decay));
-    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-        return tl_error(TL_ERR_ARGUMENT, "%s: betas must be in [0, 1), got %g and %g", op, beta1,
-                        beta2);
+    TL_TRY(nn_check_adam_hyper(op, step, lr, beta1, beta2, eps, weight_decay));
     return TL_OK;
 }
 
