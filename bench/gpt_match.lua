@@ -3,8 +3,10 @@
 --   tlua bench/gpt_match.lua --ref ref.safetensors [--device cpu|cuda] [--tol X] [--data path]
 --
 -- float64: passes when every step's loss is within --tol (default 1e-9) of PyTorch's.
--- bfloat16: passes when the largest distance to PyTorch's bf16 curve is within the bf16 noise,
--- the largest distance between PyTorch's own bf16 and float32 curves (times --noise, default 1.5).
+-- bfloat16: passes when the mean distance to PyTorch's bf16 curve over the steps is within the bf16
+-- noise, the mean distance between PyTorch's own bf16 and float32 curves (times --noise, default
+-- 1.5); a mean, not a maximum, so one loss spike of one run does not decide. The largest
+-- distances are printed too. The learning rate follows the file's linear warm-up (meta.warmup).
 local tl = require("tlua")
 package.path = (os.getenv("TLUA_GPT_DIR") or ((arg[0]:match("^(.*)/") or ".") .. "/../examples/gpt")) .. "/?.lua;" .. package.path
 local gpt = require("model")
@@ -43,6 +45,7 @@ for _, p in ipairs(model:parameters()) do
   if #p.shape >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
 end
 local wd, lr, clip = tonumber(meta.weight_decay), tonumber(meta.lr), tonumber(meta.grad_clip)
+local warmup = tonumber(meta.warmup) or 0
 local opt = tl.optim.AdamW({ { params = decay, weight_decay = wd }, { params = no_decay, weight_decay = 0 } },
   { lr = lr, betas = { 0.9, 0.99 }, eps = 1e-8 })
 local params = model:parameters()
@@ -51,9 +54,10 @@ local steps, T = offsets.shape[1], config.context
 local torch_losses = ref.losses:totable()
 local float32_losses = ref.losses_float32 and ref.losses_float32:totable()
 
-local worst, worst_noise = 0, 0
+local worst, worst_noise, sum_diff, sum_noise = 0, 0, 0, 0
 print(string.format("%-6s %-20s %-20s %-12s", "step", "torch", "tlua", "|diff|"))
 for step = 1, steps do
+  for _, group in ipairs(opt.param_groups) do group.lr = warmup > 0 and lr * math.min(1, step / warmup) or lr end
   local x, y = ds:batch_at("train", offsets:select(1, step), T)
   local loss
   if dtype == "bfloat16" then
@@ -68,8 +72,11 @@ for step = 1, steps do
   opt:zero_grad()
   local v = loss:item()
   local d = math.abs(v - torch_losses[step])
-  worst = math.max(worst, d)
-  if float32_losses then worst_noise = math.max(worst_noise, math.abs(torch_losses[step] - float32_losses[step])) end
+  worst, sum_diff = math.max(worst, d), sum_diff + d
+  if float32_losses then
+    local noise = math.abs(torch_losses[step] - float32_losses[step])
+    worst_noise, sum_noise = math.max(worst_noise, noise), sum_noise + noise
+  end
   if step <= 10 or step % 20 == 0 or step == steps then
     print(string.format("%-6d %-20.12f %-20.12f %-12.3g", step, torch_losses[step], v, d))
   end
@@ -82,8 +89,10 @@ if dtype == "float64" then
   print(string.format("gpt_match: float64, %d steps: max |tlua - torch| = %.3g (tolerance %.0e)  %s", steps, worst, tol,
     ok and "PASS" or "FAIL"))
 else
-  ok = worst <= opts.noise * worst_noise
-  print(string.format("gpt_match: bfloat16, %d steps: max |tlua - torch| = %.4f; bf16 noise (max |torch bf16 - torch f32|) = %.4f  %s",
-    steps, worst, worst_noise, ok and "PASS" or "FAIL"))
+  local mean_diff, mean_noise = sum_diff / steps, sum_noise / steps
+  ok = mean_diff <= opts.noise * mean_noise
+  print(string.format("gpt_match: bfloat16, %d steps (warm-up %d): mean |tlua - torch| = %.4f (max %.4f); bf16 noise, "
+    .. "mean |torch bf16 - torch f32| = %.4f (max %.4f); mean within %.1fx the noise: %s", steps, warmup, mean_diff, worst,
+    mean_noise, worst_noise, opts.noise, ok and "PASS" or "FAIL"))
 end
 os.exit(ok and 0 or 1)

@@ -3,7 +3,8 @@ seed, writes its initial weights (tlua's names), the batch offsets of every step
 of training on them to one safetensors file that bench/gpt_match.lua replays in tlua.
 
   python3 bench/gpt_match.py --out ref.safetensors [--device cpu|cuda] [--dtype float64|bfloat16]
-      [--steps N] [--layers N] [--dim N] [--heads N] [--context N] [--batch N] [--lr X] [--seed N]
+      [--steps N] [--layers N] [--dim N] [--heads N] [--context N] [--batch N] [--lr X] [--warmup N]
+      [--seed N]
 
 float64 (the CPU check): the model in float64. bfloat16 (the GPU check): float32 parameters under
 autocast to bfloat16, and a second float32 run from the same weights, whose distance from the
@@ -25,6 +26,7 @@ ap.add_argument("--heads", type=int, default=4)
 ap.add_argument("--context", type=int, default=32)
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--lr", type=float, default=1e-3)
+ap.add_argument("--warmup", type=int, default=0, help="linear warm-up steps: lr * min(1, step / warmup), step from 1")
 ap.add_argument("--weight-decay", type=float, default=0.1)
 ap.add_argument("--grad-clip", type=float, default=1.0)
 ap.add_argument("--seed", type=int, default=1337)
@@ -47,6 +49,8 @@ def run(model, autocast):
     positions = torch.arange(a.context + 1)
     losses = []
     for step in range(a.steps):
+        for group in opt.param_groups:
+            group["lr"] = a.lr * min(1.0, (step + 1) / a.warmup) if a.warmup > 0 else a.lr
         windows = train[(offsets[step].view(-1, 1) + positions.view(1, -1)).to(a.device)]
         x, y = windows[:, :-1], windows[:, 1:]
         with torch.autocast(device_type=a.device, dtype=torch.bfloat16, enabled=autocast):
@@ -70,7 +74,7 @@ if a.dtype == "bfloat16":
 else:
     out["losses"] = run(model, False)
 meta = dict(config)
-meta.update(dtype=a.dtype, lr=a.lr, weight_decay=a.weight_decay, grad_clip=a.grad_clip, steps=a.steps, batch=a.batch,
+meta.update(dtype=a.dtype, lr=a.lr, warmup=a.warmup, weight_decay=a.weight_decay, grad_clip=a.grad_clip, steps=a.steps, batch=a.batch,
             torch=torch.__version__, vocab_bytes=",".join(str(c) for c in chars))
 G.save_safetensors(a.out, out, meta)
 print("gpt_match.py: %d steps, %s on %s, final loss %.6f -> %s" % (a.steps, a.dtype, a.device, out["losses"][-1], a.out))

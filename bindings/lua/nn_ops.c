@@ -1,5 +1,6 @@
 /* nn op bindings: conv2d, max_pool2d, embedding, cross_entropy, layer_norm, dropout, the fused
-   optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi) and the row gather of the
+   optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi), the fused gradient clip
+   (tl._clip_grad_norm_multi) and the row gather of the
    DataLoader (tl._gather_rows).
    Lua indices (embedding, class targets, gathered rows) count from 1; the C API's from 0. */
 #include <string.h>
@@ -78,30 +79,18 @@ static tl_status zero_based(const tl_tensor *indices, tl_tensor **out) {
     return status;
 }
 
-/* After the C op rejected an index: raises the error in Lua's terms (1-based values and
-   positions) naming the first index of `indices` outside 1..limit. Falls back on the engine's
-   message when none is found (cannot happen unless the tensor changed). */
-static int index_range_error(lua_State *L, const char *op, const char *what,
-                             const tl_tensor *indices, int64_t limit, const char *limit_of) {
-    char saved[512], shape[256];
-    snprintf(saved, sizeof saved, "%s", tl_last_error());
-    int64_t n = tl_numel(indices);
-    size_t size = tl_dtype_size(indices->dtype) * (size_t)(n > 0 ? n : 1);
-    void *host = lua_newuserdatauv(L, size, 0); /* collected with the stack */
-    if (tl_to_host(indices, host) == TL_OK) {
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v = indices->dtype == TL_I64 ? ((const int64_t *)host)[i]
-                                                 : (int64_t)((const int32_t *)host)[i];
-            if (v < 1 || v > limit)
-                return tlb_errorf(L,
-                                  "%s: %s holds %lld at position %lld (shape %s), out of range "
-                                  "for %s (expected 1 <= index <= %lld; indices count from 1)",
-                                  op, what, (long long)v, (long long)(i + 1),
-                                  tl_shape_str(indices, shape, sizeof shape), limit_of,
-                                  (long long)limit);
-        }
-    }
-    return tlb_errorf(L, "%s", saved);
+/* Checks that indices (the Lua argument named what) hold 1..count, before they are shifted:
+   an error then speaks Lua's terms (1-based values and positions). On CUDA the check is
+   queued like the op itself, and a failure is raised by the next synchronization. */
+static tl_status check_one_based(const tl_tensor *indices, const char *op, const char *what,
+                                 const char *range_of, int64_t count) {
+    const tl_index_range range = {.op = op,
+                                  .what = what,
+                                  .range_of = range_of,
+                                  .note = "indices count from 1",
+                                  .first = 1,
+                                  .count = count};
+    return tl_check_index_range(indices, &range);
 }
 
 /* ---- conv2d, max_pool2d ------------------------------------------------------------------------
@@ -157,12 +146,12 @@ static int nn_embedding(lua_State *L) {
     check_index_dtype(L, "embedding", "indices", indices);
     tl_tensor *shifted = NULL, *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status = zero_based(indices, &shifted);
+    tl_status status = weight->ndim == 2 ? check_one_based(indices, "embedding", "indices",
+                                                           "the weight's rows", weight->shape[0])
+                                         : TL_OK;
+    if (status == TL_OK) status = zero_based(indices, &shifted);
     if (status == TL_OK) status = tl_ag_embedding(shifted, weight, &out);
     tl_release(shifted);
-    if (status == TL_ERR_INDEX && weight->ndim == 2)
-        return index_range_error(L, "embedding", "indices", indices, weight->shape[0],
-                                 "the weight's rows");
     return tlb_result(L, box, status, out);
 }
 
@@ -192,12 +181,12 @@ static int nn_cross_entropy(lua_State *L) {
     check_index_dtype(L, "cross_entropy", "target", target);
     tl_tensor *shifted = NULL, *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status = zero_based(target, &shifted);
+    tl_status status = logits->ndim == 2 ? check_one_based(target, "cross_entropy", "target",
+                                                           "the logits' classes", logits->shape[1])
+                                         : TL_OK;
+    if (status == TL_OK) status = zero_based(target, &shifted);
     if (status == TL_OK) status = tl_ag_cross_entropy(logits, shifted, smoothing, &out);
     tl_release(shifted);
-    if (status == TL_ERR_INDEX && logits->ndim == 2)
-        return index_range_error(L, "cross_entropy", "target", target, logits->shape[1],
-                                 "the logits' classes");
     return tlb_result(L, box, status, out);
 }
 
@@ -326,6 +315,26 @@ static int nn_adam_step_multi(lua_State *L) {
     return 0;
 }
 
+/* _clip_grad_norm_multi(grads, max_norm, norm_type = 2): tl_clip_grad_norm_multi over the list (a
+   table of tensors, scaled in place) -> the total norm, a new 0-dim tensor (no host wait) */
+static int nn_clip_grad_norm_multi(lua_State *L) {
+    const char *op = "_clip_grad_norm_multi";
+    lua_settop(L, 3); /* the list's scratch goes above the arguments */
+    if (!lua_istable(L, 1) || tlb_is_tensor(L, 1)) tlb_type_error(L, 1, op, "a table of tensors");
+    lua_Unsigned len = lua_rawlen(L, 1);
+    if (len > 1u << 20)
+        tlb_errorf(L, "%s: grads holds %llu tensors, at most %u", op, (unsigned long long)len,
+                   1u << 20);
+    size_t n = (size_t)len;
+    tl_tensor **grads = optim_list(L, 1, op, "grads", n, false);
+    double max_norm = tlb_check_number(L, 2, op, "max_norm");
+    double norm_type = lua_isnoneornil(L, 3) ? 2.0 : tlb_check_number(L, 3, op, "norm_type");
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *total = NULL;
+    tl_status status = tl_clip_grad_norm_multi(grads, (int64_t)n, max_norm, norm_type, &total);
+    return tlb_result(L, box, status, total);
+}
+
 /* ---- row gather (DataLoader batches) ------------------------------------------------------------
  */
 /* Copies rows of the contiguous CPU tensor src into out (CPU, contiguous). */
@@ -429,11 +438,10 @@ static int nn_gather_rows(lua_State *L) {
         return tlb_result(L, box, status, out);
     }
     tl_tensor *shifted = NULL;
-    status = zero_based(indices, &shifted);
+    status = check_one_based(indices, op, "indices", "the rows", rows);
+    if (status == TL_OK) status = zero_based(indices, &shifted);
     if (status == TL_OK) status = gather_rows_device(src, shifted, &out);
     tl_release(shifted);
-    if (status == TL_ERR_INDEX)
-        return index_range_error(L, op, "indices", indices, rows, "the rows");
     return tlb_result(L, box, status, out);
 }
 
@@ -447,6 +455,7 @@ const luaL_Reg tlb_nn_functions[] = {
     {"_sgd_step", nn_sgd_step},
     {"_adam_step", nn_adam_step},
     {"_adam_step_multi", nn_adam_step_multi},
+    {"_clip_grad_norm_multi", nn_clip_grad_norm_multi},
     {"_gather_rows", nn_gather_rows},
     {NULL, NULL},
 };

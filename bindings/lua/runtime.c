@@ -28,6 +28,21 @@ static int rt_manual_seed(lua_State *L) {
     return 0;
 }
 
+/* set_sync_checks(bool): CUDA index checks wait and raise at once (true) or are raised by the
+   next synchronization (false, the default); sync_checks() -> the setting */
+static int rt_set_sync_checks(lua_State *L) {
+    if (!lua_isboolean(L, 1))
+        return tlb_errorf(L, "set_sync_checks: argument 1 expected a boolean, got %s",
+                          tlb_typename(L, 1));
+    tl_set_sync_checks(lua_toboolean(L, 1));
+    return 0;
+}
+
+static int rt_sync_checks(lua_State *L) {
+    lua_pushboolean(L, tl_sync_checks());
+    return 1;
+}
+
 static int rt_cuda_device_count(lua_State *L) {
     lua_pushinteger(L, tl_cuda_device_count());
     return 1;
@@ -184,6 +199,8 @@ const luaL_Reg tlb_runtime_functions[] = {
     {"get_num_threads", rt_get_num_threads},
     {"manual_seed", rt_manual_seed},
     {"cuda_device_count", rt_cuda_device_count},
+    {"set_sync_checks", rt_set_sync_checks},
+    {"sync_checks", rt_sync_checks},
     {"trace", rt_trace},
     {"kernels", rt_kernels},
     {NULL, NULL},

@@ -1,4 +1,5 @@
-/* Device names and the question "can this device be used here?". */
+/* Device names, the question "can this device be used here?" and the sync-checks switch. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,4 +55,14 @@ tl_status tl_device_check(tl_device device) {
         return tl_error(TL_ERR_DEVICE, "device: cuda:%d does not exist (%d CUDA device%s)",
                         device.index, count, count == 1 ? "" : "s");
     return TL_OK;
+}
+
+static atomic_bool sync_checks;
+
+void tl_set_sync_checks(bool on) {
+    atomic_store(&sync_checks, on);
+}
+
+bool tl_sync_checks(void) {
+    return atomic_load(&sync_checks);
 }

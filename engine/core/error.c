@@ -1,4 +1,4 @@
-/* The thread-local error message behind tl_last_error(). */
+/* The thread-local error message behind tl_last_error(), and the index-range message. */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -20,4 +20,21 @@ tl_status tl_error(tl_status status, const char *fmt, ...) {
 
 void tl_clear_error(void) {
     last_error[0] = '\0';
+}
+
+tl_status tl_index_range_error(const tl_index_range *range, const int64_t *shape, int ndim,
+                               int64_t value, int64_t position) {
+    char dims[256];
+    size_t used = (size_t)snprintf(dims, sizeof dims, "[");
+    for (int d = 0; d < ndim && used < sizeof dims; d++)
+        used += (size_t)snprintf(dims + used, sizeof dims - used, d ? ", %lld" : "%lld",
+                                 (long long)shape[d]);
+    if (used < sizeof dims) snprintf(dims + used, sizeof dims - used, "]");
+    return tl_error(TL_ERR_INDEX,
+                    "%s: %s holds %lld at position %lld (shape %s), out of range for %s (expected "
+                    "%lld <= index <= %lld%s%s)",
+                    range->op, range->what, (long long)value, (long long)(range->first + position),
+                    dims, range->range_of, (long long)range->first,
+                    (long long)(range->first + range->count - 1), range->note ? "; " : "",
+                    range->note ? range->note : "");
 }

@@ -89,14 +89,20 @@ typedef tl_status (*tl_pool_kernel)(tl_tensor *out, tl_tensor *indices, const tl
 /* grad_in [N, C, H, W] = grad_out scattered (summed) to indices ("="). */
 typedef tl_status (*tl_pool_backward_kernel)(tl_tensor *grad_in, const tl_tensor *grad_out,
                                              const tl_tensor *indices, const tl_window2d *window);
-/* indices int32/int64 [n], already checked to be in range.
+/* index_check: indices int32/int64, contiguous: an element outside [range->first, + count) is
+   the error tl_index_range_error makes; at once on the CPU, raised by the next synchronization
+   on CUDA (the check only queued). */
+typedef tl_status (*tl_index_check_kernel)(const tl_tensor *indices, const tl_index_range *range);
+/* indices int32/int64 [n], checked to be in range (on CUDA asynchronously: an index out of
+   range reads a zero row and adds nowhere).
    embedding: out [n, D] = src [V, D] rows at indices;
    embedding_backward: out [V, D] = sum of src [n, D] rows per index, in order ("="). */
 typedef tl_status (*tl_embedding_kernel)(tl_tensor *out, const tl_tensor *src,
                                          const tl_tensor *indices);
 /* loss (0-dim, logits' dtype) = mean over rows of lse - (1 - s) x[target] - s/C sum(x);
    lse [N] (float32, or float64 for float64 logits) = log(sum(exp(x))) per row.
-   target int32/int64 [N], already checked to be in range. */
+   target int32/int64 [N], checked to be in range (on CUDA asynchronously: a row whose target is
+   out of range has a NaN loss). */
 typedef tl_status (*tl_cross_entropy_kernel)(tl_tensor *loss, tl_tensor *lse,
                                              const tl_tensor *logits, const tl_tensor *target,
                                              double label_smoothing);
@@ -140,6 +146,15 @@ typedef tl_status (*tl_optim_multi_kernel)(tl_tensor *const *params, const tl_te
                                            tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
                                            tl_tensor *const *master, int64_t n,
                                            const tl_optim_args *args);
+/* clip_grad_norm_multi: total (0-dim, float32, or float64 when every grad is float64; on the
+   grads' device) = the norm_type-norm (>= 1, or INFINITY) of the n grads together (n >= 1;
+   contiguous, floating, dtypes may differ, any may be empty, none share memory): |x|^p per
+   element in the grad's compute type (float; double for float64), sums (max for INFINITY) in
+   double in a fixed order. coef = max_norm * (1 / (total + 1e-6)) in total's dtype; when it is
+   not >= 1 (NaN included) every grad is scaled in place by it, in its compute type. No host
+   synchronization on CUDA. */
+typedef tl_status (*tl_clip_norm_multi_kernel)(tl_tensor *const *grads, int64_t n, double max_norm,
+                                               double norm_type, tl_tensor *total);
 /* Block-sparse linear over W [R*b, C*b] held as blocks [nnz, b, b] on layout's pattern
    (tlua/block_layout.h: indices already checked); dense operands are contiguous [rows, ...].
    block_sparse_linear:                 out [rows, R*b] = dense [rows, C*b] @ W^T (+ bias [R*b]
@@ -200,6 +215,7 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(im2col, tl_im2col_kernel)                                                            \
     SIGNATURE(pool, tl_pool_kernel)                                                                \
     SIGNATURE(pool_backward, tl_pool_backward_kernel)                                              \
+    SIGNATURE(index_check, tl_index_check_kernel)                                                  \
     SIGNATURE(embedding, tl_embedding_kernel)                                                      \
     SIGNATURE(cross_entropy, tl_cross_entropy_kernel)                                              \
     SIGNATURE(cross_entropy_backward, tl_cross_entropy_backward_kernel)                            \
@@ -207,6 +223,7 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(layer_norm_backward, tl_layer_norm_backward_kernel)                                  \
     SIGNATURE(optim, tl_optim_kernel)                                                              \
     SIGNATURE(optim_multi, tl_optim_multi_kernel)                                                  \
+    SIGNATURE(clip_norm_multi, tl_clip_norm_multi_kernel)                                          \
     SIGNATURE(block_sparse, tl_block_sparse_kernel)                                                \
     SIGNATURE(attention, tl_attention_kernel)                                                      \
     SIGNATURE(attention_backward, tl_attention_backward_kernel)

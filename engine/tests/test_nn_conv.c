@@ -346,7 +346,9 @@ static void test_max_pool2d(void) {
     CHECK(out == NULL && idx == NULL, "max_pool2d: outputs set by a failing call");
     tl_tensor *g = random_tensor((int64_t[]){1, 1, 1, 1}, 4, TL_F32, 1.0), *gi = NULL;
     tl_tensor *bad = int_tensor((int64_t[]){4}, (int64_t[]){1, 1, 1, 1}, 4, TL_I64);
-    FAILS(tl_max_pool2d_backward(g, bad, x->shape, &gi), TL_ERR_INDEX, "index 4");
+    FAILS(tl_max_pool2d_backward(g, bad, x->shape, &gi), TL_ERR_INDEX,
+          "max_pool2d_backward: indices holds 4 at position 0 (shape [1, 1, 1, 1]), out of range "
+          "for the input plane (expected 0 <= index <= 3)");
     tl_release(x), tl_release(g), tl_release(bad);
 }
 

@@ -288,6 +288,28 @@ cases.embedding = {
   end,
   reference = function(_, w, g) return { K.embedding(EMBEDDING_INDEX, w, g) } end,
 }
+-- index_check (int32, int64): indices in range pass (the gather they guard is right) and the one
+-- out of range is reported with its value and 1-based position (on CUDA by the synchronization)
+local CHECKED_INDEX = { 3, 1, 2, 5, 4 }
+cases.index_check = {
+  inputs = function(_, dtype) return { tl.tensor(CHECKED_INDEX, { dtype = dtype }) } end,
+  run = function(idx)
+    local w = tl.arange(1, 6, { dtype = "float32", device = idx.device }):view(5, 1)
+    local y = tl.embedding(idx, w)
+    local ok, err = pcall(function()
+      local _ = tl.embedding(idx + 1, w) -- 6 at position 4
+      if idx.device ~= "cpu" then tl.cuda.synchronize() end
+    end)
+    assert(not ok, "index_check: the index out of range was not reported")
+    local value, position = tostring(err):match("holds (%-?%d+) at position (%d+)")
+    return { y, tl.tensor({ tonumber(value), tonumber(position) }) }
+  end,
+  reference = function(_, idx)
+    local rows = {}
+    for i, v in ipairs(idx) do rows[i] = { v } end
+    return { rows, { exact = true, value = tl.tensor({ 6, 4 }) } }
+  end,
+}
 local TARGET, SMOOTHING = { 1, 4, 2, 2, 3 }, 0.1
 cases.cross_entropy = {
   inputs = function(G) return { G.normal(5, 4) } end,
@@ -376,6 +398,38 @@ cases.adam_step_multi = {
       end
     end
     return out
+  end,
+}
+
+-- clip_grad_norm_multi over two grads: the 2-norm with clipping (every grad scaled by
+-- 0.5 / (total + 1e-6)), then the infinity norm of fresh copies without (the grads untouched)
+local function clip_reference(lists, max_norm, p)
+  local acc = 0
+  for _, list in ipairs(lists) do
+    for _, x in ipairs(list) do acc = p == math.huge and math.max(acc, math.abs(x)) or acc + math.abs(x) ^ p end
+  end
+  local total = p == math.huge and acc or acc ^ (1 / p)
+  local coef = math.min(1, max_norm / (total + 1e-6))
+  local scaled = {}
+  for i, list in ipairs(lists) do
+    scaled[i] = {}
+    for j, x in ipairs(list) do scaled[i][j] = x * coef end
+  end
+  return total, scaled
+end
+cases.clip_grad_norm_multi = {
+  inputs = function(G) return { G.normal(3, 4), G.normal(5) } end,
+  run = function(a, b)
+    local a1, b1, a2, b2 = a:clone(), b:clone(), a:clone(), b:clone()
+    local t1 = tl._clip_grad_norm_multi({ a1, b1 }, 0.5, 2)
+    local t2 = tl._clip_grad_norm_multi({ a2, b2 }, 1e6, math.huge)
+    return { t1, a1:view(12), b1, t2, a2:view(12), b2 }
+  end,
+  reference = function(_, a, b)
+    local lists = { (ref.flatten(a)), (ref.flatten(b)) }
+    local t1, s1 = clip_reference(lists, 0.5, 2)
+    local t2, s2 = clip_reference(lists, 1e6, math.huge)
+    return { t1, s1[1], s1[2], t2, s2[1], s2[2] }
   end,
 }
 

@@ -213,7 +213,7 @@ tl_status tl_cuda_synchronize(int device) {
     cudaStream_t stream;
     TL_TRY(tl_cuda_stream(device, "synchronize", &stream));
     TL_CUDA_TRY(cudaStreamSynchronize(stream), "synchronize", "cudaStreamSynchronize");
-    return TL_OK;
+    return tl_cuda_raise_faults(device);
 }
 
 /* ---- copies ------------------------------------------------------------------------------ */
@@ -234,14 +234,17 @@ tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, 
         bool to_device = dst_device.type == TL_DEVICE_CUDA;
         int device = to_device ? dst_device.index : src_device.index;
         TL_TRY(tl_cuda_stream(device, op, &stream));
-        /* after the work queued before it; the host waits, so its buffer may go at once */
+        /* after the work queued before it. Host to device from pageable memory: the driver
+           stages the buffer before returning, so it may go at once and the host need not wait.
+           Device to host: the host waits for the copy, and so raises failed index checks. */
         const char *what = to_device ? "host to device" : "device to host";
         TL_CUDA_TRY(cudaMemcpyAsync(dst, src, n,
                                     to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                                     stream),
                     op, what);
+        if (to_device) return TL_OK;
         TL_CUDA_TRY(cudaStreamSynchronize(stream), op, what);
-        return TL_OK;
+        return tl_cuda_raise_faults(device);
     }
     if (dst_device.index == src_device.index) {
         TL_TRY(tl_cuda_stream(dst_device.index, op, &stream));
@@ -254,9 +257,10 @@ tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, 
     cudaStream_t src_stream;
     TL_TRY(tl_cuda_stream(src_device.index, op, &src_stream));
     TL_CUDA_TRY(cudaStreamSynchronize(src_stream), op, "peer copy");
+    TL_TRY(tl_cuda_raise_faults(src_device.index));
     TL_TRY(tl_cuda_stream(dst_device.index, op, &stream));
     TL_CUDA_TRY(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, n, stream), op,
                 "peer copy");
     TL_CUDA_TRY(cudaStreamSynchronize(stream), op, "peer copy");
-    return TL_OK;
+    return tl_cuda_raise_faults(dst_device.index);
 }

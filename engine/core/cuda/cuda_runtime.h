@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -57,13 +58,31 @@ void tl_cuda_free(int device, void *ptr);
 
 /* ---- copies (cuda/runtime.c) ---------------------------------------------------------- */
 /* n bytes host <-> device or device <-> device, on the device's stream; returns when dst may
-   be read by the host (device -> host) and when src may be reused (host -> device).
-   Device -> device on one device does not wait. */
+   be read by the host (device -> host: the host waits, and a failed index check is raised) and
+   when src may be reused (host -> device: staged by the driver, no wait). Device -> device on
+   one device does not wait. */
 tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
                          size_t n);
 
 /* Sets n bytes of device memory to zero, on the device's stream (in order, no wait). */
 tl_status tl_cuda_memset_zero(int device, void *dst, size_t n);
+
+/* ---- index checks queued on the GPU (cuda/fault.c) ------------------------------------ */
+/* A device's failure record, in mapped host memory: a check kernel that finds an index out of
+   range swaps id from 0 to its own (atomicCAS) and, when it won, writes value and position. */
+typedef struct tl_cuda_fault {
+    unsigned int id;
+    unsigned int unused;
+    long long value, position;
+} tl_cuda_fault;
+struct tl_index_range;
+/* Registers a check of an indices tensor of shape [ndim] on device: *record (the device's
+   view of the record) and *id for its kernel. range's strings must outlive it (literals). */
+tl_status tl_cuda_fault_arm(int device, const struct tl_index_range *range, const int64_t *shape,
+                            int ndim, tl_cuda_fault **record, unsigned int *id);
+/* After a wait for the device's stream: the error of a check that failed since the last
+   call (TL_ERR_INDEX, its message), else TL_OK. Clears it. */
+tl_status tl_cuda_raise_faults(int device);
 
 #ifdef __cplusplus
 }

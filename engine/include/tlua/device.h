@@ -29,6 +29,12 @@ tl_status tl_device_check(tl_device device);
 /* Number of CUDA devices present (0 without CUDA support or without a GPU). */
 int tl_cuda_device_count(void);
 
+/* Index checks on a GPU (tl_check_index_range) are asynchronous by default: a failure is raised
+   by the next synchronization. true makes each wait and raise at once (for debugging: the error
+   then names the op that was given the index; every check costs a host wait). */
+void tl_set_sync_checks(bool on);
+bool tl_sync_checks(void);
+
 #ifdef __cplusplus
 }
 #endif

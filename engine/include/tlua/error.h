@@ -2,6 +2,8 @@
 #ifndef TLUA_ERROR_H
 #define TLUA_ERROR_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,6 +29,21 @@ tl_status tl_error(tl_status status, const char *fmt, ...) __attribute__((format
 
 /* Clears the message. */
 void tl_clear_error(void);
+
+/* An index range check (tl_check_index_range in tlua/nn.h): what its error names when an index
+   value falls outside [first, first + count). The error (TL_ERR_INDEX) reads "<op>: <what> holds
+   V at position P (shape S), out of range for <range_of> (expected first <= index <= last[;
+   note])", positions counted from `first` too. The strings must outlive the check (string
+   literals): on CUDA the message is written later. */
+typedef struct tl_index_range {
+    const char *op, *what, *range_of;
+    const char *note; /* may be NULL */
+    int64_t first, count;
+} tl_index_range;
+/* Sets that message for an indices tensor of shape [ndim] whose element at flat position (from
+   0) holds value; returns TL_ERR_INDEX. */
+tl_status tl_index_range_error(const tl_index_range *range, const int64_t *shape, int ndim,
+                               int64_t value, int64_t position);
 
 /* Returns from the calling function when expr fails (its status and message
    stand). Only where nothing needs releasing on that path. */

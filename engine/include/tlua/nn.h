@@ -119,9 +119,20 @@ tl_status tl_scaled_dot_product_attention_backward(const tl_tensor *grad, const 
 tl_status tl_ag_scaled_dot_product_attention(tl_tensor *q, tl_tensor *k, tl_tensor *v,
                                              const tl_attention_options *opts, tl_tensor **out);
 
+/* ---- index range checks (tl_index_range and its message: tlua/error.h) ------------------- */
+/* Checks every element of indices (int32 or int64, any shape). On the CPU the error is raised
+   at once, at the first offending position. On CUDA the check is queued on the device's
+   stream, like the kernels that read the indices, and a failure is raised by the next
+   synchronization with that device (tl_cuda_synchronize, a copy to the host such as tl_item;
+   an offending position, not necessarily the first): the host never waits for a check, and a
+   kernel given an out-of-range index reads zeros (or NaN) in its place. With
+   tl_set_sync_checks(true) a CUDA check waits and raises at once, as on the CPU. */
+tl_status tl_check_index_range(const tl_tensor *indices, const tl_index_range *range);
+
 /* ---- embedding -----------------------------------------------------------------------------
    indices (int64 or int32, any shape, values in [0, V)), weight [V, D] -> out [..., D]. An
-   index out of range is an error naming it and V, raised before anything is written. */
+   index out of range is an error naming it and V (tl_check_index_range: on CUDA raised by the
+   next synchronization, the row read as zeros). */
 tl_status tl_embedding(const tl_tensor *indices, const tl_tensor *weight, tl_tensor **out);
 /* grad_weight [num_weights, D]: the rows of grad [..., D] summed per index, in order. */
 tl_status tl_embedding_backward(const tl_tensor *grad, const tl_tensor *indices,
@@ -219,6 +230,17 @@ tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *g
                              tl_tensor *const *master, int64_t n, int64_t step, double lr,
                              double beta1, double beta2, double eps, double weight_decay,
                              bool decoupled);
+/* torch.nn.utils.clip_grad_norm_ over n gradients at once, in place, no autograd: *total (new,
+   0-dim, on the grads' device; float32, or float64 when every grad is float64) = the norm_type
+   norm (a number >= 1, or INFINITY) of all the grads together; every grad is then scaled by
+   coef = max_norm / (total + 1e-6) when coef < 1 or NaN (torch's clamp(coef, max = 1): a NaN or
+   infinite total gives NaN or zero gradients). One kernel (clip_grad_norm_multi, traced with
+   shapes [n] and [elements]); on CUDA a few launches whatever n is and no host synchronization.
+   grads: floating (dtypes may differ), contiguous, on one device, none sharing memory, any may be
+   empty; max_norm > 0. n = 0 gives a float32 0 on the CPU. Everything is checked before
+   anything is written; messages name the grad, counting from 1. */
+tl_status tl_clip_grad_norm_multi(tl_tensor *const *grads, int64_t n, double max_norm,
+                                  double norm_type, tl_tensor **total);
 /* The checks of a step, and nothing else: an optimizer checks every parameter before it steps
    any. A state tensor may be NULL (a first step creates it); the messages are the step's. */
 tl_status tl_sgd_step_check(const tl_tensor *param, const tl_tensor *grad,

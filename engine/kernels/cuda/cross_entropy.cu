@@ -44,7 +44,9 @@ __global__ void __launch_bounds__(CE_THREADS)
         if (valid && lane == 0) {
             const double l = tl_add((double)m, log(s.a));
             lse[i] = (C)l;
-            const double picked = (double)E::load(row[target_at(target, wide_target, i)]);
+            const int64_t t = target_at(target, wide_target, i);
+            /* a target out of range (the queued check reports it) makes the row's loss NaN */
+            const double picked = t >= 0 && t < K ? (double)E::load(row[t]) : NAN;
             const double keep = tl_sub(1.0, smoothing), spread = tl_div(smoothing, (double)K);
             row_loss[i] = tl_sub(tl_sub(l, tl_mul(keep, picked)), tl_mul(spread, s.b));
         }

@@ -9,7 +9,7 @@ static tl_status gather_rows(tl_tensor *out, const tl_tensor *src, const tl_tens
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(out, "embedding", &at));
     return tl_cuda_embedding_run(&at, (int)src->dtype, tl_data(out), tl_data(src), tl_data(indices),
-                                 (int)indices->dtype, n, D);
+                                 (int)indices->dtype, n, src->shape[0], D);
 }
 
 static tl_status scatter_rows(tl_tensor *out, const tl_tensor *src, const tl_tensor *indices) {

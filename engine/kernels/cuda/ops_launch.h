@@ -102,10 +102,20 @@ tl_status tl_cuda_max_pool_backward_run(const tl_cuda_where *at, int dtype, void
                                         const void *grad_out, const int64_t *indices,
                                         const tl_cuda_window *w);
 
-/* cuda/embedding.cu: indices (n, int32 or int64 by index_dtype) into rows of D elements */
+struct tl_cuda_fault; /* core/cuda/cuda_runtime.h */
+/* cuda/index_check.cu: indices (n, int32 or int64 by index_dtype) outside [first, first +
+   count) are reported in *fault under id (the first failure wins; see tl_cuda_fault) */
+tl_status tl_cuda_index_check_run(const tl_cuda_where *at, const void *indices, int index_dtype,
+                                  int64_t n, int64_t first, int64_t count,
+                                  struct tl_cuda_fault *fault, unsigned int id);
+
+/* cuda/embedding.cu: indices (n, int32 or int64 by index_dtype) into the `rows` rows of D
+   elements of src; an index outside [0, rows) gives a zero row */
 tl_status tl_cuda_embedding_run(const tl_cuda_where *at, int dtype, void *out, const void *src,
-                                const void *indices, int index_dtype, int64_t n, int64_t D);
-/* out [rows, D] = the rows of src [n, D] summed by index, in order */
+                                const void *indices, int index_dtype, int64_t n, int64_t rows,
+                                int64_t D);
+/* out [rows, D] = the rows of src [n, D] summed by index, in order (an index outside [0, rows)
+   adds nowhere) */
 tl_status tl_cuda_embedding_backward_run(const tl_cuda_where *at, int dtype, void *out,
                                          const void *src, const void *indices, int index_dtype,
                                          int64_t n, int64_t rows, int64_t D);

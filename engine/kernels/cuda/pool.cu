@@ -72,8 +72,11 @@ __global__ void pool_backward_kernel(typename E::T *grad_in, const typename E::T
 #pragma unroll
             for (int k = 0; k < POOL_BATCH; k++) {
                 const int64_t o = o0 + k * 32 + lane;
-                t[k] = o < out_size ? at[o] : 0;
-                v[k] = o < out_size ? (A)E::load(g[o]) : A(0);
+                /* an index outside the plane (the queued check reports it) adds 0 to element 0 */
+                const int64_t index = o < out_size ? at[o] : 0;
+                const bool inside = index >= 0 && index < in_size;
+                t[k] = inside ? index : 0;
+                v[k] = o < out_size && inside ? (A)E::load(g[o]) : A(0);
             }
 #pragma unroll
             for (int k = 0; k < POOL_BATCH; k++) {

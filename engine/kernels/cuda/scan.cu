@@ -279,6 +279,7 @@ extern "C" tl_status tl_cuda_nonzero_count(const tl_cuda_nonzero *z, int64_t *co
                                     z->at.stream),
                     z->at.op, "reading the count back");
         TL_CUDA_TRY(cudaStreamSynchronize(z->at.stream), z->at.op, "reading the count back");
+        TL_TRY(tl_cuda_raise_faults(z->at.device));
         *count = (int64_t)total;
         return TL_OK;
     });

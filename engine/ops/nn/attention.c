@@ -124,6 +124,24 @@ static void lse_shape(const tl_tensor *q, int64_t *shape) {
     memcpy(shape, q->shape, sizeof shape[0] * (size_t)(q->ndim - 1));
 }
 
+/* A new out [lead..., H, T, D] laid out as [lead..., T, H, D] (each position's heads together, as
+   torch's flash attention lays it out): a transposed view of a contiguous tensor, so the usual
+   next step, out:transpose(H, T):reshape(..., T, H * D), costs no copy (nor its gradient). With
+   fewer than 3 dims, contiguous. */
+static tl_status new_output(const tl_tensor *q, tl_tensor **out) {
+    const tl_device device = tl_tensor_device(q);
+    if (q->ndim < 3) return tl_empty(q->shape, q->ndim, q->dtype, device, out);
+    const int h = q->ndim - 3, t = q->ndim - 2;
+    int64_t shape[TL_MAX_DIMS];
+    memcpy(shape, q->shape, sizeof shape[0] * (size_t)q->ndim);
+    shape[h] = q->shape[t], shape[t] = q->shape[h];
+    tl_tensor *positions_first = NULL;
+    TL_TRY(tl_empty(shape, q->ndim, q->dtype, device, &positions_first));
+    tl_status status = tl_transpose(positions_first, h, t, out);
+    tl_release(positions_first);
+    return status;
+}
+
 tl_status tl_scaled_dot_product_attention_lse(const tl_tensor *q, const tl_tensor *k,
                                               const tl_tensor *v, const tl_attention_options *opts,
                                               tl_tensor **out, tl_tensor **lse, uint64_t *seed,
@@ -145,8 +163,9 @@ tl_status tl_scaled_dot_product_attention_lse(const tl_tensor *q, const tl_tenso
     /* no keys: the output is an empty sum (zeros) and every lse is -inf; no kernel */
     const bool run = s.heads > 0 && s.T > 0 && s.S > 0 && s.D > 0;
     tl_tensor *o = NULL, *l = NULL, *q4 = NULL, *k4 = NULL, *v4 = NULL, *o4 = NULL, *l3 = NULL;
-    tl_status status = run || s.S > 0 ? tl_empty(q->shape, q->ndim, dtype, device, &o)
-                                      : tl_zeros(q->shape, q->ndim, dtype, device, &o);
+    tl_status status = run       ? new_output(q, &o)
+                       : s.S > 0 ? tl_empty(q->shape, q->ndim, dtype, device, &o)
+                                 : tl_zeros(q->shape, q->ndim, dtype, device, &o);
     if (status == TL_OK)
         status = run ? tl_empty(lshape, q->ndim - 1, lse_dtype(dtype), device, &l)
                      : tl_full(lshape, q->ndim - 1, tl_scalar_float(s.S == 0 ? -INFINITY : 0.0),

@@ -27,17 +27,12 @@ static tl_status check_inputs(const char *op, const tl_tensor *logits, const tl_
     if (!(label_smoothing >= 0 && label_smoothing <= 1))
         return tl_error(TL_ERR_ARGUMENT, "%s: label_smoothing must be in [0, 1], got %g", op,
                         label_smoothing);
-    const int64_t classes = logits->shape[1];
-    bool bad = false;
-    int64_t value = 0, position = 0;
-    TL_TRY(nn_find_out_of_range(target, classes, &bad, &value, &position));
-    if (bad)
-        return tl_error(TL_ERR_INDEX,
-                        "%s: target %lld at position %lld is out of range for %lld classes "
-                        "(expected 0 <= target < %lld)",
-                        op, (long long)value, (long long)position, (long long)classes,
-                        (long long)classes);
-    return TL_OK;
+    const tl_index_range range = {.op = op,
+                                  .what = "target",
+                                  .range_of = "the classes",
+                                  .first = 0,
+                                  .count = logits->shape[1]};
+    return tl_check_index_range(target, &range);
 }
 
 tl_status tl_cross_entropy(const tl_tensor *logits, const tl_tensor *target, double label_smoothing,

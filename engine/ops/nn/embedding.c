@@ -3,22 +3,13 @@
 
 static tl_status check_indices(const char *op, const tl_tensor *indices, int64_t rows,
                                const char *rows_of) {
-    char si[256];
     TL_TRY(nn_check_integer(op, "indices", indices));
     if (indices->ndim >= TL_MAX_DIMS)
         return tl_error(TL_ERR_SHAPE, "%s: indices may have at most %d dims, got %d", op,
                         TL_MAX_DIMS - 1, indices->ndim);
-    bool bad = false;
-    int64_t value = 0, position = 0;
-    TL_TRY(nn_find_out_of_range(indices, rows, &bad, &value, &position));
-    if (bad)
-        return tl_error(TL_ERR_INDEX,
-                        "%s: index %lld at flat position %lld of indices (shape %s) is out of "
-                        "range for %s with %lld rows (expected 0 <= index < %lld)",
-                        op, (long long)value, (long long)position,
-                        tl_shape_str(indices, si, sizeof si), rows_of, (long long)rows,
-                        (long long)rows);
-    return TL_OK;
+    const tl_index_range range = {
+        .op = op, .what = "indices", .range_of = rows_of, .first = 0, .count = rows};
+    return tl_check_index_range(indices, &range);
 }
 
 tl_status tl_embedding(const tl_tensor *indices, const tl_tensor *weight, tl_tensor **out) {
@@ -30,7 +21,7 @@ tl_status tl_embedding(const tl_tensor *indices, const tl_tensor *weight, tl_ten
                         tl_shape_str(weight, sw, sizeof sw));
     TL_TRY(nn_check_floating(op, "weight", weight));
     TL_TRY(nn_check_like(op, "weight", weight, "indices", indices, false));
-    TL_TRY(check_indices(op, indices, weight->shape[0], "weight"));
+    TL_TRY(check_indices(op, indices, weight->shape[0], "the rows of weight"));
     int64_t shape[TL_MAX_DIMS];
     memcpy(shape, indices->shape, sizeof shape[0] * (size_t)indices->ndim);
     shape[indices->ndim] = weight->shape[1];
@@ -72,7 +63,7 @@ tl_status tl_embedding_backward(const tl_tensor *grad, const tl_tensor *indices,
                         "%s for indices %s",
                         op, tl_shape_str(grad, sg, sizeof sg),
                         tl_shape_str(indices, si, sizeof si));
-    TL_TRY(check_indices(op, indices, num_weights, "the weight"));
+    TL_TRY(check_indices(op, indices, num_weights, "the rows of the weight"));
     int64_t shape[2] = {num_weights, grad->shape[grad->ndim - 1]};
     tl_device device = tl_tensor_device(grad);
     tl_tensor *idx = NULL, *g = NULL, *result = NULL;

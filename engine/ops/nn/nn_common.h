@@ -56,8 +56,6 @@ static inline const char *nn_shape_str(const int64_t *shape, int ndim, char *buf
     return buf;
 }
 
-/* Looks for an element of the integer tensor t outside [0, limit) with the device's own
-   reductions: *found, and then the offending value and its flat (row-major) position. */
 /* The sliding window of a kernel over images [batch, channels, height, width] (image), with
    its output size; the column strides are left to the caller. */
 static inline tl_window2d nn_window(const int64_t *image, int64_t kernel_h, int64_t kernel_w,
@@ -75,28 +73,6 @@ static inline tl_window2d nn_window(const int64_t *image, int64_t kernel_h, int6
                          .pad_w = pad_w,
                          .out_h = out_h,
                          .out_w = out_w};
-}
-
-static inline tl_status nn_find_out_of_range(const tl_tensor *t, int64_t limit, bool *found,
-                                             int64_t *value, int64_t *position) {
-    *found = false;
-    if (tl_numel(t) == 0) return TL_OK;
-    tl_tensor *lo = NULL, *hi = NULL, *where = NULL;
-    tl_scalar lo_v, hi_v, at;
-    tl_status status = tl_min_all(t, &lo);
-    if (status == TL_OK) status = tl_max_all(t, &hi);
-    if (status == TL_OK) status = tl_item(lo, &lo_v);
-    if (status == TL_OK) status = tl_item(hi, &hi_v);
-    if (status == TL_OK && (tl_scalar_to_int(lo_v) < 0 || tl_scalar_to_int(hi_v) >= limit)) {
-        bool low = tl_scalar_to_int(lo_v) < 0;
-        *found = true;
-        *value = tl_scalar_to_int(low ? lo_v : hi_v);
-        status = low ? tl_argmin_all(t, &where) : tl_argmax_all(t, &where);
-        if (status == TL_OK) status = tl_item(where, &at);
-        if (status == TL_OK) *position = tl_scalar_to_int(at);
-    }
-    tl_release(lo), tl_release(hi), tl_release(where);
-    return status;
 }
 
 /* tl_max_pool2d_backward; check_indices = false skips the range check of indices (two

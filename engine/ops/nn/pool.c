@@ -81,15 +81,11 @@ tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
                         tl_dtype_name(indices->dtype));
     TL_TRY(nn_check_like(op, "grad", grad, "indices", indices, false));
     const int64_t plane = input_shape[2] * input_shape[3];
-    bool bad = false;
-    int64_t value = 0, position = 0;
-    if (check_indices) TL_TRY(nn_find_out_of_range(indices, plane, &bad, &value, &position));
-    if (bad)
-        return tl_error(TL_ERR_INDEX,
-                        "%s: index %lld at flat position %lld is outside the %lldx%lld input plane "
-                        "(expected 0 <= index < %lld)",
-                        op, (long long)value, (long long)position, (long long)input_shape[2],
-                        (long long)input_shape[3], (long long)plane);
+    if (check_indices) {
+        const tl_index_range range = {
+            .op = op, .what = "indices", .range_of = "the input plane", .first = 0, .count = plane};
+        TL_TRY(tl_check_index_range(indices, &range));
+    }
     tl_window2d w = {
         .batch = input_shape[0],
         .channels = input_shape[1],

@@ -239,6 +239,19 @@ local optim = {
     local b = g:tensor() or a
     return fmt("local _ = tl.optim.clip_grad_norm({%s, %s}, %s)", a.ref, b.ref, g:number()), { a.k, b.k }
   end,
+  -- tl._clip_grad_norm_multi over 1 to 4 pool tensors (mostly floating; at times of another dtype,
+  -- strided or one tensor twice), max_norm and norm_type mostly valid: a failure leaves them unchanged
+  clip_grad_norm_multi = function(g)
+    local refs, slots = {}, {}
+    for i = 1, g:int(1, 4) do
+      local a = g:chance(0.9) and g:tensor(function(info) return info.floating end) or g:tensor()
+      if not a then return nil end
+      refs[i], slots[#slots + 1] = a.ref, a.k
+    end
+    return fmt("local _ = tl._clip_grad_norm_multi({%s}, %s, %s)", table.concat(refs, ", "),
+      g:chance(0.9) and literal(g:pick { 0.5, 1.0, 1e-3, 1e6 }) or g:number(),
+      g:chance(0.9) and literal(g:pick { 2, 1, 3, math.huge }) or g:number()), slots
+  end,
 }
 
 -- ---- files: checkpoints, IDX, odd paths (TMP is a fresh folder of the run) ---------------------------------
