@@ -1,4 +1,5 @@
-/* Index checks queued on a GPU: failures land in a mapped host record per device, raised by the next synchronization. */
+/* Index checks queued on a GPU: failures land in a mapped host record per device, raised by the
+ * next synchronization. */
 #include <pthread.h>
 #include <string.h>
 
@@ -44,8 +45,8 @@ static tl_status ensure_record(int device, const char *op) {
     return TL_OK;
 }
 
-tl_status tl_cuda_fault_arm(int device, const tl_index_range *range, const int64_t *shape,
-                            int ndim, tl_cuda_fault **record, unsigned int *id) {
+tl_status tl_cuda_fault_arm(int device, const tl_index_range *range, const int64_t *shape, int ndim,
+                            tl_cuda_fault **record, unsigned int *id) {
     pthread_mutex_lock(&faults_lock);
     tl_status status = ensure_record(device, range->op);
     if (status == TL_OK) {

@@ -23,8 +23,7 @@ __global__ void __launch_bounds__(CHECK_THREADS)
 
 extern "C" tl_status tl_cuda_index_check_run(const tl_cuda_where *at, const void *indices,
                                              int index_dtype, int64_t n, int64_t first,
-                                             int64_t count, tl_cuda_fault *fault,
-                                             unsigned int id) {
+                                             int64_t count, tl_cuda_fault *fault, unsigned int id) {
     if (n == 0) return TL_OK;
     const unsigned grid = tl_cuda_grid(tl_ceil_div(n, CHECK_THREADS), at->sm_count);
     if (index_dtype == TL_CUDA_I64)
