@@ -16,6 +16,22 @@
 /* The module's entry point (require "tlua.core"; preloaded by the tlua executable). */
 int luaopen_tlua_core(lua_State *L);
 
+/* ---- setup.c: a new state of the tlua executable or of the embedding library ----------------
+   The folder of tlua's Lua modules (the one holding tlua/init.lua) for the binary that holds
+   `symbol` (the executable when NULL): <binary dir>/../bindings/lua (a build folder of the source
+   tree), the installed share/lua/5.4 relative to bin/ or lib/, then the configured install
+   folder. Written into dir; NULL when none is found. */
+const char *tlb_module_dir(const void *symbol, char *dir, size_t size);
+/* Preloads tlua.core and puts tlua's Lua modules first on package.path: $TLUA_LUA_PATH (a folder
+   or a path template; unless ignore_env), else tlb_module_dir(symbol). Needs the package library.
+ */
+void tlb_prepare_state(lua_State *L, const void *symbol, bool ignore_env);
+/* A lua_CFunction: tl = require("tlua") (call it protected, with a message handler). */
+int tlb_open_tl(lua_State *L);
+/* A message handler for lua_pcall: the message (or the error object's __tostring) followed by
+   a traceback, as the stock lua interpreter prints them. */
+int tlb_traceback(lua_State *L);
+
 /* Every C function of the module carries the tensor metatable as upvalue 1:
    type checks and new tensors use it without a lookup by name. */
 #define TLB_MT lua_upvalueindex(1)
@@ -54,6 +70,12 @@ bool tlb_is_tensor(lua_State *L, int idx);
 int tlb_errorf(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Raises "op: argument N expected <what>, got <type>". */
 int tlb_type_error(lua_State *L, int idx, const char *op, const char *what);
+/* For C code that runs outside the module's functions (the embedding library), where TLB_MT is
+   not at hand: the tensor metatable comes from the registry (tlua.core must be loaded, else a
+   Lua error). Pushes a tensor object holding a new reference to t. */
+void tlb_push_tensor(lua_State *L, tl_tensor *t);
+/* The tensor of the tensor object at idx; NULL when the value is not one or was released. */
+tl_tensor *tlb_peek_tensor(lua_State *L, int idx);
 /* The type name used in messages (__name for objects with one). */
 const char *tlb_typename(lua_State *L, int idx);
 

@@ -1,5 +1,5 @@
 /* The tlua executable: the stock lua interpreter's ways, tlua.core built in, `tl` preloaded. */
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _XOPEN_SOURCE 700 /* strdup */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -85,19 +85,9 @@ static void on_sigint(int sig) {
         lua_sethook(signal_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
-static int traceback_handler(lua_State *L) {
-    const char *msg = lua_tostring(L, 1);
-    if (!msg) {
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    }
-    luaL_traceback(L, L, msg, 1);
-    return 1;
-}
-
 static int docall(lua_State *L, int nargs, int nresults) {
     int base = lua_gettop(L) - nargs;
-    lua_pushcfunction(L, traceback_handler);
+    lua_pushcfunction(L, tlb_traceback);
     lua_insert(L, base);
     signal_state = L;
     signal(SIGINT, on_sigint);
@@ -517,59 +507,11 @@ static void repl(lua_State *L) {
     progname = saved;
 }
 
-/* ---- setup: tlua.core preloaded, the Lua modules on package.path, tl global ---- */
-static bool file_exists(const char *path) {
-    return access(path, R_OK) == 0;
-}
-
-/* Pushes the package.path prefix for tlua's Lua modules (or nothing found: ""). */
-static void push_module_path(lua_State *L, bool ignore_env) {
-    const char *env = ignore_env ? NULL : getenv("TLUA_LUA_PATH");
-    if (env && env[0]) {
-        if (strchr(env, '?'))
-            lua_pushfstring(L, "%s;", env);
-        else
-            lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", env, env);
-        return;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        lua_pushliteral(L, "");
-        return;
-    }
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    static const char *const candidates[] = {"/../bindings/lua", "/../share/lua/5.4"};
-    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-        char probe[PATH_MAX + 64], dir[PATH_MAX];
-        snprintf(probe, sizeof probe, "%s%s/tlua/init.lua", exe, candidates[i]);
-        if (!file_exists(probe)) continue;
-        snprintf(probe, sizeof probe, "%s%s", exe, candidates[i]);
-        const char *base = realpath(probe, dir) ? dir : probe;
-        lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", base, base);
-        return;
-    }
-    lua_pushliteral(L, "");
-}
-
+/* ---- setup: tlua.core preloaded, the Lua modules on package.path, tl global (setup.c) ---- */
 static int setup_tlua(lua_State *L, bool ignore_env) {
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "preload");
-    lua_pushcfunction(L, luaopen_tlua_core);
-    lua_setfield(L, -2, "tlua.core");
-    lua_pop(L, 1);
-    push_module_path(L, ignore_env);
-    lua_getfield(L, -2, "path");
-    lua_concat(L, 2);
-    lua_setfield(L, -2, "path");
-    lua_pop(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "tlua");
-    int status = docall(L, 1, 1);
-    if (status == LUA_OK) lua_setglobal(L, "tl");
-    return report(L, status);
+    tlb_prepare_state(L, NULL, ignore_env);
+    lua_pushcfunction(L, tlb_open_tl);
+    return report(L, docall(L, 0, 0));
 }
 
 /* ---- main ------------------------------------------------------------------------ */

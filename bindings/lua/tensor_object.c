@@ -98,6 +98,21 @@ tl_tensor *tlb_check(lua_State *L, int idx, const char *op) {
     return t;
 }
 
+void tlb_push_tensor(lua_State *L, tl_tensor *t) {
+    tlb_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->tensor = NULL;
+    if (luaL_getmetatable(L, TLB_TENSOR_NAME) != LUA_TTABLE)
+        luaL_error(L, "tlua: tensors need tlua.core (require \"tlua\")");
+    lua_setmetatable(L, -2);
+    box->tensor = tl_retain(t);
+    tlb_account(L, t);
+}
+
+tl_tensor *tlb_peek_tensor(lua_State *L, int idx) {
+    tlb_box *box = luaL_testudata(L, idx, TLB_TENSOR_NAME);
+    return box && lua_rawlen(L, idx) == sizeof *box ? box->tensor : NULL;
+}
+
 /* __gc and __close: drop the reference; a second call finds an empty box */
 static int tensor_release(lua_State *L) {
     tlb_box *box = lua_touserdata(L, 1);

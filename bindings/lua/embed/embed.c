@@ -1,0 +1,316 @@
+/* The embedding API (tlua/embed.h): states, protected calls, values and tensors across. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "binding.h"
+#include "embed_internal.h"
+
+/* What a protected body needs and answers: the state, the API function's name for messages and,
+   for errors the body finds itself (a missing function, a wrong result), their status and text. */
+typedef struct call_ctx {
+    tl_lua *T;
+    const char *api;
+    tl_status status; /* set with message by api_error */
+    char message[768];
+    /* arguments and answers of the bodies */
+    const char *name, *chunk, *chunkname;
+    tl_tensor *const *in;
+    tl_tensor **out;
+    int n_in, n_out;
+    double number;
+} call_ctx;
+
+/* Raises an error of the API (not of Lua code): its status and message travel in c, so no
+   traceback is added. */
+static int api_error(lua_State *L, call_ctx *c, tl_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int api_error(lua_State *L, call_ctx *c, tl_status status, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(c->message, sizeof c->message, fmt, args);
+    va_end(args);
+    c->status = status;
+    lua_pushnil(L);
+    return lua_error(L);
+}
+
+/* Turns the status of lua_pcall (error value on top of the stack) into the API's. */
+static tl_status translate(lua_State *L, call_ctx *c, int status) {
+    if (status == LUA_OK) return TL_OK;
+    if (c->status != TL_OK) return tl_error(c->status, "%s: %s", c->api, c->message);
+    if (status == LUA_ERRMEM || (status == LUA_ERRERR && c->T->refused)) {
+        if (c->T->refused)
+            return tl_error(TL_ERR_MEMORY, "%s: memory limit of %zu bytes exceeded (the Lua heap)",
+                            c->api, c->T->opts.memory_limit);
+        return tl_error(TL_ERR_MEMORY, "%s: not enough memory", c->api);
+    }
+    const char *message = lua_tostring(L, -1);
+    return tl_error(TL_ERR_RUNTIME, "%s: %s", c->api,
+                    message ? message : "(error object is not a string)");
+}
+
+/* Runs body(c) protected, with a traceback for Lua errors and this call's limits; the state's
+   stack is left as it was. */
+static tl_status run(call_ctx *c, lua_CFunction body) {
+    tl_lua *T = c->T;
+    lua_State *L = T->L;
+    if (T->busy)
+        return tl_error(TL_ERR_ARGUMENT, "%s: the state is running a call (no call from Lua code)",
+                        c->api);
+    free(T->string_result);
+    T->string_result = NULL;
+    int top = lua_gettop(L);
+    if (!lua_checkstack(L, 3)) return tl_error(TL_ERR_MEMORY, "%s: Lua stack overflow", c->api);
+    T->busy = true;
+    tle_limits_begin(T);
+    lua_pushcfunction(L, tlb_traceback);
+    lua_pushcfunction(L, body);
+    lua_pushlightuserdata(L, c);
+    tl_status status = translate(L, c, lua_pcall(L, 1, 0, top + 1));
+    tle_limits_end(T);
+    T->busy = false;
+    lua_settop(L, top);
+    return status;
+}
+
+/* A failed load (status, message on the stack) as the API's error. */
+static int load_failed(lua_State *L, call_ctx *c, int status) {
+    if (status == LUA_ERRMEM && c->T->refused)
+        return api_error(L, c, TL_ERR_MEMORY, "memory limit of %zu bytes exceeded (the Lua heap)",
+                         c->T->opts.memory_limit);
+    if (status == LUA_ERRMEM) return api_error(L, c, TL_ERR_MEMORY, "not enough memory");
+    return api_error(L, c, TL_ERR_ARGUMENT, "%s", lua_tostring(L, -1));
+}
+
+/* "nil", or "a <type>" ("a tlua.Tensor") for the value at idx, for messages. */
+static const char *kind(lua_State *L, int idx) {
+    if (lua_isnil(L, idx)) return "nil";
+    return lua_pushfstring(L, "a %s", tlb_typename(L, idx)); /* stays until the error */
+}
+
+/* Pushes the value at a dotted path of globals ("a.b.2" is a.b[2]) or raises its error. */
+static void push_path(lua_State *L, call_ctx *c, const char *path) {
+    lua_pushglobaltable(L);
+    const char *segment = path;
+    for (;;) {
+        const char *dot = strchr(segment, '.');
+        size_t len = dot ? (size_t)(dot - segment) : strlen(segment);
+        if (len == 0) api_error(L, c, TL_ERR_ARGUMENT, "'%s' has an empty name", path);
+        if (segment != path && !lua_istable(L, -1)) {
+            if (luaL_getmetafield(L, -1, "__index") == LUA_TNIL)
+                api_error(L, c, TL_ERR_ARGUMENT, "no value at '%s': '%.*s' is %s, not a table",
+                          path, (int)(segment - 1 - path), path, kind(L, -1));
+            lua_pop(L, 1);
+        }
+        size_t digits = strspn(segment, "0123456789");
+        if (digits == len && len <= 18)
+            lua_pushinteger(L, (lua_Integer)strtoll(segment, NULL, 10));
+        else
+            lua_pushlstring(L, segment, len);
+        lua_gettable(L, -2);
+        lua_remove(L, -2);
+        if (!dot) return;
+        if (lua_isnil(L, -1))
+            api_error(L, c, TL_ERR_ARGUMENT, "no value at '%s': '%.*s' is nil", path,
+                      (int)(dot - path), path);
+        segment = dot + 1;
+    }
+}
+
+/* ---- open and close ---------------------------------------------------------------------- */
+static int open_body(lua_State *L) {
+    call_ctx *c = lua_touserdata(L, 1);
+    bool sandbox = c->T->opts.sandbox;
+    tle_open_libraries(L, sandbox);
+    /* the incremental collector, as the tlua executable (main.c says why) */
+    lua_gc(L, LUA_GCINC, 0, 0, 0);
+    lua_getglobal(L, LUA_LOADLIBNAME);
+    lua_getfield(L, -1, "path");
+    size_t before = lua_rawlen(L, -1);
+    lua_pop(L, 1);
+    tlb_prepare_state(L, (const void *)tl_lua_open, false);
+    tlb_open_tl(L);
+    if (sandbox) {
+        lua_getfield(L, -1, "path"); /* tlua's entries, put before the defaults */
+        size_t len = lua_rawlen(L, -1);
+        lua_pushlstring(L, lua_tostring(L, -1), len - before);
+        tle_apply_sandbox(L, lua_tostring(L, -1));
+    }
+    return 0;
+}
+
+static int panic(lua_State *L) {
+    const char *message = lua_tostring(L, -1);
+    fprintf(stderr, "tlua embed: unprotected Lua error (%s)\n", message ? message : "?");
+    return 0; /* Lua aborts */
+}
+
+tl_status tl_lua_open(const tl_lua_options *opts, tl_lua **out) {
+    if (!out) return tl_error(TL_ERR_ARGUMENT, "tl_lua_open: out is NULL");
+    *out = NULL;
+    tl_lua *T = calloc(1, sizeof *T);
+    if (!T) return tl_error(TL_ERR_MEMORY, "tl_lua_open: out of memory");
+    if (opts) T->opts = *opts;
+    uint64_t limit = T->opts.instruction_limit;
+    T->step = limit && limit < 1000 ? (int)limit : 1000;
+    T->L = lua_newstate(tle_alloc, T);
+    if (!T->L) {
+        free(T);
+        return tl_error(TL_ERR_MEMORY, "tl_lua_open: cannot create a Lua state%s",
+                        opts && opts->memory_limit ? " within the memory limit" : "");
+    }
+    lua_atpanic(T->L, panic);
+    call_ctx c = {.T = T, .api = "tl_lua_open"};
+    T->opts.instruction_limit = 0; /* a limit of the host's calls, not of loading tlua */
+    tl_status status = run(&c, open_body);
+    T->opts.instruction_limit = limit;
+    if (status != TL_OK) {
+        tl_lua_close(T);
+        return status;
+    }
+    *out = T;
+    return TL_OK;
+}
+
+void tl_lua_close(tl_lua *T) {
+    if (!T) return;
+    lua_close(T->L);
+    free(T->string_result);
+    free(T);
+}
+
+lua_State *tl_lua_state(tl_lua *T) {
+    return T ? T->L : NULL;
+}
+
+/* ---- running code ------------------------------------------------------------------------ */
+static int dofile_body(lua_State *L) {
+    call_ctx *c = lua_touserdata(L, 1);
+    int status = luaL_loadfilex(L, c->name, c->T->opts.sandbox ? "t" : NULL);
+    if (status != LUA_OK) return load_failed(L, c, status);
+    lua_call(L, 0, 0);
+    return 0;
+}
+
+tl_status tl_lua_dofile(tl_lua *T, const char *path) {
+    if (!T) return tl_error(TL_ERR_ARGUMENT, "tl_lua_dofile: the state is NULL");
+    if (!path) return tl_error(TL_ERR_ARGUMENT, "tl_lua_dofile: path is NULL");
+    call_ctx c = {.T = T, .api = "tl_lua_dofile", .name = path};
+    return run(&c, dofile_body);
+}
+
+static int dostring_body(lua_State *L) {
+    call_ctx *c = lua_touserdata(L, 1);
+    int status = luaL_loadbufferx(L, c->chunk, strlen(c->chunk), c->chunkname,
+                                  c->T->opts.sandbox ? "t" : NULL);
+    if (status != LUA_OK) return load_failed(L, c, status);
+    lua_call(L, 0, 0);
+    return 0;
+}
+
+tl_status tl_lua_dostring(tl_lua *T, const char *chunk, const char *chunkname) {
+    if (!T) return tl_error(TL_ERR_ARGUMENT, "tl_lua_dostring: the state is NULL");
+    if (!chunk) return tl_error(TL_ERR_ARGUMENT, "tl_lua_dostring: chunk is NULL");
+    call_ctx c = {.T = T,
+                  .api = "tl_lua_dostring",
+                  .chunk = chunk,
+                  .chunkname = chunkname ? chunkname : "=tl_lua_dostring"};
+    return run(&c, dostring_body);
+}
+
+/* ---- calls with tensors ------------------------------------------------------------------- */
+static int call_body(lua_State *L) {
+    call_ctx *c = lua_touserdata(L, 1);
+    push_path(L, c, c->name);
+    if (!tlb_is_callable(L, -1))
+        api_error(L, c, TL_ERR_ARGUMENT, "'%s' is %s, not a function", c->name, kind(L, -1));
+    int base = lua_gettop(L) - 1;
+    luaL_checkstack(L, c->n_in, "too many tensors");
+    for (int i = 0; i < c->n_in; i++) tlb_push_tensor(L, c->in[i]);
+    lua_call(L, c->n_in, LUA_MULTRET);
+    int n = lua_gettop(L) - base;
+    if (n != c->n_out)
+        api_error(L, c, TL_ERR_ARGUMENT, "'%s' returned %d value%s, expected %d tensor%s", c->name,
+                  n, n == 1 ? "" : "s", c->n_out, c->n_out == 1 ? "" : "s");
+    for (int i = base + 1; i <= base + n; i++) {
+        if (tlb_peek_tensor(L, i)) continue;
+        const char *what = luaL_testudata(L, i, TLB_TENSOR_NAME) ? "a released tensor" : kind(L, i);
+        api_error(L, c, TL_ERR_ARGUMENT, "'%s' returned %s as value %d, expected a tensor", c->name,
+                  what, i - base);
+    }
+    for (int i = 0; i < n; i++) c->out[i] = tl_retain(tlb_peek_tensor(L, base + 1 + i));
+    return 0;
+}
+
+tl_status tl_lua_call(tl_lua *T, const char *global_function, tl_tensor *const *in, int n_in,
+                      tl_tensor **out, int n_out) {
+    static const char api[] = "tl_lua_call";
+    if (out && n_out > 0) memset(out, 0, sizeof *out * (size_t)n_out);
+    if (!T) return tl_error(TL_ERR_ARGUMENT, "%s: the state is NULL", api);
+    if (!global_function) return tl_error(TL_ERR_ARGUMENT, "%s: global_function is NULL", api);
+    if (n_in < 0 || n_out < 0)
+        return tl_error(TL_ERR_ARGUMENT, "%s: n_in and n_out must be >= 0, got %d and %d", api,
+                        n_in, n_out);
+    if (n_in > 0 && !in) return tl_error(TL_ERR_ARGUMENT, "%s: in is NULL (n_in %d)", api, n_in);
+    if (n_out > 0 && !out)
+        return tl_error(TL_ERR_ARGUMENT, "%s: out is NULL (n_out %d)", api, n_out);
+    for (int i = 0; i < n_in; i++)
+        if (!in[i]) return tl_error(TL_ERR_ARGUMENT, "%s: in[%d] is NULL", api, i);
+    call_ctx c = {.T = T,
+                  .api = api,
+                  .name = global_function,
+                  .in = in,
+                  .n_in = n_in,
+                  .out = out,
+                  .n_out = n_out};
+    return run(&c, call_body);
+}
+
+/* ---- values at dotted paths --------------------------------------------------------------- */
+static int get_number_body(lua_State *L) {
+    call_ctx *c = lua_touserdata(L, 1);
+    push_path(L, c, c->name);
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        api_error(L, c, TL_ERR_ARGUMENT, "'%s' is %s, expected a number", c->name, kind(L, -1));
+    c->number = lua_tonumber(L, -1);
+    return 0;
+}
+
+tl_status tl_lua_get_number(tl_lua *T, const char *dotted_path, double *out) {
+    if (!T) return tl_error(TL_ERR_ARGUMENT, "tl_lua_get_number: the state is NULL");
+    if (!dotted_path) return tl_error(TL_ERR_ARGUMENT, "tl_lua_get_number: dotted_path is NULL");
+    if (!out) return tl_error(TL_ERR_ARGUMENT, "tl_lua_get_number: out is NULL");
+    call_ctx c = {.T = T, .api = "tl_lua_get_number", .name = dotted_path};
+    tl_status status = run(&c, get_number_body);
+    if (status == TL_OK) *out = c.number;
+    return status;
+}
+
+static int get_string_body(lua_State *L) {
+    call_ctx *c = lua_touserdata(L, 1);
+    push_path(L, c, c->name);
+    if (lua_type(L, -1) != LUA_TSTRING)
+        api_error(L, c, TL_ERR_ARGUMENT, "'%s' is %s, expected a string", c->name, kind(L, -1));
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    char *copy = malloc(len + 1);
+    if (!copy) api_error(L, c, TL_ERR_MEMORY, "out of memory (a string of %zu bytes)", len);
+    memcpy(copy, s, len + 1);
+    c->T->string_result = copy;
+    return 0;
+}
+
+tl_status tl_lua_get_string(tl_lua *T, const char *dotted_path, const char **out) {
+    if (!T) return tl_error(TL_ERR_ARGUMENT, "tl_lua_get_string: the state is NULL");
+    if (!dotted_path) return tl_error(TL_ERR_ARGUMENT, "tl_lua_get_string: dotted_path is NULL");
+    if (!out) return tl_error(TL_ERR_ARGUMENT, "tl_lua_get_string: out is NULL");
+    call_ctx c = {.T = T, .api = "tl_lua_get_string", .name = dotted_path};
+    tl_status status = run(&c, get_string_body);
+    if (status == TL_OK) *out = T->string_result;
+    return status;
+}
