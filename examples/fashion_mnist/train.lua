@@ -11,6 +11,7 @@
 local tl = require("tlua")
 local nn, optim, data = tl.nn, tl.optim, tl.data
 local progress = require("tlua.progress")
+local cli = require("tlua.cli")
 
 -- ---- arguments ------------------------------------------------------------------------------
 local usage = [[
@@ -39,43 +40,10 @@ local defaults = { model = "mlp", batch = 128, optimizer = "adam", schedule = "c
   root = tl.data.FASHION_MNIST_ROOT }
 local numeric = { epochs = "integer", batch = "integer", lr = "number", seed = "integer", limit = "integer",
   threads = "integer", sparse = "number", block = "integer" }
-local known = { model = true, epochs = true, batch = true, lr = true, optimizer = true, device = true, seed = true,
-  save = true, csv = true, limit = true, root = true, threads = true, schedule = true, sparse = true, block = true }
-
-local function fail(message)
-  io.stderr:write("train.lua: ", message, "\n", usage, "\n")
-  os.exit(2)
-end
-
-local opts = {}
-for k, v in pairs(defaults) do opts[k] = v end
-local argv = arg or {}
-local i = 1
-while i <= #argv do
-  local a = argv[i]
-  if a == "--help" or a == "-h" then
-    print(usage)
-    os.exit(0)
-  end
-  local key, value = a:match("^%-%-([%w_]+)=(.*)$")
-  if not key then
-    key = a:match("^%-%-([%w_]+)$")
-    if not key then fail("unexpected argument '" .. a .. "'") end
-    i = i + 1
-    value = argv[i]
-    if value == nil then fail("--" .. key .. " needs a value") end
-  end
-  if not known[key] then fail("unknown option --" .. key) end
-  if numeric[key] then
-    local n = tonumber(value)
-    if not n or (numeric[key] == "integer" and math.type(n) ~= "integer") then
-      fail(string.format("--%s expects %s, got '%s'", key, numeric[key] == "integer" and "an integer" or "a number", value))
-    end
-    value = n
-  end
-  opts[key] = value
-  i = i + 1
-end
+local text = { model = true, optimizer = true, device = true, save = true, csv = true, root = true,
+  schedule = true }
+local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text,
+  defaults = defaults })
 if opts.model ~= "mlp" and opts.model ~= "cnn" then fail("--model must be mlp or cnn") end
 if opts.optimizer ~= "adam" and opts.optimizer ~= "sgd" then fail("--optimizer must be adam or sgd") end
 if opts.schedule ~= "cosine" and opts.schedule ~= "none" then fail("--schedule must be cosine or none") end

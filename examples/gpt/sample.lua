@@ -3,6 +3,7 @@
 --   tlua examples/gpt/sample.lua --checkpoint path [--prompt text] [--tokens N]
 --        [--temperature X] [--top-k K] [--seed N] [--device cpu|cuda] [--samples N]
 local tl = require("tlua")
+local cli = require("tlua.cli")
 
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
@@ -21,35 +22,10 @@ usage: tlua examples/gpt/sample.lua --checkpoint path [options]
   --device cpu|cuda  where to run the model (default cpu)
   --help             this text]]
 
-local function fail(message)
-  io.stderr:write("sample.lua: ", message, "\n", usage, "\n")
-  os.exit(2)
-end
-
 local numeric = { tokens = "integer", samples = "integer", temperature = "number", top_k = "integer", seed = "integer" }
-local text_options = { checkpoint = true, prompt = true, device = true }
-local opts = { prompt = "\n", tokens = 300, samples = 1, temperature = 0.8, top_k = 40, seed = 1, device = "cpu" }
-local argv, i = arg or {}, 1
-while i <= #argv do
-  local a = argv[i]
-  if a == "--help" or a == "-h" then
-    print(usage)
-    os.exit(0)
-  end
-  local key = a:match("^%-%-([%w_-]+)$")
-  if not key then fail("unexpected argument '" .. a .. "'") end
-  key = key:gsub("-", "_")
-  local value = argv[i + 1]
-  if value == nil then fail("--" .. key:gsub("_", "-") .. " needs a value") end
-  if not numeric[key] and not text_options[key] then fail("unknown option " .. a) end
-  if numeric[key] then
-    local n = tonumber(value)
-    if not n or (numeric[key] == "integer" and math.type(n) ~= "integer") then fail(a .. " expects a number, got '" .. value .. "'") end
-    value = n
-  end
-  opts[key] = value
-  i = i + 2
-end
+local opts, fail = cli.parse(arg, { program = "sample.lua", usage = usage, numeric = numeric,
+  text = { checkpoint = true, prompt = true, device = true },
+  defaults = { prompt = "\n", tokens = 300, samples = 1, temperature = 0.8, top_k = 40, seed = 1, device = "cpu" } })
 if not opts.checkpoint then fail("--checkpoint is required") end
 if not (opts.temperature > 0) then fail("--temperature must be > 0") end
 

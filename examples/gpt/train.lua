@@ -11,6 +11,7 @@
 local tl = require("tlua")
 local optim = tl.optim
 local progress = require("tlua.progress")
+local cli = require("tlua.cli")
 
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
@@ -55,41 +56,7 @@ local numeric = { steps = "integer", layers = "integer", dim = "integer", heads 
   sparse_ffn = "number", block = "integer", seed = "integer" }
 local text_options = { device = true, dtype = true, data = true, save = true, csv = true, attention = true }
 
-local function fail(message)
-  io.stderr:write("train.lua: ", message, "\n", usage, "\n")
-  os.exit(2)
-end
-
-local opts = {}
-local argv = arg or {}
-local i = 1
-while i <= #argv do
-  local a = argv[i]
-  if a == "--help" or a == "-h" then
-    print(usage)
-    os.exit(0)
-  end
-  local key, value = a:match("^%-%-([%w_-]+)=(.*)$")
-  if not key then
-    key = a:match("^%-%-([%w_-]+)$")
-    if not key then fail("unexpected argument '" .. a .. "'") end
-    i = i + 1
-    value = argv[i]
-    if value == nil then fail("--" .. key .. " needs a value") end
-  end
-  key = key:gsub("-", "_")
-  if not numeric[key] and not text_options[key] then fail("unknown option --" .. key:gsub("_", "-")) end
-  if numeric[key] then
-    local n = tonumber(value)
-    if not n or (numeric[key] == "integer" and math.type(n) ~= "integer") then
-      fail(string.format("--%s expects %s, got '%s'", key:gsub("_", "-"),
-        numeric[key] == "integer" and "an integer" or "a number", value))
-    end
-    value = n
-  end
-  opts[key] = value
-  i = i + 1
-end
+local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options })
 
 local device = opts.device or "cpu"
 if device ~= "cpu" and not device:match("^cuda") then fail("--device must be cpu or cuda") end
