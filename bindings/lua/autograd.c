@@ -104,8 +104,14 @@ static int ag_backward(lua_State *L) {
     backward_state = L;
     tl_status status = tl_backward(t, grad, retain_graph);
     backward_state = previous;
+    /* the outermost backward runs the callbacks its hooks queued (dropped when it failed) */
+    if (!previous) tlb_run_backward_callbacks(L, status == TL_OK);
     if (status != TL_OK) return tlb_fail(L);
     return 0;
+}
+
+lua_State *tlb_backward_state(void) {
+    return backward_state;
 }
 
 /* ---- grad mode ------------------------------------------------------------ */
@@ -207,9 +213,13 @@ static const char live_key = 'l';
 static const char names_key = 'n';
 static const char call_key = 'c';
 
+bool tlb_state_is_live(lua_State *main) {
+    return main && main == live_main;
+}
+
 static void custom_release(void *user) {
     custom_user *u = user;
-    if (u->main == live_main && lua_checkstack(u->main, 2))
+    if (tlb_state_is_live(u->main) && lua_checkstack(u->main, 2))
         luaL_unref(u->main, LUA_REGISTRYINDEX, u->ref);
     free(u);
 }
@@ -397,6 +407,7 @@ void tlb_autograd_init(lua_State *L, int mt) {
     lua_pushvalue(L, mt);
     lua_pushcclosure(L, custom_call_body, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &call_key);
+    tlb_grad_hooks_init(L, mt);
 }
 
 const luaL_Reg tlb_autograd_methods[] = {

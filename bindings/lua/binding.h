@@ -183,5 +183,16 @@ void tlb_set_requires_grad_field(lua_State *L, tl_tensor *t, int value_idx);
 void tlb_set_grad_field(lua_State *L, tl_tensor *t, int value_idx);
 /* autograd.c: module-level setup (the backward callback of custom functions) */
 void tlb_autograd_init(lua_State *L, int mt);
+/* The Lua thread running the current backward (NULL when none runs). */
+lua_State *tlb_backward_state(void);
+/* True while the state whose main thread is main is open (its module loaded, not closed). */
+bool tlb_state_is_live(lua_State *main);
+/* grad_hooks.c: registry entries of the hooks; the callbacks queued during a backward, run by
+   the outermost one when it ends (only when ok; always emptied) */
+void tlb_grad_hooks_init(lua_State *L, int mt);
+void tlb_run_backward_callbacks(lua_State *L, bool ok);
+extern const luaL_Reg tlb_grad_hook_functions[];
+/* distributed.c: tl.distributed's process group, store and collectives */
+extern const luaL_Reg tlb_distributed_functions[];
 
 #endif

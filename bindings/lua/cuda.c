@@ -4,9 +4,10 @@
 #include "binding.h"
 #include "tlua/cuda.h"
 
-/* The device index of an optional argument: nil (cuda:0), an index, or "cuda:N". */
+/* The device index of an optional argument: nil (the default device, "cuda"), an index, or
+   "cuda:N". */
 static int device_index(lua_State *L, int idx, const char *op) {
-    if (lua_isnoneornil(L, idx)) return 0;
+    if (lua_isnoneornil(L, idx)) return tl_default_cuda_device();
     if (lua_type(L, idx) == LUA_TSTRING) {
         tl_device device = tlb_check_device(L, idx, op);
         if (device.type != TL_DEVICE_CUDA)
@@ -20,6 +21,18 @@ static int device_index(lua_State *L, int idx, const char *op) {
 
 static int cuda_is_available(lua_State *L) {
     lua_pushboolean(L, tl_cuda_is_available());
+    return 1;
+}
+
+/* set_device(index | "cuda:N"): the device "cuda" names from now on */
+static int cuda_set_device(lua_State *L) {
+    if (lua_isnoneornil(L, 1)) return tlb_errorf(L, "set_device: expected a device index");
+    if (tl_set_default_cuda_device(device_index(L, 1, "set_device")) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+static int cuda_current_device(lua_State *L) {
+    lua_pushinteger(L, tl_default_cuda_device());
     return 1;
 }
 
@@ -76,6 +89,8 @@ static int get_matmul_precision(lua_State *L) {
 const luaL_Reg tlb_cuda_functions[] = {
     {"_cuda_is_available", cuda_is_available},
     {"_cuda_synchronize", cuda_synchronize},
+    {"_cuda_set_device", cuda_set_device},
+    {"_cuda_current_device", cuda_current_device},
     {"_cuda_memory_stats", cuda_memory_stats},
     {"_cuda_reset_peak_memory_stats", cuda_reset_peak_memory_stats},
     {"_cuda_empty_cache", cuda_empty_cache},

@@ -14,6 +14,7 @@
 #include <readline/readline.h>
 
 #include "binding.h"
+#include "launch.h"
 
 #ifndef TLUA_VERSION
 #define TLUA_VERSION "0.0.0"
@@ -47,6 +48,9 @@ static void print_usage(const char *bad) {
             "  -W        turn warnings on\n"
             "  --        stop handling options\n"
             "  -         stop handling options and execute stdin\n"
+            "  --nproc N [launcher options] script [args]\n"
+            "            run N ranks of script for data-parallel training\n"
+            "            (`tlua --nproc` alone lists the launcher's options)\n"
             "The global 'tl' holds require(\"tlua\") from the start.\n",
             progname);
 }
@@ -559,6 +563,7 @@ static int protected_main(lua_State *L) {
 }
 
 int main(int argc, char **argv) {
+    if (tlb_launch_requested(argc, argv)) return tlb_launch_main(argc, argv);
     if (argv[0] && argv[0][0]) progname = argv[0];
     lua_State *L = luaL_newstate();
     if (!L) {

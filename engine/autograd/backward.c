@@ -15,6 +15,12 @@ typedef struct pass_entry {
     tl_tensor **many;
 } pass_entry;
 
+/* A leaf with a grad-ready hook and how many edges of this pass still bring it a gradient. */
+typedef struct hooked_leaf {
+    tl_tensor *leaf;
+    int pending;
+} hooked_leaf;
+
 /* The state of one backward pass, owned by that pass alone: a backward started
    while another runs (from a custom function's backward) has its own, so the
    two never see each other's bookkeeping. index maps a node to its entry
@@ -26,6 +32,8 @@ typedef struct pass {
     size_t index_size;    /* a power of two, > 2 * capacity */
     tl_tensor **grads_in; /* room for the widest node's input gradients */
     int grads_in_capacity;
+    hooked_leaf *hooked; /* leaves with a grad-ready hook, and their edges still to run */
+    int hooked_count, hooked_capacity;
 } pass;
 
 static size_t slot_of(const pass *p, const tl_node *node) {
@@ -117,7 +125,47 @@ static tl_status pass_grads_in(pass *p, int n, tl_tensor ***out) {
     return TL_OK;
 }
 
-/* Collects every node reachable from root (each once). */
+static bool has_ready_hook(const tl_tensor *leaf) {
+    return leaf && leaf->autograd && leaf->autograd->ready_fn;
+}
+
+/* The entry of a hooked leaf, or -1. Few leaves carry hooks (a model's parameters under
+   data-parallel training), and each is looked up once per edge: a scan is enough. */
+static int hooked_of(const pass *p, const tl_tensor *leaf) {
+    for (int i = 0; i < p->hooked_count; i++)
+        if (p->hooked[i].leaf == leaf) return i;
+    return -1;
+}
+
+/* Counts one more edge of this pass into leaf (which has a hook). */
+static tl_status count_hooked_edge(pass *p, tl_tensor *leaf) {
+    int i = hooked_of(p, leaf);
+    if (i >= 0) {
+        p->hooked[i].pending++;
+        return TL_OK;
+    }
+    if (p->hooked_count == p->hooked_capacity) {
+        int capacity = p->hooked_capacity ? p->hooked_capacity * 2 : 32;
+        hooked_leaf *grown = realloc(p->hooked, sizeof *grown * (size_t)capacity);
+        if (!grown) return tl_error(TL_ERR_MEMORY, "backward: out of memory");
+        p->hooked = grown;
+        p->hooked_capacity = capacity;
+    }
+    p->hooked[p->hooked_count++] = (hooked_leaf){.leaf = leaf, .pending = 1};
+    return TL_OK;
+}
+
+/* One edge into leaf has run: the last one calls the leaf's hook. */
+static tl_status edge_done(pass *p, tl_tensor *leaf) {
+    if (!has_ready_hook(leaf)) return TL_OK;
+    int i = hooked_of(p, leaf);
+    if (i < 0 || --p->hooked[i].pending > 0) return TL_OK;
+    struct tl_autograd_meta *meta = leaf->autograd;
+    return meta->ready_fn(meta->ready_user, leaf);
+}
+
+/* Collects every node reachable from root (each once), and counts the edges into hooked
+   leaves. */
 static tl_status collect(pass *p, tl_node *root) {
     TL_TRY(pass_add(p, root));
     /* entries double as the work list: scan them as they are appended */
@@ -126,6 +174,9 @@ static tl_status collect(pass *p, tl_node *root) {
         for (int i = 0; i < node->num_inputs; i++) {
             tl_node *input = node->inputs[i].node;
             if (input && entry_of(p, input) < 0) TL_TRY(pass_add(p, input));
+            tl_tensor *leaf = node->inputs[i].leaf;
+            if (!input && node->needs_input_grad[i] && has_ready_hook(leaf))
+                TL_TRY(count_hooked_edge(p, leaf));
         }
     }
     return TL_OK;
@@ -167,6 +218,11 @@ static tl_status accumulate_leaf(tl_tensor *leaf, tl_tensor *grad) {
     if (!meta) {
         tl_release(g);
         return tl_error(TL_ERR_MEMORY, "backward: out of memory");
+    }
+    if (meta->grad && tl_is_contiguous(meta->grad)) {
+        status = tl_add_(meta->grad, g);
+        tl_release(g);
+        return status;
     }
     if (meta->grad) {
         tl_tensor *sum;
@@ -235,7 +291,11 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
         TL_TRY(tl_ones(root->shape, root->ndim, root->dtype, tl_tensor_device(root), &seed));
     }
     tl_node *root_node = root->autograd->grad_fn;
-    if (!root_node) return accumulate_leaf(root, seed);
+    if (!root_node) {
+        TL_TRY(accumulate_leaf(root, seed));
+        return has_ready_hook(root) ? root->autograd->ready_fn(root->autograd->ready_user, root)
+                                    : TL_OK;
+    }
 
     bool previous_mode = tl_set_grad_enabled(false);
     tl_autocast_state previous_autocast;
@@ -272,7 +332,11 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
             tl_edge *edge = &node->inputs[i];
             tl_tensor *g = grads_in[i];
             grads_in[i] = NULL;
-            if (!g) continue;
+            if (!g) {
+                if (status == TL_OK && !edge->node && node->needs_input_grad[i])
+                    status = edge_done(&p, edge->leaf);
+                continue;
+            }
             tl_tensor **pending = NULL;
             if (status != TL_OK || !node->needs_input_grad[i])
                 tl_release(g);
@@ -282,9 +346,10 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
                     status = accumulate(&pending[edge->output_nr], g);
                 else
                     tl_release(g);
-            } else if (edge->leaf)
+            } else if (edge->leaf) {
                 status = accumulate_leaf(edge->leaf, g);
-            else
+                if (status == TL_OK) status = edge_done(&p, edge->leaf);
+            } else
                 tl_release(g);
         }
         if (!retain_graph) {
@@ -296,6 +361,7 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
     free(p.entries);
     free(p.index);
     free(p.grads_in);
+    free(p.hooked);
     tl_set_grad_enabled(previous_mode);
     tl_autocast_set(previous_autocast, NULL);
     return status;

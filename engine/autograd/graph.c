@@ -22,6 +22,7 @@ bool tl_set_grad_enabled(bool enabled) {
 
 /* ---- per-tensor data ----------------------------------------------------- */
 static void meta_destroy(struct tl_autograd_meta *meta) {
+    if (meta->ready_release) meta->ready_release(meta->ready_user);
     tl_release(meta->grad);
     tl_node_release(meta->grad_fn);
     free(meta);
@@ -99,6 +100,33 @@ tl_status tl_set_grad(tl_tensor *t, tl_tensor *grad) {
     tl_tensor *old = meta->grad;
     meta->grad = kept;
     tl_release(old);
+    return TL_OK;
+}
+
+tl_status tl_set_grad_ready_hook(tl_tensor *t, tl_grad_ready_fn fn, void *user,
+                                 tl_grad_ready_release release) {
+    if (!t) {
+        if (release) release(user);
+        return tl_error(TL_ERR_ARGUMENT, "grad_ready_hook: expected a tensor, got NULL");
+    }
+    if (fn && !tl_is_leaf(t)) {
+        if (release) release(user);
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "grad_ready_hook: the tensor is not a leaf (it was computed by '%s'); "
+                        "hooks go on leaves, whose grad backward accumulates",
+                        tl_grad_fn_name(t));
+    }
+    if (!fn && !t->autograd) return TL_OK;
+    struct tl_autograd_meta *meta = tl_meta(t);
+    if (!meta) {
+        if (release) release(user);
+        return tl_error(TL_ERR_MEMORY, "grad_ready_hook: out of memory");
+    }
+    if (meta->ready_release) meta->ready_release(meta->ready_user);
+    meta->ready_fn = fn;
+    meta->ready_user = fn ? user : NULL;
+    meta->ready_release = fn ? release : NULL;
+    if (!fn && release) release(user);
     return TL_OK;
 }
 

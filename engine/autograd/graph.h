@@ -93,6 +93,10 @@ struct tl_autograd_meta {
        NULL when unknown. Lives as long as the op's name (a node's name does). */
     const char *no_grad_op;
     bool no_grad_from;
+    /* tl_set_grad_ready_hook's callback (NULL: none) */
+    tl_grad_ready_fn ready_fn;
+    void *ready_user;
+    tl_grad_ready_release ready_release;
 };
 
 /* The tensor's autograd data, created on first use (NULL on allocation failure). */

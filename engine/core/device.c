@@ -6,6 +6,20 @@
 
 #include "tlua/device.h"
 
+static atomic_int default_cuda_device;
+
+tl_status tl_set_default_cuda_device(int index) {
+    if (index < 0)
+        return tl_error(TL_ERR_DEVICE, "set_device: expected a CUDA device index >= 0, got %d",
+                        index);
+    atomic_store(&default_cuda_device, index);
+    return TL_OK;
+}
+
+int tl_default_cuda_device(void) {
+    return atomic_load(&default_cuda_device);
+}
+
 tl_status tl_device_parse(const char *name, tl_device *out) {
     if (strcmp(name, "cpu") == 0) {
         *out = TL_CPU;
@@ -13,7 +27,7 @@ tl_status tl_device_parse(const char *name, tl_device *out) {
     }
     if (strncmp(name, "cuda", 4) == 0) {
         if (name[4] == '\0') {
-            *out = (tl_device){.type = TL_DEVICE_CUDA, .index = 0};
+            *out = (tl_device){.type = TL_DEVICE_CUDA, .index = tl_default_cuda_device()};
             return TL_OK;
         }
         if (name[4] == ':' && name[5] >= '0' && name[5] <= '9') {

@@ -8,6 +8,10 @@
 -- annealed to 0 along a cosine over the run (stepped every batch). The loss of every batch goes
 -- to a CSV file (--csv; by default fashion_mnist_loss.csv next to --save, or in the current
 -- directory); --save writes the model's state_dict with tl.save (safetensors) at the end.
+--
+-- Data-parallel: `tlua --nproc N examples/fashion_mnist/train.lua --device cuda` trains on N GPUs
+-- (nn.DataParallel, a sharded loader: --batch is each rank's); rank 0 logs, writes the CSV and
+-- saves.
 local tl = require("tlua")
 local nn, optim, data = tl.nn, tl.optim, tl.data
 local progress = require("tlua.progress")
@@ -58,6 +62,9 @@ if not opts.csv then
   opts.csv = (dir and dir ~= "" and (dir .. "/") or "") .. "fashion_mnist_loss.csv"
 end
 if opts.threads then tl.set_num_threads(opts.threads) end
+local dist = tl.distributed
+local rank, world = dist.rank(), dist.world_size()
+local print = function(...) if rank == 0 then _G.print(...) end end -- rank 0 logs
 
 -- ---- data -------------------------------------------------------------------------------------
 local t0 = tl.clock()
@@ -72,7 +79,8 @@ if opts.device ~= "cpu" then
   train_set = data.TensorDataset(train_set.tensors[1]:to(opts.device), train_set.tensors[2]:to(opts.device))
   test_set = data.TensorDataset(test_set.tensors[1]:to(opts.device), test_set.tensors[2]:to(opts.device))
 end
-local train_loader = data.DataLoader { train_set, batch_size = opts.batch, shuffle = true, seed = opts.seed }
+local train_loader = data.DataLoader { train_set, batch_size = opts.batch, shuffle = true, seed = opts.seed,
+  shard = world > 1 and { rank, world } or nil }
 local test_loader = data.DataLoader { test_set, batch_size = 1000 }
 print(string.format("Fashion-MNIST: %d training and %d test images (loaded in %.2f s)", train_set:len(),
   test_set:len(), tl.clock() - t0))
@@ -104,6 +112,8 @@ else
 end
 model:to(opts.device)
 print(model)
+local inner = model
+if world > 1 then model = nn.DataParallel(model) end -- rank 0's weights; gradients averaged
 
 local optimizer
 if opts.optimizer == "adam" then
@@ -134,7 +144,7 @@ local function evaluate()
   return correct / total
 end
 
-local csv = assert(io.open(opts.csv, "w"))
+local csv = rank == 0 and assert(io.open(opts.csv, "w")) or { write = function() end, close = function() end }
 csv:write("epoch,batch,step,loss,accuracy\n")
 
 local history = {}
@@ -151,9 +161,12 @@ for epoch = 1, opts.epochs do
     optimizer:step()
     if scheduler then scheduler:step() end
     step = step + 1
-    local n = y:numel()
+    local n = y:numel() * world
+    if world > 1 then loss = dist.all_reduce(loss:detach():clone(), "avg") end
     local l = loss:item()
-    local c = logits:detach():argmax(2):eq(y):sum():item()
+    local hits = logits:detach():argmax(2):eq(y):sum()
+    if world > 1 then dist.all_reduce(hits, "sum") end
+    local c = hits:item()
     seen, correct, loss_sum = seen + n, correct + c, loss_sum + l * n
     csv:write(string.format("%d,%d,%d,%.6f,%.6f\n", epoch, b, step, l, c / n))
     bar:update(b, { loss = loss_sum / seen, acc = correct / seen, samples = n })
@@ -199,8 +212,8 @@ if opts.sparse then
   print(string.format("sparse vs dense: %.2f ms vs %.2f ms a batch (%d batches each): an epoch ran %.2fx faster",
     1000 * sparse_batch, 1000 * dense_batch, batches - 10, dense_batch / sparse_batch))
 end
-if opts.save then
-  local sd = model:state_dict()
+if opts.save and rank == 0 then
+  local sd = inner:state_dict()
   tl.save(opts.save, sd, { model = opts.model, epochs = tostring(opts.epochs), test_accuracy = string.format("%.4f", final.test_acc) })
   print("checkpoint: " .. opts.save)
 end

@@ -116,6 +116,39 @@ function Dataset:batch(split, B, T)
   return self:batch_at(split, tl.randint(1, n - T + 1, { B }, { device = self.device }), T)
 end
 
+-- splitmix64: a generator of its own for the training windows, the same on every rank
+local function splitmix(seed)
+  local s = seed
+  return function(n) -- uniform integer in [1, n]
+    s = s + 0x9E3779B97F4A7C15
+    local z = s
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    z = z ~ (z >> 31)
+    return (z >> 11) % n + 1
+  end
+end
+
+--- sampler(seed) -> draw(split, B, T, rank = 0, world = 1) -> x, y: windows drawn by a generator
+--- of the sampler's own (not tl's), so every rank of a data-parallel job draws the same global
+--- batch of B * world windows and keeps rows rank * B + 1 .. (rank + 1) * B: the ranks' batches
+--- together are the batch B * world of one process.
+function Dataset:sampler(seed)
+  local random = splitmix(seed)
+  return function(split, B, T, rank, world)
+    rank, world = rank or 0, world or 1
+    local src = split == "val" and self.val or self.train
+    local n = src.shape[1]
+    if n <= T then error(string.format("gpt data: the %s split has %d tokens, fewer than context + 1", split, n), 2) end
+    local offsets = {}
+    for k = 1, B * world do
+      local o = random(n - T)
+      if k > rank * B and k <= (rank + 1) * B then offsets[#offsets + 1] = o end
+    end
+    return self:batch_at(split, tl.tensor(offsets, { dtype = "int64" }), T)
+  end
+end
+
 --- batch_at(split, offsets, T) -> x, y: the windows starting at the given 1-based token offsets
 --- (an int64 tensor [B]) of a split
 function Dataset:batch_at(split, offsets, T)

@@ -8,6 +8,10 @@
 -- between, writes every step's loss to a CSV file, evaluates the validation loss every
 -- --eval-every steps and at the end, and with --save writes the model (safetensors, with the
 -- config and the vocabulary in its metadata) for examples/gpt/sample.lua.
+--
+-- Data-parallel: `tlua --nproc N examples/gpt/train.lua ...` trains on N GPUs (nn.DataParallel);
+-- --batch is each rank's, every rank draws the same global batch of batch * N windows and keeps
+-- its part, and rank 0 logs, writes the CSV and saves.
 local tl = require("tlua")
 local optim = tl.optim
 local progress = require("tlua.progress")
@@ -26,7 +30,7 @@ usage: tlua examples/gpt/train.lua [options]
   --dim N            model width (default 384 on cuda, 64 on the cpu)
   --heads N          attention heads (default 6 on cuda, 4 on the cpu)
   --context N        tokens per sequence (default 256 on cuda, 64 on the cpu)
-  --batch N          sequences per step (default 64 on cuda, 16 on the cpu)
+  --batch N          sequences per step and rank (default 64 on cuda, 16 on the cpu)
   --lr X             peak learning rate of AdamW (default 1e-3), warmed up over --warmup
                      steps then annealed along a cosine to lr / 10
   --warmup N         warm-up steps (default steps / 20)
@@ -97,6 +101,9 @@ if not opts.csv then
 end
 
 -- ---- data and model -------------------------------------------------------------------------
+local dist = tl.distributed
+local rank, world = dist.rank(), dist.world_size()
+local function say(...) if rank == 0 then print(...) end end
 tl.manual_seed(opts.seed)
 local ds = data.Dataset.load { path = opts.data, device = device }
 -- parameters in float32 under autocast (the master weights), in float64 for float64 runs
@@ -108,19 +115,26 @@ local config = gpt.config {
   attention = opts.attention or "fused", dtype = param_dtype, device = device,
 }
 local model = gpt.GPT(config)
+local inner = model
+if world > 1 then
+  model = tl.nn.DataParallel(model) -- rank 0's weights everywhere; gradients averaged in backward
+  tl.manual_seed(opts.seed + 7919 * rank) -- each rank its own dropout masks
+end
+local draw = ds:sampler(opts.seed)
 
 -- AdamW as nanoGPT: weight decay on matrices (2 dims or more), none on biases and norms
 local decay, no_decay = {}, {}
-for _, p in ipairs(model:parameters()) do
+for _, p in ipairs(inner:parameters()) do
   if #p.shape >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
 end
 local opt = optim.AdamW({ { params = decay, weight_decay = opts.weight_decay }, { params = no_decay, weight_decay = 0 } },
   { lr = opts.lr, betas = { 0.9, 0.99 }, eps = 1e-8 })
 local schedule = optim.WarmupCosineLR(opt, { warmup_steps = opts.warmup, total_steps = opts.steps, min_ratio = 0.1 })
 
-print(string.format("gpt: %d layers, dim %d, %d heads, context %d, vocab %d (%d bytes of text), %.2fM parameters",
-  config.layers, config.dim, config.heads, config.context, config.vocab, ds.bytes, model:num_parameters() / 1e6))
-print(string.format("     batch %d, %d steps, lr %g, %s on %s%s%s", opts.batch, opts.steps, opts.lr, opts.dtype, device,
+say(string.format("gpt: %d layers, dim %d, %d heads, context %d, vocab %d (%d bytes of text), %.2fM parameters",
+  config.layers, config.dim, config.heads, config.context, config.vocab, ds.bytes, inner:num_parameters() / 1e6))
+say(string.format("     batch %d%s, %d steps, lr %g, %s on %s%s%s", opts.batch,
+  world > 1 and string.format(" on each of %d ranks", world) or "", opts.steps, opts.lr, opts.dtype, device,
   config.moe > 0 and string.format(", %d experts", config.moe) or "",
   config.sparse_ffn > 0 and string.format(", sparse feed-forward %.2f", config.sparse_ffn) or ""))
 
@@ -137,11 +151,12 @@ local function estimate_loss(split)
     for _ = 1, opts.eval_iters do
       local x, y = ds:batch(split, opts.batch, opts.context)
       local _, loss = forward(x, y)
-      total = total + loss:item()
+      total = total + loss:detach()
     end
   end)
   model:train()
-  return total / opts.eval_iters
+  if world > 1 then dist.all_reduce(total, "avg") end
+  return total:item() / opts.eval_iters
 end
 
 local function sync()
@@ -149,10 +164,11 @@ local function sync()
 end
 
 -- ---- training -------------------------------------------------------------------------------
-local csv = assert(io.open(opts.csv, "w"))
+-- rank 0 writes the CSV (the other ranks' losses are their own batches')
+local csv = rank == 0 and assert(io.open(opts.csv, "w")) or { write = function() end, close = function() end }
 csv:write("step,loss,lr\n")
 local params = model:parameters()
-local tokens_per_step = opts.batch * opts.context
+local tokens_per_step = opts.batch * opts.context * world
 -- the last log_every losses stay on the device until a log line reads them (one wait)
 local pending, pending_lr = {}, {}
 local bar = progress.new { total = opts.steps, label = "train", unit = "step", rate = "tokens" }
@@ -173,13 +189,15 @@ local function flush(step)
 end
 
 for step = 1, opts.steps do
-  local x, y = ds:batch("train", opts.batch, opts.context)
+  local x, y = draw("train", opts.batch, opts.context, rank, world)
   local _, loss = forward(x, y)
   loss:backward()
   if opts.grad_clip > 0 then optim.clip_grad_norm(params, opts.grad_clip) end
   opt:step()
   opt:zero_grad()
-  pending[#pending + 1], pending_lr[#pending_lr + 1] = loss:detach(), opt.param_groups[1].lr
+  local logged = loss:detach()
+  if world > 1 then logged = dist.all_reduce(logged:clone(), "avg") end -- the global batch's loss
+  pending[#pending + 1], pending_lr[#pending_lr + 1] = logged, opt.param_groups[1].lr
   schedule:step()
   interval_steps = interval_steps + 1
   if step % opts.log_every == 0 or step == opts.steps then
@@ -188,13 +206,19 @@ for step = 1, opts.steps do
     local now = tl.clock()
     local rate = interval_steps * tokens_per_step / (now - interval_start)
     bar:clear()
-    print(string.format("step %d loss %.4f (%.0f tokens/s, %.1f ms/step)", step, last_loss, rate,
-      1000 * (now - interval_start) / interval_steps))
+    local comm = ""
+    if world > 1 then
+      local st = model:stats()
+      comm = string.format(", all-reduce %.2f ms, %.2f ms not hidden by backward", st.comm_ms, st.exposed_ms)
+    end
+    say(string.format("step %d loss %.4f (%.0f tokens/s, %.1f ms/step%s)", step, last_loss, rate,
+      1000 * (now - interval_start) / interval_steps, comm))
     interval_start, interval_steps = tl.clock(), 0
   end
   if opts.eval_every > 0 and step % opts.eval_every == 0 and step < opts.steps then
     bar:clear()
-    print(string.format("step %d val loss %.4f", step, estimate_loss("val")))
+    local v = estimate_loss("val")
+    say(string.format("step %d val loss %.4f", step, v))
     interval_start, interval_steps = tl.clock(), 0
   end
   bar:update(step, { loss = last_loss, samples = tokens_per_step })
@@ -202,11 +226,11 @@ end
 local elapsed = bar:finish()
 csv:close()
 val_loss = estimate_loss("val")
-print(string.format("done: %d steps in %.1f s (%.0f tokens/s), train loss %.4f, val loss %.4f", opts.steps,
+say(string.format("done: %d steps in %.1f s (%.0f tokens/s), train loss %.4f, val loss %.4f", opts.steps,
   tl.clock() - start, opts.steps * tokens_per_step / elapsed, last_loss, val_loss))
-print("loss history: " .. opts.csv)
+if rank == 0 then print("loss history: " .. opts.csv) end
 
-if opts.save then
+if opts.save and rank == 0 then
   local chars = {}
   for k, b in ipairs(ds.vocab.chars) do chars[k] = tostring(b) end
   local meta = { vocab_bytes = table.concat(chars, ",") }

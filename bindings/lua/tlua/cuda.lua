@@ -7,7 +7,11 @@ local cuda = {}
 function cuda.is_available() return core._cuda_is_available() end
 --- number of CUDA devices (0 without CUDA support or without a GPU)
 function cuda.device_count() return core.cuda_device_count() end
---- waits for the work queued on a device (index or "cuda:N"; default cuda:0)
+--- set_device(i): the device "cuda" names from now on (a rank of a data-parallel job: its GPU)
+function cuda.set_device(device) return core._cuda_set_device(device) end
+--- the index of the device "cuda" names
+function cuda.current_device() return core._cuda_current_device() end
+--- waits for the work queued on a device (index or "cuda:N"; default: the current device)
 function cuda.synchronize(device) return core._cuda_synchronize(device) end
 --- {allocated, reserved, peak, peak_reserved, ...} in bytes for a device
 function cuda.memory_stats(device) return core._cuda_memory_stats(device) end

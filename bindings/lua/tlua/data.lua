@@ -133,9 +133,17 @@ local DataLoader = class("data.DataLoader")
 data.DataLoader = DataLoader
 
 --- DataLoader{dataset, batch_size = 1, shuffle = false, seed = nil, drop_last = false,
--- device = nil}: batches of the dataset (tensors stacked along a new dim 1). With shuffle, each
--- epoch (each call of iter) draws a new order; with a seed the sequence of orders is the same
--- on every run (otherwise the seed comes from tl's generator, see tl.manual_seed).
+-- device = nil, shard = nil}: batches of the dataset (tensors stacked along a new dim 1). With
+-- shuffle, each epoch (each call of iter) draws a new order; with a seed the sequence of orders
+-- is the same on every run (otherwise the seed comes from tl's generator, see tl.manual_seed).
+--
+-- shard = {rank, world} (ranks from 0, as tl.distributed.rank(); or shard = true for this
+-- rank of the job): every rank draws the same epoch order (seed defaults to 0, the same on
+-- every rank) and cuts each global batch of batch_size * world samples into world parts, rank
+-- r taking part r + 1. So the ranks' batches k together are the batch k of an unsharded loader
+-- with batch_size * world, and every rank has the same number of batches: without drop_last
+-- the last global batch is topped up to a multiple of world with samples from the start of
+-- the order (as torch's DistributedSampler does).
 function DataLoader.new(cls, opts)
   if type(opts) ~= "table" then error("data.DataLoader: expected a table {dataset, batch_size = ..., ...}", 2) end
   local dataset = opts[1] or opts.dataset
@@ -150,19 +158,34 @@ function DataLoader.new(cls, opts)
   if seed ~= nil and math.type(seed) ~= "integer" then
     error("data.DataLoader: seed must be an integer, got " .. tostring(seed), 2)
   end
+  local shard = opts.shard
+  if shard == true then shard = { tl.distributed.rank(), tl.distributed.world_size() } end
+  if shard ~= nil then
+    local rank, world = type(shard) == "table" and shard[1], type(shard) == "table" and shard[2]
+    if math.type(rank) ~= "integer" or math.type(world) ~= "integer" or world < 1 or rank < 0 or rank >= world then
+      error("data.DataLoader: shard must be {rank, world} with integers 0 <= rank < world (or true), got " ..
+        (type(shard) == "table" and string.format("{%s, %s}", tostring(rank), tostring(world)) or tostring(shard)), 2)
+    end
+    shard = { rank = rank, world = world }
+    if seed == nil then seed = 0 end
+    if dataset:len() < world then
+      error(string.format("data.DataLoader: the dataset has %d samples, fewer than the %d ranks", dataset:len(), world), 2)
+    end
+  end
   if seed == nil then seed = tl.randint(0, 1 << 31, { 1 }):item() end
   return setmetatable({
     dataset = dataset, batch_size = batch_size, shuffle = opts.shuffle and true or false,
     drop_last = opts.drop_last and true or false, device = opts.device,
-    seed = seed, epoch = 0,
+    seed = seed, epoch = 0, shard = shard,
   }, cls)
 end
 
---- number of batches per epoch (also #loader)
+--- number of batches per epoch (also #loader); with shard, this rank's (the same on every rank)
 function DataLoader:len()
   local n = self.dataset:len()
-  if self.drop_last then return n // self.batch_size end
-  return (n + self.batch_size - 1) // self.batch_size
+  local size = self.batch_size * (self.shard and self.shard.world or 1)
+  if self.drop_last then return n // size end
+  return (n + size - 1) // size
 end
 DataLoader.__len = DataLoader.len
 
@@ -206,6 +229,23 @@ local function stack_samples(dataset, indices)
   return table.unpack(out)
 end
 
+-- the indices of this rank's batch b of an epoch's order: its part of global batch b
+local function shard_indices(self, order, b)
+  local n, size, world, rank = order:numel(), self.batch_size, self.shard.world, self.shard.rank
+  local start = (b - 1) * size * world + 1
+  local count = math.min(size * world, n - start + 1)
+  local global = order:narrow(1, start, count)
+  if count % world ~= 0 then -- top up the last global batch from the start of the order
+    local positions = {}
+    for k = 1, count do positions[k] = start + k - 1 end
+    for k = 1, world - count % world do positions[#positions + 1] = k end
+    global = gather_rows(order, tl.tensor(positions, { dtype = "int64" }))
+    count = global:numel()
+  end
+  local part = count // world
+  return global:narrow(1, rank * part + 1, part)
+end
+
 --- iter() -> an iterator over the batches of one epoch: `for x, y in loader:iter() do`
 function DataLoader:iter()
   local order = self:_order()
@@ -216,8 +256,13 @@ function DataLoader:iter()
   return function()
     b = b + 1
     if b > batches then return nil end
-    local start = (b - 1) * size + 1
-    local indices = order:narrow(1, start, math.min(size, n - start + 1))
+    local indices
+    if self.shard then
+      indices = shard_indices(self, order, b)
+    else
+      local start = (b - 1) * size + 1
+      indices = order:narrow(1, start, math.min(size, n - start + 1))
+    end
     local out
     if dataset.batch then
       out = table.pack(dataset:batch(indices))

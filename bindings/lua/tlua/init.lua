@@ -8,14 +8,26 @@ tl.int32, tl.int64, tl.bool = "int32", "int64", "bool"
 tl.float, tl.double, tl.half, tl.int, tl.long = "float32", "float64", "float16", "int32", "int64"
 tl.dtypes = { "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool" }
 
--- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data, tl.cuda
-local submodules = { autograd = true, nn = true, optim = true, data = true, cuda = true }
+-- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data, tl.cuda, tl.distributed
+local submodules = { autograd = true, nn = true, optim = true, data = true, cuda = true, distributed = true }
+
+-- a rank of a data-parallel job (tlua --nproc N) trains on its own GPU: "cuda" names
+-- cuda:LOCAL_RANK there (os is absent in the embedding sandbox)
+do
+  local local_rank = os and os.getenv and math.tointeger(tonumber(os.getenv("TLUA_LOCAL_RANK") or ""))
+  if local_rank and local_rank >= 0 then tl._cuda_set_device(local_rank) end
+end
 
 -- t:cuda(n?) and t:cpu(): moves to a device (the tensor itself when already there)
 function tl.Tensor.cuda(t, index)
   return t:to(index and ("cuda:" .. math.tointeger(index)) or "cuda")
 end
 function tl.Tensor.cpu(t) return t:to("cpu") end
+
+-- t:element_size() -> bytes per element; t:zero_() -> t filled with zeros
+local element_sizes = { float32 = 4, float64 = 8, bfloat16 = 2, float16 = 2, int32 = 4, int64 = 8, bool = 1 }
+function tl.Tensor.element_size(t) return element_sizes[t.dtype] end
+function tl.Tensor.zero_(t) return t:fill_(0) end
 
 -- tl.autocast(dtype, fn?) and tl.autocast_dtype(): tlua/autocast.lua
 do

@@ -1,6 +1,7 @@
 -- tlua.progress: a one-line progress bar for training loops. On a terminal the line is redrawn
 -- in place (\r); otherwise (a pipe, a log file) plain lines are printed every `every` seconds
--- and at the end. TLUA_PROGRESS=tty|plain|off overrides the detection.
+-- and at the end. TLUA_PROGRESS=tty|plain|off overrides the detection. In a data-parallel job
+-- (tlua --nproc N) only rank 0 draws: the other ranks' bars are off unless opts.all_ranks.
 --
 --   local progress = require("tlua.progress")
 --   local bar = progress.new { total = #loader, label = "epoch 1/5" }
@@ -41,7 +42,8 @@ local Bar = {}
 Bar.__index = Bar
 
 --- new{total = n, label = "epoch 1/5", width = 24, out = io.stdout, every = 5 (s, plain mode),
--- tty = auto, unit = "batch" (what i counts), rate = "samples" (what update's samples count)}
+-- tty = auto, unit = "batch" (what i counts), rate = "samples" (what update's samples count),
+-- all_ranks = false (draw on every rank of a data-parallel job, not only rank 0)}
 function progress.new(opts)
   opts = opts or {}
   if math.type(opts.total) ~= "integer" or opts.total < 0 then
@@ -50,6 +52,8 @@ function progress.new(opts)
   local tty = opts.tty
   if tty == nil then tty = progress.is_tty() end
   local off = os.getenv("TLUA_PROGRESS") == "off" and opts.tty == nil
+  local rank = tonumber(os.getenv("TLUA_RANK") or "0")
+  if rank ~= 0 and not opts.all_ranks then off = true end
   return setmetatable({
     total = opts.total, label = opts.label or "", width = opts.width or 24, out = opts.out or io.stdout,
     every = opts.every or 5, tty = tty, off = off, start = tl.clock(), last_print = -math.huge,

@@ -25,6 +25,15 @@ tl_status tl_set_grad(tl_tensor *t, tl_tensor *grad);
 const char *tl_grad_fn_name(const tl_tensor *t);
 /* A new tensor sharing t's storage, outside the graph. */
 tl_status tl_detach(tl_tensor *t, tl_tensor **out);
+/* A leaf's "gradient ready" hook: backward calls fn(user, t) once per pass, after the last
+   gradient that pass has for t was accumulated into t's grad (so grad is final for the pass;
+   fn may read it and queue work on it). An error from fn stops the backward with that error.
+   One hook per tensor: a new one replaces (and releases) the old; fn NULL removes it. release
+   (may be NULL) frees user when the hook is replaced or t is freed, also on failure. */
+typedef tl_status (*tl_grad_ready_fn)(void *user, tl_tensor *t);
+typedef void (*tl_grad_ready_release)(void *user);
+tl_status tl_set_grad_ready_hook(tl_tensor *t, tl_grad_ready_fn fn, void *user,
+                                 tl_grad_ready_release release);
 
 /* ---- grad mode (per thread) --------------------------------------------- */
 bool tl_is_grad_enabled(void);
@@ -48,7 +57,9 @@ tl_autocast_state tl_autocast_get(void);
 tl_status tl_autocast_set(tl_autocast_state state, tl_autocast_state *previous);
 
 /* ---- backward ----------------------------------------------------------- */
-/* Accumulates d(root)/d(leaf) into every leaf that requires grad. grad is
+/* Accumulates d(root)/d(leaf) into every leaf that requires grad: a leaf without a grad gets
+   the gradient as a tensor of its own, a leaf with a contiguous grad gets it added in place (so
+   a grad that is a view of a larger buffer stays one), else a new sum. grad is
    d(loss)/d(root) (NULL means 1 for a one-element root). Without
    retain_graph the graph's saved tensors are freed as it goes. */
 tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph);

@@ -19,8 +19,13 @@ typedef struct tl_device {
 
 #define TL_CPU ((tl_device){.type = TL_DEVICE_CPU, .index = 0})
 
-/* Parses "cpu", "cuda", "cuda:N". Does not check that the device exists. */
+/* Parses "cpu", "cuda", "cuda:N" ("cuda" is the default CUDA device). Does not check that the
+   device exists. */
 tl_status tl_device_parse(const char *name, tl_device *out);
+/* The device "cuda" names, process-wide: cuda:0 unless set (a rank of a data-parallel job sets
+   its local rank's GPU). Not checked against the devices present. */
+tl_status tl_set_default_cuda_device(int index);
+int tl_default_cuda_device(void);
 /* Writes "cpu" or "cuda:N" into buf (at least 16 bytes) and returns buf. */
 const char *tl_device_name(tl_device device, char *buf);
 bool tl_device_equal(tl_device a, tl_device b);

@@ -10,6 +10,8 @@
 --   moe.lua           MoE: a mixture-of-experts feed-forward over tl.grouped_mm
 --   block_sparse.lua  BlockSparseLinear (from_dense), sparsify, block_layout, block_mask, random_block_mask
 --   block_layout.lua  a block mask's three indexes, built with tensor ops
+--   data_parallel.lua DataParallel: gradients averaged over the ranks in buckets during backward
+--   buckets.lua       the bucket layout and the reducer DataParallel uses
 local base = require("tlua.nn.module")
 local state = require("tlua.nn.state_dict")
 
@@ -21,7 +23,7 @@ local nn = {
   functional = require("tlua.nn.functional"),
 }
 
-for _, file in ipairs({ "activations", "layers", "containers", "moe", "block_sparse" }) do
+for _, file in ipairs({ "activations", "layers", "containers", "moe", "block_sparse", "data_parallel" }) do
   for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
 end
 

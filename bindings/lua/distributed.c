@@ -1,0 +1,212 @@
+/* tl.distributed's C half: the process group (with its store client) and its works as Lua
+   objects, and the collectives. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "binding.h"
+#include "tlua/distributed.h"
+
+#define GROUP_NAME "tlua.ProcessGroup"
+#define WORK_NAME  "tlua.Work"
+
+typedef struct group_box {
+    tl_store *store;
+    tl_process_group *group;
+} group_box;
+
+typedef struct work_box {
+    tl_work *work;
+} work_box;
+
+static int group_gc(lua_State *L) {
+    group_box *box = luaL_checkudata(L, 1, GROUP_NAME);
+    tl_process_group_free(box->group);
+    tl_store_close(box->store);
+    box->group = NULL;
+    box->store = NULL;
+    return 0;
+}
+
+static int work_gc(lua_State *L) {
+    work_box *box = luaL_checkudata(L, 1, WORK_NAME);
+    tl_work_free(box->work);
+    box->work = NULL;
+    return 0;
+}
+
+/* Makes the metatables of groups and works (once per state). */
+static void ensure_metatables(lua_State *L) {
+    if (luaL_newmetatable(L, GROUP_NAME)) {
+        lua_pushcfunction(L, group_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, WORK_NAME)) {
+        lua_pushcfunction(L, work_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+}
+
+static group_box *check_group(lua_State *L, int idx, const char *op) {
+    group_box *box = luaL_testudata(L, idx, GROUP_NAME);
+    if (!box || !box->group)
+        tlb_errorf(L, "%s: expected a process group (tl.distributed.init()), got %s", op,
+                   tlb_typename(L, idx));
+    return box;
+}
+
+static int int_arg(lua_State *L, int idx, const char *op, const char *what) {
+    int64_t v = tlb_check_int(L, idx, op, what);
+    if (v < -2147483647 || v > 2147483647) tlb_errorf(L, "%s: %s out of range", op, what);
+    return (int)v;
+}
+
+/* _dist_new_group(rank, world_size, cuda_device, host, port, timeout_s) */
+static int dist_new_group(lua_State *L) {
+    int rank = int_arg(L, 1, "init", "rank");
+    int world = int_arg(L, 2, "init", "world_size");
+    int cuda_device = int_arg(L, 3, "init", "cuda_device");
+    const char *host = luaL_optstring(L, 4, NULL);
+    int port = lua_isnoneornil(L, 5) ? 0 : int_arg(L, 5, "init", "port");
+    double timeout = luaL_optnumber(L, 6, 300);
+    ensure_metatables(L);
+    group_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->store = NULL;
+    box->group = NULL;
+    luaL_setmetatable(L, GROUP_NAME);
+    if (world > 1) {
+        if (!host) return tlb_errorf(L, "init: a world of %d ranks needs the store's host", world);
+        if (tl_store_connect(host, port, timeout, &box->store) != TL_OK) return tlb_fail(L);
+        if (tl_store_set_timeout(box->store, timeout) != TL_OK) return tlb_fail(L);
+    }
+    if (tl_process_group_new(box->store, rank, world, cuda_device, &box->group) != TL_OK)
+        return tlb_fail(L);
+    return 1;
+}
+
+static tl_reduce_op check_op(lua_State *L, int idx) {
+    tl_reduce_op op = TL_REDUCE_SUM;
+    if (!lua_isnoneornil(L, idx) && tl_reduce_op_parse(lua_tostring(L, idx), &op) != TL_OK)
+        tlb_fail(L);
+    return op;
+}
+
+/* _dist_all_reduce(group, t, op) */
+static int dist_all_reduce(lua_State *L) {
+    group_box *box = check_group(L, 1, "all_reduce");
+    tl_tensor *t = tlb_check(L, 2, "all_reduce");
+    if (tl_all_reduce(box->group, t, check_op(L, 3)) != TL_OK) return tlb_fail(L);
+    lua_settop(L, 2);
+    return 1;
+}
+
+/* _dist_all_reduce_start(group, t, op) -> work */
+static int dist_all_reduce_start(lua_State *L) {
+    group_box *box = check_group(L, 1, "all_reduce");
+    tl_tensor *t = tlb_check(L, 2, "all_reduce");
+    tl_reduce_op op = check_op(L, 3);
+    ensure_metatables(L);
+    work_box *w = lua_newuserdatauv(L, sizeof *w, 0);
+    w->work = NULL;
+    luaL_setmetatable(L, WORK_NAME);
+    if (tl_all_reduce_start(box->group, t, op, &w->work) != TL_OK) return tlb_fail(L);
+    return 1;
+}
+
+static work_box *check_work(lua_State *L, int idx, const char *op) {
+    work_box *w = luaL_testudata(L, idx, WORK_NAME);
+    if (!w || !w->work)
+        tlb_errorf(L, "%s: expected a pending work, got %s", op, tlb_typename(L, idx));
+    return w;
+}
+
+static int dist_work_wait(lua_State *L) {
+    if (tl_work_wait(check_work(L, 1, "wait")->work) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+/* _dist_work_timing(work) -> queued_ms, comm_ms */
+static int dist_work_timing(lua_State *L) {
+    double queued = 0, comm = 0;
+    if (tl_work_timing(check_work(L, 1, "timing")->work, &queued, &comm) != TL_OK)
+        return tlb_fail(L);
+    lua_pushnumber(L, queued);
+    lua_pushnumber(L, comm);
+    return 2;
+}
+
+/* _dist_broadcast(group, t, root) */
+static int dist_broadcast(lua_State *L) {
+    group_box *box = check_group(L, 1, "broadcast");
+    tl_tensor *t = tlb_check(L, 2, "broadcast");
+    int root = lua_isnoneornil(L, 3) ? 0 : int_arg(L, 3, "broadcast", "root");
+    if (tl_broadcast(box->group, t, root) != TL_OK) return tlb_fail(L);
+    lua_settop(L, 2);
+    return 1;
+}
+
+static int dist_barrier(lua_State *L) {
+    if (tl_barrier(check_group(L, 1, "barrier")->group) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+static tl_store *check_store(lua_State *L, int idx, const char *op) {
+    group_box *box = check_group(L, idx, op);
+    if (!box->store)
+        tlb_errorf(L, "%s: a world of one has no store (start the script with tlua --nproc N)", op);
+    return box->store;
+}
+
+/* _dist_store_set(group, key, value) */
+static int dist_store_set(lua_State *L) {
+    tl_store *store = check_store(L, 1, "store_set");
+    const char *key = luaL_checkstring(L, 2);
+    size_t n = 0;
+    const char *value = luaL_checklstring(L, 3, &n);
+    if (tl_store_set(store, key, value, n) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+/* _dist_store_get(group, key) -> value (waits for the key) */
+static int dist_store_get(lua_State *L) {
+    tl_store *store = check_store(L, 1, "store_get");
+    const char *key = luaL_checkstring(L, 2);
+    void *value = NULL;
+    size_t n = 0;
+    if (tl_store_get(store, key, &value, &n) != TL_OK) return tlb_fail(L);
+    lua_pushlstring(L, value, n);
+    free(value);
+    return 1;
+}
+
+/* _dist_store_add(group, key, delta) -> new value */
+static int dist_store_add(lua_State *L) {
+    tl_store *store = check_store(L, 1, "store_add");
+    const char *key = luaL_checkstring(L, 2);
+    int64_t delta = tlb_check_int(L, 3, "store_add", "delta");
+    int64_t out = 0;
+    if (tl_store_add(store, key, delta, &out) != TL_OK) return tlb_fail(L);
+    lua_pushinteger(L, out);
+    return 1;
+}
+
+static int dist_nccl_available(lua_State *L) {
+    lua_pushboolean(L, tl_distributed_nccl_available());
+    return 1;
+}
+
+const luaL_Reg tlb_distributed_functions[] = {
+    {"_dist_new_group", dist_new_group},
+    {"_dist_all_reduce", dist_all_reduce},
+    {"_dist_all_reduce_start", dist_all_reduce_start},
+    {"_dist_work_wait", dist_work_wait},
+    {"_dist_work_timing", dist_work_timing},
+    {"_dist_broadcast", dist_broadcast},
+    {"_dist_barrier", dist_barrier},
+    {"_dist_store_set", dist_store_set},
+    {"_dist_store_get", dist_store_get},
+    {"_dist_store_add", dist_store_add},
+    {"_dist_nccl_available", dist_nccl_available},
+    {NULL, NULL},
+};

@@ -1,0 +1,116 @@
+/* Autograd hooks from Lua: a leaf's grad-ready hook and callbacks queued to run when the
+   current backward ends. */
+#include <stdlib.h>
+
+#include "binding.h"
+
+static const char hook_call_key = 'h';
+static const char queue_key = 'q';
+
+/* What a tensor's hook keeps: the registry reference of its Lua function. */
+typedef struct hook_user {
+    lua_State *main;
+    int ref;
+} hook_user;
+
+static void hook_release(void *user) {
+    hook_user *u = user;
+    if (tlb_state_is_live(u->main) && lua_checkstack(u->main, 2))
+        luaL_unref(u->main, LUA_REGISTRYINDEX, u->ref);
+    free(u);
+}
+
+/* Runs (protected) the hook's function with the tensor: upvalue 1 is the tensor metatable. */
+static int hook_call_body(lua_State *L) {
+    hook_user *u = lua_touserdata(L, 1);
+    tl_tensor *t = lua_touserdata(L, 2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, u->ref);
+    tlb_box *box = tlb_newbox(L);
+    box->tensor = tl_retain(t);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
+static tl_status hook_fire(void *user, tl_tensor *t) {
+    lua_State *L = tlb_backward_state();
+    if (!L)
+        return tl_error(TL_ERR_AUTOGRAD,
+                        "backward: a grad-ready hook set from Lua needs a backward started "
+                        "from Lua");
+    if (!lua_checkstack(L, 4)) return tl_error(TL_ERR_MEMORY, "backward: Lua stack overflow");
+    int top = lua_gettop(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &hook_call_key);
+    lua_pushlightuserdata(L, user);
+    lua_pushlightuserdata(L, t);
+    tl_status status = TL_OK;
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+        const char *message = lua_tostring(L, -1);
+        status = tl_error(TL_ERR_AUTOGRAD, "grad-ready hook: %s",
+                          message ? message : "(error object is not a string)");
+    }
+    lua_settop(L, top);
+    return status;
+}
+
+/* tl.autograd.set_grad_ready_hook(t, fn | nil) */
+static int ag_set_grad_ready_hook(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "set_grad_ready_hook");
+    if (lua_isnoneornil(L, 2)) {
+        if (tl_set_grad_ready_hook(t, NULL, NULL, NULL) != TL_OK) return tlb_fail(L);
+        return 0;
+    }
+    if (!lua_isfunction(L, 2))
+        return tlb_type_error(L, 2, "set_grad_ready_hook", "a function or nil");
+    if (!tl_requires_grad(t))
+        return tlb_errorf(L, "set_grad_ready_hook: the tensor does not require grad (a hook on "
+                             "it would never run)");
+    hook_user *u = malloc(sizeof *u);
+    if (!u) return tlb_errorf(L, "set_grad_ready_hook: out of memory");
+    lua_pushvalue(L, 2);
+    u->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    u->main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    if (tl_set_grad_ready_hook(t, hook_fire, u, hook_release) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+/* tl.autograd.queue_callback(fn): fn() runs once the outermost backward now running ends
+   (before it returns), in the order queued. */
+static int ag_queue_callback(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    if (!tlb_backward_state())
+        return tlb_errorf(L, "queue_callback: no backward is running (call it from a hook)");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &queue_key);
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    return 0;
+}
+
+void tlb_run_backward_callbacks(lua_State *L, bool ok) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &queue_key);
+    int queue = lua_gettop(L);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &queue_key); /* a fresh queue for callbacks that queue */
+    lua_Integer n = (lua_Integer)lua_rawlen(L, queue);
+    for (lua_Integer i = 1; ok && i <= n; i++) {
+        lua_rawgeti(L, queue, i);
+        lua_call(L, 0, 0); /* an error propagates: the backward fails with it */
+    }
+    lua_settop(L, queue - 1);
+}
+
+void tlb_grad_hooks_init(lua_State *L, int mt) {
+    mt = lua_absindex(L, mt);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &queue_key);
+    lua_pushvalue(L, mt);
+    lua_pushcclosure(L, hook_call_body, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &hook_call_key);
+}
+
+const luaL_Reg tlb_grad_hook_functions[] = {
+    {"_set_grad_ready_hook", ag_set_grad_ready_hook},
+    {"_queue_callback", ag_queue_callback},
+    {NULL, NULL},
+};

@@ -1,0 +1,571 @@
+/* The launcher of `tlua --nproc N`: starts the ranks of a job, owns its store, stops them together.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch.h"
+#include "tlua/distributed.h"
+
+extern char **environ;
+
+#define GRACE_S         5.0   /* SIGTERM, then SIGKILL this much later */
+#define TICK_S          0.05  /* the monitor's period (child exits wake it at once) */
+#define WATCH_PERIOD_S  0.2   /* how often a watcher looks for another node's failure */
+#define CONNECT_S       300.0 /* how long a launcher waits for node 0's store */
+#define LAUNCHER_WAIT_S 30.0  /* the timeout of a launcher's own store calls */
+#define DEFAULT_PORT    29500 /* node 0's store when there are several nodes */
+#define FAILED_KEY      "tlua/launch/failed"
+#define FINISHED_KEY    "tlua/launch/finished"
+
+enum { MAX_COUNT = 4096, MESSAGE_SIZE = 1024 };
+
+static const char usage_text[] =
+    "usage: tlua --nproc N [--nnodes M --node-rank R --master-addr A --master-port P] script.lua "
+    "[args]\n"
+    "  --nproc N        ranks on this node (each runs `tlua script.lua args`)\n"
+    "  --nnodes M       nodes of the job (default 1)\n"
+    "  --node-rank R    this node's index, 0 to M-1 (default 0); node 0 owns the store\n"
+    "  --master-addr A  node 0's address as every node reaches it (default 127.0.0.1)\n"
+    "  --master-port P  the store's port (default: a free port for one node, 29500 for several)\n"
+    "Each rank gets TLUA_RANK, TLUA_WORLD_SIZE, TLUA_LOCAL_RANK, TLUA_LOCAL_WORLD_SIZE,\n"
+    "TLUA_NODE_RANK, TLUA_NNODES, TLUA_MASTER_ADDR and TLUA_MASTER_PORT.\n";
+
+typedef struct launch_options {
+    int nproc, nnodes, node_rank;
+    int master_port; /* -1: not given */
+    const char *master_addr;
+    int first_arg; /* argv index of the script: it and what follows go to every rank */
+} launch_options;
+
+typedef struct rank_process {
+    pid_t pid; /* also its process group */
+    int rank;
+    bool running;     /* not reaped yet */
+    bool group_alive; /* its process group may still hold processes the launcher must stop */
+} rank_process;
+
+/* Looks for another node's failure (several nodes) on a client of its own. */
+typedef struct watcher {
+    pthread_t thread;
+    bool started;
+    tl_store *store;
+    atomic_bool stop, fired;
+    char message[MESSAGE_SIZE]; /* written before fired is set */
+} watcher;
+
+typedef struct launch_job {
+    launch_options opt;
+    const char *store_addr; /* where the ranks reach the store */
+    int store_port;
+    tl_store_server *server; /* node 0 */
+    tl_store *store;         /* the launcher's client (several nodes) */
+    watcher watcher;
+    rank_process *ranks;
+    int running;
+    bool stopping, killed, failure_published;
+    int exit_code;
+    double kill_at;
+    sigset_t saved_mask, handled;
+} launch_job;
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static struct timespec timespec_of(double seconds) {
+    return (struct timespec){(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fputs("tlua --nproc: ", stderr);
+    vfprintf(stderr, fmt, args);
+    fputc('\n', stderr);
+    fflush(stderr);
+    va_end(args);
+}
+
+static bool usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static bool usage_error(const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fputs("tlua --nproc: ", stderr);
+    vfprintf(stderr, fmt, args);
+    fprintf(stderr, "\n%s", usage_text);
+    fflush(stderr);
+    va_end(args);
+    return false;
+}
+
+/* ---- options ------------------------------------------------------------------------------- */
+enum { OPT_NPROC, OPT_NNODES, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_COUNT };
+static const char *const option_names[OPT_COUNT] = {"--nproc", "--nnodes", "--node-rank",
+                                                    "--master-addr", "--master-port"};
+
+/* Which option arg is ("--name" or "--name=value"), or -1; *inline_value gets the value after
+   '=' (NULL when none). */
+static int match_option(const char *arg, const char **inline_value) {
+    for (int i = 0; i < OPT_COUNT; i++) {
+        size_t len = strlen(option_names[i]);
+        if (strncmp(arg, option_names[i], len) != 0) continue;
+        if (arg[len] == '\0') {
+            *inline_value = NULL;
+            return i;
+        }
+        if (arg[len] == '=') {
+            *inline_value = arg + len + 1;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* A whole number from lo to hi; false with a usage error otherwise. */
+static bool parse_number(const char *option, const char *text, int lo, int hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || errno || v < lo || v > hi)
+        return usage_error("%s expects a whole number from %d to %d, got '%s'", option, lo, hi,
+                           text);
+    *out = (int)v;
+    return true;
+}
+
+static bool set_option(launch_options *o, int which, const char *value) {
+    const char *name = option_names[which];
+    switch (which) {
+    case OPT_NPROC:
+        return parse_number(name, value, 1, MAX_COUNT, &o->nproc);
+    case OPT_NNODES:
+        return parse_number(name, value, 1, MAX_COUNT, &o->nnodes);
+    case OPT_NODE_RANK:
+        return parse_number(name, value, 0, MAX_COUNT - 1, &o->node_rank);
+    case OPT_MASTER_PORT:
+        return parse_number(name, value, 0, 65535, &o->master_port);
+    default:
+        if (!*value) return usage_error("--master-addr expects a host name or address, got ''");
+        o->master_addr = value;
+        return true;
+    }
+}
+
+static bool check_options(const launch_options *o, int argc) {
+    if (o->nproc == 0)
+        return usage_error("--nproc N is missing (the number of ranks to start on this node)");
+    if (o->node_rank >= o->nnodes)
+        return usage_error("--node-rank %d is out of range for --nnodes %d (expected 0 to %d)",
+                           o->node_rank, o->nnodes, o->nnodes - 1);
+    if (o->nnodes > 1 && o->master_port == 0)
+        return usage_error("--master-port 0 (a free port) needs --nnodes 1: the other nodes "
+                           "must know the port");
+    if (o->first_arg >= argc) return usage_error("no script to run");
+    return true;
+}
+
+static bool parse_options(int argc, char **argv, launch_options *o) {
+    *o = (launch_options){.nnodes = 1, .master_port = -1};
+    int i = 1;
+    while (i < argc) {
+        const char *value = NULL;
+        int which = match_option(argv[i], &value);
+        if (which < 0) break;
+        if (!value) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", option_names[which]);
+            value = argv[++i];
+        }
+        i++;
+        if (!set_option(o, which, value)) return false;
+    }
+    o->first_arg = i;
+    return check_options(o, argc);
+}
+
+bool tlb_launch_requested(int argc, char **argv) {
+    const char *value;
+    return argc > 1 && argv[1] && match_option(argv[1], &value) >= 0;
+}
+
+/* ---- the store: node 0 serves it, every launcher of several nodes is a client too ---------- */
+static void *watch_other_nodes(void *arg) {
+    watcher *w = arg;
+    while (!atomic_load(&w->stop)) {
+        bool exists = false;
+        if (tl_store_check(w->store, FAILED_KEY, &exists) != TL_OK) {
+            snprintf(w->message, sizeof w->message, "node 0's store is gone (%s)", tl_last_error());
+            atomic_store(&w->fired, true);
+            return NULL;
+        }
+        if (exists) {
+            void *value = NULL;
+            size_t size = 0;
+            if (tl_store_get(w->store, FAILED_KEY, &value, &size) == TL_OK)
+                snprintf(w->message, sizeof w->message, "%.*s", (int)size, (const char *)value);
+            else
+                snprintf(w->message, sizeof w->message, "another node failed (%s)",
+                         tl_last_error());
+            free(value);
+            atomic_store(&w->fired, true);
+            return NULL;
+        }
+        for (double slept = 0; slept < WATCH_PERIOD_S && !atomic_load(&w->stop); slept += TICK_S) {
+            struct timespec tick = timespec_of(TICK_S);
+            nanosleep(&tick, NULL);
+        }
+    }
+    return NULL;
+}
+
+static bool connect_launcher_client(const launch_job *job, tl_store **out) {
+    if (tl_store_connect(job->store_addr, job->store_port, CONNECT_S, out) != TL_OK ||
+        tl_store_set_timeout(*out, LAUNCHER_WAIT_S) != TL_OK) {
+        say("%s", tl_last_error());
+        return false;
+    }
+    return true;
+}
+
+/* Node 0 starts the store; with several nodes every launcher connects to it. Called before the
+   signals are blocked, so that Ctrl-C stops a launcher still waiting for node 0. */
+static bool start_store(launch_job *job) {
+    const launch_options *o = &job->opt;
+    bool several = o->nnodes > 1;
+    int port = o->master_port >= 0 ? o->master_port : several ? DEFAULT_PORT : 0;
+    job->store_addr = several && o->master_addr ? o->master_addr : "127.0.0.1";
+    job->store_port = port;
+    if (o->node_rank == 0 && tl_store_server_start(several ? "0.0.0.0" : "127.0.0.1", port,
+                                                   &job->server, &job->store_port) != TL_OK) {
+        say("%s", tl_last_error());
+        return false;
+    }
+    if (!several) return true;
+    return connect_launcher_client(job, &job->store) &&
+           connect_launcher_client(job, &job->watcher.store);
+}
+
+static bool start_watcher(launch_job *job) {
+    if (!job->watcher.store) return true;
+    int rc = pthread_create(&job->watcher.thread, NULL, watch_other_nodes, &job->watcher);
+    if (rc != 0) say("cannot start the watcher thread: %s", strerror(rc));
+    job->watcher.started = rc == 0;
+    return rc == 0;
+}
+
+/* Tells the other nodes (through the store) that this one stops, once. */
+static void publish_failure(launch_job *job, const char *what) {
+    if (!job->store || job->failure_published) return;
+    job->failure_published = true;
+    char message[MESSAGE_SIZE];
+    snprintf(message, sizeof message, "node %d: %s", job->opt.node_rank, what);
+    if (tl_store_set(job->store, FAILED_KEY, message, strlen(message)) != TL_OK)
+        say("cannot tell the other nodes: %s", tl_last_error());
+}
+
+/* ---- the ranks ----------------------------------------------------------------------------- */
+static const char *const rank_variables[] = {
+    "TLUA_RANK",      "TLUA_WORLD_SIZE", "TLUA_LOCAL_RANK",  "TLUA_LOCAL_WORLD_SIZE",
+    "TLUA_NODE_RANK", "TLUA_NNODES",     "TLUA_MASTER_ADDR", "TLUA_MASTER_PORT"};
+enum { RANK_VARIABLES = sizeof rank_variables / sizeof rank_variables[0] };
+
+static bool is_rank_variable(const char *entry) {
+    for (int i = 0; i < RANK_VARIABLES; i++) {
+        size_t len = strlen(rank_variables[i]);
+        if (strncmp(entry, rank_variables[i], len) == 0 && entry[len] == '=') return true;
+    }
+    return false;
+}
+
+/* The values of rank_variables for the rank local_rank of this node, as text. */
+static void rank_values(const launch_job *job, int local_rank, char text[][24],
+                        const char *values[]) {
+    const launch_options *o = &job->opt;
+    long long numbers[] = {(long long)o->node_rank * o->nproc + local_rank,
+                           (long long)o->nnodes * o->nproc,
+                           local_rank,
+                           o->nproc,
+                           o->node_rank,
+                           o->nnodes,
+                           0,
+                           job->store_port};
+    for (int v = 0; v < RANK_VARIABLES; v++) {
+        snprintf(text[v], 24, "%lld", numbers[v]);
+        values[v] = text[v];
+    }
+    values[6] = job->store_addr;
+}
+
+/* The environment of a rank: this one without the TLUA_ rank variables, then them. One block
+   (pointers, then the new entries' text): free() it. NULL when out of memory. */
+static char **rank_environment(const launch_job *job, int local_rank) {
+    char text[RANK_VARIABLES][24];
+    const char *values[RANK_VARIABLES];
+    rank_values(job, local_rank, text, values);
+    size_t count = 0;
+    while (environ && environ[count]) count++;
+    size_t entry_size = 64 + strlen(job->store_addr), pointers = count + RANK_VARIABLES + 1;
+    char **env = malloc(pointers * sizeof *env + RANK_VARIABLES * entry_size);
+    if (!env) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++)
+        if (!is_rank_variable(environ[i])) env[n++] = environ[i];
+    char *entry = (char *)(env + pointers);
+    for (int v = 0; v < RANK_VARIABLES; v++, entry += entry_size) {
+        snprintf(entry, entry_size, "%s=%s", rank_variables[v], values[v]);
+        env[n++] = entry;
+    }
+    env[n] = NULL;
+    return env;
+}
+
+/* In the child between fork and exec: only async-signal-safe calls. */
+static void exec_rank(const launch_job *job, const char *exe, char **args, char **env) {
+    setpgid(0, 0);
+    sigprocmask(SIG_SETMASK, &job->saved_mask, NULL);
+    if (strchr(exe, '/')) {
+        execve(exe, args, env);
+    } else {
+        environ = env;
+        execvp(exe, args);
+    }
+    static const char failed[] = "tlua --nproc: cannot execute the tlua executable: ";
+    if (write(STDERR_FILENO, failed, sizeof failed - 1) < 0 ||
+        write(STDERR_FILENO, exe, strlen(exe)) < 0 || write(STDERR_FILENO, "\n", 1) < 0) {
+    }
+    _exit(127);
+}
+
+/* Starts the node's ranks; a failure to start one stops the job (exit status 1). */
+static void spawn_ranks(launch_job *job, int argc, char **argv) {
+    const launch_options *o = &job->opt;
+    static char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0)
+        exe[len] = '\0';
+    else
+        snprintf(exe, sizeof exe, "%s", argv[0]);
+    int nargs = argc - o->first_arg;
+    char **args = malloc((size_t)(nargs + 2) * sizeof *args);
+    if (!args) {
+        say("out of memory");
+        job->exit_code = 1;
+        return;
+    }
+    args[0] = argv[0];
+    memcpy(args + 1, argv + o->first_arg, (size_t)nargs * sizeof *args);
+    args[nargs + 1] = NULL;
+    for (int local = 0; local < o->nproc; local++) {
+        char **env = rank_environment(job, local);
+        pid_t pid = env ? fork() : -1;
+        if (pid == 0) exec_rank(job, exe, args, env);
+        int err = errno;
+        free(env);
+        if (pid < 0) {
+            say("cannot start rank %d: %s", o->node_rank * o->nproc + local,
+                env ? strerror(err) : "out of memory");
+            job->exit_code = 1;
+            break;
+        }
+        setpgid(pid, pid); /* the child does it too: whichever runs first */
+        job->ranks[local] = (rank_process){pid, o->node_rank * o->nproc + local, true, true};
+        job->running++;
+    }
+    free(args);
+}
+
+/* Sends sig to every rank's process group that may still hold processes. */
+static void signal_ranks(launch_job *job, int sig) {
+    for (int i = 0; i < job->opt.nproc; i++) {
+        rank_process *r = &job->ranks[i];
+        if (r->pid > 0 && r->group_alive && kill(-r->pid, sig) != 0 && errno == ESRCH &&
+            !r->running)
+            r->group_alive = false;
+    }
+}
+
+/* Starts stopping the job: SIGTERM now, SIGKILL after the grace period. */
+static void stop_job(launch_job *job, int exit_code, int sig) {
+    job->stopping = true;
+    job->exit_code = exit_code;
+    job->kill_at = now_s() + GRACE_S;
+    signal_ranks(job, sig);
+}
+
+static void describe_exit(char *text, size_t size, const rank_process *r, int status) {
+    if (WIFSIGNALED(status))
+        snprintf(text, size, "rank %d (pid %d) was killed by signal %d (%s)", r->rank, (int)r->pid,
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(text, size, "rank %d (pid %d) failed with exit status %d", r->rank, (int)r->pid,
+                 WEXITSTATUS(status));
+}
+
+static void on_rank_failure(launch_job *job, const rank_process *r, int status) {
+    char what[256];
+    describe_exit(what, sizeof what, r, status);
+    say("%s%s", what, job->running > 0 ? "; stopping the other ranks" : "");
+    stop_job(job, WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status), SIGTERM);
+    publish_failure(job, what);
+}
+
+static void reap_ranks(launch_job *job) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < job->opt.nproc; i++) {
+            rank_process *r = &job->ranks[i];
+            if (r->pid != pid || !r->running) continue;
+            bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+            r->running = false;
+            r->group_alive = job->stopping || failed; /* its leftovers are stopped too */
+            job->running--;
+            if (failed && !job->stopping) on_rank_failure(job, r, status);
+        }
+    }
+}
+
+static void on_launcher_signal(launch_job *job, int sig) {
+    say("got signal %d (%s); passing it to the ranks", sig, strsignal(sig));
+    if (job->stopping) {
+        signal_ranks(job, sig);
+        return;
+    }
+    stop_job(job, 128 + sig, sig);
+    char what[128];
+    snprintf(what, sizeof what, "the launcher got signal %d (%s)", sig, strsignal(sig));
+    publish_failure(job, what);
+}
+
+static void on_other_node_failure(launch_job *job) {
+    say("stopping: %s", job->watcher.message);
+    stop_job(job, 1, SIGTERM);
+}
+
+static bool any_group_alive(launch_job *job) {
+    for (int i = 0; i < job->opt.nproc; i++) {
+        rank_process *r = &job->ranks[i];
+        if (r->group_alive && !r->running && kill(-r->pid, 0) != 0 && errno == ESRCH)
+            r->group_alive = false;
+        if (r->group_alive) return true;
+    }
+    return false;
+}
+
+static void kill_remaining(launch_job *job) {
+    for (int i = 0; i < job->opt.nproc; i++) {
+        const rank_process *r = &job->ranks[i];
+        if (r->running)
+            say("rank %d (pid %d) did not stop within %g s; killing it", r->rank, (int)r->pid,
+                GRACE_S);
+    }
+    signal_ranks(job, SIGKILL);
+    job->killed = true;
+}
+
+/* Waits for every rank; stops them all at the first failure, signal or other node's failure. */
+static void monitor_ranks(launch_job *job) {
+    if (job->exit_code != 0) { /* a rank did not start */
+        stop_job(job, job->exit_code, SIGTERM);
+        publish_failure(job, "a rank could not be started");
+    }
+    while (job->running > 0 || (job->stopping && !job->killed && any_group_alive(job))) {
+        struct timespec tick = timespec_of(TICK_S);
+        int sig = sigtimedwait(&job->handled, NULL, &tick);
+        if (sig > 0 && sig != SIGCHLD) on_launcher_signal(job, sig);
+        reap_ranks(job);
+        if (!job->stopping && atomic_load(&job->watcher.fired)) on_other_node_failure(job);
+        if (job->stopping && !job->killed && now_s() >= job->kill_at) kill_remaining(job);
+    }
+}
+
+/* ---- the end of a job of several nodes ----------------------------------------------------- */
+/* Node 0 keeps the store up until every node has finished (without a time limit while the job
+   succeeds; for the grace period and a little more once a node has failed). */
+static void wait_for_other_nodes(launch_job *job) {
+    double limit = job->exit_code != 0 ? now_s() + GRACE_S + 2 : -1;
+    for (;;) {
+        int64_t finished = 0;
+        if (tl_store_add(job->store, FINISHED_KEY, 0, &finished) != TL_OK) break;
+        if (finished >= job->opt.nnodes || (limit > 0 && now_s() >= limit)) return;
+        if (job->exit_code == 0 && atomic_load(&job->watcher.fired)) {
+            say("stopping: %s", job->watcher.message);
+            job->exit_code = 1;
+            limit = now_s() + GRACE_S + 2;
+        }
+        struct timespec tick = timespec_of(TICK_S * 2);
+        int sig = sigtimedwait(&job->handled, NULL, &tick);
+        if (sig > 0 && sig != SIGCHLD) {
+            say("got signal %d (%s) while waiting for the other nodes", sig, strsignal(sig));
+            if (job->exit_code == 0) job->exit_code = 128 + sig;
+            publish_failure(job, "node 0's launcher was stopped by a signal");
+            return;
+        }
+    }
+}
+
+static void finish_nodes(launch_job *job) {
+    if (!job->store) return;
+    if (job->exit_code == 0 && atomic_load(&job->watcher.fired)) {
+        say("stopping: %s", job->watcher.message); /* another node failed after ours finished */
+        job->exit_code = 1;
+    }
+    int64_t finished = 0;
+    if (tl_store_add(job->store, FINISHED_KEY, 1, &finished) != TL_OK && job->exit_code == 0) {
+        say("cannot report this node finished: %s", tl_last_error());
+        job->exit_code = 1;
+    }
+    if (job->opt.node_rank == 0) wait_for_other_nodes(job);
+}
+
+static void release_job(launch_job *job) {
+    atomic_store(&job->watcher.stop, true);
+    if (job->watcher.started) pthread_join(job->watcher.thread, NULL);
+    tl_store_close(job->watcher.store);
+    tl_store_close(job->store);
+    tl_store_server_stop(job->server);
+    free(job->ranks);
+}
+
+int tlb_launch_main(int argc, char **argv) {
+    launch_job job = {0};
+    atomic_init(&job.watcher.stop, false);
+    atomic_init(&job.watcher.fired, false);
+    if (!parse_options(argc, argv, &job.opt)) return 1;
+    job.ranks = calloc((size_t)job.opt.nproc, sizeof *job.ranks);
+    if (!job.ranks || !start_store(&job)) {
+        if (!job.ranks) say("out of memory");
+        release_job(&job);
+        return 1;
+    }
+    sigemptyset(&job.handled);
+    int handled[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++)
+        sigaddset(&job.handled, handled[i]);
+    pthread_sigmask(SIG_BLOCK, &job.handled, &job.saved_mask);
+    if (start_watcher(&job))
+        spawn_ranks(&job, argc, argv);
+    else
+        job.exit_code = 1;
+    monitor_ranks(&job);
+    finish_nodes(&job);
+    release_job(&job);
+    pthread_sigmask(SIG_SETMASK, &job.saved_mask, NULL);
+    return job.exit_code;
+}

@@ -1,0 +1,118 @@
+-- tl.distributed: the ranks of a data-parallel job (tlua --nproc N) and their collectives.
+--
+--   local dist = tl.distributed
+--   dist.rank(), dist.world_size(), dist.local_rank(), dist.is_main()
+--   dist.all_reduce(t, "sum" | "avg" | "product" | "min" | "max")   -- in place, returns t
+--   dist.broadcast(t, root)                                          -- in place, returns t
+--   dist.barrier()
+--
+-- Ranks count from 0, as NCCL's and the launcher's TLUA_RANK do. A script started without the
+-- launcher is a world of one: rank 0, every collective leaves its tensor as it is (CUDA tensors
+-- still go through NCCL, on one rank). CUDA tensors go through NCCL on the rank's GPU (cuda:
+-- LOCAL_RANK, which "cuda" names in a launched rank); CPU tensors go through the launcher's
+-- store, reduced in rank order so every rank gets the same bits (slow: for CPU runs and tests).
+-- The group is made at the first collective (or dist.init); every rank must call the
+-- collectives in the same order with tensors of the same shape and dtype.
+local core = require("tlua.core")
+
+local dist = {}
+
+local function env_int(name, default)
+  local value = os.getenv(name)
+  if value == nil or value == "" then return default end
+  local n = math.tointeger(tonumber(value))
+  if not n then error(string.format("tl.distributed: %s must be an integer, got '%s'", name, value), 3) end
+  return n
+end
+
+--- rank() -> this process's rank in [0, world_size()), 0 without the launcher
+function dist.rank() return env_int("TLUA_RANK", 0) end
+--- world_size() -> the number of ranks of the job (1 without the launcher)
+function dist.world_size() return env_int("TLUA_WORLD_SIZE", 1) end
+--- local_rank() -> the rank among this host's ranks (its GPU's index)
+function dist.local_rank() return env_int("TLUA_LOCAL_RANK", 0) end
+--- is_main() -> true on rank 0 (the rank that logs and writes checkpoints)
+function dist.is_main() return dist.rank() == 0 end
+--- is_launched() -> true when the script runs under tlua --nproc
+function dist.is_launched() return os.getenv("TLUA_WORLD_SIZE") ~= nil end
+--- nccl_available() -> whether CUDA tensors can be reduced across ranks in this build
+function dist.nccl_available() return core._dist_nccl_available() end
+
+--- device() -> "cuda:LOCAL_RANK" when a GPU is usable, else "cpu": where this rank trains
+function dist.device()
+  if core._cuda_is_available() then return "cuda:" .. dist.local_rank() end
+  return "cpu"
+end
+
+local group
+
+--- init{timeout = 300 (seconds, every wait on another rank)}: joins the job's group (done by
+--- the first collective when not called). Returns the group.
+function dist.init(opts)
+  if group then return group end
+  opts = opts or {}
+  if type(opts) ~= "table" then error("tl.distributed.init: expected an options table", 2) end
+  local timeout = opts.timeout or tonumber(os.getenv("TLUA_DIST_TIMEOUT") or "") or 300
+  if type(timeout) ~= "number" or timeout <= 0 then
+    error("tl.distributed.init: timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)
+  end
+  local rank, world = dist.rank(), dist.world_size()
+  if world < 1 or rank < 0 or rank >= world then
+    error(string.format("tl.distributed.init: TLUA_RANK %d is not in [0, TLUA_WORLD_SIZE %d)", rank, world), 2)
+  end
+  local host, port = os.getenv("TLUA_MASTER_ADDR"), env_int("TLUA_MASTER_PORT", 0)
+  if world > 1 and (host == nil or port == 0) then
+    error("tl.distributed.init: TLUA_MASTER_ADDR and TLUA_MASTER_PORT are not set (start the " ..
+      "script with tlua --nproc N)", 2)
+  end
+  group = core._dist_new_group(rank, world, dist.local_rank(), host, port, timeout)
+  return group
+end
+
+--- is_initialized() -> whether this rank has joined its group
+function dist.is_initialized() return group ~= nil end
+
+local function check_tensor(t, op)
+  if not core.is_tensor(t) then
+    error(string.format("tl.distributed.%s: expected a tensor, got %s", op, type(t)), 3)
+  end
+end
+
+--- all_reduce(t, op = "sum"): every rank's t becomes the reduction of all ranks' t
+function dist.all_reduce(t, op)
+  check_tensor(t, "all_reduce")
+  return core._dist_all_reduce(dist.init(), t, op)
+end
+
+--- broadcast(t, root = 0): every rank's t becomes root's
+function dist.broadcast(t, root)
+  check_tensor(t, "broadcast")
+  return core._dist_broadcast(dist.init(), t, root or 0)
+end
+
+--- barrier(): returns once every rank has called it
+function dist.barrier() return core._dist_barrier(dist.init()) end
+
+local Work = {}
+Work.__index = Work
+--- work:wait(): later work on the tensor's device waits for the reduction (the host does not)
+function Work:wait() core._dist_work_wait(self.handle) end
+--- work:timing() -> queued_ms, comm_ms (waits on the host for the reduction): from the moment
+--- the compute stream reached the start call, and the reduction alone
+function Work:timing() return core._dist_work_timing(self.handle) end
+
+--- all_reduce_start(t, op = "sum") -> work: an all-reduce that overlaps the compute (on a GPU
+--- it runs on a communication stream once the work queued so far on t's device is done; on the
+--- CPU it is done when the call returns). work:wait() before reading t.
+function dist.all_reduce_start(t, op)
+  check_tensor(t, "all_reduce_start")
+  return setmetatable({ handle = core._dist_all_reduce_start(dist.init(), t, op), tensor = t }, Work)
+end
+
+-- The store under the group (a world of more than one rank): small values for coordination.
+--- store_set(key, value), store_get(key) -> value (waits for the key), store_add(key, n) -> total
+function dist.store_set(key, value) return core._dist_store_set(dist.init(), key, value) end
+function dist.store_get(key) return core._dist_store_get(dist.init(), key) end
+function dist.store_add(key, n) return core._dist_store_add(dist.init(), key, n or 1) end
+
+return dist

@@ -1,0 +1,12 @@
+/* Collectives of CPU tensors through the store (every rank gets the same bits). */
+#ifndef TLUA_DIST_STORE_COLLECTIVES_H
+#define TLUA_DIST_STORE_COLLECTIVES_H
+
+#include "dist/group.h"
+
+/* t: a contiguous CPU tensor; the group has a store. */
+tl_status tl_store_all_reduce(tl_process_group *group, tl_tensor *t, tl_reduce_op op);
+tl_status tl_store_broadcast(tl_process_group *group, tl_tensor *t, int root);
+tl_status tl_store_barrier(tl_process_group *group);
+
+#endif

@@ -1,0 +1,108 @@
+/* Distributed training: the rendezvous store (a TCP key-value server and its client) and the
+   process group (collectives over NCCL for CUDA tensors, over the store for CPU tensors). */
+#ifndef TLUA_DISTRIBUTED_H
+#define TLUA_DISTRIBUTED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tlua/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the store ------------------------------------------------------------------------------
+   A key-value server the launcher owns (one per job, on node 0) and that every rank and every
+   launcher reaches over TCP: ranks exchange the NCCL unique id through it, count arrivals at a
+   barrier, and (CPU tensors) exchange the data of a collective. Keys are strings of at most
+   TL_STORE_MAX_KEY bytes; values any bytes. A get waits for its key; every wait has a timeout
+   and a closed connection is an error, so a dead peer never hangs a rank. */
+#define TL_STORE_MAX_KEY 512
+
+typedef struct tl_store_server tl_store_server;
+typedef struct tl_store tl_store;
+
+/* Listens on host:port (host "0.0.0.0" for every interface, "127.0.0.1" for this host only;
+   port 0 picks a free port) and serves requests on a thread of its own until stopped.
+   *port_out (may be NULL) gets the port it listens on. */
+tl_status tl_store_server_start(const char *host, int port, tl_store_server **out, int *port_out);
+/* Stops serving and closes every connection (clients then fail their calls). NULL is a no-op. */
+void tl_store_server_stop(tl_store_server *server);
+
+/* Connects to a store, retrying until timeout_s (the server may not listen yet). */
+tl_status tl_store_connect(const char *host, int port, double timeout_s, tl_store **out);
+/* NULL is a no-op. */
+void tl_store_close(tl_store *store);
+/* The timeout of every later wait of this client (seconds, > 0); the default is 300. */
+tl_status tl_store_set_timeout(tl_store *store, double timeout_s);
+tl_status tl_store_set(tl_store *store, const char *key, const void *value, size_t size);
+/* Waits until key exists, then *value gets a malloc'ed copy (free it) of *size bytes. */
+tl_status tl_store_get(tl_store *store, const char *key, void **value, size_t *size);
+/* Adds delta to the integer under key (absent keys count as 0) and returns the new value. */
+tl_status tl_store_add(tl_store *store, const char *key, int64_t delta, int64_t *out);
+/* *exists is whether key exists now; never waits. */
+tl_status tl_store_check(tl_store *store, const char *key, bool *exists);
+/* Removes key (absent keys are no error). */
+tl_status tl_store_delete(tl_store *store, const char *key);
+
+/* ---- the process group -------------------------------------------------------------------- */
+typedef enum tl_reduce_op {
+    TL_REDUCE_SUM,
+    TL_REDUCE_AVG, /* the sum divided by the world size */
+    TL_REDUCE_PRODUCT,
+    TL_REDUCE_MIN,
+    TL_REDUCE_MAX,
+} tl_reduce_op;
+
+/* Parses "sum", "avg" (or "mean"), "product", "min", "max". */
+tl_status tl_reduce_op_parse(const char *name, tl_reduce_op *out);
+const char *tl_reduce_op_name(tl_reduce_op op);
+
+typedef struct tl_process_group tl_process_group;
+
+/* The group of world_size ranks meeting in store (borrowed: keep it open while the group
+   lives); world_size 1 needs no store (NULL). CUDA tensors go through one NCCL communicator,
+   made at the first CUDA collective (every rank must make the same calls in the same order,
+   as with any collective), on cuda:cuda_device; CPU tensors go through the store, reduced in
+   rank order so that every rank gets the same bits. */
+tl_status tl_process_group_new(tl_store *store, int rank, int world_size, int cuda_device,
+                               tl_process_group **out);
+/* Finishes the group's queued work and frees it (NULL is a no-op). */
+void tl_process_group_free(tl_process_group *group);
+int tl_process_group_rank(const tl_process_group *group);
+int tl_process_group_world_size(const tl_process_group *group);
+/* "nccl" for CUDA tensors when this build has NCCL, "store" for CPU tensors. */
+bool tl_distributed_nccl_available(void);
+
+/* In place, on every rank's t (same shape, dtype and device on every rank; contiguous). On a
+   GPU the work is queued on the device's stream, in order with the ops around it; the host
+   does not wait. */
+tl_status tl_all_reduce(tl_process_group *group, tl_tensor *t, tl_reduce_op op);
+/* Every rank's t gets root's values. */
+tl_status tl_broadcast(tl_process_group *group, tl_tensor *t, int root);
+/* Returns once every rank has called it (the host waits; queued GPU work is not waited for). */
+tl_status tl_barrier(tl_process_group *group);
+
+/* An all-reduce that overlaps the compute stream: on a GPU it waits (on the GPU) for the work
+   queued on the device's stream so far, then runs on the group's communication stream; the
+   compute stream goes on at once. tl_work_wait makes the compute stream wait for it (the host
+   does not wait). On the CPU the reduction is done when the call returns. */
+typedef struct tl_work tl_work;
+tl_status tl_all_reduce_start(tl_process_group *group, tl_tensor *t, tl_reduce_op op,
+                              tl_work **out);
+/* Later work queued on t's device's stream waits for w. */
+tl_status tl_work_wait(tl_work *w);
+/* Timings of a finished work, in milliseconds (waits for it on the host): queued_ms from the
+   start call (when the compute stream reached it) to the end of the reduction, comm_ms the
+   reduction alone. 0 on the CPU. */
+tl_status tl_work_timing(tl_work *w, double *queued_ms, double *comm_ms);
+/* Frees w (waits for nothing; the GPU keeps what it needs). NULL is a no-op. */
+void tl_work_free(tl_work *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

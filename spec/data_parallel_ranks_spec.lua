@@ -1,0 +1,196 @@
+-- Several ranks on the CPU (tlua --nproc N, the launcher's loopback store, no NCCL): the
+-- collectives' values, rank 0's parameters reaching every rank, two ranks of batch B training
+-- exactly as one process of batch 2B (float64), and a failing rank ending the job.
+local files = require("helpers.files")
+
+local BIN = files.BIN
+
+local function run(command)
+  local p = io.popen(command .. " 2>&1; echo \"exit=$?\"")
+  local out = p:read("a")
+  p:close()
+  local code = tonumber(out:match("exit=(%d+)%s*$"))
+  return code, out
+end
+
+local dir
+before_each(function() dir = files.make_temp_dir() end)
+after_each(function() files.remove_dir(dir) end)
+
+local function script(name, text)
+  local path = dir .. "/" .. name
+  files.write_file(path, text)
+  return path
+end
+
+-- every launched command runs under timeout: a hang fails the spec instead of stopping it
+local function launch(nproc, path, args)
+  return run(string.format("cd %s && timeout 120 %s --nproc %d %s %s", files.sh_quote(dir),
+    files.sh_quote(BIN), nproc, files.sh_quote(path), args or ""))
+end
+
+local collectives = [[
+local dist = tl.distributed
+local r, w = dist.rank(), dist.world_size()
+assert(w == tonumber(arg[1]), "world size " .. w)
+local function check(t, expected, what)
+  for i, v in ipairs(expected) do
+    local got = t[i]
+    if type(got) == "boolean" then got = got and 1 or 0 end
+    if math.abs(got - v) > 1e-12 * math.max(1, math.abs(v)) then
+      error(string.format("%s: element %d is %s, expected %s", what, i, tostring(got), tostring(v)))
+    end
+  end
+end
+local function over_ranks(fn, combine)
+  local acc = fn(0)
+  for k = 1, w - 1 do acc = combine(acc, fn(k)) end
+  return acc
+end
+local function values(k) return { k + 1, -(k + 1), (k + 1) * 0.5 } end
+local function zip(a, b, f) local out = {} for i = 1, #a do out[i] = f(a[i], b[i]) end return out end
+local expected = {
+  sum = over_ranks(values, function(a, b) return zip(a, b, function(x, y) return x + y end) end),
+  product = over_ranks(values, function(a, b) return zip(a, b, function(x, y) return x * y end) end),
+  min = over_ranks(values, function(a, b) return zip(a, b, math.min) end),
+  max = over_ranks(values, function(a, b) return zip(a, b, math.max) end),
+}
+expected.avg = zip(expected.sum, expected.sum, function(x) return x / w end)
+for _, dtype in ipairs({ "float64", "float32", "bfloat16" }) do
+  for _, op in ipairs({ "sum", "avg", "product", "min", "max" }) do
+    local t = tl.tensor(values(r), { dtype = dtype })
+    dist.all_reduce(t, op)
+    local tol = dtype == "float64" and 0 or 1e-2
+    for i, v in ipairs(expected[op]) do
+      if math.abs(t[i] - v) > tol * math.max(1, math.abs(v)) then
+        error(string.format("%s %s: element %d is %s, expected %s", dtype, op, i, tostring(t[i]), tostring(v)))
+      end
+    end
+  end
+end
+local n = tl.tensor({ r, 10 * r }, { dtype = "int64" })
+dist.all_reduce(n, "sum")
+check(n, { w * (w - 1) / 2, 10 * w * (w - 1) / 2 }, "int64 sum")
+local any = tl.tensor({ r == 1, false })
+dist.all_reduce(any, "max")
+check(any, { w > 1 and 1 or 0, 0 }, "bool max")
+local b = tl.tensor({ { r, r }, { r, r } }, { dtype = "float64" })
+dist.broadcast(b, w - 1)
+check(b:view(4), { w - 1, w - 1, w - 1, w - 1 }, "broadcast")
+-- the barrier: nobody passes before every rank has written its file
+local f = io.open(string.format("arrived.%d", r), "w") f:write("x") f:close()
+dist.barrier()
+for k = 0, w - 1 do assert(io.open(string.format("arrived.%d", k)), "rank " .. k .. " passed the barrier late") end
+dist.barrier()
+assert(dist.store_add("count", 1) <= w)
+print(string.format("ok rank %d of %d", r, w))
+]]
+
+describe("tl.distributed over several CPU ranks", function()
+  for _, nproc in ipairs({ 2, 3 }) do
+    it(nproc .. " ranks: all_reduce (every op, three dtypes), broadcast, barrier", function()
+      local code, out = launch(nproc, script("collectives.lua", collectives), tostring(nproc))
+      assert.are.equal(0, code, out)
+      for r = 0, nproc - 1 do
+        assert.matches(string.format("ok rank %d of %d", r, nproc), out, 1, true)
+      end
+    end)
+  end
+
+  it("a shape mismatch between ranks is a clear error, and the job ends", function()
+    local code, out = launch(2, script("mismatch.lua", [[
+      local t = tl.zeros({ tl.distributed.rank() + 2 }, { dtype = "float64" })
+      tl.distributed.all_reduce(t, "sum")
+    ]]))
+    assert.are_not.equal(0, code)
+    assert.matches("every rank must pass the same shape and dtype", out, 1, true)
+    assert.matches("tlua %-%-nproc: rank %d", out)
+  end)
+
+  it("a rank that fails while the others wait in a collective ends them, with its message", function()
+    local code, out = launch(3, script("fail.lua", [[
+      local dist = tl.distributed
+      dist.barrier()
+      if dist.rank() == 1 then error("rank one gives up") end
+      dist.all_reduce(tl.ones({ 4 }), "sum") -- ranks 0 and 2 wait here for rank 1
+      print("should not get here")
+    ]]))
+    assert.are_not.equal(0, code)
+    assert.matches("rank one gives up", out, 1, true)
+    assert.matches("tlua --nproc: rank 1", out, 1, true)
+    assert.is_nil(out:find("should not get here", 1, true))
+  end)
+end)
+
+-- float64 MLP: 2 ranks with batch B (sharded loader, DataParallel) against 1 process with 2B;
+-- rank r starts from seed 100 + r, so only the broadcast from rank 0 makes them agree
+local train = [[
+local dist, nn = tl.distributed, tl.nn
+local B, steps, optimizer = tonumber(arg[1]), tonumber(arg[2]), arg[3]
+tl.manual_seed(7)
+local x = tl.randn({ 64, 5 }):double()
+local y = (x:narrow(2, 1, 1) * 2 - x:narrow(2, 2, 1)):tanh():view(64)
+local ds = tl.data.TensorDataset(x, y)
+tl.manual_seed(100 + dist.rank())
+local model = nn.DataParallel(nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 1)):double(),
+  { bucket_mb = 200 / (1024 * 1024) })
+local params = model:parameters()
+local opt = optimizer == "adamw" and tl.optim.AdamW(params, { lr = 1e-2, weight_decay = 0.1 })
+  or tl.optim.SGD(params, { lr = 0.03, momentum = 0.9 })
+local loader = tl.data.DataLoader { ds, batch_size = B, shuffle = true, seed = 3, shard = true }
+local step = 0
+for epoch = 1, 100 do
+  for xb, yb in loader:iter() do
+    step = step + 1
+    if step > steps then break end
+    opt:zero_grad()
+    local loss = (model(xb):view(-1) - yb):pow(2):mean()
+    loss:backward()
+    opt:step()
+    local global = dist.all_reduce(loss:detach():clone(), "avg")
+    if dist.is_main() then print(string.format("step %d loss %.17g", step, global:item())) end
+  end
+  if step > steps then break end
+end
+local flat = {}
+for _, p in ipairs(params) do flat[#flat + 1] = p:view(-1) end
+local sum = 0
+for _, f in ipairs(flat) do sum = sum + f:sum():item() end
+-- every rank holds the same parameters
+local lo, hi = tl.tensor({ sum }, { dtype = "float64" }), tl.tensor({ sum }, { dtype = "float64" })
+dist.all_reduce(lo, "min")
+dist.all_reduce(hi, "max")
+assert(lo[1] == hi[1], "the ranks' parameters differ")
+if dist.is_main() then print(string.format("params %.17g", sum)) end
+]]
+
+local function numbers(out, pattern)
+  local list = {}
+  for v in out:gmatch(pattern) do list[#list + 1] = tonumber(v) end
+  return list
+end
+
+describe("nn.DataParallel over two CPU ranks", function()
+  for _, optimizer in ipairs({ "sgd", "adamw" }) do
+    it("batch 4 on each of 2 ranks trains as batch 8 on one (" .. optimizer .. ", float64)", function()
+      local path = script("train.lua", train)
+      local code1, one = run(string.format("cd %s && timeout 120 %s %s 8 12 %s", files.sh_quote(dir),
+        files.sh_quote(BIN), files.sh_quote(path), optimizer))
+      assert.are.equal(0, code1, one)
+      local code2, two = launch(2, path, "4 12 " .. optimizer)
+      assert.are.equal(0, code2, two)
+      local l1, l2 = numbers(one, "step %d+ loss (%S+)"), numbers(two, "step %d+ loss (%S+)")
+      assert.are.equal(12, #l1)
+      assert.are.equal(12, #l2)
+      for i = 1, 12 do
+        assert.is_true(math.abs(l1[i] - l2[i]) <= 1e-12 * math.abs(l1[i]),
+          string.format("step %d: %.17g vs %.17g", i, l1[i], l2[i]))
+      end
+      assert.is_true((l1[9] + l1[10] + l1[11] + l1[12]) / 4 < l1[1]) -- it trains
+      local p1, p2 = numbers(one, "params (%S+)"), numbers(two, "params (%S+)")
+      assert.is_true(math.abs(p1[1] - p2[1]) <= 1e-11 * math.abs(p1[1]), one .. two)
+      -- rank 0 alone logs
+      assert.are.equal(12, select(2, two:gsub("step %d+ loss", "")))
+    end)
+  end
+end)
