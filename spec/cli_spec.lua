@@ -5,6 +5,7 @@ local SCRIPT = [[
 local cli = require("tlua.cli")
 local opts = cli.parse(arg, { program = "t.lua", usage = "usage: t.lua [options]",
   numeric = { steps = "integer", lr = "number", top_k = "integer" }, text = { device = true },
+  flags = { data_parallel = true },
   defaults = { steps = 5, device = "cpu" } })
 local keys = {}
 for k in pairs(opts) do keys[#keys + 1] = k end
@@ -34,6 +35,18 @@ describe("tlua.cli.parse", function()
     local out, status = run("--lr 3e-4 --top-k=7 --device cuda")
     assert.are.equal(0, status)
     assert.are.equal("device=cuda string\nlr=0.0003 float\nsteps=5 integer\ntop_k=7 integer\n", out)
+  end)
+
+  it("reads flags: --flag is true, --flag=false false, any other value an error", function()
+    local out, status = run("--data-parallel --steps 2")
+    assert.are.equal(0, status)
+    assert.are.equal("data_parallel=true boolean\ndevice=cpu string\nsteps=2 integer\n", out)
+    out, status = run("--data-parallel=false")
+    assert.are.equal(0, status)
+    assert.matches("data_parallel=false boolean", out, 1, true)
+    out, status = run("--data-parallel=yes")
+    assert.are.equal(2, status)
+    assert.matches("t.lua: --data-parallel takes no value, or =true or =false", out, 1, true)
   end)
 
   it("prints the usage for --help and exits 0", function()

@@ -33,6 +33,7 @@ local collectives = [[
 local dist = tl.distributed
 local r, w = dist.rank(), dist.world_size()
 assert(w == tonumber(arg[1]), "world size " .. w)
+local device = arg[2] or "cpu"
 local function check(t, expected, what)
   for i, v in ipairs(expected) do
     local got = t[i]
@@ -58,8 +59,9 @@ local expected = {
 expected.avg = zip(expected.sum, expected.sum, function(x) return x / w end)
 for _, dtype in ipairs({ "float64", "float32", "bfloat16" }) do
   for _, op in ipairs({ "sum", "avg", "product", "min", "max" }) do
-    local t = tl.tensor(values(r), { dtype = dtype })
+    local t = tl.tensor(values(r), { dtype = dtype, device = device })
     dist.all_reduce(t, op)
+    t = t:cpu()
     local tol = dtype == "float64" and 0 or 1e-2
     for i, v in ipairs(expected[op]) do
       if math.abs(t[i] - v) > tol * math.max(1, math.abs(v)) then
@@ -68,15 +70,15 @@ for _, dtype in ipairs({ "float64", "float32", "bfloat16" }) do
     end
   end
 end
-local n = tl.tensor({ r, 10 * r }, { dtype = "int64" })
+local n = tl.tensor({ r, 10 * r }, { dtype = "int64", device = device })
 dist.all_reduce(n, "sum")
-check(n, { w * (w - 1) / 2, 10 * w * (w - 1) / 2 }, "int64 sum")
-local any = tl.tensor({ r == 1, false })
+check(n:cpu(), { w * (w - 1) / 2, 10 * w * (w - 1) / 2 }, "int64 sum")
+local any = tl.tensor({ r == 1, false }, { device = device })
 dist.all_reduce(any, "max")
-check(any, { w > 1 and 1 or 0, 0 }, "bool max")
-local b = tl.tensor({ { r, r }, { r, r } }, { dtype = "float64" })
+check(any:cpu(), { w > 1 and 1 or 0, 0 }, "bool max")
+local b = tl.tensor({ { r, r }, { r, r } }, { dtype = "float64", device = device })
 dist.broadcast(b, w - 1)
-check(b:view(4), { w - 1, w - 1, w - 1, w - 1 }, "broadcast")
+check(b:cpu():view(4), { w - 1, w - 1, w - 1, w - 1 }, "broadcast")
 -- the barrier: nobody passes before every rank has written its file
 local f = io.open(string.format("arrived.%d", r), "w") f:write("x") f:close()
 dist.barrier()
@@ -126,13 +128,13 @@ end)
 -- rank r starts from seed 100 + r, so only the broadcast from rank 0 makes them agree
 local train = [[
 local dist, nn = tl.distributed, tl.nn
-local B, steps, optimizer = tonumber(arg[1]), tonumber(arg[2]), arg[3]
+local B, steps, optimizer, device = tonumber(arg[1]), tonumber(arg[2]), arg[3], arg[4] or "cpu"
 tl.manual_seed(7)
-local x = tl.randn({ 64, 5 }):double()
+local x = tl.randn({ 64, 5 }):double():to(device)
 local y = (x:narrow(2, 1, 1) * 2 - x:narrow(2, 2, 1)):tanh():view(64)
 local ds = tl.data.TensorDataset(x, y)
 tl.manual_seed(100 + dist.rank())
-local model = nn.DataParallel(nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 1)):double(),
+local model = nn.DataParallel(nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 1)):double():to(device),
   { bucket_mb = 200 / (1024 * 1024) })
 local params = model:parameters()
 local opt = optimizer == "adamw" and tl.optim.AdamW(params, { lr = 1e-2, weight_decay = 0.1 })
@@ -157,10 +159,11 @@ for _, p in ipairs(params) do flat[#flat + 1] = p:view(-1) end
 local sum = 0
 for _, f in ipairs(flat) do sum = sum + f:sum():item() end
 -- every rank holds the same parameters
-local lo, hi = tl.tensor({ sum }, { dtype = "float64" }), tl.tensor({ sum }, { dtype = "float64" })
+local lo = tl.tensor({ sum }, { dtype = "float64", device = device })
+local hi = tl.tensor({ sum }, { dtype = "float64", device = device })
 dist.all_reduce(lo, "min")
 dist.all_reduce(hi, "max")
-assert(lo[1] == hi[1], "the ranks' parameters differ")
+assert(lo:item() == hi:item(), "the ranks' parameters differ")
 if dist.is_main() then print(string.format("params %.17g", sum)) end
 ]]
 
@@ -170,14 +173,12 @@ local function numbers(out, pattern)
   return list
 end
 
-describe("nn.DataParallel over two CPU ranks", function()
-  for _, optimizer in ipairs({ "sgd", "adamw" }) do
-    it("batch 4 on each of 2 ranks trains as batch 8 on one (" .. optimizer .. ", float64)", function()
+local function same_numbers(optimizer, device)
       local path = script("train.lua", train)
-      local code1, one = run(string.format("cd %s && timeout 120 %s %s 8 12 %s", files.sh_quote(dir),
-        files.sh_quote(BIN), files.sh_quote(path), optimizer))
+      local code1, one = run(string.format("cd %s && timeout 120 %s %s 8 12 %s %s", files.sh_quote(dir),
+        files.sh_quote(BIN), files.sh_quote(path), optimizer, device))
       assert.are.equal(0, code1, one)
-      local code2, two = launch(2, path, "4 12 " .. optimizer)
+      local code2, two = launch(2, path, "4 12 " .. optimizer .. " " .. device)
       assert.are.equal(0, code2, two)
       local l1, l2 = numbers(one, "step %d+ loss (%S+)"), numbers(two, "step %d+ loss (%S+)")
       assert.are.equal(12, #l1)
@@ -191,6 +192,41 @@ describe("nn.DataParallel over two CPU ranks", function()
       assert.is_true(math.abs(p1[1] - p2[1]) <= 1e-11 * math.abs(p1[1]), one .. two)
       -- rank 0 alone logs
       assert.are.equal(12, select(2, two:gsub("step %d+ loss", "")))
+end
+
+describe("nn.DataParallel over two CPU ranks", function()
+  for _, optimizer in ipairs({ "sgd", "adamw" }) do
+    it("batch 4 on each of 2 ranks trains as batch 8 on one (" .. optimizer .. ", float64)", function()
+      same_numbers(optimizer, "cpu")
     end)
   end
+end)
+
+-- ---- CUDA: NCCL across GPUs ----------------------------------------------------------------------
+describe("tl.distributed and nn.DataParallel over GPUs #cuda", function()
+  local tl = require("tlua")
+  local gpus = tl.cuda.device_count()
+  if gpus == 0 or not tl.distributed.nccl_available() then
+    pending("no CUDA device or no NCCL: the NCCL specs did not run")
+    return
+  end
+  if gpus == 1 then
+    pending("one GPU: NCCL across ranks did not run (it needs a GPU per rank)")
+    it("two ranks on one GPU get a clear error before NCCL refuses them", function()
+      local code, out = launch(2, script("shared.lua", [[
+        tl.distributed.all_reduce(tl.ones({ 4 }, { device = "cuda" }), "sum")
+      ]]))
+      assert.are_not.equal(0, code)
+      assert.matches("2 ranks share this host's 1 GPU, and NCCL takes one GPU per rank", out, 1, true)
+    end)
+    return
+  end
+  it("2 ranks: all_reduce (every op, three dtypes), broadcast, barrier through NCCL", function()
+    local code, out = launch(2, script("collectives.lua", collectives), "2 cuda")
+    assert.are.equal(0, code, out)
+    assert.matches("ok rank 1 of 2", out, 1, true)
+  end)
+  it("batch 4 on each of 2 GPUs trains as batch 8 on one (adamw, float64)", function()
+    same_numbers("adamw", "cuda")
+  end)
 end)

@@ -300,7 +300,9 @@ describe("robustness", function()
     local skip = { set_num_threads = true, trace = true, no_grad = true, enable_grad = true,
       set_grad_enabled = true, manual_seed = true, custom_function = true,
       -- these write files or change global state
-      save = true, set_matmul_precision = true, _cuda_empty_cache = true }
+      save = true, set_matmul_precision = true, _cuda_empty_cache = true, _cuda_set_device = true,
+      -- this one connects to a store (and waits for it)
+      _dist_new_group = true }
     local seed = 12345
     local function rand(n)
       seed = (seed * 1103515245 + 12345) % 2147483648

@@ -52,6 +52,8 @@ usage: tlua examples/gpt/train.lua [options]
   --block N          the block size of --sparse-ffn (default 32)
   --attention fused|composed  the attention kernel, or matmul + softmax (default fused)
   --seed N           seed of the initialisation and the batches (default 1337)
+  --data-parallel    wrap the model in nn.DataParallel even in a world of one (its cost alone);
+                     under tlua --nproc N (N > 1) it is always wrapped
   --help             this text]]
 
 local numeric = { steps = "integer", layers = "integer", dim = "integer", heads = "integer", context = "integer",
@@ -60,7 +62,8 @@ local numeric = { steps = "integer", layers = "integer", dim = "integer", heads 
   sparse_ffn = "number", block = "integer", seed = "integer" }
 local text_options = { device = true, dtype = true, data = true, save = true, csv = true, attention = true }
 
-local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options })
+local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options,
+  flags = { data_parallel = true } })
 
 local device = opts.device or "cpu"
 if device ~= "cpu" and not device:match("^cuda") then fail("--device must be cpu or cuda") end
@@ -116,7 +119,7 @@ local config = gpt.config {
 }
 local model = gpt.GPT(config)
 local inner = model
-if world > 1 then
+if world > 1 or opts.data_parallel then
   model = tl.nn.DataParallel(model) -- rank 0's weights everywhere; gradients averaged in backward
   tl.manual_seed(opts.seed + 7919 * rank) -- each rank its own dropout masks
 end
@@ -207,7 +210,7 @@ for step = 1, opts.steps do
     local rate = interval_steps * tokens_per_step / (now - interval_start)
     bar:clear()
     local comm = ""
-    if world > 1 then
+    if model ~= inner then
       local st = model:stats()
       comm = string.format(", all-reduce %.2f ms, %.2f ms not hidden by backward", st.comm_ms, st.exposed_ms)
     end

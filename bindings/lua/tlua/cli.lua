@@ -3,10 +3,11 @@ local M = {}
 
 --- parse(argv, spec) -> opts. spec: program (for messages), usage (printed by --help and after
 --- an error), numeric = {key = "integer" | "number"}, text = {key = true} (options taken as
---- strings), defaults = {key = value}. Dashes in a key read as underscores (--top-k is top_k).
+--- strings), flags = {key = true} (options without a value: --key sets true, --key=false
+--- false), defaults = {key = value}. Dashes in a key read as underscores (--top-k is top_k).
 --- A bad argument prints "<program>: <message>" and the usage to stderr and exits with status 2.
 function M.parse(argv, spec)
-  local numeric, text = spec.numeric or {}, spec.text or {}
+  local numeric, text, flags = spec.numeric or {}, spec.text or {}, spec.flags or {}
   local function fail(message)
     io.stderr:write(spec.program, ": ", message, "\n", spec.usage, "\n")
     os.exit(2)
@@ -22,7 +23,13 @@ function M.parse(argv, spec)
       os.exit(0)
     end
     local key, value = a:match("^%-%-([%w_-]+)=(.*)$")
-    if not key then
+    local flag = flags[(key or a:match("^%-%-([%w_-]+)$") or ""):gsub("-", "_")]
+    if flag and not key then
+      key, value = a:match("^%-%-([%w_-]+)$"), true
+    elseif flag then
+      if value ~= "true" and value ~= "false" then fail("--" .. key .. " takes no value, or =true or =false") end
+      value = value == "true"
+    elseif not key then
       key = a:match("^%-%-([%w_-]+)$")
       if not key then fail("unexpected argument '" .. a .. "'") end
       i = i + 1
@@ -30,7 +37,7 @@ function M.parse(argv, spec)
       if value == nil then fail("--" .. key .. " needs a value") end
     end
     local name = key:gsub("-", "_")
-    if not numeric[name] and not text[name] then fail("unknown option --" .. key) end
+    if not numeric[name] and not text[name] and not flags[name] then fail("unknown option --" .. key) end
     if numeric[name] then
       local n = tonumber(value)
       if not n or (numeric[name] == "integer" and math.type(n) ~= "integer") then

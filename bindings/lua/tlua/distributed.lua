@@ -38,13 +38,16 @@ function dist.is_launched() return os.getenv("TLUA_WORLD_SIZE") ~= nil end
 --- nccl_available() -> whether CUDA tensors can be reduced across ranks in this build
 function dist.nccl_available() return core._dist_nccl_available() end
 
---- device() -> "cuda:LOCAL_RANK" when a GPU is usable, else "cpu": where this rank trains
+--- device() -> "cuda:LOCAL_RANK" (modulo the GPUs present) when a GPU is usable, else "cpu":
+--- where this rank trains
 function dist.device()
-  if core._cuda_is_available() then return "cuda:" .. dist.local_rank() end
+  local gpus = core.cuda_device_count()
+  if gpus > 0 then return "cuda:" .. dist.local_rank() % gpus end
   return "cpu"
 end
 
 local group
+local shared_gpus -- why CUDA collectives cannot run here, when ranks share GPUs
 
 --- init{timeout = 300 (seconds, every wait on another rank)}: joins the job's group (done by
 --- the first collective when not called). Returns the group.
@@ -65,7 +68,17 @@ function dist.init(opts)
     error("tl.distributed.init: TLUA_MASTER_ADDR and TLUA_MASTER_PORT are not set (start the " ..
       "script with tlua --nproc N)", 2)
   end
-  group = core._dist_new_group(rank, world, dist.local_rank(), host, port, timeout)
+  -- more local ranks than GPUs share them round-robin (NCCL may refuse two ranks on one GPU)
+  local gpus = core.cuda_device_count()
+  local cuda_device = gpus > 0 and dist.local_rank() % gpus or 0
+  if gpus > 0 then core._cuda_set_device(cuda_device) end
+  group = core._dist_new_group(rank, world, cuda_device, host, port, timeout)
+  local local_world = env_int("TLUA_LOCAL_WORLD_SIZE", 1)
+  if gpus > 0 and local_world > gpus then
+    shared_gpus = string.format("%d ranks share this host's %d GPU%s, and NCCL takes one GPU per rank " ..
+      "(start at most %d rank%s per host, or reduce CPU tensors)", local_world, gpus, gpus == 1 and "" or "s",
+      gpus, gpus == 1 and "" or "s")
+  end
   return group
 end
 
@@ -76,6 +89,8 @@ local function check_tensor(t, op)
   if not core.is_tensor(t) then
     error(string.format("tl.distributed.%s: expected a tensor, got %s", op, type(t)), 3)
   end
+  dist.init()
+  if shared_gpus and t.device ~= "cpu" then error(string.format("tl.distributed.%s: %s", op, shared_gpus), 3) end
 end
 
 --- all_reduce(t, op = "sum"): every rank's t becomes the reduction of all ranks' t

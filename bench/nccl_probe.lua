@@ -1,0 +1,13 @@
+local dist = tl.distributed
+dist.init()
+local r, w = dist.rank(), dist.world_size()
+local t = tl.tensor({ r + 1, 10 * (r + 1) }, { device = "cuda:0" })
+dist.all_reduce(t, "sum")
+print("rank", r, "sum", t[1], t[2])
+local a = tl.full({ 1000 }, r + 1, { device = "cuda:0" })
+local work = dist.all_reduce_start(a, "avg")
+work:wait()
+print("rank", r, "avg", a[1], a[1000], "timing", work:timing())
+local b = tl.tensor({ r, r }, { device = "cuda:0", dtype = "float64" })
+dist.broadcast(b, 1)
+print("rank", r, "bcast", b[1])
