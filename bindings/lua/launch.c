@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 extern char **environ;
 
 #define GRACE_S         5.0   /* SIGTERM, then SIGKILL this much later */
+#define KILL_WAIT_S     2.0   /* then this long for the killed processes to go */
 #define TICK_S          0.05  /* the monitor's period (child exits wake it at once) */
 #define WATCH_PERIOD_S  0.2   /* how often a watcher looks for another node's failure */
 #define CONNECT_S       300.0 /* how long a launcher waits for node 0's store */
@@ -41,7 +43,8 @@ static const char usage_text[] =
     "  --master-addr A  node 0's address as every node reaches it (default 127.0.0.1)\n"
     "  --master-port P  the store's port (default: a free port for one node, 29500 for several)\n"
     "Each rank gets TLUA_RANK, TLUA_WORLD_SIZE, TLUA_LOCAL_RANK, TLUA_LOCAL_WORLD_SIZE,\n"
-    "TLUA_NODE_RANK, TLUA_NNODES, TLUA_MASTER_ADDR and TLUA_MASTER_PORT.\n";
+    "TLUA_NODE_RANK, TLUA_NNODES, TLUA_MASTER_ADDR and TLUA_MASTER_PORT; unless set,\n"
+    "OMP_NUM_THREADS is the node's cores divided by N.\n";
 
 typedef struct launch_options {
     int nproc, nnodes, node_rank;
@@ -181,6 +184,14 @@ static bool check_options(const launch_options *o, int argc) {
     return true;
 }
 
+/* A script that no rank could open is refused before any rank starts ("-e ..." and other
+   options of tlua go to the ranks as they are). */
+static bool check_script(const char *script) {
+    if (script[0] == '-' || access(script, R_OK) == 0) return true;
+    fprintf(stderr, "tlua --nproc: cannot read the script '%s': %s\n", script, strerror(errno));
+    return false;
+}
+
 static bool parse_options(int argc, char **argv, launch_options *o) {
     *o = (launch_options){.nnodes = 1, .master_port = -1};
     int i = 1;
@@ -196,7 +207,7 @@ static bool parse_options(int argc, char **argv, launch_options *o) {
         if (!set_option(o, which, value)) return false;
     }
     o->first_arg = i;
-    return check_options(o, argc);
+    return check_options(o, argc) && check_script(argv[i]);
 }
 
 bool tlb_launch_requested(int argc, char **argv) {
@@ -335,6 +346,17 @@ static char **rank_environment(const launch_job *job, int local_rank) {
     return env;
 }
 
+/* Writes text to stderr, async-signal-safe (between fork and exec). */
+static void write_stderr(const char *text) {
+    size_t len = strlen(text);
+    while (len > 0) {
+        ssize_t n = write(STDERR_FILENO, text, len);
+        if (n <= 0) return;
+        text += n;
+        len -= (size_t)n;
+    }
+}
+
 /* In the child between fork and exec: only async-signal-safe calls. */
 static void exec_rank(const launch_job *job, const char *exe, char **args, char **env) {
     setpgid(0, 0);
@@ -345,10 +367,9 @@ static void exec_rank(const launch_job *job, const char *exe, char **args, char 
         environ = env;
         execvp(exe, args);
     }
-    static const char failed[] = "tlua --nproc: cannot execute the tlua executable: ";
-    if (write(STDERR_FILENO, failed, sizeof failed - 1) < 0 ||
-        write(STDERR_FILENO, exe, strlen(exe)) < 0 || write(STDERR_FILENO, "\n", 1) < 0) {
-    }
+    write_stderr("tlua --nproc: cannot execute the tlua executable: ");
+    write_stderr(exe);
+    write_stderr("\n");
     _exit(127);
 }
 
@@ -376,10 +397,11 @@ static void spawn_ranks(launch_job *job, int argc, char **argv) {
         pid_t pid = env ? fork() : -1;
         if (pid == 0) exec_rank(job, exe, args, env);
         int err = errno;
+        bool made_env = env != NULL;
         free(env);
         if (pid < 0) {
             say("cannot start rank %d: %s", o->node_rank * o->nproc + local,
-                env ? strerror(err) : "out of memory");
+                made_env ? strerror(err) : "out of memory");
             job->exit_code = 1;
             break;
         }
@@ -468,6 +490,14 @@ static bool any_group_alive(launch_job *job) {
     return false;
 }
 
+/* Whether to wait on: ranks run, or a stopped job's process groups still hold processes (for
+   KILL_WAIT_S at most after SIGKILL). */
+static bool job_has_processes(launch_job *job) {
+    if (job->running > 0) return true;
+    if (!job->stopping || (job->killed && now_s() > job->kill_at + KILL_WAIT_S)) return false;
+    return any_group_alive(job);
+}
+
 static void kill_remaining(launch_job *job) {
     for (int i = 0; i < job->opt.nproc; i++) {
         const rank_process *r = &job->ranks[i];
@@ -485,7 +515,7 @@ static void monitor_ranks(launch_job *job) {
         stop_job(job, job->exit_code, SIGTERM);
         publish_failure(job, "a rank could not be started");
     }
-    while (job->running > 0 || (job->stopping && !job->killed && any_group_alive(job))) {
+    while (job_has_processes(job)) {
         struct timespec tick = timespec_of(TICK_S);
         int sig = sigtimedwait(&job->handled, NULL, &tick);
         if (sig > 0 && sig != SIGCHLD) on_launcher_signal(job, sig);
@@ -543,11 +573,22 @@ static void release_job(launch_job *job) {
     free(job->ranks);
 }
 
+/* The ranks of a node share its cores: unless the user chose, each gets its share of OpenMP
+   threads (OpenMP's spinning threads, more of them than cores, slow every rank down many-fold). */
+static void share_cores(int nproc) {
+    if (getenv("OMP_NUM_THREADS")) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char text[24];
+    snprintf(text, sizeof text, "%ld", cores / nproc > 1 ? cores / nproc : 1);
+    setenv("OMP_NUM_THREADS", text, 0);
+}
+
 int tlb_launch_main(int argc, char **argv) {
     launch_job job = {0};
     atomic_init(&job.watcher.stop, false);
     atomic_init(&job.watcher.fired, false);
     if (!parse_options(argc, argv, &job.opt)) return 1;
+    share_cores(job.opt.nproc);
     job.ranks = calloc((size_t)job.opt.nproc, sizeof *job.ranks);
     if (!job.ranks || !start_store(&job)) {
         if (!job.ranks) say("out of memory");
@@ -559,6 +600,8 @@ int tlb_launch_main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof handled / sizeof handled[0]; i++)
         sigaddset(&job.handled, handled[i]);
     pthread_sigmask(SIG_BLOCK, &job.handled, &job.saved_mask);
+    /* the ranks' orphans (a script's os.execute) become our children: reaped, never zombies */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     if (start_watcher(&job))
         spawn_ranks(&job, argc, argv);
     else

@@ -35,12 +35,14 @@ void tl_store_server_stop(tl_store_server *server);
 tl_status tl_store_connect(const char *host, int port, double timeout_s, tl_store **out);
 /* NULL is a no-op. */
 void tl_store_close(tl_store *store);
-/* The timeout of every later wait of this client (seconds, > 0); the default is 300. */
+/* The timeout of every later wait of this client (seconds, > 0; the default is 300), counted
+   from the last byte moved. After a timeout the client reconnects on its next call. */
 tl_status tl_store_set_timeout(tl_store *store, double timeout_s);
 tl_status tl_store_set(tl_store *store, const char *key, const void *value, size_t size);
 /* Waits until key exists, then *value gets a malloc'ed copy (free it) of *size bytes. */
 tl_status tl_store_get(tl_store *store, const char *key, void **value, size_t *size);
-/* Adds delta to the integer under key (absent keys count as 0) and returns the new value. */
+/* Adds delta to the integer under key (absent keys count as 0) and returns the new value; the
+   store keeps it as decimal text (a get reads "42"). */
 tl_status tl_store_add(tl_store *store, const char *key, int64_t delta, int64_t *out);
 /* *exists is whether key exists now; never waits. */
 tl_status tl_store_check(tl_store *store, const char *key, bool *exists);

@@ -1,0 +1,52 @@
+/* The store server's connections: a client's request, its queued replies (private to dist). */
+#ifndef TLUA_DIST_STORE_CONN_H
+#define TLUA_DIST_STORE_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tlua/distributed.h"
+
+#include "store_map.h"
+#include "store_wire.h"
+
+enum { STORE_SCRATCH_SIZE = 64 << 10 };
+
+typedef struct store_out_chunk store_out_chunk;
+typedef enum store_read_phase { READ_HEADER, READ_KEY, READ_VALUE } store_read_phase;
+
+/* A client connection and the request it is sending. */
+typedef struct store_conn {
+    int fd;
+    bool dead;   /* closed at the end of this round */
+    bool parked; /* its GET waits for key */
+    store_read_phase phase;
+    size_t got; /* bytes of the current part received */
+    unsigned char head[STORE_HEADER_SIZE];
+    int op;
+    size_t key_len;
+    uint64_t value_len;
+    char key[TL_STORE_MAX_KEY];
+    store_blob *value; /* the value being received (SET, ADD); NULL when it is discarded */
+    store_out_chunk *out_first, *out_last;
+} store_conn;
+
+/* What the connections share: the map, and each other (a SET answers the GETs parked on other
+   connections). */
+typedef struct store_state {
+    store_map map;
+    store_conn **conns;
+    size_t conn_count, conn_capacity;
+    unsigned char scratch[STORE_SCRATCH_SIZE]; /* where a discarded value's bytes go */
+} store_state;
+
+/* Reads what c's client sent (a bounded amount, so that every client gets its turn) and runs its
+   complete requests, queueing their replies; false when the connection must close. */
+bool store_conn_read(store_state *state, store_conn *c);
+/* Sends what the socket takes now of c's replies; false when the connection broke. */
+bool store_conn_flush(store_conn *c);
+/* Closes c's socket and frees it with its queued replies. */
+void store_conn_free(store_conn *c);
+
+#endif
