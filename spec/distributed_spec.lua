@@ -425,3 +425,37 @@ describe("tl.distributed and nn.DataParallel on cuda #cuda", function()
     end
   end)
 end)
+
+describe("nn.DataParallel's lifetime", function()
+  it("is collected with its model: the parameters' hooks hold it weakly", function()
+    local weak = setmetatable({}, { __mode = "v" })
+    do
+      local m = nn.DataParallel(nn.Linear(4, 2):double())
+      m(tl.randn({ 3, 4 }):double()):sum():backward()
+      weak[1], weak[2] = m, m.module.weight
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(weak[1])
+    assert.is_nil(weak[2])
+  end)
+
+  it("recovers when a backward fails half way", function()
+    tl.manual_seed(9)
+    local m = nn.DataParallel(nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1)):double(),
+      { bucket_mb = 1 / (1024 * 1024) })
+    local x = tl.randn({ 3, 4 }):double():requires_grad_(true)
+    -- x is finished last: every parameter's hook has run (the pass is open) when this one fails
+    tl.autograd.set_grad_ready_hook(x, function() error("stop here") end)
+    local ok, err = pcall(function() m(x):sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("stop here", tostring(err))
+    tl.autograd.set_grad_ready_hook(x, nil)
+    m:zero_grad()
+    m(x):sum():backward()
+    tl.manual_seed(9)
+    local plain = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1)):double()
+    plain(x):sum():backward()
+    for i, p in ipairs(plain:parameters()) do assert.tensor_near(p.grad, m:parameters()[i].grad, 0, 1e-14) end
+  end)
+end)

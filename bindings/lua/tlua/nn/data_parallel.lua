@@ -28,6 +28,7 @@ local dist = tl.distributed
 local autograd = tl.autograd
 
 local DataParallel = base.Module:extend("DataParallel")
+local instances = 0 -- wrappers made so far: every rank makes them in the same order
 
 local function check_options(opts)
   if type(opts) ~= "table" then error("nn.DataParallel: expected an options table, got " .. type(opts), 4) end
@@ -52,12 +53,19 @@ function DataParallel:init(module, opts)
   })
   rawset(self, "_sync", true)
   rawset(self, "_passes", 0)
+  instances = instances + 1
+  rawset(self, "_id", instances)
   rawset(self, "_params", module:parameters())
   if #self._params == 0 then error("nn.DataParallel: the module has no parameters", 3) end
   if opts.broadcast ~= false then self:_broadcast_state() end
   self:_build_buckets(nil)
+  -- the hooks hold the wrapper weakly: a parameter's hook must not keep the model alive
+  local weak = setmetatable({ self }, { __mode = "v" })
   for i, p in ipairs(self._params) do
-    autograd.set_grad_ready_hook(p, function() self:_on_ready(i) end)
+    autograd.set_grad_ready_hook(p, function()
+      local wrapper = weak[1]
+      if wrapper then wrapper:_on_ready(i) end
+    end)
   end
 end
 
@@ -126,6 +134,7 @@ function DataParallel:_attach_grads()
 end
 
 function DataParallel:forward(...)
+  rawset(self, "_in_pass", false) -- a backward that failed half way leaves no pass open
   self:_attach_grads()
   return self.module:forward(...)
 end
@@ -183,7 +192,7 @@ end
 function DataParallel:_rebuild_in_ready_order(order)
   if #order ~= #self._params then return end -- unused parameters: keep the layout
   if dist.world_size() > 1 then
-    local key = "nn.DataParallel/order"
+    local key = string.format("nn.DataParallel/%d/order", self._id)
     if dist.is_main() then dist.store_set(key, table.concat(order, ",")) end
     local got = {}
     for n in dist.store_get(key):gmatch("%d+") do got[#got + 1] = math.tointeger(n) end
