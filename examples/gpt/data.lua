@@ -116,25 +116,12 @@ function Dataset:batch(split, B, T)
   return self:batch_at(split, tl.randint(1, n - T + 1, { B }, { device = self.device }), T)
 end
 
--- splitmix64: a generator of its own for the training windows, the same on every rank
-local function splitmix(seed)
-  local s = seed
-  return function(n) -- uniform integer in [1, n]
-    s = s + 0x9E3779B97F4A7C15
-    local z = s
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    z = z ~ (z >> 31)
-    return (z >> 11) % n + 1
-  end
-end
-
 --- sampler(seed) -> draw(split, B, T, rank = 0, world = 1) -> x, y: windows drawn by a generator
 --- of the sampler's own (not tl's), so every rank of a data-parallel job draws the same global
 --- batch of B * world windows and keeps rows rank * B + 1 .. (rank + 1) * B: the ranks' batches
 --- together are the batch B * world of one process.
 function Dataset:sampler(seed)
-  local random = splitmix(seed)
+  local random = tl.data.splitmix(seed) -- a generator of its own, the same on every rank
   return function(split, B, T, rank, world)
     rank, world = rank or 0, world or 1
     local src = split == "val" and self.val or self.train

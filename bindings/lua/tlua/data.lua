@@ -117,6 +117,8 @@ end
 -- ---- DataLoader ------------------------------------------------------------------------
 -- A small PRNG of its own (splitmix64) for the shuffles: reproducible for a seed, and leaves
 -- tl.manual_seed's stream and math.random alone.
+--- splitmix(seed) -> random(n): uniform integers in [1, n], the same sequence for a seed on every
+--- machine and rank, independent of tl.manual_seed's stream and of math.random
 local function splitmix(state)
   local s = state
   return function(n) -- uniform integer in [1, n]
@@ -128,6 +130,8 @@ local function splitmix(state)
     return (z >> 11) % n + 1
   end
 end
+
+data.splitmix = splitmix
 
 local DataLoader = class("data.DataLoader")
 data.DataLoader = DataLoader
