@@ -205,7 +205,8 @@ static tl_status accumulate(tl_tensor **slot, tl_tensor *grad) {
     return TL_OK;
 }
 
-/* Adds grad into leaf.grad, in the leaf's dtype and as a tensor of its own. */
+/* Adds grad into leaf.grad, in the leaf's dtype: in place into a contiguous grad (a view of a
+   larger buffer stays one), else as a tensor of its own. */
 static tl_status accumulate_leaf(tl_tensor *leaf, tl_tensor *grad) {
     tl_tensor *g = grad;
     tl_status status = TL_OK;

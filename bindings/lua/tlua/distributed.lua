@@ -38,12 +38,17 @@ function dist.is_launched() return os.getenv("TLUA_WORLD_SIZE") ~= nil end
 --- nccl_available() -> whether CUDA tensors can be reduced across ranks in this build
 function dist.nccl_available() return core._dist_nccl_available() end
 
---- device() -> "cuda:LOCAL_RANK" (modulo the GPUs present) when a GPU is usable, else "cpu":
---- where this rank trains
-function dist.device()
+--- cuda_index() -> this rank's GPU: LOCAL_RANK, modulo the GPUs present (more local ranks than
+--- GPUs share them round-robin); nil without a GPU
+function dist.cuda_index()
   local gpus = core.cuda_device_count()
-  if gpus > 0 then return "cuda:" .. dist.local_rank() % gpus end
-  return "cpu"
+  if gpus > 0 then return dist.local_rank() % gpus end
+end
+
+--- device() -> "cuda:<cuda_index()>" when a GPU is usable, else "cpu": where this rank trains
+function dist.device()
+  local index = dist.cuda_index()
+  return index and ("cuda:" .. index) or "cpu"
 end
 
 local group
@@ -68,11 +73,8 @@ function dist.init(opts)
     error("tl.distributed.init: TLUA_MASTER_ADDR and TLUA_MASTER_PORT are not set (start the " ..
       "script with tlua --nproc N)", 2)
   end
-  -- more local ranks than GPUs share them round-robin (NCCL may refuse two ranks on one GPU)
   local gpus = core.cuda_device_count()
-  local cuda_device = gpus > 0 and dist.local_rank() % gpus or 0
-  if gpus > 0 then core._cuda_set_device(cuda_device) end
-  group = core._dist_new_group(rank, world, cuda_device, host, port, timeout)
+  group = core._dist_new_group(rank, world, dist.cuda_index() or 0, host, port, timeout)
   local local_world = env_int("TLUA_LOCAL_WORLD_SIZE", 1)
   if gpus > 0 and local_world > gpus then
     shared_gpus = string.format("%d ranks share this host's %d GPU%s, and NCCL takes one GPU per rank " ..

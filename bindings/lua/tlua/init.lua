@@ -12,13 +12,10 @@ tl.dtypes = { "float32", "float64", "bfloat16", "float16", "int32", "int64", "bo
 local submodules = { autograd = true, nn = true, optim = true, data = true, cuda = true, distributed = true }
 
 -- a rank of a data-parallel job (tlua --nproc N) trains on its own GPU: "cuda" names
--- cuda:LOCAL_RANK there (modulo the GPUs present; os is absent in the embedding sandbox)
-do
-  local local_rank = os and os.getenv and math.tointeger(tonumber(os.getenv("TLUA_LOCAL_RANK") or ""))
-  if local_rank and local_rank >= 0 then
-    local gpus = tl.cuda_device_count() -- more ranks than GPUs share them round-robin
-    tl._cuda_set_device(gpus > 0 and local_rank % gpus or local_rank)
-  end
+-- cuda:LOCAL_RANK there (tl.distributed.cuda_index; os is absent in the embedding sandbox)
+if os and os.getenv and os.getenv("TLUA_LOCAL_RANK") then
+  local index = require("tlua.distributed").cuda_index()
+  if index then tl._cuda_set_device(index) end
 end
 
 -- t:cuda(n?) and t:cpu(): moves to a device (the tensor itself when already there)

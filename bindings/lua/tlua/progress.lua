@@ -52,8 +52,7 @@ function progress.new(opts)
   local tty = opts.tty
   if tty == nil then tty = progress.is_tty() end
   local off = os.getenv("TLUA_PROGRESS") == "off" and opts.tty == nil
-  local rank = tonumber(os.getenv("TLUA_RANK") or "0")
-  if rank ~= 0 and not opts.all_ranks then off = true end
+  if not opts.all_ranks and not tl.distributed.is_main() then off = true end
   return setmetatable({
     total = opts.total, label = opts.label or "", width = opts.width or 24, out = opts.out or io.stdout,
     every = opts.every or 5, tty = tty, off = off, start = tl.clock(), last_print = -math.huge,
