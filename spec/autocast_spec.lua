@@ -106,6 +106,78 @@ describe("autocast", function()
     end)
   end)
 
+  describe("mixed-dtype backward (a gradient reaches each node in its output's dtype)", function()
+    -- float64 references of the rounded operands; the gradients of an affine map are sums of
+    -- products that bfloat16 holds within its rounding
+    it("differentiates a bfloat16 product plus a float32 bias under autocast", function()
+      local A = tl.randn(5, 7, { requires_grad = true })
+      local W = tl.randn(7, 3, { requires_grad = true })
+      local bias = tl.randn(3, { requires_grad = true })
+      local out = tl.autocast("bfloat16", function() return A:matmul(W) + bias end)
+      assert.are.equal("float32", out.dtype)
+      local g = tl.randn(5, 3)
+      out:backward(g)
+      local A64, W64, g64 = rounded(A:detach(), "bfloat16"), rounded(W:detach(), "bfloat16"), rounded(g, "bfloat16")
+      assert.are.equal("float32", A.grad.dtype)
+      assert.tensor_near(g64:matmul(W64:transpose(1, 2)), A.grad:to("float64"), 3e-2, 3e-2)
+      assert.tensor_near(A64:transpose(1, 2):matmul(g64), W.grad:to("float64"), 3e-2, 3e-2)
+      assert.tensor_near(g:to("float64"):sum(1), bias.grad:to("float64"), 1e-5, 1e-5)
+    end)
+
+    it("differentiates bfloat16 products times float32 tensors without autocast", function()
+      local a = tl.randn(4, 6, { requires_grad = true })
+      local W = tl.randn(6, 5, { requires_grad = true })
+      local b = tl.randn(4, 5, { requires_grad = true })
+      local out = a:bfloat16():matmul(W:bfloat16()) * b
+      assert.are.equal("float32", out.dtype)
+      out:sum():backward()
+      local prod = rounded(a:detach(), "bfloat16"):matmul(rounded(W:detach(), "bfloat16"))
+      assert.tensor_near(prod, b.grad:to("float64"), 3e-2, 3e-2)
+      local gb = rounded(b:detach(), "bfloat16")
+      assert.tensor_near(gb:matmul(rounded(W:detach(), "bfloat16"):transpose(1, 2)), a.grad:to("float64"), 5e-2, 5e-2)
+      assert.tensor_near(rounded(a:detach(), "bfloat16"):transpose(1, 2):matmul(gb), W.grad:to("float64"), 5e-2, 5e-2)
+    end)
+
+    it("differentiates grouped_mm and grouped_matmul plus a float32 bias under autocast", function()
+      local a = tl.randn(6, 4, { requires_grad = true })
+      local b = tl.randn(2, 4, 3, { requires_grad = true })
+      local bias = tl.randn(3, { requires_grad = true })
+      local offsets = tl.tensor({ 2, 6 }, { dtype = "int32" })
+      local out = tl.autocast("bfloat16", function() return tl.grouped_mm(a, b, offsets) + bias end)
+      out:sum():backward()
+      -- d/db[g] = a[rows of g]^T 1, d/da[row] = 1 b[g]^T
+      local a64, b64 = rounded(a:detach(), "bfloat16"), rounded(b:detach(), "bfloat16")
+      local ones = tl.ones(6, 3, { dtype = "float64" })
+      assert.tensor_near(a64:narrow(1, 1, 2):transpose(1, 2):matmul(ones:narrow(1, 1, 2)), b.grad[1]:to("float64"), 3e-2, 3e-2)
+      assert.tensor_near(a64:narrow(1, 3, 4):transpose(1, 2):matmul(ones:narrow(1, 3, 4)), b.grad[2]:to("float64"), 3e-2, 3e-2)
+      assert.tensor_near(ones:narrow(1, 1, 2):matmul(b64[1]:transpose(1, 2)), a.grad:narrow(1, 1, 2):to("float64"), 3e-2, 3e-2)
+      assert.tensor_near(tl.full({ 3 }, 6, { dtype = "float64" }), bias.grad:to("float64"), 1e-6, 1e-6)
+
+      local x, y = tl.randn(2, 3, { requires_grad = true }), tl.randn(3, 4, { requires_grad = true })
+      local outs = tl.autocast("bfloat16", function() return tl.grouped_matmul({ x }, { y }) end)
+      ;(outs[1] * tl.ones(2, 4)):sum():backward()
+      assert.tensor_near(tl.ones(2, 4, { dtype = "float64" }):matmul(rounded(y:detach(), "bfloat16"):transpose(1, 2)),
+        x.grad:to("float64"), 3e-2, 3e-2)
+    end)
+
+    it("trains nn.MoE with its default bias under autocast", function()
+      local moe = tl.nn.MoE { dim = 8, hidden = 16, experts = 4, top_k = 2 }
+      local x = tl.randn(10, 8)
+      local out = tl.autocast("bfloat16", function() return moe(x) end)
+      out:float():pow(2):mean():backward()
+      local seen = 0
+      for _, p in ipairs(moe:parameters()) do
+        if p.grad then
+          seen = seen + 1
+          assert.are.equal(p.dtype, p.grad.dtype)
+          local size = p.grad:abs():sum():item()
+          assert.is_true(size == size and size < math.huge, "a finite gradient")
+        end
+      end
+      assert.are.equal(#moe:parameters(), seen, "every parameter (b1 and b2 too) got a gradient")
+    end)
+  end)
+
   it("trains an MLP: float32 parameters, bfloat16 activations, the loss falls", function()
     local nn = tl.nn
     local model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))

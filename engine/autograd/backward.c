@@ -190,6 +190,20 @@ static int by_sequence_descending(const void *a, const void *b) {
     return sa < sb ? 1 : sa > sb ? -1 : 0;
 }
 
+/* A gradient reaching output `output_nr` of node in that output's dtype: a node's inputs may
+   have another dtype than its outputs (a bfloat16 product added to a float32 bias gives the
+   product a float32 gradient), and each backward formula expects its outputs' dtype. Casts *g in
+   place of the reference it holds; on failure *g is released and NULL. */
+static tl_status in_output_dtype(const tl_node *node, int output_nr, tl_tensor **g) {
+    tl_dtype want = node->output_dtype[output_nr];
+    if ((*g)->dtype == want) return TL_OK;
+    tl_tensor *cast = NULL;
+    tl_status status = tl_cast(*g, want, &cast);
+    tl_release(*g);
+    *g = cast;
+    return status;
+}
+
 /* *slot += grad (takes grad's reference). */
 static tl_status accumulate(tl_tensor **slot, tl_tensor *grad) {
     if (!*slot) {
@@ -343,6 +357,7 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
                 tl_release(g);
             else if (edge->node) {
                 status = entry_grads(&p.entries[entry_of(&p, edge->node)], &pending);
+                if (status == TL_OK) status = in_output_dtype(edge->node, edge->output_nr, &g);
                 if (status == TL_OK)
                     status = accumulate(&pending[edge->output_nr], g);
                 else
