@@ -1,5 +1,7 @@
 /* Autograd from Lua: requires_grad, grad, backward, detach, no_grad, and custom functions. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "binding.h"
 
@@ -200,27 +202,21 @@ static int ag_autocast_get(lua_State *L) {
 }
 
 /* ---- custom functions ----------------------------------------------------- */
-/* What a custom node keeps: the registry reference of its Lua backward. */
+/* What a custom node keeps: its state's anchor, the registry reference of its Lua backward (in
+   that state) and its name (a copy: the node may outlive the state). */
 typedef struct custom_user {
-    lua_State *main;
+    tlb_anchor *anchor;
     int ref;
-    const char *name; /* interned in the registry: lives as long as the state */
+    char name[];
 } custom_user;
 
-/* The main thread of the state whose module is loaded and not yet closed. */
-static lua_State *live_main;
-static const char live_key = 'l';
-static const char names_key = 'n';
 static const char call_key = 'c';
-
-bool tlb_state_is_live(lua_State *main) {
-    return main && main == live_main;
-}
 
 static void custom_release(void *user) {
     custom_user *u = user;
-    if (tlb_state_is_live(u->main) && lua_checkstack(u->main, 2))
-        luaL_unref(u->main, LUA_REGISTRYINDEX, u->ref);
+    lua_State *main = tlb_anchor_state(u->anchor);
+    if (main && lua_checkstack(main, 2)) luaL_unref(main, LUA_REGISTRYINDEX, u->ref);
+    tlb_anchor_release(u->anchor);
     free(u);
 }
 
@@ -261,9 +257,10 @@ static tl_status custom_backward(void *user, int num_outputs, tl_tensor *const *
                                  int num_inputs, const bool *needs_input_grad,
                                  tl_tensor **grads_in) {
     lua_State *L = backward_state;
-    if (!L)
-        return tl_error(TL_ERR_AUTOGRAD,
-                        "backward: a custom function needs a backward started from Lua");
+    custom_user *u = user;
+    char what[160];
+    snprintf(what, sizeof what, "the custom function '%s'", u->name);
+    TL_TRY(tlb_anchor_check(u->anchor, L, what));
     if (!lua_checkstack(L, 4)) return tl_error(TL_ERR_MEMORY, "backward: Lua stack overflow");
     int top = lua_gettop(L);
     custom_call c = {.user = user,
@@ -328,12 +325,6 @@ static int ag_custom_function(lua_State *L) {
     lua_settop(L, 4);
     int num_inputs = tensor_list(L, 2, name, "inputs", &inputs);
     int num_outputs = tensor_list(L, 3, name, "outputs", &outputs);
-    /* the node keeps the name's pointer: keep the string alive forever */
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key);
-    lua_pushvalue(L, 1);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
 
     /* Each output joins the graph as a fresh alias: the tensor forward returned
        stays outside the graph, so what forward kept of it (ctx's saved
@@ -350,18 +341,14 @@ static int ag_custom_function(lua_State *L) {
         lua_rawseti(L, result, o + 1);
     }
 
+    size_t name_len = strlen(name);
+    custom_user *u = malloc(sizeof *u + name_len + 1);
+    if (!u) return tlb_errorf(L, "%s: out of memory", name);
+    memcpy(u->name, name, name_len + 1);
     lua_pushvalue(L, 4);
-    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    custom_user *u = malloc(sizeof *u);
-    if (!u) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        return tlb_errorf(L, "%s: out of memory", name);
-    }
-    u->ref = ref;
-    u->name = name;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    u->main = lua_tothread(L, -1);
-    lua_pop(L, 1);
+    u->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    u->anchor = tlb_anchor_of(L);
+    /* from here the node owns u: custom_release frees it, also when recording fails */
     if (tl_ag_custom(name, num_inputs, inputs, num_outputs, outputs, custom_backward,
                      custom_release, u) != TL_OK)
         return tlb_fail(L);
@@ -369,33 +356,10 @@ static int ag_custom_function(lua_State *L) {
     return 1;
 }
 
-/* A sentinel collected when the state closes (after every tensor: it is the
-   oldest object with a finalizer): from then on, custom nodes released by C
-   code no longer touch the state. */
-static int live_gc(lua_State *L) {
-    lua_State **p = lua_touserdata(L, 1);
-    if (p && *p == live_main) live_main = NULL;
-    return 0;
-}
-
 void tlb_autograd_init(lua_State *L, int mt) {
     mt = lua_absindex(L, mt);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    lua_State *main = lua_tothread(L, -1);
-    lua_pop(L, 1);
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &live_key) == LUA_TNIL) {
-        lua_State **p = lua_newuserdatauv(L, sizeof *p, 0);
-        *p = main;
-        lua_createtable(L, 0, 1);
-        lua_pushcfunction(L, live_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_setmetatable(L, -2);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &live_key);
-        live_main = main;
-
-        lua_newtable(L);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &names_key);
-
+    tlb_anchor_init(L);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &guard_key) == LUA_TNIL) {
         lua_createtable(L, 0, 1);
         lua_pushcfunction(L, guard_close);
         lua_setfield(L, -2, "__close");

@@ -185,8 +185,26 @@ void tlb_set_grad_field(lua_State *L, tl_tensor *t, int value_idx);
 void tlb_autograd_init(lua_State *L, int mt);
 /* The Lua thread running the current backward (NULL when none runs). */
 lua_State *tlb_backward_state(void);
-/* True while the state whose main thread is main is open (its module loaded, not closed). */
-bool tlb_state_is_live(lua_State *main);
+/* ---- anchor.c: what C objects that outlive a call keep of their Lua state -------------------
+   An anchor is made when tlua.core loads into a state and says which state (an id: 1, 2, ... in
+   the order states loaded tlua.core) and whether it is still open; it outlives the state while
+   references to it remain. Callbacks keep an anchor, never a lua_State address (another state
+   may get the same address once one is closed). */
+typedef struct tlb_anchor tlb_anchor;
+/* Makes L's anchor (once per state: tlua.core's first load). */
+void tlb_anchor_init(lua_State *L);
+/* L's anchor with a new reference (NULL when tlua.core never loaded there). */
+tlb_anchor *tlb_anchor_of(lua_State *L);
+void tlb_anchor_release(tlb_anchor *a);
+/* The anchor's main thread while its state is open, else NULL. */
+lua_State *tlb_anchor_state(const tlb_anchor *a);
+uint64_t tlb_anchor_id(const tlb_anchor *a);
+/* True when a is the anchor of L's state (which is then open). */
+bool tlb_anchor_is(const tlb_anchor *a, lua_State *L);
+/* TL_OK when what (a custom function, a hook) belongs to the state of L, which runs a backward;
+   else TL_ERR_AUTOGRAD naming both states (or saying a's state is closed, or that no backward
+   runs from Lua when L is NULL). */
+tl_status tlb_anchor_check(const tlb_anchor *a, lua_State *L, const char *what);
 /* grad_hooks.c: registry entries of the hooks; the callbacks queued during a backward, run by
    the outermost one when it ends (only when ok; always emptied) */
 void tlb_grad_hooks_init(lua_State *L, int mt);

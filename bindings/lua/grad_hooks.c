@@ -7,16 +7,18 @@
 static const char hook_call_key = 'h';
 static const char queue_key = 'q';
 
-/* What a tensor's hook keeps: the registry reference of its Lua function. */
+/* What a tensor's hook keeps: its state's anchor and the registry reference of its Lua function
+   there. */
 typedef struct hook_user {
-    lua_State *main;
+    tlb_anchor *anchor;
     int ref;
 } hook_user;
 
 static void hook_release(void *user) {
     hook_user *u = user;
-    if (tlb_state_is_live(u->main) && lua_checkstack(u->main, 2))
-        luaL_unref(u->main, LUA_REGISTRYINDEX, u->ref);
+    lua_State *main = tlb_anchor_state(u->anchor);
+    if (main && lua_checkstack(main, 2)) luaL_unref(main, LUA_REGISTRYINDEX, u->ref);
+    tlb_anchor_release(u->anchor);
     free(u);
 }
 
@@ -33,10 +35,7 @@ static int hook_call_body(lua_State *L) {
 
 static tl_status hook_fire(void *user, tl_tensor *t) {
     lua_State *L = tlb_backward_state();
-    if (!L)
-        return tl_error(TL_ERR_AUTOGRAD,
-                        "backward: a grad-ready hook set from Lua needs a backward started "
-                        "from Lua");
+    TL_TRY(tlb_anchor_check(((hook_user *)user)->anchor, L, "a grad-ready hook set from Lua"));
     if (!lua_checkstack(L, 4)) return tl_error(TL_ERR_MEMORY, "backward: Lua stack overflow");
     int top = lua_gettop(L);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &hook_call_key);
@@ -68,9 +67,7 @@ static int ag_set_grad_ready_hook(lua_State *L) {
     if (!u) return tlb_errorf(L, "set_grad_ready_hook: out of memory");
     lua_pushvalue(L, 2);
     u->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    u->main = lua_tothread(L, -1);
-    lua_pop(L, 1);
+    u->anchor = tlb_anchor_of(L);
     if (tl_set_grad_ready_hook(t, hook_fire, u, hook_release) != TL_OK) return tlb_fail(L);
     return 0;
 }
