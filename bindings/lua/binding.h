@@ -185,6 +185,25 @@ void tlb_set_grad_field(lua_State *L, tl_tensor *t, int value_idx);
 void tlb_autograd_init(lua_State *L, int mt);
 /* The Lua thread running the current backward (NULL when none runs). */
 lua_State *tlb_backward_state(void);
+/* ---- grants.c: what a sandboxed state may touch outside itself ---------------------------------
+   A state restricted by tlb_restrict (the embedding sandbox) opens files only inside the folders
+   granted to it (real paths, links followed: a link out of a folder leads nowhere) and sockets
+   only with the network granted; a state never restricted may do anything. */
+void tlb_restrict(lua_State *L, const char *const *read_dirs, const char *const *write_dirs,
+                  bool network);
+bool tlb_is_restricted(lua_State *L);
+/* Whether the state may "read" files (some folder granted), "write" them, use the "network". */
+bool tlb_may(lua_State *L, const char *what);
+/* The path (a string at idx) that op may open for reading (mode 'r': a file inside a readable or
+   writable folder) or writing ('w': inside a writable folder); it replaces the value at idx by
+   the resolved path and returns it. Raises (the same message whether the file exists or not)
+   otherwise. Unrestricted states get the path as given. */
+const char *tlb_check_file(lua_State *L, int idx, char mode, const char *op);
+/* Raises unless the state may use the network. */
+void tlb_check_network(lua_State *L, const char *op);
+/* Raises in a restricted state: op changes a setting of the whole process (the CUDA device). */
+void tlb_check_process(lua_State *L, const char *op);
+
 /* ---- anchor.c: what C objects that outlive a call keep of their Lua state -------------------
    An anchor is made when tlua.core loads into a state and says which state (an id: 1, 2, ... in
    the order states loaded tlua.core) and whether it is still open; it outlives the state while

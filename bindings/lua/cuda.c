@@ -26,6 +26,7 @@ static int cuda_is_available(lua_State *L) {
 
 /* set_device(index | "cuda:N"): the device "cuda" names from now on */
 static int cuda_set_device(lua_State *L) {
+    tlb_check_process(L, "set_device");
     if (lua_isnoneornil(L, 1)) return tlb_errorf(L, "set_device: expected a device index");
     if (tl_set_default_cuda_device(device_index(L, 1, "set_device")) != TL_OK) return tlb_fail(L);
     return 0;

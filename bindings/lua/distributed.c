@@ -64,6 +64,7 @@ static int int_arg(lua_State *L, int idx, const char *op, const char *what) {
 
 /* _dist_new_group(rank, world_size, cuda_device, host, port, timeout_s) */
 static int dist_new_group(lua_State *L) {
+    tlb_check_network(L, "distributed");
     int rank = int_arg(L, 1, "init", "rank");
     int world = int_arg(L, 2, "init", "world_size");
     int cuda_device = int_arg(L, 3, "init", "cuda_device");

@@ -1,5 +1,6 @@
 /* File bindings: checkpoints (tl.save, tl.load: safetensors, atomic writes) and the IDX reader
    behind tl.data.read_idx (tl._read_idx). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,8 @@ static int count_entries(lua_State *L, int idx) {
 /* tl.save(path, {name = tensor, ...}, metadata?) with metadata {key = string, ...}. The file is
    written under a temporary name and renamed: on error the path is untouched. */
 static int io_save(lua_State *L) {
-    const char *path = check_path(L, 1, "save");
+    check_path(L, 1, "save");
+    const char *path = tlb_check_file(L, 1, 'w', "save");
     if (!lua_istable(L, 2)) return tlb_type_error(L, 2, "save", "a table of named tensors");
     bool has_metadata = !lua_isnoneornil(L, 3);
     if (has_metadata && !lua_istable(L, 3))
@@ -121,7 +123,8 @@ static const char loaded_key = 'L';
 /* tl.load(path) -> {name = tensor, ...} (CPU tensors), {key = string, ...} (the metadata). A
    truncated, corrupt or unreadable file raises and loads nothing. */
 static int io_load(lua_State *L) {
-    const char *path = check_path(L, 1, "load");
+    check_path(L, 1, "load");
+    const char *path = tlb_check_file(L, 1, 'r', "load");
     loaded *l = lua_newuserdatauv(L, sizeof *l, 0);
     memset(l, 0, sizeof *l);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &loaded_key) == LUA_TNIL) {
@@ -153,16 +156,41 @@ static int io_load(lua_State *L) {
 /* ---- IDX ------------------------------------------------------------------------------------- */
 /* tl._read_idx(path) -> the tensor (int32 for the integer types, as tl_read_idx gives it) */
 static int io_read_idx(lua_State *L) {
-    const char *path = check_path(L, 1, "read_idx");
+    check_path(L, 1, "read_idx");
+    const char *path = tlb_check_file(L, 1, 'r', "read_idx");
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     tl_status status = tl_read_idx(path, &out);
     return tlb_result(L, box, status, out);
 }
 
+/* The restricted check of io_is_readable, run protected: true when the file may be read. */
+static int readable_body(lua_State *L) {
+    const char *path = tlb_check_file(L, 1, 'r', "is_readable");
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    lua_pushboolean(L, f != NULL);
+    return 1;
+}
+
+/* tl._is_readable(path) -> whether a file at path can be opened for reading (false outside the
+   folders a sandboxed state was granted, whatever lies there) */
+static int io_is_readable(lua_State *L) {
+    check_path(L, 1, "is_readable");
+    if (tlb_is_restricted(L)) {
+        lua_pushvalue(L, 1);
+        lua_pushcfunction(L, readable_body);
+        lua_insert(L, -2);
+        lua_pushboolean(L, lua_pcall(L, 1, 1, 0) == LUA_OK && lua_toboolean(L, -1));
+        return 1;
+    }
+    FILE *f = fopen(lua_tostring(L, 1), "rb");
+    if (f) fclose(f);
+    lua_pushboolean(L, f != NULL);
+    return 1;
+}
+
 const luaL_Reg tlb_io_functions[] = {
-    {"save", io_save},
-    {"load", io_load},
-    {"_read_idx", io_read_idx},
-    {NULL, NULL},
+    {"_is_readable", io_is_readable}, {"save", io_save}, {"load", io_load},
+    {"_read_idx", io_read_idx},       {NULL, NULL},
 };

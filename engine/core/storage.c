@@ -39,6 +39,16 @@ void tl_cpu_reset_peak_memory_stats(void) {
     atomic_store(&cpu_peak, atomic_load(&cpu_allocated));
 }
 
+/* Frees the header of a storage (its data is gone or was never there), giving its bytes back to
+   its budget. */
+static void storage_free_header(tl_storage *s) {
+    if (s->budget) {
+        tl_memory_budget_uncharge(s->budget, s->nbytes);
+        tl_memory_budget_release(s->budget);
+    }
+    free(s);
+}
+
 tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
     tl_status status = tl_device_check(device);
     if (status != TL_OK) return status;
@@ -47,13 +57,27 @@ tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
                         "empty: cannot allocate %zu bytes (more than the %llu-byte limit of one "
                         "tensor)",
                         nbytes, (unsigned long long)TL_MAX_ALLOCATION);
+    tl_memory_budget *budget = tl_thread_memory_budget();
+    if (budget && !tl_memory_budget_charge(budget, nbytes))
+        return tl_error(TL_ERR_MEMORY,
+                        "empty: the memory limit of %zu bytes is exceeded (%zu bytes of tensors "
+                        "and Lua heap in use, a tensor of %zu bytes asked)",
+                        tl_memory_budget_limit(budget), tl_memory_budget_used(budget), nbytes);
     tl_storage *s = calloc(1, sizeof *s);
-    if (!s) return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a storage header");
+    if (!s) {
+        if (budget) tl_memory_budget_uncharge(budget, nbytes);
+        return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a storage header");
+    }
+    s->nbytes = nbytes;
+    if (budget) {
+        tl_memory_budget_retain(budget);
+        s->budget = budget;
+    }
 #ifdef TLUA_HAVE_CUDA
     if (device.type == TL_DEVICE_CUDA) {
         status = tl_cuda_malloc(device.index, nbytes, "empty", &s->data);
         if (status != TL_OK) {
-            free(s);
+            storage_free_header(s);
             return status;
         }
         s->nbytes = nbytes;
@@ -67,7 +91,7 @@ tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
     if (rounded == 0) rounded = TL_ALIGNMENT;
     s->data = aligned_alloc(TL_ALIGNMENT, rounded);
     if (!s->data) {
-        free(s);
+        storage_free_header(s);
         return tl_error(TL_ERR_MEMORY, "empty: cannot allocate %zu bytes on the cpu", nbytes);
     }
     cpu_count_alloc(nbytes);
@@ -94,7 +118,7 @@ void tl_storage_release(tl_storage *s) {
         atomic_fetch_add(&cpu_free_count, 1);
         free(s->data);
     }
-    free(s);
+    storage_free_header(s);
 }
 
 tl_status tl_memset_zero(tl_device device, void *dst, size_t n) {

@@ -6,6 +6,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
+#include "tlua/runtime.h"
 #include "tlua/trace.h"
 
 /* A registered kernel: one (op, device, dtype) of a table entry, with its own name. */
@@ -226,18 +227,27 @@ static void record(registered_kernel *k, tl_device device, int count, const int 
     }
 }
 
+static _Thread_local tl_status dispatch_status = TL_ERR_DTYPE;
+
+tl_status tl_dispatch_status(void) {
+    return dispatch_status;
+}
+
 static registered_kernel *find_or_fail(tl_op op, tl_device device, tl_dtype dtype) {
+    /* no kernel starts after the calling thread's deadline (the embedding's time limit) */
+    if ((dispatch_status = tl_check_deadline(tl_op_info_of(op)->name)) != TL_OK) return NULL;
     registered_kernel *k = find(op, device.type, dtype);
     const char *problem = k ? NULL : tl_registry_problem();
     if (problem) {
-        tl_error(TL_ERR_RUNTIME, "%s: the kernel registry is broken: %s", tl_op_info_of(op)->name,
-                 problem);
+        dispatch_status = tl_error(TL_ERR_RUNTIME, "%s: the kernel registry is broken: %s",
+                                   tl_op_info_of(op)->name, problem);
         return NULL;
     }
     if (!k) {
         char name[16];
-        tl_error(TL_ERR_DTYPE, "%s: no kernel for dtype %s on %s", tl_op_info_of(op)->name,
-                 tl_dtype_name(dtype), tl_device_name(device, name));
+        dispatch_status =
+            tl_error(TL_ERR_DTYPE, "%s: no kernel for dtype %s on %s", tl_op_info_of(op)->name,
+                     tl_dtype_name(dtype), tl_device_name(device, name));
     }
     return k;
 }

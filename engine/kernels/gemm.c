@@ -91,7 +91,7 @@ tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const vo
     }
     const tl_kernel_entry *kernel = tl_dispatch_shapes(op, device, p->input_dtype, 3, ndims,
                                                        (const int64_t(*)[TL_MAX_DIMS])shapes);
-    if (!kernel) return TL_ERR_DTYPE;
+    if (!kernel) return tl_dispatch_status();
     if (p->m == 0 || p->n == 0) return TL_OK;
     return kernel->fn.gemm(device, p, a, b, c);
 }
@@ -129,6 +129,6 @@ tl_status tl_gemm_grouped(tl_op op, tl_device device, const GemmGroupedParams *p
                                             {p->group_count, max_k, max_m}};
     const tl_kernel_entry *kernel =
         tl_dispatch_shapes(op, device, p->input_dtype, 3, ndims, shapes);
-    if (!kernel) return TL_ERR_DTYPE;
+    if (!kernel) return tl_dispatch_status();
     return kernel->fn.gemm_grouped(device, p);
 }

@@ -327,6 +327,10 @@ const tl_kernel_entry *tl_dispatch(tl_op op, tl_device device, tl_dtype dtype,
 /* The same with explicit shapes (for GEMM, which sees pointers, not tensors). */
 const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype dtype, int count,
                                           const int *ndims, const int64_t (*shapes)[TL_MAX_DIMS]);
+/* The status of the calling thread's last failed dispatch: TL_ERR_DTYPE (no kernel for the
+   dtype), TL_ERR_RUNTIME (a broken registry, or the thread's deadline passed: tlua/runtime.h).
+   A caller returns it with the message the dispatch set. */
+tl_status tl_dispatch_status(void);
 /* True if a kernel exists (no error, no record). */
 bool tl_has_kernel(tl_op op, tl_device_type device, tl_dtype dtype);
 

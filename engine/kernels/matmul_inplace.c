@@ -32,7 +32,7 @@ tl_status tl_matmul_inplace_tiles(tl_tensor *x, const tl_tensor *w, tl_tensor *w
     tl_device device = tl_tensor_device(x);
     const tl_kernel_entry *copy =
         tl_dispatch(TL_OP_cast, device, x->dtype, (const tl_tensor *const[]){x, workspace, NULL});
-    if (!copy) return TL_ERR_DTYPE;
+    if (!copy) return tl_dispatch_status();
     tl_dtype compute = x->dtype == TL_F64 ? TL_F64 : TL_F32;
     for (int64_t first = 0; first < rows; first += tile_rows) {
         const int64_t count = rows - first < tile_rows ? rows - first : tile_rows;

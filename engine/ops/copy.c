@@ -17,7 +17,7 @@ static tl_status check_dtype(const char *op, tl_dtype dtype) {
 static tl_status run_cast(tl_tensor *dst, const tl_tensor *src, const tl_tensor *traced_src) {
     const tl_kernel_entry *k = tl_dispatch(TL_OP_cast, tl_tensor_device(dst), src->dtype,
                                            (const tl_tensor *const[]){dst, traced_src, NULL});
-    return k ? k->fn.copy(dst, src) : TL_ERR_DTYPE;
+    return k ? k->fn.copy(dst, src) : tl_dispatch_status();
 }
 
 tl_status tl_fill_(tl_tensor *t, tl_scalar value) {
@@ -25,7 +25,7 @@ tl_status tl_fill_(tl_tensor *t, tl_scalar value) {
     TL_TRY(tl_scalar_check_fits("fill_", t->dtype, value));
     const tl_kernel_entry *k =
         tl_dispatch(TL_OP_fill, tl_tensor_device(t), t->dtype, (const tl_tensor *const[]){t, NULL});
-    if (!k) return TL_ERR_DTYPE;
+    if (!k) return tl_dispatch_status();
     TL_TRY(k->fn.fill(t, value));
     tl_bump_version(t);
     return TL_OK;

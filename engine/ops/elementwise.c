@@ -87,7 +87,7 @@ static tl_status unary_into(tl_op op, const tl_tensor *a, tl_dtype dtype, const 
     if (status == TL_OK) {
         const tl_kernel_entry *k = tl_dispatch(op, tl_tensor_device(a), dtype,
                                                (const tl_tensor *const[]){result, in, NULL});
-        status = k ? k->fn.unary(result, in, args) : TL_ERR_DTYPE;
+        status = k ? k->fn.unary(result, in, args) : tl_dispatch_status();
     }
     tl_release(owned);
     return status;
@@ -197,7 +197,7 @@ static tl_status binary_into(tl_op op, const tl_tensor *a, const tl_tensor *b, t
             status = k->fn.binary(result, broadcast_view(ca, result->shape, result->ndim, &view_a),
                                   broadcast_view(cb, result->shape, result->ndim, &view_b));
         } else {
-            status = TL_ERR_DTYPE;
+            status = tl_dispatch_status();
         }
     }
     tl_release(owned_a);
@@ -301,7 +301,7 @@ tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b
                                    broadcast_view(ca, shape, ndim, &view_a),
                                    broadcast_view(cb, shape, ndim, &view_b));
         } else {
-            status = TL_ERR_DTYPE;
+            status = tl_dispatch_status();
         }
     }
     tl_release(owned_a);

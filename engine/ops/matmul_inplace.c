@@ -95,7 +95,7 @@ static tl_status run_kernel(tl_tensor *x, const row_layout *l, const tl_tensor *
     int64_t n = w->shape[0];
     const tl_kernel_entry *k = tl_dispatch(TL_OP_matmul_inplace, tl_tensor_device(x), x->dtype,
                                            (const tl_tensor *const[]){x, w, NULL});
-    if (!k) return TL_ERR_DTYPE;
+    if (!k) return tl_dispatch_status();
     tl_tensor *workspace;
     int64_t ws_shape[2] = {tile_rows, n};
     TL_TRY(tl_empty(ws_shape, 2, x->dtype, tl_tensor_device(x), &workspace));

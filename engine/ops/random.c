@@ -21,6 +21,19 @@ void tl_manual_seed(uint64_t seed) {
     pthread_mutex_unlock(&generator_lock);
 }
 
+void tl_get_rng_state(tl_rng_state *out) {
+    pthread_mutex_lock(&generator_lock);
+    *out = (tl_rng_state){.seed = generator_seed, .counter = generator_counter};
+    pthread_mutex_unlock(&generator_lock);
+}
+
+void tl_set_rng_state(tl_rng_state state) {
+    pthread_mutex_lock(&generator_lock);
+    generator_seed = state.seed;
+    generator_counter = state.counter;
+    pthread_mutex_unlock(&generator_lock);
+}
+
 void tl_random_reserve(uint64_t blocks, uint64_t *seed, uint64_t *counter) {
     pthread_mutex_lock(&generator_lock);
     *seed = generator_seed;
@@ -44,7 +57,7 @@ static tl_status random_op(tl_op op, const int64_t *shape, int ndim, tl_dtype dt
     const tl_kernel_entry *kernel = tl_dispatch(op, device, dtype, traced);
     if (!kernel) {
         tl_release(t);
-        return TL_ERR_DTYPE;
+        return tl_dispatch_status();
     }
     int64_t n = tl_numel(t);
     tl_status status = TL_OK;

@@ -84,7 +84,7 @@ static tl_status reduce_dim(tl_op op, const tl_tensor *a, int dim, bool keepdim,
         traced[n] = src;
         const tl_kernel_entry *kernel = tl_dispatch(op, device, a->dtype, traced);
         /* an empty result has nothing to compute, however long the reduced dim */
-        status = !kernel                      ? TL_ERR_DTYPE
+        status = !kernel                      ? tl_dispatch_status()
                  : tl_numel(v ? v : idx) == 0 ? TL_OK
                                               : kernel->fn.reduce(v, idx, src, d);
     }

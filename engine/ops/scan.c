@@ -31,7 +31,7 @@ tl_status tl_cumsum(const tl_tensor *x, int dim, tl_tensor **out) {
         const tl_tensor *traced[3] = {y, x, NULL};
         const tl_kernel_entry *kernel = tl_dispatch(TL_OP_cumsum, device, x->dtype, traced);
         /* an empty tensor has nothing to sum */
-        status = !kernel            ? TL_ERR_DTYPE
+        status = !kernel            ? tl_dispatch_status()
                  : tl_numel(y) == 0 ? TL_OK
                                     : kernel->fn.scan(dst, src, x->ndim > 0 ? d : 0);
     }
@@ -58,7 +58,7 @@ tl_status tl_nonzero(const tl_tensor *x, tl_tensor **out) {
     const tl_kernel_entry *kernel = tl_dispatch(TL_OP_nonzero, device, x->dtype, traced);
     /* an empty x has nothing to count (nor any element to point at: its offset may be any) */
     int64_t count = 0;
-    tl_status status = !kernel                ? TL_ERR_DTYPE
+    tl_status status = !kernel                ? tl_dispatch_status()
                        : tl_numel(dense) == 0 ? TL_OK
                                               : kernel->fn.nonzero(NULL, dense, &count);
     if (status == TL_OK) {

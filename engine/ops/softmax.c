@@ -31,7 +31,7 @@ static tl_status softmax_into(tl_op op, const tl_tensor *a, int d, tl_tensor *re
         const tl_tensor *traced[] = {dst, src, NULL};
         const tl_kernel_entry *kernel = tl_dispatch(op, tl_tensor_device(a), a->dtype, traced);
         /* an empty tensor has nothing to compute: no loop may scale with its other dims */
-        status = !kernel              ? TL_ERR_DTYPE
+        status = !kernel              ? tl_dispatch_status()
                  : tl_numel(src) == 0 ? TL_OK
                                       : kernel->fn.softmax(dst, src, d);
     }

@@ -91,7 +91,7 @@ static tl_status backward_into(tl_op op, tl_tensor *grad_input, const tl_tensor 
         const tl_kernel_entry *kernel =
             tl_dispatch(op, tl_tensor_device(output), output->dtype, traced);
         /* an empty tensor has nothing to compute: no loop may scale with its other dims */
-        status = !kernel ? TL_ERR_DTYPE
+        status = !kernel ? tl_dispatch_status()
                  : tl_numel(views[0]) == 0
                      ? TL_OK
                      : kernel->fn.softmax_backward(views[0], views[1], views[2], d);

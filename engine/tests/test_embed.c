@@ -155,7 +155,7 @@ static void test_calls(void) {
            "function nothing() end\n"
            "function number() return 1 end\n"
            "function with_nil() return nil end\n"
-           "function released() local t = tl.ones(2); getmetatable(t).__close(t)\n"
+           "function released() local t = tl.ones(2); tl.release(t)\n"
            "  return t end\n"
            "function two_values() return tl.ones(2), 5 end\n"
            "function fails() local x = nil; return x.field end\n"
@@ -270,14 +270,15 @@ static void test_sandbox(void) {
     run_ok(L, "=debug", "assert(debug == nil and package.loaded.debug == nil, 'no debug')");
     run_ok(L, "=files", "assert(dofile == nil and loadfile == nil, 'no dofile, loadfile')");
     run_ok(L, "=c modules",
-           "assert(package.loadlib == nil and package.cpath == '')\n"
-           "assert(#package.searchers == 2, 'preload and Lua files only')");
-    /* a C module on the path is not loaded: tlua.core itself, from the build folder */
+           "assert(package.loadlib == nil and package.cpath == nil and package.searchers == nil)\n"
+           "assert(package.preload == nil and package.searchpath == nil)");
+    /* tlua.core is not among the modules a configuration may require, whatever it changes */
     run_ok(L, "=tlua.core",
            "package.cpath = '" TLUA_TEST_BUILD_DIR "/lua/?.so'\n"
-           "package.preload['tlua.core'], package.loaded['tlua.core'] = nil, nil\n"
+           "package.loaded['tlua.core'] = nil\n"
            "local ok, err = pcall(require, 'tlua.core')\n"
-           "assert(not ok and err:find(\"module 'tlua.core' not found\"), err)");
+           "assert(not ok and err:find(\"module 'tlua.core' not found\"), err)\n"
+           "assert(package.loaded['tlua.core'] == nil and package.loaded['tlua'] == nil)");
     /* binary chunks: load refuses them whatever the mode asked */
     run_ok(L, "=binary",
            "local dump = string.dump(function() return 1 end)\n"
@@ -291,8 +292,11 @@ static void test_sandbox(void) {
            "local env = {}; load('y = 5', 'env', 't', env)(); assert(env.y == 5)\n"
            "assert(load('return 7')() == 7, 'text still loads')");
     run_ok(L, "=searchers",
-           "package.path = '/tmp/?.lua'\n"
-           "assert(require('tlua.class'), 'tlua modules from their fixed path')");
+           "package.path = '/tmp/?.lua'; package.searchpath = function() return '/etc/passwd' end\n"
+           "assert(require('tlua.nn') == tl.nn, 'tlua modules of the allow-list')\n"
+           "assert(require('tlua') == tl)\n"
+           "local ok, err = pcall(require, 'tlua.class')\n"
+           "assert(not ok and err:find('not found'), 'modules off the allow-list')");
     check_usable(L, "the sandbox rules");
 
     /* a binary file: refused by dofile under the sandbox, run without it */
@@ -339,8 +343,10 @@ static void test_memory_limit(void) {
     run_ok(L, "=caught",
            "local ok, err = pcall(string.rep, 'x', 1 << 26)\n"
            "assert(not ok and err:find('not enough memory'), err)");
-    /* tensor storage is not on the Lua heap: a large tensor fits */
-    run_ok(L, "=tensor", "local t = tl.zeros(4096, 1024); assert(t:numel() == 4194304)");
+    /* tensors count too: a 16 MiB tensor does not fit in 8 MiB, a 1 MiB one does */
+    ERROR("a big tensor", tl_lua_dostring(L, "t = tl.zeros(4096, 1024)", "=tensor"), TL_ERR_MEMORY,
+          "memory limit of 8388608 bytes exceeded", "a tensor of 16777216 bytes");
+    run_ok(L, "=tensor", "local t = tl.zeros(256, 1024); assert(t:numel() == 262144)");
     /* in a call of a function, and a loaded chunk too big for the heap */
     run_ok(L, "=function", "function grow() local t = {} while true do t[#t + 1] = {} end end");
     tl_tensor *out = NULL;

@@ -173,9 +173,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s CONFIG.lua (e.g. examples/embed/model.lua)\n", argv[0]);
         return 2;
     }
-    /* the configuration is code: run it in the sandbox, with limits */
-    tl_lua_options options = {
-        .sandbox = true, .memory_limit = 64u << 20, .instruction_limit = 100000000};
+    /* the configuration is code: run it in the sandbox, with limits; its checkpoint lives in the
+       working folder, the only folder it may read and write */
+    static const char *const here[] = {".", NULL};
+    tl_lua_options options = {.sandbox = true,
+                              .memory_limit = 64u << 20,
+                              .instruction_limit = 100000000,
+                              .time_limit_ms = 60000,
+                              .read_dirs = here,
+                              .write_dirs = here};
     tl_lua *lua;
     if (!ok(tl_lua_open(&options, &lua), "opening Lua")) return 1;
     int status = run(lua, argv[1]);

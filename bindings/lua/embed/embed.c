@@ -9,6 +9,7 @@
 
 #include "binding.h"
 #include "embed_internal.h"
+#include "tlua/runtime.h"
 
 /* What a protected body needs and answers: the state, the API function's name for messages and,
    for errors the body finds itself (a missing function, a wrong result), their status and text. */
@@ -39,23 +40,41 @@ static int api_error(lua_State *L, call_ctx *c, tl_status status, const char *fm
     return lua_error(L);
 }
 
+/* Whether the call failed for the memory limit: an allocation of the heap or of a tensor was
+   refused during it and the error says so (a script may have caught a refusal and failed later
+   for another reason). */
+static bool memory_failure(tl_lua *T, int status, const char *message) {
+    bool refused =
+        T->refused || (T->budget && tl_memory_budget_refusals(T->budget) != T->tensor_refusals);
+    if (!refused) return false;
+    return status == LUA_ERRMEM || status == LUA_ERRERR ||
+           (message && (strstr(message, "not enough memory") || strstr(message, "memory limit")));
+}
+
 /* Turns the status of lua_pcall (error value on top of the stack) into the API's. */
 static tl_status translate(lua_State *L, call_ctx *c, int status) {
     if (status == LUA_OK) return TL_OK;
     if (c->status != TL_OK) return tl_error(c->status, "%s: %s", c->api, c->message);
-    if (status == LUA_ERRMEM || (status == LUA_ERRERR && c->T->refused)) {
-        if (c->T->refused)
-            return tl_error(TL_ERR_MEMORY, "%s: memory limit of %zu bytes exceeded (the Lua heap)",
-                            c->api, c->T->opts.memory_limit);
+    tl_lua *T = c->T;
+    const char *message = lua_tostring(L, -1);
+    if (memory_failure(T, status, message)) {
+        if (T->opts.memory_limit)
+            return tl_error(TL_ERR_MEMORY,
+                            "%s: memory limit of %zu bytes exceeded (the Lua heap and tensors)%s%s",
+                            c->api, T->opts.memory_limit, message ? ": " : "",
+                            message ? message : "");
         return tl_error(TL_ERR_MEMORY, "%s: not enough memory", c->api);
     }
-    const char *message = lua_tostring(L, -1);
+    if (status == LUA_ERRMEM) return tl_error(TL_ERR_MEMORY, "%s: not enough memory", c->api);
+    if (status == LUA_ERRERR && tle_over(T))
+        return tl_error(TL_ERR_RUNTIME, "%s: %s limit exceeded (in a message handler)", c->api,
+                        T->deadline > 0 && tl_clock() >= T->deadline ? "time" : "instruction");
     return tl_error(TL_ERR_RUNTIME, "%s: %s", c->api,
                     message ? message : "(error object is not a string)");
 }
 
-/* Runs body(c) protected, with a traceback for Lua errors and this call's limits; the state's
-   stack is left as it was. */
+/* Runs body(c) protected, with a traceback for Lua errors and this call's limits and settings;
+   the state's stack is left as it was, the host's settings restored however the body ended. */
 static tl_status run(call_ctx *c, lua_CFunction body) {
     tl_lua *T = c->T;
     lua_State *L = T->L;
@@ -67,12 +86,14 @@ static tl_status run(call_ctx *c, lua_CFunction body) {
     int top = lua_gettop(L);
     if (!lua_checkstack(L, 3)) return tl_error(TL_ERR_MEMORY, "%s: Lua stack overflow", c->api);
     T->busy = true;
+    tle_settings_enter(T);
     tle_limits_begin(T);
     lua_pushcfunction(L, tlb_traceback);
     lua_pushcfunction(L, body);
     lua_pushlightuserdata(L, c);
     tl_status status = translate(L, c, lua_pcall(L, 1, 0, top + 1));
     tle_limits_end(T);
+    tle_settings_leave(T);
     T->busy = false;
     lua_settop(L, top);
     return status;
@@ -81,7 +102,8 @@ static tl_status run(call_ctx *c, lua_CFunction body) {
 /* A failed load (status, message on the stack) as the API's error. */
 static int load_failed(lua_State *L, call_ctx *c, int status) {
     if (status == LUA_ERRMEM && c->T->refused)
-        return api_error(L, c, TL_ERR_MEMORY, "memory limit of %zu bytes exceeded (the Lua heap)",
+        return api_error(L, c, TL_ERR_MEMORY,
+                         "memory limit of %zu bytes exceeded (the Lua heap and tensors)",
                          c->T->opts.memory_limit);
     if (status == LUA_ERRMEM) return api_error(L, c, TL_ERR_MEMORY, "not enough memory");
     return api_error(L, c, TL_ERR_ARGUMENT, "%s", lua_tostring(L, -1));
@@ -130,16 +152,37 @@ static int open_body(lua_State *L) {
     /* the incremental collector, as the tlua executable (main.c says why) */
     lua_gc(L, LUA_GCINC, 0, 0, 0);
     lua_getglobal(L, LUA_LOADLIBNAME);
-    lua_getfield(L, -1, "path");
-    size_t before = lua_rawlen(L, -1);
-    lua_pop(L, 1);
+    if (sandbox) { /* tlua's modules only, found in text, none of C */
+        lua_pushliteral(L, "");
+        lua_setfield(L, -2, "path");
+        lua_pushliteral(L, "");
+        lua_setfield(L, -2, "cpath");
+        lua_getfield(L, -1, "searchers");
+        for (int i = 3; i <= 4; i++) {
+            lua_pushnil(L);
+            lua_rawseti(L, -2, i);
+        }
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        lua_setfield(L, -2, "loadlib");
+    }
     tlb_prepare_state(L, (const void *)tl_lua_open, false);
     tlb_open_tl(L);
     if (sandbox) {
-        lua_getfield(L, -1, "path"); /* tlua's entries, put before the defaults */
-        size_t len = lua_rawlen(L, -1);
-        lua_pushlstring(L, lua_tostring(L, -1), len - before);
-        tle_apply_sandbox(L, lua_tostring(L, -1));
+        /* every module a configuration may get, loaded now with tlua's own require */
+        static const char *const modules[] = {"tlua.nn",   "tlua.optim", "tlua.autograd",
+                                              "tlua.data", "tlua.cuda",  NULL};
+        for (const char *const *m = modules; *m; m++) {
+            lua_getglobal(L, "require");
+            lua_pushstring(L, *m);
+            lua_call(L, 1, 0);
+        }
+        if (c->T->opts.network) {
+            lua_getglobal(L, "require");
+            lua_pushliteral(L, "tlua.distributed");
+            lua_call(L, 1, 0);
+        }
+        tle_apply_sandbox(L, &c->T->opts);
     }
     return 0;
 }
@@ -156,19 +199,31 @@ tl_status tl_lua_open(const tl_lua_options *opts, tl_lua **out) {
     tl_lua *T = calloc(1, sizeof *T);
     if (!T) return tl_error(TL_ERR_MEMORY, "tl_lua_open: out of memory");
     if (opts) T->opts = *opts;
-    uint64_t limit = T->opts.instruction_limit;
+    if (!T->opts.sandbox) { /* grants mean nothing without the sandbox */
+        T->opts.read_dirs = T->opts.write_dirs = NULL;
+        T->opts.module_dir = NULL;
+    }
+    uint64_t limit = T->opts.instruction_limit, time_limit = T->opts.time_limit_ms;
     T->step = limit && limit < 1000 ? (int)limit : 1000;
+    if (T->opts.memory_limit && tl_memory_budget_new(T->opts.memory_limit, &T->budget) != TL_OK) {
+        free(T);
+        return tl_error(TL_ERR_MEMORY, "tl_lua_open: out of memory");
+    }
+    tle_settings_read(&T->own); /* a state starts with the host's settings */
     T->L = lua_newstate(tle_alloc, T);
     if (!T->L) {
+        tl_memory_budget_release(T->budget);
         free(T);
         return tl_error(TL_ERR_MEMORY, "tl_lua_open: cannot create a Lua state%s",
                         opts && opts->memory_limit ? " within the memory limit" : "");
     }
     lua_atpanic(T->L, panic);
     call_ctx c = {.T = T, .api = "tl_lua_open"};
-    T->opts.instruction_limit = 0; /* a limit of the host's calls, not of loading tlua */
+    /* limits of the host's calls, not of loading tlua */
+    T->opts.instruction_limit = T->opts.time_limit_ms = 0;
     tl_status status = run(&c, open_body);
     T->opts.instruction_limit = limit;
+    T->opts.time_limit_ms = time_limit;
     if (status != TL_OK) {
         tl_lua_close(T);
         return status;
@@ -177,11 +232,22 @@ tl_status tl_lua_open(const tl_lua_options *opts, tl_lua **out) {
     return TL_OK;
 }
 
-void tl_lua_close(tl_lua *T) {
-    if (!T) return;
+tl_status tl_lua_close(tl_lua *T) {
+    if (!T) return TL_OK;
+    /* the configuration's finalizers run now, under one budget of the limits */
+    tle_settings_enter(T);
+    tle_limits_begin(T);
     lua_close(T->L);
+    tl_set_thread_deadline(0, 0);
+    tl_set_thread_memory_budget(NULL);
+    tle_settings_leave(T);
+    tl_status status = TL_OK;
+    if (T->finalizer_error[0])
+        status = tl_error(TL_ERR_RUNTIME, "tl_lua_close: %s", T->finalizer_error);
+    tl_memory_budget_release(T->budget); /* tensors still alive keep it */
     free(T->string_result);
     free(T);
+    return status;
 }
 
 lua_State *tl_lua_state(tl_lua *T) {

@@ -23,6 +23,7 @@ typedef struct tl_storage {
     tl_device device;
     int refcount;
     uint64_t version;
+    struct tl_memory_budget *budget; /* charged with nbytes (tlua/runtime.h), or NULL */
 } tl_storage;
 
 struct tl_autograd_meta;

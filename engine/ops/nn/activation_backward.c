@@ -28,7 +28,7 @@ static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, tl
     if (status == TL_OK) {
         const tl_kernel_entry *k = tl_dispatch(op, tl_tensor_device(s), s->dtype,
                                                (const tl_tensor *[]){result, g_dense, s, NULL});
-        status = k ? k->fn.binary(result, g_dense, s) : TL_ERR_DTYPE;
+        status = k ? k->fn.binary(result, g_dense, s) : tl_dispatch_status();
     }
     tl_release(g), tl_release(g_dense), tl_release(s);
     if (status != TL_OK) {

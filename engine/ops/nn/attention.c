@@ -182,7 +182,8 @@ tl_status tl_scaled_dot_product_attention_lse(const tl_tensor *q, const tl_tenso
         if (status == TL_OK) {
             const tl_kernel_entry *kernel = tl_dispatch(TL_OP_scaled_dot_product_attention, device,
                                                         dtype, NN_TENSORS(o4, q4, k4, v4));
-            status = kernel ? kernel->fn.attention(o4, l3, q4, k4, v4, &args) : TL_ERR_DTYPE;
+            status =
+                kernel ? kernel->fn.attention(o4, l3, q4, k4, v4, &args) : tl_dispatch_status();
         }
     }
     tl_release(q4), tl_release(k4), tl_release(v4), tl_release(o4), tl_release(l3);
@@ -281,7 +282,7 @@ tl_status tl_scaled_dot_product_attention_backward(const tl_tensor *grad, const 
                             NN_TENSORS(first, *g4, *q4, *k4));
             status = kernel ? kernel->fn.attention_backward(grads4[0], grads4[1], grads4[2], *delta,
                                                             *g4, *q4, *k4, *v4, *o4, *l3, &args)
-                            : TL_ERR_DTYPE;
+                            : tl_dispatch_status();
         }
     }
     for (int i = 0; i < 7; i++) tl_release(views[i]);

@@ -212,7 +212,7 @@ static tl_status run(tl_op op, const tl_tensor *like, int64_t features, const tl
     if (status == TL_OK) status = as_matrix(result, &result2d);
     if (status == TL_OK && tl_numel(result) > 0) {
         const tl_kernel_entry *k = tl_dispatch(op, device, like->dtype, NN_TENSORS(result2d, d, o));
-        status = k ? k->fn.block_sparse(result2d, d, o, bias, layout) : TL_ERR_DTYPE;
+        status = k ? k->fn.block_sparse(result2d, d, o, bias, layout) : tl_dispatch_status();
     }
     tl_release(d), tl_release(o), tl_release(result2d);
     if (status != TL_OK) {
@@ -295,7 +295,7 @@ tl_status tl_block_sparse_linear_backward_weight(const tl_tensor *grad, const tl
     if (status == TL_OK && products) {
         const tl_kernel_entry *k = tl_dispatch(TL_OP_block_sparse_linear_backward_weight, device,
                                                grad->dtype, NN_TENSORS(result, g, xm));
-        status = k ? k->fn.block_sparse(result, g, xm, NULL, layout) : TL_ERR_DTYPE;
+        status = k ? k->fn.block_sparse(result, g, xm, NULL, layout) : tl_dispatch_status();
     }
     tl_release(g), tl_release(xm);
     if (status != TL_OK) {

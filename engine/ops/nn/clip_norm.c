@@ -126,7 +126,8 @@ tl_status tl_clip_grad_norm_multi(tl_tensor *const *grads, int64_t n, double max
     const int64_t shapes[2][TL_MAX_DIMS] = {{n}, {elements}};
     const tl_kernel_entry *k =
         tl_dispatch_shapes(TL_OP_clip_grad_norm_multi, device, grads[0]->dtype, 2, ndims, shapes);
-    tl_status status = k ? k->fn.clip_norm_multi(grads, n, max_norm, norm_type, out) : TL_ERR_DTYPE;
+    tl_status status =
+        k ? k->fn.clip_norm_multi(grads, n, max_norm, norm_type, out) : tl_dispatch_status();
     if (status != TL_OK) {
         tl_release(out);
         return status;

@@ -114,7 +114,7 @@ static tl_status run_im2col(tl_op op, tl_tensor *images, int64_t b0, int64_t cou
     const tl_tensor *src = to_columns ? part : columns;
     const tl_kernel_entry *k =
         tl_dispatch(op, tl_tensor_device(images), images->dtype, NN_TENSORS(dst, src));
-    tl_status status = k ? k->fn.im2col(dst, src, &w) : TL_ERR_DTYPE;
+    tl_status status = k ? k->fn.im2col(dst, src, &w) : tl_dispatch_status();
     tl_release(part);
     return status;
 }

@@ -48,7 +48,7 @@ tl_status tl_cross_entropy(const tl_tensor *logits, const tl_tensor *target, dou
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_cross_entropy, device, logits->dtype, NN_TENSORS(result, x, t));
-        status = k ? k->fn.cross_entropy(result, lse, x, t, label_smoothing) : TL_ERR_DTYPE;
+        status = k ? k->fn.cross_entropy(result, lse, x, t, label_smoothing) : tl_dispatch_status();
     }
     tl_release(x), tl_release(t);
     if (status != TL_OK) {
@@ -93,7 +93,7 @@ tl_status tl_cross_entropy_backward(const tl_tensor *grad, const tl_tensor *logi
         const tl_kernel_entry *k = tl_dispatch(TL_OP_cross_entropy_backward, device, logits->dtype,
                                                NN_TENSORS(result, x, t, g_dense));
         status = k ? k->fn.cross_entropy_backward(result, g_dense, x, lse, t, label_smoothing)
-                   : TL_ERR_DTYPE;
+                   : tl_dispatch_status();
     }
     tl_release(g), tl_release(g_dense), tl_release(x), tl_release(t), tl_release(lse);
     if (status != TL_OK) {

@@ -19,7 +19,7 @@ static tl_status run(const tl_tensor *x, double p, uint64_t seed, uint64_t count
         .scalar = {p, 0.0}, .has_scalar = {true, false}, .seed = seed, .counter = counter};
     const tl_kernel_entry *k =
         tl_dispatch(TL_OP_dropout, tl_tensor_device(x), x->dtype, NN_TENSORS(result, x));
-    return k ? k->fn.unary(result, x, &args) : TL_ERR_DTYPE;
+    return k ? k->fn.unary(result, x, &args) : tl_dispatch_status();
 }
 
 /* The stream of a mask over x: ceil(n / 4) blocks of the global generator (one float32

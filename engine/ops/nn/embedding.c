@@ -34,7 +34,7 @@ tl_status tl_embedding(const tl_tensor *indices, const tl_tensor *weight, tl_ten
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_embedding, device, weight->dtype, NN_TENSORS(result, w, idx));
-        status = !k                      ? TL_ERR_DTYPE
+        status = !k                      ? tl_dispatch_status()
                  : tl_numel(result) == 0 ? TL_OK /* nothing to gather */
                                          : k->fn.embedding(result, w, idx);
     }
@@ -74,7 +74,7 @@ tl_status tl_embedding_backward(const tl_tensor *grad, const tl_tensor *indices,
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_embedding_backward, device, grad->dtype, NN_TENSORS(result, g, idx));
         /* an empty result (e.g. [2^40, 0]) has nothing to write: no loop over its rows */
-        status = !k                      ? TL_ERR_DTYPE
+        status = !k                      ? tl_dispatch_status()
                  : tl_numel(result) == 0 ? TL_OK
                                          : k->fn.embedding(result, g, idx);
     }

@@ -18,7 +18,7 @@ tl_status tl_check_index_range(const tl_tensor *indices, const tl_index_range *r
     TL_TRY(tl_contiguous((tl_tensor *)indices, &dense));
     const tl_kernel_entry *k =
         tl_dispatch(TL_OP_index_check, device, dense->dtype, NN_TENSORS(dense));
-    tl_status status = k ? k->fn.index_check(dense, range) : TL_ERR_DTYPE;
+    tl_status status = k ? k->fn.index_check(dense, range) : tl_dispatch_status();
     tl_release(dense); /* a CUDA check holds no reference: the stream orders the reuse */
     if (status == TL_OK && device.type == TL_DEVICE_CUDA && tl_sync_checks())
         status = tl_cuda_synchronize(device.index);

@@ -101,7 +101,7 @@ static tl_status run_forward(tl_tensor *result, const tl_tensor *x, const tl_ten
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_layer_norm, device, x->dtype, NN_TENSORS(result, x, w, b));
-        status = !k                 ? TL_ERR_DTYPE
+        status = !k                 ? tl_dispatch_status()
                  : tl_numel(x) == 0 ? empty_statistics(mu, rs)
                                     : k->fn.layer_norm(result, mu, rs, x, w, b, eps);
     }
@@ -177,7 +177,7 @@ tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *i
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_layer_norm_backward_input, tl_tensor_device(input), input->dtype,
                         NN_TENSORS(result, g, x, w));
-        status = !k                      ? TL_ERR_DTYPE
+        status = !k                      ? tl_dispatch_status()
                  : tl_numel(result) == 0 ? TL_OK
                                          : k->fn.layer_norm_backward(result, NULL, g, x, mu, rs, w);
     }
@@ -217,7 +217,7 @@ tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *
         const tl_kernel_entry *k = tl_dispatch(TL_OP_layer_norm_backward_weight, device,
                                                grad->dtype, NN_TENSORS(dw ? dw : db, g, x));
         /* D == 0: empty results; rows == 0 with D > 0: zeros, a loop over D only */
-        status = !k       ? TL_ERR_DTYPE
+        status = !k       ? tl_dispatch_status()
                  : D == 0 ? TL_OK
                           : k->fn.layer_norm_backward(dw, db, g, x, mu, rs, NULL);
     }

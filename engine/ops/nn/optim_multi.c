@@ -176,7 +176,7 @@ tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *g
         };
         status = k ? k->fn.optim_multi(params, (const tl_tensor *const *)g, exp_avg, exp_avg_sq,
                                        master, n, &args)
-                   : TL_ERR_DTYPE;
+                   : tl_dispatch_status();
     }
     for (int64_t i = 0; i < n; i++) tl_release(g[i]);
     free(g);

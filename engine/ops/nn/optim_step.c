@@ -52,7 +52,7 @@ static tl_status run_step(tl_op op, tl_tensor *param, const tl_tensor *grad, tl_
     TL_TRY(tl_contiguous((tl_tensor *)grad, &g));
     const tl_kernel_entry *k =
         tl_dispatch(op, tl_tensor_device(param), param->dtype, NN_TENSORS(param, g));
-    tl_status status = k ? k->fn.optim(param, g, state0, state1, args) : TL_ERR_DTYPE;
+    tl_status status = k ? k->fn.optim(param, g, state0, state1, args) : tl_dispatch_status();
     tl_release(g);
     if (status != TL_OK) return status;
     tl_bump_version(param);

@@ -44,7 +44,7 @@ tl_status tl_max_pool2d(const tl_tensor *input, int64_t kernel_h, int64_t kernel
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_max_pool2d, device, input->dtype, NN_TENSORS(values, x));
-        status = k ? k->fn.pool(values, where, x, &w) : TL_ERR_DTYPE;
+        status = k ? k->fn.pool(values, where, x, &w) : tl_dispatch_status();
     }
     tl_release(x);
     if (status != TL_OK) {
@@ -102,7 +102,7 @@ tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
     if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_max_pool2d_backward, device, grad->dtype, NN_TENSORS(result, g, idx));
-        status = k ? k->fn.pool_backward(result, g, idx, &w) : TL_ERR_DTYPE;
+        status = k ? k->fn.pool_backward(result, g, idx, &w) : tl_dispatch_status();
     }
     tl_release(g), tl_release(idx);
     if (status != TL_OK) {

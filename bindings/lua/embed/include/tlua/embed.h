@@ -33,27 +33,67 @@ typedef struct lua_State lua_State;
                       function that returned another number or type of values;
      TL_ERR_MEMORY    the memory limit (or the process) refused an allocation;
      TL_ERR_RUNTIME   an error raised while running Lua code (tlua's own errors included), the
-                      instruction limit. */
+                      instruction and time limits.
+   States side by side: tensors may pass from one state to another through the host. A graph
+   recorded in one state (a custom Function, a grad-ready hook) is differentiated in that state:
+   a backward of it started in another state, or after its state closed, is an error naming the
+   states (they are numbered 1, 2, ... as they open). */
 typedef struct tl_lua tl_lua;
 
 typedef struct tl_lua_options {
-    /* Run untrusted configuration code: no io library; os holds only clock, time and date; no
-       debug library; no dofile or loadfile; load() and require() compile text chunks only
-       (binary chunks are refused); no C modules (no package.loadlib, no C searchers, cpath
-       empty) and package.path holds tlua's modules only; print, the coroutine, string, table,
-       math and utf8 libraries stay. tl.save and tl.load still read and write checkpoints: a host
-       that forbids files removes them from tl (through tl_lua_state). */
+    /* Run untrusted configuration code. The state is built from an allow-list, not from the full
+       libraries with parts removed:
+       - globals: the base library less dofile and loadfile; load() compiles text only (binary
+         chunks are refused) in the global environment unless given one; setmetatable refuses
+         nothing but runs a __gc finalizer under the limits (see below); xpcall's message
+         handler does not run once a limit is hit; the coroutine, string, table, math and utf8
+         libraries; os with clock, time and date only; print. No io, no debug, no C modules.
+       - tl: a table of the functions that touch nothing outside the state (tensors, ops,
+         autograd, tl.nn, tl.optim, tl.autograd, tl.data's datasets and loaders, tl.cuda's
+         queries); tl.save with write_dirs, tl.load and the data readers with read_dirs (or
+         write_dirs), tl.distributed with network. Files are opened only inside those folders,
+         resolved with links followed (a link out of a folder is refused), checked where the
+         C code opens them; a refusal reads the same whether the file exists or not.
+       - require(name): "tlua" (the sandboxed tl) and tlua's Lua modules of the allow-list, then
+         module_dir/name.lua (dots as folders) in text; one fixed searcher (package.path,
+         package.searchers and package.searchpath are not consulted; package.loaded holds only
+         what require gave this configuration).
+       - settings of the thread or process a configuration can change (grad mode, autocast,
+         the number of threads, the random stream, sync checks, matmul precision) are the
+         state's own: each call starts with grad on and autocast off and the state's random
+         stream, threads, sync checks and precision; when it returns, however it returns, the
+         host's are back. */
     bool sandbox;
-    /* The most bytes the state's Lua heap may hold (0: no limit), counted by its allocator:
-       tlua and tl.nn take about 200 KiB of it; tensor storage lives outside the Lua heap and
-       is not counted. Going over it is a "memory limit ... exceeded" error (TL_ERR_MEMORY). */
+    /* The most bytes the state may hold (0: no limit): its Lua heap (counted by its allocator;
+       tlua and tl.nn take about 300 KiB of it) plus the storage of every tensor made while one
+       of its calls runs, on the CPU and on GPUs, until that tensor is freed (a tensor returned
+       to the host stays counted until the host releases it). Going over it is a "memory limit
+       ... exceeded" error (TL_ERR_MEMORY). */
     size_t memory_limit;
     /* The most Lua VM instructions one call of tl_lua_dofile, tl_lua_dostring, tl_lua_call,
-       tl_lua_get_number or tl_lua_get_string may run, coroutines included (0: no limit),
-       counted by a count hook every 1000 instructions (so to within 1000 per coroutine). Time
-       spent inside C functions (tensor ops) is not counted. Going over it is an "instruction
-       limit ... exceeded" error (TL_ERR_RUNTIME) that pcall in the script cannot get past. */
+       tl_lua_get_number or tl_lua_get_string may run, coroutines, message handlers and
+       finalizers included (0: no limit), counted by a count hook every 1000 instructions (so to
+       within 1000 per coroutine). Going over it is an "instruction limit ... exceeded" error
+       (TL_ERR_RUNTIME) that pcall in the script cannot get past. */
     uint64_t instruction_limit;
+    /* The most wall-clock milliseconds one call may take (0: no limit), checked by the same
+       hook and before every tensor op (no kernel starts after it): a "time limit ... exceeded"
+       error (TL_ERR_RUNTIME). Not bounded by either limit: one kernel or one C function that
+       started before the limit runs to its end (a 4096^3 matmul on the CPU takes seconds), so
+       under the sandbox, string.find/match/gmatch/gsub refuse a pattern whose worst case
+       (subject length to the power of its repetition items) exceeds what is left of the
+       instruction or time budget, and sort, rep, concat and format are bounded by the memory
+       limit. */
+    uint64_t time_limit_ms;
+    /* Sandbox grants (ignored without the sandbox): NULL-ended lists of folders whose files
+       tl.load and the data readers may read (read_dirs; write_dirs are readable too) and
+       tl.save may write (write_dirs); NULL: none. Every folder must exist. */
+    const char *const *read_dirs;
+    const char *const *write_dirs;
+    /* A folder of the host's Lua modules for require (NULL: tlua's modules only). */
+    const char *module_dir;
+    /* Whether tl.distributed (sockets to the launcher's store, NCCL) is available. */
+    bool network;
 } tl_lua_options;
 
 /* Opens a state into *out with opts (NULL: the defaults, all zero: no sandbox, no limits). On
@@ -87,9 +127,11 @@ tl_status tl_lua_get_string(tl_lua *L, const char *dotted_path, const char **out
    limits and the error translation apply only to calls made through this API. */
 lua_State *tl_lua_state(tl_lua *L);
 
-/* Closes the state: Lua's references to tensors are dropped (the host's stay valid). NULL is
-   fine. */
-void tl_lua_close(tl_lua *L);
+/* Closes the state: Lua's references to tensors are dropped (the host's stay valid). The
+   configuration's finalizers run under the state's limits (one budget for all of them); one that
+   goes over is abandoned, the others still run, memory is freed all the same, and the result is
+   TL_ERR_RUNTIME with a message naming the first abandoned finalizer's error. NULL is fine. */
+tl_status tl_lua_close(tl_lua *L);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,86 @@
+-- tlua.sandbox: what an embedded configuration under the sandbox sees of tlua: an allow-list of tl's names and of its submodules' (embed.h's tl_lua_options.sandbox), built once when the state opens; the configuration cannot require this module.
+local sandbox = {}
+
+-- tl's names that touch nothing outside the state, besides the ops of the op table (tl.ops(),
+-- pure compute on tensors, taken whole). Settings of the thread or process among them (grad mode,
+-- threads, seed, sync checks, matmul precision) are the state's own in an embedded state.
+sandbox.allowed = {
+  -- tensors: made, read, converted
+  "Tensor", "tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn",
+  "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+  "randn_like", "is_tensor", "is_released", "release", "item", "totable", "numel", "dim", "size",
+  "stride", "is_contiguous", "to",
+  -- dtype names
+  "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "float", "double", "half",
+  "int", "long", "dtypes",
+  -- functional ops written by hand and in-place forms (tl.ops() lists the table's rows)
+  "linear", "outer", "conv2d", "layer_norm_", "matmul_", "copy_", "fill_", "block_layout_validate",
+  -- autograd and modes
+  "backward", "detach", "requires_grad_", "zero_grad", "no_grad", "enable_grad", "is_grad_enabled",
+  "set_grad_enabled", "custom_function", "autocast", "autocast_dtype",
+  -- settings and introspection of this state
+  "manual_seed", "set_num_threads", "get_num_threads", "set_sync_checks", "sync_checks",
+  "set_matmul_precision", "get_matmul_precision", "cuda_device_count", "memory_stats",
+  "reset_peak_memory_stats", "clock", "ops", "kernels", "trace",
+  -- submodules (their own allow-lists below)
+  "nn", "optim", "autograd", "data", "cuda",
+}
+
+-- names a grant of the host adds: tl_lua_options' read_dirs / write_dirs / network
+sandbox.granted = { load = "read", save = "write", distributed = "network" }
+
+-- public names never given, and why (internal names, "_...", are never given either)
+sandbox.denied = {
+  progress = "writes to the terminal (io)",
+  cli = "reads the command line and exits the process (os.exit)",
+}
+
+-- each submodule's names: true for all of the module, or a list
+local submodules = {
+  nn = true,
+  optim = true,
+  autograd = true,
+  data = { "DataLoader", "TensorDataset", "splitmix", "FASHION_MNIST_CLASSES" },
+  data_read = { "read_idx", "FashionMNIST", "FASHION_MNIST_ROOT" },
+  cuda = { "is_available", "device_count", "current_device", "synchronize", "memory_stats",
+    "reset_peak_memory_stats", "empty_cache" },
+}
+
+local function pick(module, names, into)
+  into = into or {}
+  for _, name in ipairs(names) do into[name] = module[name] end
+  return into
+end
+
+--- view(tl, grants) -> the configuration's tl, and the modules its require may return by name
+-- grants: {read = bool, write = bool, network = bool}
+function sandbox.view(tl, grants)
+  local view, modules = {}, {}
+  for _, op in ipairs(tl.ops()) do
+    local name = type(op) == "table" and op.name or op
+    if type(tl[name]) == "function" then view[name] = tl[name] end
+  end
+  for _, name in ipairs(sandbox.allowed) do
+    if submodules[name] == nil then view[name] = tl[name] end
+  end
+  for name, grant in pairs(sandbox.granted) do
+    if grants[grant] and name ~= "distributed" then view[name] = tl[name] end
+  end
+  for name, names in pairs(submodules) do
+    if name ~= "data_read" then
+      local module = tl[name]
+      local sub = names == true and module or pick(module, names)
+      if name == "data" and grants.read then pick(module, submodules.data_read, sub) end
+      view[name] = sub
+      modules["tlua." .. name] = sub
+    end
+  end
+  if grants.network then
+    view.distributed = tl.distributed
+    modules["tlua.distributed"] = tl.distributed
+  end
+  modules.tlua = view
+  return view, modules
+end
+
+return sandbox
