@@ -46,6 +46,17 @@ local submodules = {
     "reset_peak_memory_stats", "empty_cache" },
 }
 
+--- op_names(tl) -> the set of tl's names that are rows of the op table (tl.ops()) and their
+-- in-place forms (name .. "_"): pure compute on tensors, allowed whole
+function sandbox.op_names(tl)
+  local names = {}
+  for _, op in ipairs(tl.ops()) do
+    names[op.name] = true
+    if tl[op.name .. "_"] ~= nil then names[op.name .. "_"] = true end
+  end
+  return names
+end
+
 local function pick(module, names, into)
   into = into or {}
   for _, name in ipairs(names) do into[name] = module[name] end
@@ -56,8 +67,7 @@ end
 -- grants: {read = bool, write = bool, network = bool}
 function sandbox.view(tl, grants)
   local view, modules = {}, {}
-  for _, op in ipairs(tl.ops()) do
-    local name = type(op) == "table" and op.name or op
+  for name in pairs(sandbox.op_names(tl)) do
     if type(tl[name]) == "function" then view[name] = tl[name] end
   end
   for _, name in ipairs(sandbox.allowed) do
