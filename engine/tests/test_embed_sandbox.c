@@ -350,6 +350,23 @@ static void test_statuses(void) {
     tl_lua_close(L);
 }
 
+/* GPU tensors count against the memory limit as CPU ones do (pending without a GPU). */
+static void test_cuda_memory(void) {
+    if (tl_cuda_device_count() < 1) {
+        printf("test_embed_sandbox: pending: no CUDA device (GPU tensors in the memory limit)\n");
+        return;
+    }
+    tl_lua_options options = {.sandbox = true, .memory_limit = 8u << 20};
+    tl_lua *L = open_with(&options);
+    if (!L) return;
+    ERROR("a GPU tensor past the limit",
+          tl_lua_dostring(L, "t = tl.zeros(4096, 1024, {device = 'cuda'})", "=gpu"), TL_ERR_MEMORY,
+          "memory limit of 8388608 bytes exceeded", "a tensor of 16777216 bytes");
+    run_ok(L, "=gpu small",
+           "local t = tl.zeros(256, 1024, {device = 'cuda'}); assert(t:sum():item() == 0)");
+    tl_lua_close(L);
+}
+
 int main(void) {
     if (!make_run_dir("tlua_test_embed_sandbox")) return 1;
     test_allow_list();
@@ -360,5 +377,6 @@ int main(void) {
     test_engine_thread_limits();
     test_settings();
     test_statuses();
+    test_cuda_memory();
     return finish("test_embed_sandbox");
 }
