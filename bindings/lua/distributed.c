@@ -62,7 +62,8 @@ static int int_arg(lua_State *L, int idx, const char *op, const char *what) {
     return (int)v;
 }
 
-/* _dist_new_group(rank, world_size, cuda_device, host, port, timeout_s) */
+/* _dist_new_group(rank, world_size, cuda_device, host, port, timeout_s): a world of more than
+   one rank connects to the store at host:port with the secret of TLUA_STORE_SECRET */
 static int dist_new_group(lua_State *L) {
     tlb_check_network(L, "distributed");
     int rank = int_arg(L, 1, "init", "rank");
@@ -78,7 +79,14 @@ static int dist_new_group(lua_State *L) {
     luaL_setmetatable(L, GROUP_NAME);
     if (world > 1) {
         if (!host) return tlb_errorf(L, "init: a world of %d ranks needs the store's host", world);
-        if (tl_store_connect(host, port, timeout, &box->store) != TL_OK) return tlb_fail(L);
+        const char *secret = getenv("TLUA_STORE_SECRET");
+        if (!secret || !*secret)
+            return tlb_errorf(L,
+                              "init: TLUA_STORE_SECRET is %s (a world of %d ranks meets in the "
+                              "launcher's store, which needs the job's secret: start the script "
+                              "with tlua --nproc N)",
+                              secret ? "empty" : "not set", world);
+        if (tl_store_connect(host, port, secret, timeout, &box->store) != TL_OK) return tlb_fail(L);
         if (tl_store_set_timeout(box->store, timeout) != TL_OK) return tlb_fail(L);
     }
     if (tl_process_group_new(box->store, rank, world, cuda_device, &box->group) != TL_OK)

@@ -1,10 +1,10 @@
 /* The launcher of `tlua --nproc N`: starts the ranks of a job, owns its store, stops them together.
  */
+#define _GNU_SOURCE /* explicit_bzero */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "launch.h"
+#include "launch_options.h"
 #include "tlua/distributed.h"
 
 extern char **environ;
@@ -32,26 +33,7 @@ extern char **environ;
 #define FAILED_KEY      "tlua/launch/failed"
 #define FINISHED_KEY    "tlua/launch/finished"
 
-enum { MAX_COUNT = 4096, MESSAGE_SIZE = 1024 };
-
-static const char usage_text[] =
-    "usage: tlua --nproc N [--nnodes M --node-rank R --master-addr A --master-port P] script.lua "
-    "[args]\n"
-    "  --nproc N        ranks on this node (each runs `tlua script.lua args`)\n"
-    "  --nnodes M       nodes of the job (default 1)\n"
-    "  --node-rank R    this node's index, 0 to M-1 (default 0); node 0 owns the store\n"
-    "  --master-addr A  node 0's address as every node reaches it (default 127.0.0.1)\n"
-    "  --master-port P  the store's port (default: a free port for one node, 29500 for several)\n"
-    "Each rank gets TLUA_RANK, TLUA_WORLD_SIZE, TLUA_LOCAL_RANK, TLUA_LOCAL_WORLD_SIZE,\n"
-    "TLUA_NODE_RANK, TLUA_NNODES, TLUA_MASTER_ADDR and TLUA_MASTER_PORT; unless set,\n"
-    "OMP_NUM_THREADS is the node's cores divided by N.\n";
-
-typedef struct launch_options {
-    int nproc, nnodes, node_rank;
-    int master_port; /* -1: not given */
-    const char *master_addr;
-    int first_arg; /* argv index of the script: it and what follows go to every rank */
-} launch_options;
+enum { MESSAGE_SIZE = 1024 };
 
 typedef struct rank_process {
     pid_t pid; /* also its process group */
@@ -71,7 +53,8 @@ typedef struct watcher {
 
 typedef struct launch_job {
     launch_options opt;
-    const char *store_addr; /* where the ranks reach the store */
+    char secret[TL_STORE_MAX_SECRET + 1]; /* every client of the store proves it */
+    const char *store_addr;               /* where the ranks reach the store */
     int store_port;
     tl_store_server *server; /* node 0 */
     tl_store *store;         /* the launcher's client (several nodes) */
@@ -95,124 +78,8 @@ static struct timespec timespec_of(double seconds) {
     return (struct timespec){(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    fputs("tlua --nproc: ", stderr);
-    vfprintf(stderr, fmt, args);
-    fputc('\n', stderr);
-    fflush(stderr);
-    va_end(args);
-}
-
-static bool usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static bool usage_error(const char *fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    fputs("tlua --nproc: ", stderr);
-    vfprintf(stderr, fmt, args);
-    fprintf(stderr, "\n%s", usage_text);
-    fflush(stderr);
-    va_end(args);
-    return false;
-}
-
-/* ---- options ------------------------------------------------------------------------------- */
-enum { OPT_NPROC, OPT_NNODES, OPT_NODE_RANK, OPT_MASTER_ADDR, OPT_MASTER_PORT, OPT_COUNT };
-static const char *const option_names[OPT_COUNT] = {"--nproc", "--nnodes", "--node-rank",
-                                                    "--master-addr", "--master-port"};
-
-/* Which option arg is ("--name" or "--name=value"), or -1; *inline_value gets the value after
-   '=' (NULL when none). */
-static int match_option(const char *arg, const char **inline_value) {
-    for (int i = 0; i < OPT_COUNT; i++) {
-        size_t len = strlen(option_names[i]);
-        if (strncmp(arg, option_names[i], len) != 0) continue;
-        if (arg[len] == '\0') {
-            *inline_value = NULL;
-            return i;
-        }
-        if (arg[len] == '=') {
-            *inline_value = arg + len + 1;
-            return i;
-        }
-    }
-    return -1;
-}
-
-/* A whole number from lo to hi; false with a usage error otherwise. */
-static bool parse_number(const char *option, const char *text, int lo, int hi, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || errno || v < lo || v > hi)
-        return usage_error("%s expects a whole number from %d to %d, got '%s'", option, lo, hi,
-                           text);
-    *out = (int)v;
-    return true;
-}
-
-static bool set_option(launch_options *o, int which, const char *value) {
-    const char *name = option_names[which];
-    switch (which) {
-    case OPT_NPROC:
-        return parse_number(name, value, 1, MAX_COUNT, &o->nproc);
-    case OPT_NNODES:
-        return parse_number(name, value, 1, MAX_COUNT, &o->nnodes);
-    case OPT_NODE_RANK:
-        return parse_number(name, value, 0, MAX_COUNT - 1, &o->node_rank);
-    case OPT_MASTER_PORT:
-        return parse_number(name, value, 0, 65535, &o->master_port);
-    default:
-        if (!*value) return usage_error("--master-addr expects a host name or address, got ''");
-        o->master_addr = value;
-        return true;
-    }
-}
-
-static bool check_options(const launch_options *o, int argc) {
-    if (o->nproc == 0)
-        return usage_error("--nproc N is missing (the number of ranks to start on this node)");
-    if (o->node_rank >= o->nnodes)
-        return usage_error("--node-rank %d is out of range for --nnodes %d (expected 0 to %d)",
-                           o->node_rank, o->nnodes, o->nnodes - 1);
-    if (o->nnodes > 1 && o->master_port == 0)
-        return usage_error("--master-port 0 (a free port) needs --nnodes 1: the other nodes "
-                           "must know the port");
-    if (o->first_arg >= argc) return usage_error("no script to run");
-    return true;
-}
-
-/* A script that no rank could open is refused before any rank starts ("-e ..." and other
-   options of tlua go to the ranks as they are). */
-static bool check_script(const char *script) {
-    if (script[0] == '-' || access(script, R_OK) == 0) return true;
-    fprintf(stderr, "tlua --nproc: cannot read the script '%s': %s\n", script, strerror(errno));
-    return false;
-}
-
-static bool parse_options(int argc, char **argv, launch_options *o) {
-    *o = (launch_options){.nnodes = 1, .master_port = -1};
-    int i = 1;
-    while (i < argc) {
-        const char *value = NULL;
-        int which = match_option(argv[i], &value);
-        if (which < 0) break;
-        if (!value) {
-            if (i + 1 >= argc) return usage_error("%s needs a value", option_names[which]);
-            value = argv[++i];
-        }
-        i++;
-        if (!set_option(o, which, value)) return false;
-    }
-    o->first_arg = i;
-    return check_options(o, argc) && check_script(argv[i]);
-}
-
 bool tlb_launch_requested(int argc, char **argv) {
-    const char *value;
-    return argc > 1 && argv[1] && match_option(argv[1], &value) >= 0;
+    return argc > 1 && tlb_launch_is_option(argv[1]);
 }
 
 /* ---- the store: node 0 serves it, every launcher of several nodes is a client too ---------- */
@@ -220,19 +87,22 @@ static void *watch_other_nodes(void *arg) {
     watcher *w = arg;
     while (!atomic_load(&w->stop)) {
         bool exists = false;
+        char why[MESSAGE_SIZE / 2]; /* the store's text, escaped: another node wrote it */
         if (tl_store_check(w->store, FAILED_KEY, &exists) != TL_OK) {
-            snprintf(w->message, sizeof w->message, "node 0's store is gone (%s)", tl_last_error());
+            tlb_launch_escape(why, sizeof why, tl_last_error(), strlen(tl_last_error()));
+            snprintf(w->message, sizeof w->message, "node 0's store is gone (%s)", why);
             atomic_store(&w->fired, true);
             return NULL;
         }
         if (exists) {
             void *value = NULL;
             size_t size = 0;
-            if (tl_store_get(w->store, FAILED_KEY, &value, &size) == TL_OK)
-                snprintf(w->message, sizeof w->message, "%.*s", (int)size, (const char *)value);
-            else
-                snprintf(w->message, sizeof w->message, "another node failed (%s)",
-                         tl_last_error());
+            if (tl_store_get(w->store, FAILED_KEY, &value, &size) == TL_OK) {
+                tlb_launch_escape(w->message, sizeof w->message, value, size);
+            } else {
+                tlb_launch_escape(why, sizeof why, tl_last_error(), strlen(tl_last_error()));
+                snprintf(w->message, sizeof w->message, "another node failed (%s)", why);
+            }
             free(value);
             atomic_store(&w->fired, true);
             return NULL;
@@ -246,25 +116,37 @@ static void *watch_other_nodes(void *arg) {
 }
 
 static bool connect_launcher_client(const launch_job *job, tl_store **out) {
-    if (tl_store_connect(job->store_addr, job->store_port, CONNECT_S, out) != TL_OK ||
+    if (tl_store_connect(job->store_addr, job->store_port, job->secret, CONNECT_S, out) != TL_OK ||
         tl_store_set_timeout(*out, LAUNCHER_WAIT_S) != TL_OK) {
-        say("%s", tl_last_error());
+        tlb_launch_say("%s", tl_last_error());
         return false;
     }
     return true;
 }
 
-/* Node 0 starts the store; with several nodes every launcher connects to it. Called before the
-   signals are blocked, so that Ctrl-C stops a launcher still waiting for node 0. */
+/* Whether addr stands for every interface of the host. */
+static bool is_wildcard(const char *addr) {
+    return strcmp(addr, "0.0.0.0") == 0 || strcmp(addr, "::") == 0 || strcmp(addr, "[::]") == 0;
+}
+
+/* Node 0 starts the store, listening on --bind, else (several nodes) --master-addr, else on this
+   host only; with several nodes every launcher connects to it. Called before the signals are
+   blocked, so that Ctrl-C stops a launcher still waiting for node 0. */
 static bool start_store(launch_job *job) {
     const launch_options *o = &job->opt;
     bool several = o->nnodes > 1;
     int port = o->master_port >= 0 ? o->master_port : several ? DEFAULT_PORT : 0;
-    job->store_addr = several && o->master_addr ? o->master_addr : "127.0.0.1";
+    const char *listen_addr = o->bind_addr                ? o->bind_addr
+                              : several && o->master_addr ? o->master_addr
+                                                          : LAUNCH_DEFAULT_ADDR;
+    if (several)
+        job->store_addr = o->master_addr ? o->master_addr : LAUNCH_DEFAULT_ADDR;
+    else /* one node: its ranks reach the store where it listens */
+        job->store_addr = is_wildcard(listen_addr) ? LAUNCH_DEFAULT_ADDR : listen_addr;
     job->store_port = port;
-    if (o->node_rank == 0 && tl_store_server_start(several ? "0.0.0.0" : "127.0.0.1", port,
-                                                   &job->server, &job->store_port) != TL_OK) {
-        say("%s", tl_last_error());
+    if (o->node_rank == 0 && tl_store_server_start(listen_addr, port, job->secret, &job->server,
+                                                   &job->store_port) != TL_OK) {
+        tlb_launch_say("%s", tl_last_error());
         return false;
     }
     if (!several) return true;
@@ -275,7 +157,7 @@ static bool start_store(launch_job *job) {
 static bool start_watcher(launch_job *job) {
     if (!job->watcher.store) return true;
     int rc = pthread_create(&job->watcher.thread, NULL, watch_other_nodes, &job->watcher);
-    if (rc != 0) say("cannot start the watcher thread: %s", strerror(rc));
+    if (rc != 0) tlb_launch_say("cannot start the watcher thread: %s", strerror(rc));
     job->watcher.started = rc == 0;
     return rc == 0;
 }
@@ -287,13 +169,14 @@ static void publish_failure(launch_job *job, const char *what) {
     char message[MESSAGE_SIZE];
     snprintf(message, sizeof message, "node %d: %s", job->opt.node_rank, what);
     if (tl_store_set(job->store, FAILED_KEY, message, strlen(message)) != TL_OK)
-        say("cannot tell the other nodes: %s", tl_last_error());
+        tlb_launch_say("cannot tell the other nodes: %s", tl_last_error());
 }
 
 /* ---- the ranks ----------------------------------------------------------------------------- */
 static const char *const rank_variables[] = {
-    "TLUA_RANK",      "TLUA_WORLD_SIZE", "TLUA_LOCAL_RANK",  "TLUA_LOCAL_WORLD_SIZE",
-    "TLUA_NODE_RANK", "TLUA_NNODES",     "TLUA_MASTER_ADDR", "TLUA_MASTER_PORT"};
+    "TLUA_RANK",        "TLUA_WORLD_SIZE", "TLUA_LOCAL_RANK",  "TLUA_LOCAL_WORLD_SIZE",
+    "TLUA_NODE_RANK",   "TLUA_NNODES",     "TLUA_MASTER_ADDR", "TLUA_MASTER_PORT",
+    "TLUA_STORE_SECRET"};
 enum { RANK_VARIABLES = sizeof rank_variables / sizeof rank_variables[0] };
 
 static bool is_rank_variable(const char *entry) {
@@ -315,12 +198,14 @@ static void rank_values(const launch_job *job, int local_rank, char text[][24],
                            o->node_rank,
                            o->nnodes,
                            0,
-                           job->store_port};
+                           job->store_port,
+                           0};
     for (int v = 0; v < RANK_VARIABLES; v++) {
         snprintf(text[v], 24, "%lld", numbers[v]);
         values[v] = text[v];
     }
     values[6] = job->store_addr;
+    values[8] = job->secret;
 }
 
 /* The environment of a rank: this one without the TLUA_ rank variables, then them. One block
@@ -331,7 +216,9 @@ static char **rank_environment(const launch_job *job, int local_rank) {
     rank_values(job, local_rank, text, values);
     size_t count = 0;
     while (environ && environ[count]) count++;
-    size_t entry_size = 64 + strlen(job->store_addr), pointers = count + RANK_VARIABLES + 1;
+    size_t longest = strlen(job->store_addr) > strlen(job->secret) ? strlen(job->store_addr)
+                                                                   : strlen(job->secret);
+    size_t entry_size = 64 + longest, pointers = count + RANK_VARIABLES + 1;
     char **env = malloc(pointers * sizeof *env + RANK_VARIABLES * entry_size);
     if (!env) return NULL;
     size_t n = 0;
@@ -385,7 +272,7 @@ static void spawn_ranks(launch_job *job, int argc, char **argv) {
     int nargs = argc - o->first_arg;
     char **args = malloc((size_t)(nargs + 2) * sizeof *args);
     if (!args) {
-        say("out of memory");
+        tlb_launch_say("out of memory");
         job->exit_code = 1;
         return;
     }
@@ -400,8 +287,8 @@ static void spawn_ranks(launch_job *job, int argc, char **argv) {
         bool made_env = env != NULL;
         free(env);
         if (pid < 0) {
-            say("cannot start rank %d: %s", o->node_rank * o->nproc + local,
-                made_env ? strerror(err) : "out of memory");
+            tlb_launch_say("cannot start rank %d: %s", o->node_rank * o->nproc + local,
+                           made_env ? strerror(err) : "out of memory");
             job->exit_code = 1;
             break;
         }
@@ -442,7 +329,7 @@ static void describe_exit(char *text, size_t size, const rank_process *r, int st
 static void on_rank_failure(launch_job *job, const rank_process *r, int status) {
     char what[256];
     describe_exit(what, sizeof what, r, status);
-    say("%s%s", what, job->running > 0 ? "; stopping the other ranks" : "");
+    tlb_launch_say("%s%s", what, job->running > 0 ? "; stopping the other ranks" : "");
     stop_job(job, WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status), SIGTERM);
     publish_failure(job, what);
 }
@@ -464,7 +351,7 @@ static void reap_ranks(launch_job *job) {
 }
 
 static void on_launcher_signal(launch_job *job, int sig) {
-    say("got signal %d (%s); passing it to the ranks", sig, strsignal(sig));
+    tlb_launch_say("got signal %d (%s); passing it to the ranks", sig, strsignal(sig));
     if (job->stopping) {
         signal_ranks(job, sig);
         return;
@@ -476,7 +363,7 @@ static void on_launcher_signal(launch_job *job, int sig) {
 }
 
 static void on_other_node_failure(launch_job *job) {
-    say("stopping: %s", job->watcher.message);
+    tlb_launch_say("stopping: %s", job->watcher.message);
     stop_job(job, 1, SIGTERM);
 }
 
@@ -502,8 +389,8 @@ static void kill_remaining(launch_job *job) {
     for (int i = 0; i < job->opt.nproc; i++) {
         const rank_process *r = &job->ranks[i];
         if (r->running)
-            say("rank %d (pid %d) did not stop within %g s; killing it", r->rank, (int)r->pid,
-                GRACE_S);
+            tlb_launch_say("rank %d (pid %d) did not stop within %g s; killing it", r->rank,
+                           (int)r->pid, GRACE_S);
     }
     signal_ranks(job, SIGKILL);
     job->killed = true;
@@ -535,14 +422,15 @@ static void wait_for_other_nodes(launch_job *job) {
         if (tl_store_add(job->store, FINISHED_KEY, 0, &finished) != TL_OK) break;
         if (finished >= job->opt.nnodes || (limit > 0 && now_s() >= limit)) return;
         if (job->exit_code == 0 && atomic_load(&job->watcher.fired)) {
-            say("stopping: %s", job->watcher.message);
+            tlb_launch_say("stopping: %s", job->watcher.message);
             job->exit_code = 1;
             limit = now_s() + GRACE_S + 2;
         }
         struct timespec tick = timespec_of(TICK_S * 2);
         int sig = sigtimedwait(&job->handled, NULL, &tick);
         if (sig > 0 && sig != SIGCHLD) {
-            say("got signal %d (%s) while waiting for the other nodes", sig, strsignal(sig));
+            tlb_launch_say("got signal %d (%s) while waiting for the other nodes", sig,
+                           strsignal(sig));
             if (job->exit_code == 0) job->exit_code = 128 + sig;
             publish_failure(job, "node 0's launcher was stopped by a signal");
             return;
@@ -553,12 +441,13 @@ static void wait_for_other_nodes(launch_job *job) {
 static void finish_nodes(launch_job *job) {
     if (!job->store) return;
     if (job->exit_code == 0 && atomic_load(&job->watcher.fired)) {
-        say("stopping: %s", job->watcher.message); /* another node failed after ours finished */
+        tlb_launch_say("stopping: %s",
+                       job->watcher.message); /* another node failed after ours finished */
         job->exit_code = 1;
     }
     int64_t finished = 0;
     if (tl_store_add(job->store, FINISHED_KEY, 1, &finished) != TL_OK && job->exit_code == 0) {
-        say("cannot report this node finished: %s", tl_last_error());
+        tlb_launch_say("cannot report this node finished: %s", tl_last_error());
         job->exit_code = 1;
     }
     if (job->opt.node_rank == 0) wait_for_other_nodes(job);
@@ -571,6 +460,7 @@ static void release_job(launch_job *job) {
     tl_store_close(job->store);
     tl_store_server_stop(job->server);
     free(job->ranks);
+    explicit_bzero(job->secret, sizeof job->secret);
 }
 
 /* The ranks of a node share its cores: unless the user chose, each gets its share of OpenMP
@@ -587,11 +477,12 @@ int tlb_launch_main(int argc, char **argv) {
     launch_job job = {0};
     atomic_init(&job.watcher.stop, false);
     atomic_init(&job.watcher.fired, false);
-    if (!parse_options(argc, argv, &job.opt)) return 1;
+    if (!tlb_launch_parse(argc, argv, &job.opt) || !tlb_launch_secret(&job.opt, job.secret))
+        return 1;
     share_cores(job.opt.nproc);
     job.ranks = calloc((size_t)job.opt.nproc, sizeof *job.ranks);
     if (!job.ranks || !start_store(&job)) {
-        if (!job.ranks) say("out of memory");
+        if (!job.ranks) tlb_launch_say("out of memory");
         release_job(&job);
         return 1;
     }

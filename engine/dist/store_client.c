@@ -1,4 +1,5 @@
 /* The store's client: one TCP connection to the server (one thread at a time), waits bounded. */
+#define _GNU_SOURCE /* explicit_bzero */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include "tlua/distributed.h"
 #include "tlua/error.h"
 
+#include "store_parse.h"
 #include "store_wire.h"
 
 #define DEFAULT_TIMEOUT_S   300.0
@@ -34,6 +36,7 @@ struct tl_store {
     double timeout_s;
     int port;
     char host[MAX_HOST + 1];
+    char secret[TL_STORE_MAX_SECRET + 1]; /* proven again by every reconnection */
 };
 
 /* The call in progress, for its messages. */
@@ -41,7 +44,8 @@ typedef struct store_call {
     tl_store *store;
     int op;
     const char *key;
-    bool replying; /* a byte of the reply has arrived (a GET no longer waits for its key) */
+    bool replying;     /* a byte of the reply has arrived (a GET no longer waits for its key) */
+    bool server_error; /* the server answered with an error */
 } store_call;
 
 static double now_s(void) {
@@ -156,7 +160,10 @@ static tl_status check_timeout(const char *op, double timeout_s) {
                     op, timeout_s, MAX_TIMEOUT_S);
 }
 
-tl_status tl_store_connect(const char *host, int port, double timeout_s, tl_store **out) {
+static tl_status authenticate(tl_store *s);
+
+tl_status tl_store_connect(const char *host, int port, const char *secret, double timeout_s,
+                           tl_store **out) {
     if (!out) return tl_error(TL_ERR_ARGUMENT, "store: connect: out is NULL");
     if (!host || !*host)
         return tl_error(TL_ERR_ARGUMENT,
@@ -169,15 +176,19 @@ tl_status tl_store_connect(const char *host, int port, double timeout_s, tl_stor
     if (port < 1 || port > 65535)
         return tl_error(TL_ERR_ARGUMENT,
                         "store: connect: port %d is out of range (expected 1 to 65535)", port);
+    TL_TRY(store_check_secret("connect", secret));
     TL_TRY(check_timeout("connect", timeout_s));
     tl_store *s = calloc(1, sizeof *s);
     if (!s) return tl_error(TL_ERR_MEMORY, "store: connect: out of memory");
     snprintf(s->host, sizeof s->host, "%s", host);
+    snprintf(s->secret, sizeof s->secret, "%s", secret);
     s->port = port;
-    s->timeout_s = DEFAULT_TIMEOUT_S;
+    s->timeout_s = timeout_s; /* the answer to the secret is waited for as long as the connect */
     tl_status status = connect_until(host, port, timeout_s, &s->fd);
+    if (status == TL_OK) status = authenticate(s);
+    s->timeout_s = DEFAULT_TIMEOUT_S;
     if (status != TL_OK) {
-        free(s);
+        tl_store_close(s);
         return status;
     }
     *out = s;
@@ -187,6 +198,7 @@ tl_status tl_store_connect(const char *host, int port, double timeout_s, tl_stor
 void tl_store_close(tl_store *store) {
     if (!store) return;
     if (store->fd >= 0) close(store->fd);
+    explicit_bzero(store->secret, sizeof store->secret);
     free(store);
 }
 
@@ -303,8 +315,8 @@ static tl_status receive_reply(store_call *c, unsigned char **payload, size_t *s
                         store_op_name(c->op), c->key, (unsigned long long)len);
     }
     tl_status st = recv_all(c, bytes, (size_t)len);
-    if (st == TL_OK && status == STORE_REPLY_ERROR)
-        st = tl_error(TL_ERR_RUNTIME, "%.*s", (int)len, (const char *)bytes);
+    c->server_error = st == TL_OK && status == STORE_REPLY_ERROR;
+    if (c->server_error) st = tl_error(TL_ERR_RUNTIME, "%.*s", (int)len, (const char *)bytes);
     if (st != TL_OK) {
         free(bytes);
         return st;
@@ -312,6 +324,38 @@ static tl_status receive_reply(store_call *c, unsigned char **payload, size_t *s
     *payload = bytes;
     *size = (size_t)len;
     return TL_OK;
+}
+
+/* A reply of an unexpected size: the server speaks another protocol. */
+static tl_status bad_reply_size(tl_store *s, int op, const char *key, size_t got, size_t want) {
+    drop_connection(s, false);
+    return tl_error(TL_ERR_RUNTIME, "store: %s '%s': reply of %zu bytes from %s:%d, expected %zu",
+                    store_op_name(op), key, got, s->host, s->port, want);
+}
+
+/* Proves the secret on the new connection s->fd (the first request of every connection). A
+   refused secret closes the client for good: no later call can succeed. */
+static tl_status authenticate(tl_store *s) {
+    store_call c = {.store = s, .op = STORE_AUTH, .key = ""};
+    unsigned char *payload = NULL;
+    size_t size = 0;
+    tl_status st = send_request(&c, s->secret, strlen(s->secret));
+    if (st == TL_OK) st = receive_reply(&c, &payload, &size);
+    free(payload);
+    if (st == TL_OK && size == 0) return TL_OK;
+    if (st == TL_OK) return bad_reply_size(s, STORE_AUTH, "", size, 0);
+    if (c.server_error) {
+        drop_connection(s, true);
+        return tl_error(TL_ERR_RUNTIME,
+                        "store: connect to %s:%d: the server refused the secret (every process "
+                        "of a job needs its TLUA_STORE_SECRET: the launcher's, or the one given "
+                        "to every node)",
+                        s->host, s->port);
+    }
+    char why[512];
+    snprintf(why, sizeof why, "%s", tl_last_error());
+    return tl_error(st, "store: connect to %s:%d: proving the secret failed: %s", s->host, s->port,
+                    why);
 }
 
 static tl_status check_call(const tl_store *store, const char *op, const char *key) {
@@ -334,16 +378,12 @@ static tl_status call(tl_store *s, int op, const char *key, const void *value, s
                         "store: the connection to %s:%d closed earlier (the launcher or rank 0 "
                         "has stopped); %s '%s' cannot run",
                         s->host, s->port, store_op_name(op), key);
-    if (s->fd < 0) TL_TRY(connect_until(s->host, s->port, s->timeout_s, &s->fd));
+    if (s->fd < 0) {
+        TL_TRY(connect_until(s->host, s->port, s->timeout_s, &s->fd));
+        TL_TRY(authenticate(s));
+    }
     TL_TRY(send_request(&c, value, value_size));
     return receive_reply(&c, payload, size);
-}
-
-/* A reply of an unexpected size: the server speaks another protocol. */
-static tl_status bad_reply_size(tl_store *s, int op, const char *key, size_t got, size_t want) {
-    drop_connection(s, false);
-    return tl_error(TL_ERR_RUNTIME, "store: %s '%s': reply of %zu bytes from %s:%d, expected %zu",
-                    store_op_name(op), key, got, s->host, s->port, want);
 }
 
 /* ---- the operations -------------------------------------------------------------------------- */

@@ -9,32 +9,29 @@
 #include "tlua/distributed.h"
 
 #include "store_map.h"
+#include "store_parse.h"
 #include "store_wire.h"
 
 enum { STORE_SCRATCH_SIZE = 64 << 10 };
 
 typedef struct store_out_chunk store_out_chunk;
-typedef enum store_read_phase { READ_HEADER, READ_KEY, READ_VALUE } store_read_phase;
 
 /* A client connection and the request it is sending. */
 typedef struct store_conn {
     int fd;
-    bool dead;   /* closed at the end of this round */
-    bool parked; /* its GET waits for key */
-    store_read_phase phase;
-    size_t got; /* bytes of the current part received */
-    unsigned char head[STORE_HEADER_SIZE];
-    int op;
-    size_t key_len;
-    uint64_t value_len;
-    char key[TL_STORE_MAX_KEY];
-    store_blob *value; /* the value being received (SET, ADD); NULL when it is discarded */
+    bool dead;           /* closed at the end of this round */
+    bool parked;         /* its GET waits for key */
+    bool closing;        /* refused: reads nothing more, closes once its replies are sent */
+    store_parser parser; /* the request (parser.op, parser.key ...) and whether it authenticated */
+    store_blob *value;   /* the value being received (SET, ADD); NULL when it is discarded */
     store_out_chunk *out_first, *out_last;
 } store_conn;
 
-/* What the connections share: the map, and each other (a SET answers the GETs parked on other
-   connections). */
+/* What the connections share: the secret, the map, and each other (a SET answers the GETs
+   parked on other connections). */
 typedef struct store_state {
+    unsigned char secret[TL_STORE_MAX_SECRET];
+    size_t secret_len;
     store_map map;
     store_conn **conns;
     size_t conn_count, conn_capacity;

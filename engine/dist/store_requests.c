@@ -66,16 +66,22 @@ static bool reply_ok(store_conn *c, const void *payload, size_t len) {
     return queue_reply(c, STORE_REPLY_OK, payload, len, NULL);
 }
 
-/* An error reply: "store: <op> '<key>': <what>". */
-static bool reply_error(store_conn *c, const char *what) {
-    char text[TL_STORE_MAX_KEY + 256];
-    int n = snprintf(text, sizeof text, "store: %s '%.*s': %s", store_op_name(c->op),
-                     (int)c->key_len, c->key, what);
-    size_t len = n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
+/* An error reply whose payload is text (len bytes). */
+static bool reply_error_text(store_conn *c, const char *text, size_t len) {
     store_blob *blob = store_blob_new(len);
     if (!blob) return false;
     memcpy(blob->bytes, text, len);
     return queue_reply(c, STORE_REPLY_ERROR, NULL, 0, blob);
+}
+
+/* An error reply: "store: <op> '<key>': <what>". */
+static bool reply_error(store_conn *c, const char *what) {
+    const store_parser *p = &c->parser;
+    char text[TL_STORE_MAX_KEY + 256];
+    int n = snprintf(text, sizeof text, "store: %s '%.*s': %s", store_op_name(p->op),
+                     (int)p->key_len, p->key, what);
+    size_t len = n < 0 ? 0 : (size_t)n;
+    return reply_error_text(c, text, len < sizeof text ? len : sizeof text - 1);
 }
 
 bool store_conn_flush(store_conn *c) {
@@ -110,8 +116,8 @@ bool store_conn_flush(store_conn *c) {
 static void wake_waiters(store_state *s, const store_conn *c, store_blob *value) {
     for (size_t i = 0; i < s->conn_count; i++) {
         store_conn *w = s->conns[i];
-        if (w->dead || !w->parked || w->key_len != c->key_len ||
-            memcmp(w->key, c->key, c->key_len) != 0)
+        if (w->dead || !w->parked || w->parser.key_len != c->parser.key_len ||
+            memcmp(w->parser.key, c->parser.key, c->parser.key_len) != 0)
             continue;
         w->parked = false;
         if (!queue_reply(w, STORE_REPLY_OK, NULL, 0, store_blob_retain(value))) w->dead = true;
@@ -120,7 +126,7 @@ static void wake_waiters(store_state *s, const store_conn *c, store_blob *value)
 
 /* Puts value (the caller's reference) under c's key and answers the GETs waiting for it. */
 static bool put_value(store_state *s, store_conn *c, store_blob *value) {
-    if (!store_map_put(&s->map, c->key, c->key_len, value)) {
+    if (!store_map_put(&s->map, c->parser.key, c->parser.key_len, value)) {
         store_blob_release(value);
         return false;
     }
@@ -152,7 +158,7 @@ static bool parse_int64(const store_blob *blob, int64_t *out) {
 static bool execute_add(store_state *s, store_conn *c, const store_blob *delta_bytes) {
     int64_t delta = wire_to_int64(store_get_u64(delta_bytes->bytes)), old = 0;
     char what[128];
-    store_blob *current = store_map_find(&s->map, c->key, c->key_len);
+    store_blob *current = store_map_find(&s->map, c->parser.key, c->parser.key_len);
     if (current && !parse_int64(current, &old)) {
         snprintf(what, sizeof what,
                  "the value under the key is not a decimal integer (%zu bytes); add needs one",
@@ -178,14 +184,15 @@ static bool execute_add(store_state *s, store_conn *c, const store_blob *delta_b
 
 /* Runs c's complete request; false when the connection must close. */
 static bool execute(store_state *s, store_conn *c) {
+    const store_parser *p = &c->parser;
     store_blob *value = c->value;
     c->value = NULL;
-    if ((c->op == STORE_SET || c->op == STORE_ADD) && !value) {
+    if ((p->op == STORE_SET || p->op == STORE_ADD) && !value) {
         char what[96];
-        snprintf(what, sizeof what, "the server cannot allocate %" PRIu64 " bytes", c->value_len);
+        snprintf(what, sizeof what, "the server cannot allocate %" PRIu64 " bytes", p->value_len);
         return reply_error(c, what);
     }
-    switch (c->op) {
+    switch (p->op) {
     case STORE_SET:
         if (!put_value(s, c, value)) return reply_error(c, "the server is out of memory");
         return reply_ok(c, NULL, 0);
@@ -195,7 +202,7 @@ static bool execute(store_state *s, store_conn *c) {
         return ok;
     }
     case STORE_GET: {
-        store_blob *found = store_map_find(&s->map, c->key, c->key_len);
+        store_blob *found = store_map_find(&s->map, c->parser.key, c->parser.key_len);
         if (!found) {
             c->parked = true;
             return true;
@@ -203,74 +210,47 @@ static bool execute(store_state *s, store_conn *c) {
         return queue_reply(c, STORE_REPLY_OK, NULL, 0, store_blob_retain(found));
     }
     case STORE_CHECK: {
-        unsigned char exists = store_map_find(&s->map, c->key, c->key_len) != NULL;
+        unsigned char exists = store_map_find(&s->map, c->parser.key, c->parser.key_len) != NULL;
         return reply_ok(c, &exists, 1);
     }
     default:
-        store_map_remove(&s->map, c->key, c->key_len);
+        store_map_remove(&s->map, c->parser.key, c->parser.key_len);
         return reply_ok(c, NULL, 0);
     }
 }
 
-/* Checks and decodes a request header; false when it is malformed. */
-static bool accept_header(store_conn *c) {
-    const unsigned char *h = c->head;
-    if (memcmp(h, STORE_MAGIC, 4) != 0 || h[5] != 0) return false;
-    c->op = h[4];
-    c->key_len = (size_t)h[6] << 8 | h[7];
-    c->value_len = store_get_u64(h + 8);
-    if (c->key_len > TL_STORE_MAX_KEY) return false;
-    switch (c->op) {
-    case STORE_SET:
-        return c->value_len <= STORE_MAX_VALUE;
-    case STORE_ADD:
-        return c->value_len == 8;
-    case STORE_GET:
-    case STORE_CHECK:
-    case STORE_DELETE:
-        return c->value_len == 0;
+/* Answers a client that proved a wrong secret, then closes it once the answer is sent. */
+static bool refuse(store_conn *c) {
+    static const char text[] = "store: the secret was refused (the store's clients must prove "
+                               "the job's secret, TLUA_STORE_SECRET)";
+    c->closing = true;
+    return reply_error_text(c, text, sizeof text - 1);
+}
+
+/* Acts on what the parser made of the bytes so far; false when the connection must close. */
+static bool take_step(store_state *s, store_conn *c, store_step step) {
+    switch (step) {
+    case STORE_STEP_MORE:
+        return true;
+    case STORE_STEP_VALUE: /* NULL when out of memory: the bytes are discarded, then refused */
+        c->value = store_blob_new((size_t)c->parser.value_len);
+        return true;
+    case STORE_STEP_COMMAND:
+        return execute(s, c);
+    case STORE_STEP_AUTHENTICATED:
+        return reply_ok(c, NULL, 0);
+    case STORE_STEP_REFUSED:
+        return refuse(c);
     default:
         return false;
     }
 }
 
-static size_t part_size(const store_conn *c) {
-    switch (c->phase) {
-    case READ_HEADER:
-        return STORE_HEADER_SIZE;
-    case READ_KEY:
-        return c->key_len;
-    default:
-        return (size_t)c->value_len;
-    }
-}
-
-/* Moves past every complete part of the request (running it when whole); false when the
-   connection must close. */
-static bool finish_parts(store_state *s, store_conn *c) {
-    while (c->got == part_size(c)) {
-        c->got = 0;
-        if (c->phase == READ_HEADER) {
-            if (!accept_header(c)) return false;
-            c->phase = READ_KEY;
-        } else if (c->phase == READ_KEY) {
-            c->phase = READ_VALUE;
-            if (c->op == STORE_SET || c->op == STORE_ADD)
-                c->value = store_blob_new((size_t)c->value_len); /* NULL: discard, then refuse */
-        } else {
-            c->phase = READ_HEADER;
-            return execute(s, c);
-        }
-    }
-    return true;
-}
-
 /* Where the next bytes of the request go, and how many are due there. */
 static unsigned char *read_target(store_state *s, store_conn *c, size_t *due) {
-    *due = part_size(c) - c->got;
-    if (c->phase == READ_HEADER) return c->head + c->got;
-    if (c->phase == READ_KEY) return (unsigned char *)c->key + c->got;
-    if (c->value) return c->value->bytes + c->got;
+    unsigned char *target = store_parser_target(&c->parser, due);
+    if (target) return target;
+    if (c->value) return c->value->bytes + c->parser.got;
     if (*due > STORE_SCRATCH_SIZE) *due = STORE_SCRATCH_SIZE;
     return s->scratch;
 }
@@ -284,22 +264,24 @@ static bool parked_client_is_quiet(store_conn *c) {
 
 bool store_conn_read(store_state *s, store_conn *c) {
     size_t budget = READ_BUDGET;
-    while (budget > 0) {
+    for (;;) {
+        if (c->closing) return true;
         if (c->parked) return parked_client_is_quiet(c);
         size_t due;
         unsigned char *target = read_target(s, c, &due);
-        if (due > budget) due = budget;
-        ssize_t n = recv(c->fd, target, due, MSG_DONTWAIT);
-        if (n == 0) return false;
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno == EAGAIN || errno == EWOULDBLOCK;
+        ssize_t n = 0;
+        if (due > 0) { /* 0: an empty value, complete without a byte */
+            if (budget == 0) return true;
+            n = recv(c->fd, target, due < budget ? due : budget, MSG_DONTWAIT);
+            if (n == 0) return false;
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                return errno == EAGAIN || errno == EWOULDBLOCK;
+            }
+            budget -= (size_t)n;
         }
-        c->got += (size_t)n;
-        budget -= (size_t)n;
-        if (!finish_parts(s, c)) return false;
+        if (!take_step(s, c, store_parser_advance(&c->parser, (size_t)n))) return false;
     }
-    return true;
 }
 
 void store_conn_free(store_conn *c) {

@@ -50,6 +50,7 @@ static void add_conn(store_state *state, int fd) {
         return;
     }
     c->fd = fd;
+    store_parser_init(&c->parser, state->secret, state->secret_len);
     state->conns[state->conn_count++] = c;
 }
 
@@ -94,7 +95,8 @@ static bool build_pollfds(tl_store_server *s) {
     s->fds[1] = (struct pollfd){.fd = s->accept_pause_ms ? -1 : s->listen_fd, .events = POLLIN};
     for (size_t i = 0; i < state->conn_count; i++) {
         const store_conn *c = state->conns[i];
-        s->fds[i + 2] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+        /* a refused client is not read from again: it waits for its answer to go */
+        s->fds[i + 2] = (struct pollfd){.fd = c->fd, .events = c->closing ? 0 : POLLIN};
         if (c->out_first) s->fds[i + 2].events |= POLLOUT;
     }
     return true;
@@ -105,6 +107,7 @@ static void serve_conn(store_state *state, store_conn *c, short revents) {
     if (!c->dead && revents & (POLLIN | POLLHUP | POLLERR) && !store_conn_read(state, c))
         c->dead = true;
     if (!c->dead && c->out_first && !store_conn_flush(c)) c->dead = true;
+    if (c->closing && !c->out_first) c->dead = true;
 }
 
 static void *serve(void *arg) {
@@ -194,13 +197,15 @@ static void close_server_fds(tl_store_server *s) {
     if (s->wake_write >= 0) close(s->wake_write);
 }
 
-tl_status tl_store_server_start(const char *host, int port, tl_store_server **out, int *port_out) {
+tl_status tl_store_server_start(const char *host, int port, const char *secret,
+                                tl_store_server **out, int *port_out) {
     if (!out) return tl_error(TL_ERR_ARGUMENT, "store: server start: out is NULL");
     if (!host || !*host)
         return tl_error(TL_ERR_ARGUMENT,
                         "store: server start: host is %s (expected an address "
-                        "such as \"0.0.0.0\" or \"127.0.0.1\")",
+                        "such as \"127.0.0.1\" or \"10.0.0.5\")",
                         host ? "empty" : "NULL");
+    TL_TRY(store_check_secret("server start", secret));
     if (port < 0 || port > 65535)
         return tl_error(TL_ERR_ARGUMENT,
                         "store: server start: port %d is out of range (expected "
@@ -209,6 +214,8 @@ tl_status tl_store_server_start(const char *host, int port, tl_store_server **ou
     tl_store_server *s = calloc(1, sizeof *s);
     if (!s) return tl_error(TL_ERR_MEMORY, "store: server start: out of memory");
     s->listen_fd = s->wake_read = s->wake_write = -1;
+    s->state.secret_len = strlen(secret);
+    memcpy(s->state.secret, secret, s->state.secret_len);
     tl_status status = open_listener(host, port, &s->listen_fd);
     int wake[2];
     if (status == TL_OK && pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -238,5 +245,6 @@ void tl_store_server_stop(tl_store_server *server) {
     store_map_clear(&server->state.map);
     free(server->state.conns);
     free(server->fds);
+    explicit_bzero(server->state.secret, sizeof server->state.secret);
     free(server);
 }

@@ -10,16 +10,21 @@
      byte  4     op (store_op)
      byte  5     0
      bytes 6-7   key_len (at most TL_STORE_MAX_KEY)
-     bytes 8-15  value_len (SET: the value's size; ADD: 8, the delta; other ops: 0)
+     bytes 8-15  value_len (SET: the value's size; ADD: 8, the delta; AUTH: the secret's size, 1
+                 to TL_STORE_MAX_SECRET; other ops: 0)
    A reply is a 16-byte header, then payload_len bytes of payload:
      byte  0     status (0: ok, 1: error, the payload is the message)
      bytes 1-7   0
      bytes 8-15  payload_len
-   Payloads: SET and DELETE none; GET the value (sent once the key exists); ADD the new value as
-   8 bytes; CHECK one byte, 1 when the key exists. ADD stores its result as decimal text (a GET of
-   an added key reads e.g. "42") and reads an existing value the same way. A client sends its next
-   request only after the whole reply to the previous one: a connection that sends while its GET
-   waits, or sends anything malformed, is closed. */
+   A connection's first request is AUTH, with the store's secret as value (no key): the server
+   answers ok, or an error and closes when the secret is wrong. The server closes, unanswered, a
+   connection whose first request is anything else, or that sends AUTH twice (store_parse.h).
+   This authenticates; nothing is encrypted (anyone who sees the traffic sees the secret).
+   Payloads: AUTH, SET and DELETE none; GET the value (sent once the key exists); ADD the new
+   value as 8 bytes; CHECK one byte, 1 when the key exists. ADD stores its result as decimal text
+   (a GET of an added key reads e.g. "42") and reads an existing value the same way. A client
+   sends its next request only after the whole reply to the previous one: a connection that sends
+   while its GET waits, or sends anything malformed, is closed. */
 #define STORE_MAGIC       "TLS1"
 #define STORE_HEADER_SIZE 16
 #define STORE_MAX_VALUE   ((uint64_t)1 << 40) /* 1 TiB: larger lengths are malformed */
@@ -30,6 +35,7 @@ typedef enum store_op {
     STORE_ADD = 3,
     STORE_CHECK = 4,
     STORE_DELETE = 5,
+    STORE_AUTH = 6,
 } store_op;
 
 enum { STORE_REPLY_OK = 0, STORE_REPLY_ERROR = 1 };
@@ -72,6 +78,8 @@ static inline const char *store_op_name(int op) {
         return "check";
     case STORE_DELETE:
         return "delete";
+    case STORE_AUTH:
+        return "auth";
     default:
         return "unknown op";
     }

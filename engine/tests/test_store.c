@@ -1,6 +1,7 @@
 /* C unit test of the rendezvous store: set/get/add/check/delete from many clients (threads), a get
    parked until its key comes, large values, timeouts, a server stopped under a waiting client,
-   connect retries and refusals, malformed input from raw sockets, and argument errors. */
+   connect retries and refusals, malformed input from raw sockets, commands before AUTH and wrong
+   secrets refused, the listening address honoured, and argument errors. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -22,6 +23,8 @@
 
 enum { CLIENTS = 8, ADDS_PER_CLIENT = 200 };
 
+static const char SECRET[] = "test-store-secret-0123456789";
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -35,7 +38,7 @@ static void sleep_ms(int ms) {
 
 static tl_store *connect_or_null(int port) {
     tl_store *store = NULL;
-    OK(tl_store_connect("127.0.0.1", port, 10, &store));
+    OK(tl_store_connect("127.0.0.1", port, SECRET, 10, &store));
     if (store) OK(tl_store_set_timeout(store, 20)); /* a bug fails, never hangs */
     return store;
 }
@@ -92,7 +95,7 @@ static void keep_error(worker *w, tl_status status) {
 static void *add_and_exchange(void *arg) {
     worker *w = arg;
     tl_store *store = NULL;
-    tl_status st = tl_store_connect("localhost", w->port, 10, &store);
+    tl_status st = tl_store_connect("localhost", w->port, SECRET, 10, &store);
     if (st == TL_OK) st = tl_store_set_timeout(store, 20); /* a bug fails, never hangs */
     for (int k = 0; st == TL_OK && k < ADDS_PER_CLIENT; k++)
         st = tl_store_add(store, "counter", 1, NULL);
@@ -112,7 +115,7 @@ static void *get_one(void *arg) {
     worker *w = arg;
     tl_store *store = NULL;
     double start = now_s();
-    tl_status st = tl_store_connect("127.0.0.1", w->port, 10, &store);
+    tl_status st = tl_store_connect("127.0.0.1", w->port, SECRET, 10, &store);
     if (st == TL_OK) st = tl_store_set_timeout(store, w->timeout_s);
     if (st == TL_OK) st = tl_store_get(store, w->key, &w->value, &w->size);
     w->seconds = now_s() - start;
@@ -131,14 +134,17 @@ static void start_worker(worker *w, void *(*fn)(void *)) {
 }
 
 /* ---- raw sockets: what a broken or hostile client sends ------------------------------------ */
-static int raw_connect(int port) {
+/* A TCP connection to addr:port that has proven nothing, or -1 (errno set) when refused. */
+static int raw_connect_to(const char *addr, int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, addr, &sa.sin_addr);
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int err = errno;
         close(fd);
+        errno = err;
         return -1;
     }
     return fd;
@@ -153,6 +159,15 @@ static bool closed_by_server(int fd) {
     return n == 0 || errno == ECONNRESET;
 }
 
+/* The bytes the server sent before closing fd (within 5 s); -1 when it did not close it. */
+static long bytes_before_close(int fd) {
+    char buf[256];
+    long total = 0;
+    ssize_t n;
+    while ((n = recv(fd, buf, sizeof buf, 0)) > 0) total += n;
+    return n == 0 || errno == ECONNRESET ? total : -1;
+}
+
 static void send_raw(int fd, const void *data, size_t size) {
     CHECK(send(fd, data, size, MSG_NOSIGNAL) == (ssize_t)size, "raw send");
 }
@@ -163,6 +178,35 @@ static void raw_request(int fd, store_op op, const char *key, uint64_t value_len
     store_encode_request(bytes, op, strlen(key), value_len);
     memcpy(bytes + STORE_HEADER_SIZE, key, strlen(key));
     send_raw(fd, bytes, STORE_HEADER_SIZE + strlen(key));
+}
+
+/* Sends AUTH with secret as its value. */
+static void raw_auth(int fd, const char *secret) {
+    raw_request(fd, STORE_AUTH, "", strlen(secret));
+    send_raw(fd, secret, strlen(secret));
+}
+
+/* Reads one whole reply: its status (payload into text, NUL-terminated), or -1 when the
+   connection closed or 5 s passed first. */
+static int raw_reply(int fd, char *text, size_t size) {
+    unsigned char head[STORE_HEADER_SIZE];
+    if (recv(fd, head, sizeof head, MSG_WAITALL) != (ssize_t)sizeof head) return -1;
+    uint64_t len = store_get_u64(head + 8);
+    if (len >= size) return -1;
+    if (len && recv(fd, text, (size_t)len, MSG_WAITALL) != (ssize_t)len) return -1;
+    text[len] = '\0';
+    return head[0];
+}
+
+/* A raw connection that has proven the secret. */
+static int raw_connect(int port) {
+    int fd = raw_connect_to("127.0.0.1", port);
+    if (fd < 0) return -1;
+    raw_auth(fd, SECRET);
+    char text[256];
+    int status = raw_reply(fd, text, sizeof text);
+    CHECK(status == STORE_REPLY_OK, "the right secret is taken: status %d '%s'", status, text);
+    return fd;
 }
 
 static void test_malformed_input(int port, tl_store *good) {
@@ -214,6 +258,173 @@ static void test_malformed_input(int port, tl_store *good) {
     EXPECT_VALUE(good, "after garbage", "fine");
 }
 
+/* ---- authentication ------------------------------------------------------------------------ */
+/* A connection that has not proven the secret sends op on key (with value); the server must close
+   it without a byte of answer. */
+static void expect_unanswered(int line, int port, store_op op, const char *key, const void *value,
+                              size_t size) {
+    int fd = raw_connect_to("127.0.0.1", port);
+    raw_request(fd, op, key, size);
+    if (size) send(fd, value, size, MSG_NOSIGNAL); /* the server may have closed already */
+    long answered = bytes_before_close(fd);
+    close(fd);
+    checks++;
+    if (answered != 0) {
+        failures++;
+        printf("FAIL line %d: %s '%s' before AUTH: %ld bytes came back (want 0, then closed)\n",
+               line, store_op_name(op), key, answered);
+    }
+}
+#define EXPECT_UNANSWERED(port, op, key, value, size)                                              \
+    expect_unanswered(__LINE__, port, op, key, value, size)
+
+/* AUTH with secret on a new connection: the status of the answer (-1: closed unanswered), and
+   whether the server closed the connection after it. */
+static int try_secret(int port, const char *secret, bool *closed, char *text, size_t size) {
+    int fd = raw_connect_to("127.0.0.1", port);
+    raw_auth(fd, secret);
+    int status = raw_reply(fd, text, size);
+    *closed = closed_by_server(fd);
+    close(fd);
+    return status;
+}
+
+static void test_unauthenticated_commands(int port, tl_store *good) {
+    int64_t n = 0;
+    OK(tl_store_set(good, "auth/value", "kept", 4));
+    OK(tl_store_add(good, "auth/count", 5, &n));
+    unsigned char delta[8];
+    store_put_u64(delta, 399);
+    EXPECT_UNANSWERED(port, STORE_SET, "auth/value", "stolen", 6);
+    EXPECT_UNANSWERED(port, STORE_SET, "auth/new", "x", 1);
+    EXPECT_UNANSWERED(port, STORE_ADD, "auth/count", delta, 8);
+    EXPECT_UNANSWERED(port, STORE_GET, "auth/value", NULL, 0);
+    EXPECT_UNANSWERED(port, STORE_CHECK, "auth/value", NULL, 0);
+    EXPECT_UNANSWERED(port, STORE_DELETE, "auth/value", NULL, 0);
+    EXPECT_UNANSWERED(port, STORE_SET, "tlua/launch/failed", "evil", 4);
+    EXPECT_VALUE(good, "auth/value", "kept"); /* neither changed nor deleted */
+    EXPECT_VALUE(good, "auth/count", "5");
+    bool exists = true;
+    OK(tl_store_check(good, "auth/new", &exists));
+    CHECK(!exists, "a set before AUTH stores nothing");
+    OK(tl_store_check(good, "tlua/launch/failed", &exists));
+    CHECK(!exists, "a set of tlua/launch/failed before AUTH stores nothing");
+}
+
+static void test_secrets(int port, tl_store *good) {
+    char text[256], longer[sizeof SECRET + 1], shorter[sizeof SECRET];
+    snprintf(longer, sizeof longer, "%sx", SECRET);
+    snprintf(shorter, sizeof shorter, "%.*s", (int)strlen(SECRET) - 1, SECRET);
+    const char *wrong[] = {"wrong-secret-but-long-enough", longer, shorter, "T"};
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        bool closed = false;
+        int status = try_secret(port, wrong[i], &closed, text, sizeof text);
+        CHECK(status == STORE_REPLY_ERROR && strstr(text, "secret was refused") && closed,
+              "secret '%s' is refused, then the connection closed: status %d '%s' closed %d",
+              wrong[i], status, status >= 0 ? text : "", closed);
+    }
+
+    int fd = raw_connect_to("127.0.0.1", port); /* a set sent right behind a wrong secret */
+    raw_auth(fd, "wrong-secret-but-long-enough");
+    raw_request(fd, STORE_SET, "auth/value", 6);
+    send(fd, "stolen", 6, MSG_NOSIGNAL);
+    CHECK(raw_reply(fd, text, sizeof text) == STORE_REPLY_ERROR, "the wrong secret is refused");
+    CHECK(closed_by_server(fd), "and the set behind it is not run");
+    close(fd);
+    EXPECT_VALUE(good, "auth/value", "kept");
+
+    fd = raw_connect(port); /* the right secret, then commands */
+    raw_request(fd, STORE_SET, "auth/raw", 3);
+    send_raw(fd, "yes", 3);
+    CHECK(raw_reply(fd, text, sizeof text) == STORE_REPLY_OK, "a set after AUTH is answered");
+    raw_auth(fd, SECRET); /* AUTH twice breaks the protocol */
+    CHECK(closed_by_server(fd), "a second AUTH: the server closes the connection");
+    close(fd);
+    EXPECT_VALUE(good, "auth/raw", "yes");
+
+    unsigned char head[STORE_HEADER_SIZE];
+    fd = raw_connect_to("127.0.0.1", port); /* AUTH with a key */
+    raw_request(fd, STORE_AUTH, "key", strlen(SECRET));
+    CHECK(bytes_before_close(fd) == 0, "AUTH with a key: closed unanswered");
+    close(fd);
+    fd = raw_connect_to("127.0.0.1", port); /* AUTH without a secret */
+    store_encode_request(head, STORE_AUTH, 0, 0);
+    send_raw(fd, head, sizeof head);
+    CHECK(bytes_before_close(fd) == 0, "AUTH of 0 bytes: closed unanswered");
+    close(fd);
+    fd = raw_connect_to("127.0.0.1", port); /* AUTH with a huge secret */
+    store_encode_request(head, STORE_AUTH, 0, TL_STORE_MAX_SECRET + 1);
+    send_raw(fd, head, sizeof head);
+    CHECK(bytes_before_close(fd) == 0, "AUTH of %d bytes: closed unanswered",
+          TL_STORE_MAX_SECRET + 1);
+    close(fd);
+}
+
+static void test_client_secrets(int port) {
+    tl_store *store = NULL;
+    double start = now_s();
+    char where[64];
+    snprintf(where, sizeof where, "connect to 127.0.0.1:%d", port);
+    EXPECT_ERROR(tl_store_connect("127.0.0.1", port, "wrong-secret-but-long-enough", 10, &store),
+                 TL_ERR_RUNTIME, where, "refused the secret", "TLUA_STORE_SECRET");
+    CHECK(now_s() - start < 3, "a refused secret fails at once, not after retries (%.3f s)",
+          now_s() - start);
+    CHECK(store == NULL, "a refused connect leaves *out alone");
+    EXPECT_ERROR(tl_store_connect("127.0.0.1", port, NULL, 1, &store), TL_ERR_ARGUMENT,
+                 "store: connect", "secret is NULL");
+    EXPECT_ERROR(tl_store_connect("127.0.0.1", port, "abc", 1, &store), TL_ERR_ARGUMENT,
+                 "the secret has 3 bytes, expected 16 to 256");
+    tl_store_server *server = NULL;
+    EXPECT_ERROR(tl_store_server_start("127.0.0.1", 0, NULL, &server, NULL), TL_ERR_ARGUMENT,
+                 "server start", "secret is NULL");
+    char huge[TL_STORE_MAX_SECRET + 2];
+    memset(huge, 's', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    EXPECT_ERROR(tl_store_server_start("127.0.0.1", 0, huge, &server, NULL), TL_ERR_ARGUMENT,
+                 "the secret has 257 bytes");
+    CHECK(server == NULL, "a refused start leaves *out alone");
+
+    char a[TL_STORE_SECRET_SIZE], b[TL_STORE_SECRET_SIZE];
+    OK(tl_store_make_secret(a));
+    OK(tl_store_make_secret(b));
+    size_t hex = strspn(a, "0123456789abcdef");
+    CHECK(strlen(a) == 64 && hex == 64, "a made secret is 64 hex digits: '%s'", a);
+    CHECK(strcmp(a, b) != 0, "two made secrets differ");
+    EXPECT_ERROR(tl_store_make_secret(NULL), TL_ERR_ARGUMENT, "make_secret", "NULL");
+}
+
+/* ---- the listening address ------------------------------------------------------------------ */
+/* Whether a TCP connect to addr:port succeeds. */
+static bool reachable(const char *addr, int port) {
+    int fd = raw_connect_to(addr, port);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+static void test_bind_address(void) {
+    /* 127.0.0.2 is another address of this host (all of 127/8 is loopback on Linux) */
+    tl_store_server *any = NULL, *one = NULL, *two = NULL;
+    int any_port = 0, one_port = 0, two_port = 0;
+    OK(tl_store_server_start("0.0.0.0", 0, SECRET, &any, &any_port));
+    bool second_address = any && reachable("127.0.0.2", any_port);
+    tl_store_server_stop(any);
+    if (!second_address) {
+        printf("note: 127.0.0.2 is not reachable here; bind address test skipped\n");
+        return;
+    }
+    OK(tl_store_server_start("127.0.0.1", 0, SECRET, &one, &one_port));
+    CHECK(reachable("127.0.0.1", one_port), "a server on 127.0.0.1 is reached there");
+    CHECK(!reachable("127.0.0.2", one_port), "a server on 127.0.0.1 is not reached on 127.0.0.2");
+    OK(tl_store_server_start("127.0.0.2", 0, SECRET, &two, &two_port));
+    CHECK(!reachable("127.0.0.1", two_port), "a server on 127.0.0.2 is not reached on 127.0.0.1");
+    tl_store *store = NULL;
+    OK(tl_store_connect("127.0.0.2", two_port, SECRET, 5, &store));
+    if (store) OK(tl_store_set(store, "here", "yes", 3));
+    tl_store_close(store);
+    tl_store_server_stop(one);
+    tl_store_server_stop(two);
+}
+
 /* ---- the tests ------------------------------------------------------------------------------ */
 static void test_argument_errors(int port, tl_store *store) {
     void *value;
@@ -233,14 +444,15 @@ static void test_argument_errors(int port, tl_store *store) {
     EXPECT_ERROR(tl_store_set_timeout(store, 0), TL_ERR_ARGUMENT, "timeout 0 s is out of range");
     EXPECT_ERROR(tl_store_set_timeout(NULL, 1), TL_ERR_ARGUMENT, "NULL");
     tl_store *other = NULL;
-    EXPECT_ERROR(tl_store_connect(NULL, port, 1, &other), TL_ERR_ARGUMENT, "host is NULL");
-    EXPECT_ERROR(tl_store_connect("127.0.0.1", 0, 1, &other), TL_ERR_ARGUMENT, "port 0");
-    EXPECT_ERROR(tl_store_connect("127.0.0.1", port, -1, &other), TL_ERR_ARGUMENT, "timeout -1");
+    EXPECT_ERROR(tl_store_connect(NULL, port, SECRET, 1, &other), TL_ERR_ARGUMENT, "host is NULL");
+    EXPECT_ERROR(tl_store_connect("127.0.0.1", 0, SECRET, 1, &other), TL_ERR_ARGUMENT, "port 0");
+    EXPECT_ERROR(tl_store_connect("127.0.0.1", port, SECRET, -1, &other), TL_ERR_ARGUMENT,
+                 "timeout -1");
     CHECK(other == NULL, "a refused connect leaves *out alone");
     tl_store_server *server = NULL;
-    EXPECT_ERROR(tl_store_server_start("127.0.0.1", 70000, &server, NULL), TL_ERR_ARGUMENT,
+    EXPECT_ERROR(tl_store_server_start("127.0.0.1", 70000, SECRET, &server, NULL), TL_ERR_ARGUMENT,
                  "port 70000 is out of range");
-    EXPECT_ERROR(tl_store_server_start("127.0.0.1", port, &server, NULL), TL_ERR_RUNTIME,
+    EXPECT_ERROR(tl_store_server_start("127.0.0.1", port, SECRET, &server, NULL), TL_ERR_RUNTIME,
                  "listen on 127.0.0.1", "in use");
     CHECK(server == NULL, "a failed start leaves *out alone");
     OK(tl_store_check(store, "k", &exists)); /* the client still works */
@@ -358,7 +570,7 @@ static void test_timeout(tl_store *store) {
 static void test_server_stopped_under_a_wait(void) {
     tl_store_server *server = NULL;
     int port = 0;
-    OK(tl_store_server_start("127.0.0.1", 0, &server, &port));
+    OK(tl_store_server_start("127.0.0.1", 0, SECRET, &server, &port));
     worker w = {.port = port, .key = "forever", .timeout_s = 60};
     start_worker(&w, get_one);
     sleep_ms(200);
@@ -374,23 +586,23 @@ static void test_server_stopped_under_a_wait(void) {
 static void test_connect_errors_and_retries(void) {
     tl_store_server *server = NULL;
     int port = 0;
-    OK(tl_store_server_start("127.0.0.1", 0, &server, &port));
+    OK(tl_store_server_start("127.0.0.1", 0, SECRET, &server, &port));
     tl_store_server_stop(server);
     tl_store *store = NULL;
     double start = now_s();
     char where[64];
     snprintf(where, sizeof where, "connect to 127.0.0.1:%d failed after 0.5 s", port);
-    EXPECT_ERROR(tl_store_connect("127.0.0.1", port, 0.5, &store), TL_ERR_RUNTIME, where,
+    EXPECT_ERROR(tl_store_connect("127.0.0.1", port, SECRET, 0.5, &store), TL_ERR_RUNTIME, where,
                  "refused");
     CHECK(now_s() - start < 3, "the refused connect took %.3f s", now_s() - start);
-    EXPECT_ERROR(tl_store_connect("no-such-host.invalid", port, 0.2, &store), TL_ERR_RUNTIME,
-                 "cannot resolve 'no-such-host.invalid'");
+    EXPECT_ERROR(tl_store_connect("no-such-host.invalid", port, SECRET, 0.2, &store),
+                 TL_ERR_RUNTIME, "cannot resolve 'no-such-host.invalid'");
 
     /* a client started before its server waits for it */
     worker w = {.port = port, .key = "soon", .timeout_s = 20};
     start_worker(&w, get_one);
     sleep_ms(300);
-    tl_status st = tl_store_server_start("0.0.0.0", port, &server, NULL);
+    tl_status st = tl_store_server_start("0.0.0.0", port, SECRET, &server, NULL);
     if (st != TL_OK) { /* someone took the port meanwhile: nothing to wait for */
         printf("note: port %d was taken (%s); retry test skipped\n", port, tl_last_error());
         pthread_join(w.thread, NULL);
@@ -409,7 +621,7 @@ static void test_connect_errors_and_retries(void) {
 int main(void) {
     tl_store_server *server = NULL;
     int port = -1;
-    OK(tl_store_server_start("127.0.0.1", 0, &server, &port));
+    OK(tl_store_server_start("127.0.0.1", 0, SECRET, &server, &port));
     CHECK(port > 0 && port < 65536, "port_out: %d", port);
     tl_store *store = connect_or_null(port);
     if (!store) return 1;
@@ -420,10 +632,14 @@ int main(void) {
     test_large_value(port, store);
     test_timeout(store);
     test_malformed_input(port, store);
+    test_unauthenticated_commands(port, store);
+    test_secrets(port, store);
+    test_client_secrets(port);
     tl_store_close(store);
     tl_store_server_stop(server);
     test_server_stopped_under_a_wait();
     test_connect_errors_and_retries();
+    test_bind_address();
     printf("%d checks, %d failures\n", checks, failures);
     return failures != 0;
 }

@@ -18,21 +18,36 @@ extern "C" {
    launcher reaches over TCP: ranks exchange the NCCL unique id through it, count arrivals at a
    barrier, and (CPU tensors) exchange the data of a collective. Keys are strings of at most
    TL_STORE_MAX_KEY bytes; values any bytes. A get waits for its key; every wait has a timeout
-   and a closed connection is an error, so a dead peer never hangs a rank. */
-#define TL_STORE_MAX_KEY 512
+   and a closed connection is an error, so a dead peer never hangs a rank.
+   Every connection proves the job's secret (a string of TL_STORE_MIN_SECRET to
+   TL_STORE_MAX_SECRET bytes that the launcher makes, or the user gives every node, and hands to
+   its ranks in TLUA_STORE_SECRET) before its first command; the server closes a connection that
+   sends anything else first, or a wrong secret. The traffic is authenticated, not encrypted: a
+   network that others can watch shows them the secret and the values. */
+#define TL_STORE_MAX_KEY     512
+#define TL_STORE_MIN_SECRET  16
+#define TL_STORE_MAX_SECRET  256
+#define TL_STORE_SECRET_SIZE 65 /* a made secret: 64 hex digits (32 random bytes) and the NUL */
 
 typedef struct tl_store_server tl_store_server;
 typedef struct tl_store tl_store;
 
-/* Listens on host:port (host "0.0.0.0" for every interface, "127.0.0.1" for this host only;
-   port 0 picks a free port) and serves requests on a thread of its own until stopped.
+/* Writes a new random secret (getrandom(2): 32 bytes as 64 lowercase hex digits) into out. */
+tl_status tl_store_make_secret(char out[TL_STORE_SECRET_SIZE]);
+
+/* Listens on host:port (an address of this host, such as "127.0.0.1" for this host only, or the
+   one other nodes reach it by; "0.0.0.0" is every interface; port 0 picks a free port) and serves
+   requests on a thread of its own until stopped, to the clients that prove secret (copied).
    *port_out (may be NULL) gets the port it listens on. */
-tl_status tl_store_server_start(const char *host, int port, tl_store_server **out, int *port_out);
+tl_status tl_store_server_start(const char *host, int port, const char *secret,
+                                tl_store_server **out, int *port_out);
 /* Stops serving and closes every connection (clients then fail their calls). NULL is a no-op. */
 void tl_store_server_stop(tl_store_server *server);
 
-/* Connects to a store, retrying until timeout_s (the server may not listen yet). */
-tl_status tl_store_connect(const char *host, int port, double timeout_s, tl_store **out);
+/* Connects to a store, retrying until timeout_s (the server may not listen yet), and proves
+   secret (copied: a reconnection proves it again); a refused secret fails at once. */
+tl_status tl_store_connect(const char *host, int port, const char *secret, double timeout_s,
+                           tl_store **out);
 /* NULL is a no-op. */
 void tl_store_close(tl_store *store);
 /* The timeout of every later wait of this client (seconds, > 0; the default is 300), counted
