@@ -205,7 +205,25 @@ static int dist_nccl_available(lua_State *L) {
     return 1;
 }
 
+/* _dist_env(name) -> the value of a launcher variable (TLUA_...) or nil: how tl.distributed reads
+   its rank and rendezvous where os.getenv is absent (an embedded sandbox granted the network);
+   other names are refused */
+static int dist_env(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    tlb_check_network(L, "distributed");
+    if (strncmp(name, "TLUA_", 5) != 0)
+        return tlb_errorf(
+            L, "distributed: only the launcher's TLUA_ variables are readable, not '%s'", name);
+    const char *value = getenv(name);
+    if (value)
+        lua_pushstring(L, value);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 const luaL_Reg tlb_distributed_functions[] = {
+    {"_dist_env", dist_env},
     {"_dist_new_group", dist_new_group},
     {"_dist_all_reduce", dist_all_reduce},
     {"_dist_all_reduce_start", dist_all_reduce_start},

@@ -55,6 +55,17 @@ static void test_allow_list(void) {
            "assert(not ok)");
     run_ok(L, "=no network", "assert(not pcall(require, 'tlua.distributed'))");
     tl_lua_close(L);
+
+    /* the network grant: tl.distributed, a world of one outside a launched job */
+    tl_lua_options networked = {.sandbox = true, .network = true};
+    L = open_with(&networked);
+    if (!L) return;
+    run_ok(L, "=network",
+           "assert(tl.distributed == require('tlua.distributed'))\n"
+           "assert(tl.distributed.world_size() == 1 and tl.distributed.rank() == 0)\n"
+           "assert(tl.distributed.all_reduce(tl.ones(2)):sum():item() == 2)\n"
+           "assert(tl._dist_env == nil and tl.save == nil)");
+    tl_lua_close(L);
 }
 
 /* ---- files: granted folders only --------------------------------------------------------------

@@ -17,8 +17,12 @@ local core = require("tlua.core")
 
 local dist = {}
 
+-- the environment: os.getenv, or in an embedded sandbox granted the network (no os.getenv there)
+-- the launcher's TLUA_ variables through core
+local getenv = os.getenv or core._dist_env
+
 local function env_int(name, default)
-  local value = os.getenv(name)
+  local value = getenv(name)
   if value == nil or value == "" then return default end
   local n = math.tointeger(tonumber(value))
   if not n then error(string.format("tl.distributed: %s must be an integer, got '%s'", name, value), 3) end
@@ -34,7 +38,7 @@ function dist.local_rank() return env_int("TLUA_LOCAL_RANK", 0) end
 --- is_main() -> true on rank 0 (the rank that logs and writes checkpoints)
 function dist.is_main() return dist.rank() == 0 end
 --- is_launched() -> true when the script runs under tlua --nproc
-function dist.is_launched() return os.getenv("TLUA_WORLD_SIZE") ~= nil end
+function dist.is_launched() return getenv("TLUA_WORLD_SIZE") ~= nil end
 --- nccl_available() -> whether CUDA tensors can be reduced across ranks in this build
 function dist.nccl_available() return core._dist_nccl_available() end
 
@@ -60,7 +64,7 @@ function dist.init(opts)
   if group then return group end
   opts = opts or {}
   if type(opts) ~= "table" then error("tl.distributed.init: expected an options table", 2) end
-  local timeout = opts.timeout or tonumber(os.getenv("TLUA_DIST_TIMEOUT") or "") or 300
+  local timeout = opts.timeout or tonumber(getenv("TLUA_DIST_TIMEOUT") or "") or 300
   if type(timeout) ~= "number" or timeout <= 0 then
     error("tl.distributed.init: timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)
   end
@@ -68,7 +72,7 @@ function dist.init(opts)
   if world < 1 or rank < 0 or rank >= world then
     error(string.format("tl.distributed.init: TLUA_RANK %d is not in [0, TLUA_WORLD_SIZE %d)", rank, world), 2)
   end
-  local host, port = os.getenv("TLUA_MASTER_ADDR"), env_int("TLUA_MASTER_PORT", 0)
+  local host, port = getenv("TLUA_MASTER_ADDR"), env_int("TLUA_MASTER_PORT", 0)
   if world > 1 and (host == nil or port == 0) then
     error("tl.distributed.init: TLUA_MASTER_ADDR and TLUA_MASTER_PORT are not set (start the " ..
       "script with tlua --nproc N)", 2)
