@@ -263,3 +263,25 @@ describe("autocast", function()
     end)
   end)
 end)
+
+describe("mixed-dtype backward on cuda #cuda", function()
+  if tl.cuda.device_count() == 0 then
+    pending("no CUDA device: the CUDA specs of mixed-dtype backward did not run")
+    return
+  end
+
+  it("differentiates a bfloat16 product plus a float32 bias under autocast", function()
+    tl.manual_seed(17)
+    local A = tl.randn(5, 7, { device = "cuda", requires_grad = true })
+    local W = tl.randn(7, 3, { device = "cuda", requires_grad = true })
+    local bias = tl.randn(3, { device = "cuda", requires_grad = true })
+    local out = tl.autocast("bfloat16", function() return A:matmul(W) + bias end)
+    local g = tl.randn(5, 3, { device = "cuda" })
+    out:backward(g)
+    local A64, W64, g64 = rounded(A:detach():cpu(), "bfloat16"), rounded(W:detach():cpu(), "bfloat16"),
+      rounded(g:cpu(), "bfloat16")
+    assert.tensor_near(g64:matmul(W64:transpose(1, 2)), A.grad:cpu():to("float64"), 3e-2, 3e-2)
+    assert.tensor_near(A64:transpose(1, 2):matmul(g64), W.grad:cpu():to("float64"), 3e-2, 3e-2)
+    assert.tensor_near(g:cpu():to("float64"):sum(1), bias.grad:cpu():to("float64"), 1e-5, 1e-5)
+  end)
+end)
