@@ -71,22 +71,28 @@ typedef struct GemmGroupedParams {
     tl_dtype input_dtype, output_dtype, compute_dtype;
 } GemmGroupedParams;
 
-/* Problem g of a grouped GEMM as a single GemmParams. */
+/* Problem g of a grouped GEMM as a single GemmParams (every field named, in order: CUDA C++
+   includes this header too). */
 static inline GemmParams tl_gemm_group_params(const GemmGroupedParams *p, int64_t g) {
     const GemmGroup *q = &p->groups[g];
-    return (GemmParams){.trans_a = q->trans_a,
-                        .trans_b = q->trans_b,
-                        .m = q->m,
-                        .n = q->n,
-                        .k = q->k,
-                        .alpha = p->alpha,
-                        .beta = p->beta,
-                        .lda = q->lda,
-                        .ldb = q->ldb,
-                        .ldc = q->ldc,
-                        .input_dtype = p->input_dtype,
-                        .output_dtype = p->output_dtype,
-                        .compute_dtype = p->compute_dtype};
+    GemmParams params = {.trans_a = q->trans_a,
+                         .trans_b = q->trans_b,
+                         .m = q->m,
+                         .n = q->n,
+                         .k = q->k,
+                         .alpha = p->alpha,
+                         .beta = p->beta,
+                         .lda = q->lda,
+                         .ldb = q->ldb,
+                         .ldc = q->ldc,
+                         .batch_count = 0,
+                         .stride_a = 0,
+                         .stride_b = 0,
+                         .stride_c = 0,
+                         .input_dtype = p->input_dtype,
+                         .output_dtype = p->output_dtype,
+                         .compute_dtype = p->compute_dtype};
+    return params;
 }
 
 /* Validates every problem as tl_gemm does and runs them on device, traced once under op
