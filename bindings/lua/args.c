@@ -1,10 +1,47 @@
-/* Argument parsing: shapes (varargs or a table), options {dtype=, device=}, 1-based dims, scalars.
- */
+/* Errors and argument helpers of the binding: messages naming the op and the argument, shapes
+   (varargs or a table), 1-based dims and indices, numbers and scalars. Knows nothing of the tensor
+   box (tensor_object.c builds on it). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "binding.h"
 
+/* ---- errors --------------------------------------------------------------------------------- */
+const char *tlb_typename(lua_State *L, int idx) {
+    if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) {
+        const char *name = lua_tostring(L, -1);
+        lua_pop(L, 1); /* the string stays alive in the metatable */
+        return name;
+    }
+    if (lua_type(L, idx) == LUA_TNONE) return "no value";
+    return luaL_typename(L, idx);
+}
+
+int tlb_errorf(lua_State *L, const char *fmt, ...) {
+    char message[1536];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    luaL_where(L, 1);
+    lua_pushstring(L, message);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+int tlb_type_error(lua_State *L, int idx, const char *op, const char *what) {
+    char where[96];
+    return tlb_errorf(L, "%s: %s expected %s, got %s", op,
+                      tlb_position(L, idx, NULL, where, sizeof where), what, tlb_typename(L, idx));
+}
+
+int tlb_fail(lua_State *L) {
+    const char *message = tl_last_error();
+    return tlb_errorf(L, "%s", message[0] ? message : "tlua: unknown error");
+}
+
+/* ---- arguments ------------------------------------------------------------------------------ */
 /* dims beyond this are out of range for any tensor; keeps int conversions safe */
 #define TLB_DIM_LIMIT (1 << 20)
 
@@ -288,14 +325,4 @@ void tlb_push_guard_metatable(lua_State *L, lua_CFunction release) {
     lua_setfield(L, -2, "__close");
     lua_pushcfunction(L, release);
     lua_setfield(L, -2, "__gc");
-}
-
-tl_tensor *tlb_opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
-    if (lua_isnoneornil(L, idx)) return NULL;
-    tl_tensor *t = tlb_totensor(L, idx, op);
-    char where[96];
-    if (!t)
-        tlb_errorf(L, "%s: %s expected a tensor or nil, got %s", op,
-                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
-    return t;
 }

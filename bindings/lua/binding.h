@@ -36,50 +36,17 @@ int tlb_traceback(lua_State *L);
    type checks and new tensors use it without a lookup by name. */
 #define TLB_MT lua_upvalueindex(1)
 
-/* ---- tensor_object.c: the userdata box ----------------------------------
-   A tensor userdata is a box holding one reference (NULL once released). */
-typedef struct tlb_box {
-    tl_tensor *tensor;
-} tlb_box;
-
-/* Pushes a new, empty box with the tensor metatable; fill box->tensor with a
-   new reference right away (an empty box is harmless to the collector). */
-tlb_box *tlb_newbox(lua_State *L);
-/* Lets the garbage collector know about the memory a new tensor holds
-   outside the Lua heap. */
-void tlb_account(lua_State *L, const tl_tensor *t);
-/* Raises the engine's last error as a Lua error (with position). */
-int tlb_fail(lua_State *L);
-/* Finishes a C call that made out: raises the engine's error when status
-   failed (out is then not touched: a failing op may have released it), else
-   puts out into box (pushed before the call) and returns 1. */
-static inline int tlb_result(lua_State *L, tlb_box *box, tl_status status, tl_tensor *out) {
-    if (status != TL_OK) return tlb_fail(L);
-    box->tensor = out;
-    tlb_account(L, out);
-    return 1;
-}
-/* The tensor at idx, or an error "op: argument N expected a tensor, got T". */
-tl_tensor *tlb_check(lua_State *L, int idx, const char *op);
-/* The tensor at idx, or NULL when the value is not a tensor (a closed tensor
-   is an error naming op). */
-tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op);
-/* True when the value at idx is a tensor object (open or closed). */
-bool tlb_is_tensor(lua_State *L, int idx);
+/* ---- args.c: errors and arguments (no tensor box: the box's code builds on these) ------------
+   Messages name the op, the argument and expected vs got. */
 /* luaL_error with printf formats (%lld, %g, ...): position, then the message. */
 int tlb_errorf(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Raises "op: argument N expected <what>, got <type>". */
 int tlb_type_error(lua_State *L, int idx, const char *op, const char *what);
-/* For C code that runs outside the module's functions (the embedding library), where TLB_MT is
-   not at hand: the tensor metatable comes from the registry (tlua.core must be loaded, else a
-   Lua error). Pushes a tensor object holding a new reference to t. */
-void tlb_push_tensor(lua_State *L, tl_tensor *t);
-/* The tensor of the tensor object at idx; NULL when the value is not one or was released. */
-tl_tensor *tlb_peek_tensor(lua_State *L, int idx);
+/* Raises the engine's last error as a Lua error (with position). */
+int tlb_fail(lua_State *L);
 /* The type name used in messages (__name for objects with one). */
 const char *tlb_typename(lua_State *L, int idx);
 
-/* ---- args.c: shapes, options, dims, scalars ------------------------------ */
 typedef struct tlb_options {
     tl_dtype dtype;
     tl_device device;
@@ -114,9 +81,6 @@ int tlb_arg_number(lua_State *L, int idx);
    counts ("self" for the object of a method call); what (or "a value") for a
    relative index: a value read from a table, such as an option. */
 const char *tlb_position(lua_State *L, int idx, const char *what, char *buf, size_t size);
-/* The tensor at idx, NULL for nil or none; anything else raises "op: <position of what> expected
-   a tensor or nil". */
-tl_tensor *tlb_opt_tensor(lua_State *L, int idx, const char *op, const char *what);
 /* An integer argument (floats with an integral value accepted). */
 int64_t tlb_check_int(lua_State *L, int idx, const char *op, const char *what);
 double tlb_check_number(lua_State *L, int idx, const char *op, const char *what);
@@ -141,6 +105,44 @@ void tlb_push_counters(lua_State *L, const void *stats, const tlb_counter *count
 void tlb_push_guard_metatable(lua_State *L, lua_CFunction release);
 /* Applies opts.requires_grad to a new tensor (raises on failure). */
 void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts);
+
+/* ---- tensor_object.c: the userdata box (uses args.c, never the other way round) -------------
+   A tensor userdata is a box holding one reference (NULL once released). */
+typedef struct tlb_box {
+    tl_tensor *tensor;
+} tlb_box;
+
+/* Pushes a new, empty box with the tensor metatable; fill box->tensor with a
+   new reference right away (an empty box is harmless to the collector). */
+tlb_box *tlb_newbox(lua_State *L);
+/* Lets the garbage collector know about the memory a new tensor holds
+   outside the Lua heap. */
+void tlb_account(lua_State *L, const tl_tensor *t);
+/* Finishes a C call that made out: raises the engine's error when status
+   failed (out is then not touched: a failing op may have released it), else
+   puts out into box (pushed before the call) and returns 1. */
+static inline int tlb_result(lua_State *L, tlb_box *box, tl_status status, tl_tensor *out) {
+    if (status != TL_OK) return tlb_fail(L);
+    box->tensor = out;
+    tlb_account(L, out);
+    return 1;
+}
+/* The tensor at idx, or an error "op: argument N expected a tensor, got T". */
+tl_tensor *tlb_check(lua_State *L, int idx, const char *op);
+/* The tensor at idx, or NULL when the value is not a tensor (a closed tensor
+   is an error naming op). */
+tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op);
+/* The tensor at idx, NULL for nil or none; anything else raises "op: <position of what> expected
+   a tensor or nil". */
+tl_tensor *tlb_opt_tensor(lua_State *L, int idx, const char *op, const char *what);
+/* True when the value at idx is a tensor object (open or closed). */
+bool tlb_is_tensor(lua_State *L, int idx);
+/* For C code that runs outside the module's functions (the embedding library), where TLB_MT is
+   not at hand: the tensor metatable comes from the registry (tlua.core must be loaded, else a
+   Lua error). Pushes a tensor object holding a new reference to t. */
+void tlb_push_tensor(lua_State *L, tl_tensor *t);
+/* The tensor of the tensor object at idx; NULL when the value is not one or was released. */
+tl_tensor *tlb_peek_tensor(lua_State *L, int idx);
 
 /* ---- registration: each file exports its functions --------------------------
    methods: available as t:name(...) and tl.name(t, ...);

@@ -1,5 +1,5 @@
-/* The tensor userdata: a box holding one reference, type checks, release by __gc and __close. */
-#include <stdarg.h>
+/* The tensor userdata: a box holding one reference, tensor arguments, release by __gc and __close.
+   Uses the errors and argument helpers of args.c, which know nothing of the box. */
 #include <stdio.h>
 
 #include "binding.h"
@@ -34,39 +34,6 @@ void tlb_account(lua_State *L, const tl_tensor *t) {
     }
 }
 
-const char *tlb_typename(lua_State *L, int idx) {
-    if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) {
-        const char *name = lua_tostring(L, -1);
-        lua_pop(L, 1); /* the string stays alive in the metatable */
-        return name;
-    }
-    if (lua_type(L, idx) == LUA_TNONE) return "no value";
-    return luaL_typename(L, idx);
-}
-
-int tlb_errorf(lua_State *L, const char *fmt, ...) {
-    char message[1536];
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    luaL_where(L, 1);
-    lua_pushstring(L, message);
-    lua_concat(L, 2);
-    return lua_error(L);
-}
-
-int tlb_type_error(lua_State *L, int idx, const char *op, const char *what) {
-    char where[96];
-    return tlb_errorf(L, "%s: %s expected %s, got %s", op,
-                      tlb_position(L, idx, NULL, where, sizeof where), what, tlb_typename(L, idx));
-}
-
-int tlb_fail(lua_State *L) {
-    const char *message = tl_last_error();
-    return tlb_errorf(L, "%s", message[0] ? message : "tlua: unknown error");
-}
-
 /* The metatable is the tensor one (and the value a full userdata of a box's
    size: a light userdata given the metatable through the debug library is not
    a tensor). */
@@ -95,6 +62,16 @@ tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op) {
 tl_tensor *tlb_check(lua_State *L, int idx, const char *op) {
     tl_tensor *t = tlb_totensor(L, idx, op);
     if (!t) tlb_type_error(L, idx, op, "a tensor");
+    return t;
+}
+
+tl_tensor *tlb_opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
+    if (lua_isnoneornil(L, idx)) return NULL;
+    tl_tensor *t = tlb_totensor(L, idx, op);
+    char where[96];
+    if (!t)
+        tlb_errorf(L, "%s: %s expected a tensor or nil, got %s", op,
+                   tlb_position(L, idx, what, where, sizeof where), tlb_typename(L, idx));
     return t;
 }
 
