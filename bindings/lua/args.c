@@ -1,6 +1,6 @@
 /* Errors and argument helpers of the binding: messages naming the op and the argument, shapes
-   (varargs or a table), 1-based dims and indices, numbers and scalars. Knows nothing of the tensor
-   box (tensor_object.c builds on it). */
+   (varargs or a table), pairs of sizes, 1-based dims and indices, numbers and scalars. Knows
+   nothing of the tensor box (tensor_object.c builds on it). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -111,17 +111,36 @@ int tlb_shape_table(lua_State *L, int idx, const char *op, int64_t *shape) {
     return (int)n;
 }
 
-/* A table with no array part and an option key: {dtype = "float64"} */
+void tlb_check_pair(lua_State *L, int idx, const char *op, const char *what, int64_t out[2]) {
+    idx = lua_absindex(L, idx);
+    if (is_integral(L, idx, &out[0])) {
+        out[1] = out[0];
+        return;
+    }
+    if (!lua_istable(L, idx) || lua_rawlen(L, idx) != 2)
+        tlb_errorf(L, "%s: %s expected an integer or a table {h, w}, got %s", op, what,
+                   lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx)
+                   : lua_istable(L, idx)           ? "a table of another length"
+                                                   : tlb_typename(L, idx));
+    for (int i = 0; i < 2; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        int64_t v = 0;
+        if (!is_integral(L, -1, &v))
+            tlb_errorf(L, "%s: %s[%d] expected an integer, got %s", op, what, i + 1,
+                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : tlb_typename(L, -1));
+        out[i] = v;
+        lua_pop(L, 1);
+    }
+}
+
+/* A table with no array part and some key is an options table ({dtype = "float64"}, or a
+   misspelled option, which the options checker then names); {} is the shape of a 0-dim tensor. */
 static bool looks_like_options(lua_State *L, int idx) {
     if (lua_rawlen(L, idx) != 0) return false;
-    static const char *const keys[] = {"dtype", "device", "requires_grad"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        lua_getfield(L, idx, keys[i]);
-        bool present = !lua_isnil(L, -1);
-        lua_pop(L, 1);
-        if (present) return true;
-    }
-    return false;
+    lua_pushnil(L);
+    if (!lua_next(L, idx)) return false;
+    lua_pop(L, 2);
+    return true;
 }
 
 static void check_no_more(lua_State *L, int from, const char *op) {
@@ -196,41 +215,6 @@ tl_device tlb_check_device(lua_State *L, int idx, const char *op) {
     if (tl_device_parse(name, &device) != TL_OK)
         tlb_errorf(L, "%s: unknown device '%s' (expected cpu, cuda or cuda:N)", op, name);
     return device;
-}
-
-void tlb_options_parse(lua_State *L, int idx, const char *op, tlb_options *opts) {
-    if (idx == 0 || lua_isnoneornil(L, idx)) return;
-    if (!lua_istable(L, idx)) tlb_type_error(L, idx, op, "an options table");
-    idx = lua_absindex(L, idx);
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        if (key && strcmp(key, "dtype") == 0) {
-            opts->dtype = tlb_check_dtype(L, -1, op);
-            opts->has_dtype = true;
-        } else if (key && strcmp(key, "device") == 0) {
-            opts->device = tlb_check_device(L, -1, op);
-            opts->has_device = true;
-        } else if (key && strcmp(key, "requires_grad") == 0) {
-            if (!lua_isboolean(L, -1))
-                tlb_errorf(L, "%s: requires_grad expected a boolean, got %s", op,
-                           tlb_typename(L, -1));
-            opts->requires_grad = lua_toboolean(L, -1);
-        } else if (key) {
-            tlb_errorf(L, "%s: unknown option '%s' (expected dtype, device or requires_grad)", op,
-                       key);
-        } else {
-            tlb_errorf(L,
-                       "%s: options table has a %s key (expected dtype, device or "
-                       "requires_grad)",
-                       op, luaL_typename(L, -2));
-        }
-        lua_pop(L, 1);
-    }
-}
-
-void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts) {
-    if (opts->requires_grad == 1 && tl_set_requires_grad(t, true) != TL_OK) tlb_fail(L);
 }
 
 int tlb_check_dim(lua_State *L, int idx, const char *op) {

@@ -1,6 +1,5 @@
 /* Attention binding: tl.scaled_dot_product_attention(q, k, v, {causal, scale, dropout}). */
 #include <math.h>
-#include <string.h>
 
 #include "binding.h"
 
@@ -15,47 +14,22 @@ static tl_tensor *tensor_arg(lua_State *L, int idx, const char *name) {
     return t;
 }
 
-/* opts.name as a number (nil: *value unchanged, false returned). */
-static bool number_option(lua_State *L, int opts, const char *name, double *value) {
-    lua_getfield(L, opts, name);
-    bool present = !lua_isnil(L, -1);
-    if (present) {
-        if (lua_type(L, -1) != LUA_TNUMBER)
-            tlb_errorf(L, "%s: option %s expected a number, got %s", OP, name, tlb_typename(L, -1));
-        *value = (double)lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return present;
-}
-
+/* opts {causal = false, scale = nil (1 / sqrt(D)), dropout = 0} at idx (a table, nil or none). */
 static void read_options(lua_State *L, int idx, tl_attention_options *opts) {
-    static const char *const keys[] = {"causal", "scale", "dropout"};
-    if (lua_isnoneornil(L, idx)) return;
-    if (!lua_istable(L, idx) || tlb_is_tensor(L, idx))
-        tlb_type_error(L, idx, OP, "an options table {causal = false, scale = nil, dropout = 0}");
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        bool known = false;
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !known; i++)
-            known = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), keys[i]) == 0;
-        if (!known)
-            tlb_errorf(L, "%s: unknown option '%s' (expected causal, scale, dropout)", OP,
-                       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : tlb_typename(L, -1));
-    }
-    lua_getfield(L, idx, "causal");
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isboolean(L, -1))
-            tlb_errorf(L, "%s: option causal expected a boolean, got %s", OP, tlb_typename(L, -1));
-        opts->causal = lua_toboolean(L, -1);
-    }
-    lua_pop(L, 1);
+    static const tlb_option accepted[] = {
+        {"causal", TLB_OPTION_BOOLEAN},
+        {"scale", TLB_OPTION_NUMBER},
+        {"dropout", TLB_OPTION_NUMBER},
+        {NULL, 0},
+    };
+    if (!tlb_check_options(L, idx, OP, accepted)) return;
+    tlb_option_bool(L, idx, OP, "causal", &opts->causal);
     double scale = 0;
-    if (number_option(L, idx, "scale", &scale) && !(scale > 0 && isfinite(scale)))
+    if (tlb_option_number(L, idx, OP, "scale", &scale) && !(scale > 0 && isfinite(scale)))
         tlb_errorf(L, "%s: option scale must be a finite number > 0 (nil for 1 / sqrt(D)), got %g",
                    OP, scale);
     opts->scale = scale;
-    number_option(L, idx, "dropout", &opts->dropout); /* the engine checks its range */
+    tlb_option_number(L, idx, OP, "dropout", &opts->dropout); /* the engine checks its range */
 }
 
 /* tl.scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, D], opts?) */

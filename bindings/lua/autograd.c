@@ -89,19 +89,12 @@ static int ag_backward(lua_State *L) {
         opts = 2;
     else if (!lua_isnoneornil(L, 2) && !(grad = tlb_totensor(L, 2, "backward")))
         return tlb_type_error(L, 2, "backward", "a gradient tensor, nil or an options table");
+    static const tlb_option accepted[] = {{"retain_graph", TLB_OPTION_BOOLEAN}, {NULL, 0}};
     bool retain_graph = false;
     if (lua_isboolean(L, opts))
         retain_graph = lua_toboolean(L, opts);
-    else if (lua_istable(L, opts)) {
-        lua_getfield(L, opts, "retain_graph");
-        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
-            return tlb_errorf(L, "backward: option retain_graph expected a boolean, got %s",
-                              tlb_typename(L, -1));
-        retain_graph = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-    } else if (!lua_isnoneornil(L, opts)) {
-        return tlb_type_error(L, opts, "backward", "an options table {retain_graph = bool}");
-    }
+    else if (tlb_check_options(L, opts, "backward", accepted))
+        tlb_option_bool(L, opts, "backward", "retain_graph", &retain_graph);
     lua_State *previous = backward_state;
     backward_state = L;
     tl_status status = tl_backward(t, grad, retain_graph);

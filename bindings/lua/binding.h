@@ -47,23 +47,15 @@ int tlb_fail(lua_State *L);
 /* The type name used in messages (__name for objects with one). */
 const char *tlb_typename(lua_State *L, int idx);
 
-typedef struct tlb_options {
-    tl_dtype dtype;
-    tl_device device;
-    bool has_dtype, has_device;
-    int requires_grad; /* -1 unset, 0 or 1 */
-} tlb_options;
-
 /* Parses a shape from the arguments at first..top: integers as varargs or one
    table, then an optional options table (or nil). Writes the dims into shape
    (TL_MAX_DIMS entries) and returns ndim; *opts gets the options table index
-   (0 when none). */
+   (0 when none; a lone table with keys but no array part is options, {} a 0-dim shape). */
 int tlb_shape_args(lua_State *L, int first, const char *op, int64_t *shape, int *opts_index);
 /* Reads a shape from the table at idx. */
 int tlb_shape_table(lua_State *L, int idx, const char *op, int64_t *shape);
-/* Options at idx (a table, nil or none) into opts (defaults: float32 on cpu,
-   unless the caller set them before). */
-void tlb_options_parse(lua_State *L, int idx, const char *op, tlb_options *opts);
+/* A pair of sizes at idx (what names it in messages): an integer (both) or a table {h, w}. */
+void tlb_check_pair(lua_State *L, int idx, const char *op, const char *what, int64_t out[2]);
 tl_dtype tlb_check_dtype(lua_State *L, int idx, const char *op);
 tl_device tlb_check_device(lua_State *L, int idx, const char *op);
 /* A 1-based Lua dim (negative from the end) as the C API's dim: 0-based, or
@@ -103,8 +95,6 @@ typedef struct tlb_counter {
 void tlb_push_counters(lua_State *L, const void *stats, const tlb_counter *counters, int count);
 /* Pushes a metatable whose __close and __gc are both release (a guard object's). */
 void tlb_push_guard_metatable(lua_State *L, lua_CFunction release);
-/* Applies opts.requires_grad to a new tensor (raises on failure). */
-void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts);
 
 /* ---- tensor_object.c: the userdata box (uses args.c, never the other way round) -------------
    A tensor userdata is a box holding one reference (NULL once released). */
@@ -143,6 +133,58 @@ bool tlb_is_tensor(lua_State *L, int idx);
 void tlb_push_tensor(lua_State *L, tl_tensor *t);
 /* The tensor of the tensor object at idx; NULL when the value is not one or was released. */
 tl_tensor *tlb_peek_tensor(lua_State *L, int idx);
+
+/* ---- options.c: options tables (uses args.c and the box) ---------------------------------------
+   Every binding function that takes an options table checks it with tlb_check_options against
+   the keys it accepts, each with its kind, then reads it with the typed getters:
+
+     static const tlb_option accepted[] = {
+         {"causal", TLB_OPTION_BOOLEAN}, {"scale", TLB_OPTION_NUMBER}, {NULL, 0}};
+     if (tlb_check_options(L, 4, op, accepted)) tlb_option_bool(L, 4, op, "causal", &causal);
+
+   An unknown key raises "op: unknown option 'casual' (accepted: causal, scale)", a value of
+   another kind "op: option causal expected a boolean, got number". */
+typedef enum tlb_option_kind {
+    TLB_OPTION_BOOLEAN,
+    TLB_OPTION_NUMBER,
+    TLB_OPTION_INTEGER, /* a float of integral value too */
+    TLB_OPTION_STRING,
+    TLB_OPTION_DTYPE,  /* a dtype's name: "float32", ... */
+    TLB_OPTION_DEVICE, /* "cpu", "cuda", "cuda:N" */
+    TLB_OPTION_TENSOR,
+    TLB_OPTION_PAIR, /* an integer or a table {h, w} (tlb_check_pair) */
+} tlb_option_kind;
+typedef struct tlb_option {
+    const char *name;
+    tlb_option_kind kind;
+} tlb_option;
+/* Checks the value at idx: none, nil or a 0 idx (no options: false), else a table (true) whose
+   every key is the name of one of accepted (a list ending with {NULL, 0}) and every value of
+   that option's kind; raises otherwise, naming op, the key and the accepted names. */
+bool tlb_check_options(lua_State *L, int idx, const char *op, const tlb_option *accepted);
+/* Typed getters of option name of the options table at idx (none, nil or 0: no options): true
+   and *out set when the option is given, false and *out untouched when not; a value of another
+   kind raises as tlb_check_options does. Strings and tensors live as long as the table. */
+bool tlb_option_bool(lua_State *L, int idx, const char *op, const char *name, bool *out);
+bool tlb_option_number(lua_State *L, int idx, const char *op, const char *name, double *out);
+bool tlb_option_integer(lua_State *L, int idx, const char *op, const char *name, int64_t *out);
+bool tlb_option_string(lua_State *L, int idx, const char *op, const char *name, const char **out);
+bool tlb_option_dtype(lua_State *L, int idx, const char *op, const char *name, tl_dtype *out);
+bool tlb_option_device(lua_State *L, int idx, const char *op, const char *name, tl_device *out);
+bool tlb_option_tensor(lua_State *L, int idx, const char *op, const char *name, tl_tensor **out);
+bool tlb_option_pair(lua_State *L, int idx, const char *op, const char *name, int64_t out[2]);
+/* A new tensor's options: {dtype, device, requires_grad} (constructors, tl.tensor). */
+extern const tlb_option tlb_new_tensor_options[];
+typedef struct tlb_options {
+    tl_dtype dtype;
+    tl_device device;
+    bool has_dtype, has_device;
+    int requires_grad; /* -1 unset, 0 or 1 */
+} tlb_options;
+/* tlb_new_tensor_options at idx (a table, nil or none) into opts, which holds the defaults. */
+void tlb_options_parse(lua_State *L, int idx, const char *op, tlb_options *opts);
+/* Applies opts.requires_grad to a new tensor (raises on failure). */
+void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts);
 
 /* ---- registration: each file exports its functions --------------------------
    methods: available as t:name(...) and tl.name(t, ...);

@@ -8,58 +8,13 @@
 #include "binding.h"
 #include "tlua/nn.h"
 
-/* ---- arguments ------------------------------------------------------------------------------ */
-/* A pair of sizes at idx: a number (both) or a table {h, w}. */
-static void check_pair(lua_State *L, int idx, const char *op, const char *what, int64_t out[2]) {
-    idx = lua_absindex(L, idx);
-    if (lua_type(L, idx) == LUA_TNUMBER) {
-        out[0] = out[1] = tlb_check_int(L, idx, op, what);
-        return;
-    }
-    if (!lua_istable(L, idx) || lua_rawlen(L, idx) != 2)
-        tlb_errorf(L, "%s: %s expected an integer or a table {h, w}, got %s", op, what,
-                   lua_istable(L, idx) ? "a table of another length" : tlb_typename(L, idx));
-    for (int i = 0; i < 2; i++) {
-        lua_rawgeti(L, idx, i + 1);
-        int isnum = 0;
-        lua_Integer v = lua_tointegerx(L, -1, &isnum);
-        if (!isnum || lua_type(L, -1) != LUA_TNUMBER)
-            tlb_errorf(L, "%s: %s[%d] expected an integer, got %s", op, what, i + 1,
-                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : tlb_typename(L, -1));
-        out[i] = (int64_t)v;
-        lua_pop(L, 1);
-    }
-}
-
-/* opts[key] (opts a table at idx, or absent) as a pair; def when missing. */
-static void opt_pair(lua_State *L, int idx, const char *op, const char *key, const int64_t def[2],
-                     int64_t out[2]) {
-    out[0] = def[0], out[1] = def[1];
-    if (idx == 0 || lua_isnoneornil(L, idx)) return;
-    lua_getfield(L, idx, key);
-    if (!lua_isnil(L, -1)) check_pair(L, -1, op, key, out);
-    lua_pop(L, 1);
-}
-
-/* Rejects option keys other than the allowed ones (a typo such as {strides = 2} would
-   otherwise be ignored silently). */
-static void check_option_keys(lua_State *L, int idx, const char *op, const char *const *allowed,
-                              const char *list) {
-    if (idx == 0 || lua_isnoneornil(L, idx)) return;
-    if (!lua_istable(L, idx)) tlb_type_error(L, idx, op, "an options table");
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        bool ok = false;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (const char *const *a = allowed; *a && !ok; a++)
-                ok = strcmp(*a, lua_tostring(L, -1)) == 0;
-        if (!ok) {
-            const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
-            tlb_errorf(L, "%s: unknown option '%s' (expected %s)", op, key, list);
-        }
-    }
-}
+/* ---- options -------------------------------------------------------------------------------- */
+/* conv2d's and max_pool2d's {stride, padding}: each an integer or {h, w} */
+static const tlb_option window_options[] = {
+    {"stride", TLB_OPTION_PAIR},
+    {"padding", TLB_OPTION_PAIR},
+    {NULL, 0},
+};
 
 /* ---- 1-based index tensors ------------------------------------------------------------------ */
 /* Checks that indices (the Lua argument named what) is an integer tensor. */
@@ -98,7 +53,6 @@ static tl_status check_one_based(const tl_tensor *indices, const char *op, const
 /* conv2d(input, weight, bias?, {stride = 1, padding = 0}): stride and padding are numbers or
    {h, w}; the options table may take bias's place. */
 static int nn_conv2d(lua_State *L) {
-    static const char *const keys[] = {"stride", "padding", NULL};
     tl_tensor *input = tlb_check(L, 1, "conv2d"), *weight = tlb_check(L, 2, "conv2d");
     tl_tensor *bias = NULL;
     int opts = 4;
@@ -106,11 +60,11 @@ static int nn_conv2d(lua_State *L) {
         opts = 3;
     else
         bias = tlb_opt_tensor(L, 3, "conv2d", "bias");
-    check_option_keys(L, opts, "conv2d", keys, "stride, padding");
-    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
-    int64_t stride[2], padding[2];
-    opt_pair(L, opts, "conv2d", "stride", one, stride);
-    opt_pair(L, opts, "conv2d", "padding", zero, padding);
+    int64_t stride[2] = {1, 1}, padding[2] = {0, 0};
+    if (tlb_check_options(L, opts, "conv2d", window_options)) {
+        tlb_option_pair(L, opts, "conv2d", "stride", stride);
+        tlb_option_pair(L, opts, "conv2d", "padding", padding);
+    }
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     tl_status status =
@@ -120,17 +74,17 @@ static int nn_conv2d(lua_State *L) {
 
 /* max_pool2d(input, kernel_size, {stride = kernel_size, padding = 0}) */
 static int nn_max_pool2d(lua_State *L) {
-    static const char *const keys[] = {"stride", "padding", NULL};
     tl_tensor *input = tlb_check(L, 1, "max_pool2d");
-    int64_t kernel[2], stride[2], padding[2];
+    int64_t kernel[2];
     if (lua_isnoneornil(L, 2))
         return tlb_errorf(L, "max_pool2d: argument 2 (kernel_size) expected an integer or a "
                              "table {h, w}, got nil");
-    check_pair(L, 2, "max_pool2d", "kernel_size", kernel);
-    check_option_keys(L, 3, "max_pool2d", keys, "stride, padding");
-    static const int64_t zero[2] = {0, 0};
-    opt_pair(L, 3, "max_pool2d", "stride", kernel, stride);
-    opt_pair(L, 3, "max_pool2d", "padding", zero, padding);
+    tlb_check_pair(L, 2, "max_pool2d", "kernel_size", kernel);
+    int64_t stride[2] = {kernel[0], kernel[1]}, padding[2] = {0, 0};
+    if (tlb_check_options(L, 3, "max_pool2d", window_options)) {
+        tlb_option_pair(L, 3, "max_pool2d", "stride", stride);
+        tlb_option_pair(L, 3, "max_pool2d", "padding", padding);
+    }
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     tl_status status = tl_ag_max_pool2d(input, kernel[0], kernel[1], stride[0], stride[1],
@@ -155,28 +109,26 @@ static int nn_embedding(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
-/* cross_entropy(logits, target, {label_smoothing = 0} or a number): target holds classes
-   1..C */
+/* cross_entropy(logits, target, {label_smoothing = 0, reduction = "mean"} or a number): target
+   holds classes 1..C */
 static int nn_cross_entropy(lua_State *L) {
-    static const char *const keys[] = {"label_smoothing", "reduction", NULL};
+    static const tlb_option accepted[] = {
+        {"label_smoothing", TLB_OPTION_NUMBER},
+        {"reduction", TLB_OPTION_STRING},
+        {NULL, 0},
+    };
     tl_tensor *logits = tlb_check(L, 1, "cross_entropy");
     tl_tensor *target = tlb_check(L, 2, "cross_entropy");
     double smoothing = 0;
+    const char *reduction = "mean";
     if (lua_type(L, 3) == LUA_TNUMBER) {
         smoothing = lua_tonumber(L, 3);
-    } else if (!lua_isnoneornil(L, 3)) {
-        check_option_keys(L, 3, "cross_entropy", keys, "label_smoothing, reduction");
-        lua_getfield(L, 3, "label_smoothing");
-        if (!lua_isnil(L, -1))
-            smoothing = tlb_check_number(L, -1, "cross_entropy", "label_smoothing");
-        lua_pop(L, 1);
-        lua_getfield(L, 3, "reduction");
-        if (!lua_isnil(L, -1) &&
-            !(lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "mean") == 0))
+    } else if (tlb_check_options(L, 3, "cross_entropy", accepted)) {
+        tlb_option_number(L, 3, "cross_entropy", "label_smoothing", &smoothing);
+        tlb_option_string(L, 3, "cross_entropy", "reduction", &reduction);
+        if (strcmp(reduction, "mean") != 0)
             return tlb_errorf(L, "cross_entropy: reduction '%s' is not supported (only 'mean')",
-                              lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
-                                                             : tlb_typename(L, -1));
-        lua_pop(L, 1);
+                              reduction);
     }
     check_index_dtype(L, "cross_entropy", "target", target);
     tl_tensor *shifted = NULL, *out = NULL;

@@ -139,32 +139,39 @@ static int cast_result(lua_State *L, tlb_box *box, tl_status status, tl_tensor *
 
 /* t:to(dtype_or_device, ...): strings, an options table or a tensor (its dtype and device) */
 static int op_to(lua_State *L) {
+    static const tlb_option accepted[] = {
+        {"dtype", TLB_OPTION_DTYPE},
+        {"device", TLB_OPTION_DEVICE},
+        {NULL, 0},
+    };
     tl_tensor *t = tlb_check(L, 1, "to");
-    tlb_options o = {.dtype = t->dtype, .device = tl_tensor_device(t), .requires_grad = -1};
+    tl_dtype dtype = t->dtype;
+    tl_device device = tl_tensor_device(t);
     int top = lua_gettop(L);
     if (top < 2) return tlb_type_error(L, 2, "to", "a dtype or a device");
     for (int i = 2; i <= top; i++) {
         tl_tensor *other;
         if (lua_type(L, i) == LUA_TSTRING) {
             const char *name = lua_tostring(L, i);
-            if (tl_dtype_parse(name, &o.dtype) != TL_OK &&
-                tl_device_parse(name, &o.device) != TL_OK)
+            if (tl_dtype_parse(name, &dtype) != TL_OK && tl_device_parse(name, &device) != TL_OK)
                 return tlb_errorf(L,
                                   "to: '%s' is neither a dtype (float32, float64, bfloat16, "
                                   "float16, int32, int64, bool) nor a device (cpu, cuda, cuda:N)",
                                   name);
         } else if (lua_istable(L, i)) {
-            tlb_options_parse(L, i, "to", &o);
+            tlb_check_options(L, i, "to", accepted);
+            tlb_option_dtype(L, i, "to", "dtype", &dtype);
+            tlb_option_device(L, i, "to", "device", &device);
         } else if ((other = tlb_totensor(L, i, "to"))) {
-            o.dtype = other->dtype;
-            o.device = tl_tensor_device(other);
+            dtype = other->dtype;
+            device = tl_tensor_device(other);
         } else if (!lua_isnil(L, i)) {
             return tlb_type_error(L, i, "to", "a dtype, a device or an options table");
         }
     }
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status = tl_ag_to(t, o.dtype, o.device, &out);
+    tl_status status = tl_ag_to(t, dtype, device, &out);
     return cast_result(L, box, status, t, out);
 }
 
