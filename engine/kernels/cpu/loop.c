@@ -1,5 +1,6 @@
-/* The strided N-d iterator of the CPU elementwise kernels (see loop.h). */
+/* The CPU kernels' walks (see loop.h): the strided N-d iterator and the lines along one dim. */
 #include <omp.h>
+#include <string.h>
 
 #include "kernels/cpu/loop.h"
 
@@ -160,4 +161,76 @@ void tl_cpu_for_each(int count, const tl_tensor *const *tensors, tl_cpu_loop_fn 
         run_parallel(&p, numel, fn, ctx);
     else
         run_range(&p, 0, numel, fn, ctx);
+}
+
+/* ---- lines along one dim ------------------------------------------------------------------- */
+
+/* The dim walked side by side: tensors[0]'s last dim other than dim with size > 1 and stride 1,
+   or -1 when there is none. */
+static int unit_lane(const tl_tensor *in, int dim) {
+    for (int d = in->ndim - 1; d >= 0; d--)
+        if (d != dim && in->shape[d] > 1 && in->strides[d] == 1) return d;
+    return -1;
+}
+
+static int64_t stride_of(const tl_tensor *t, int d) {
+    return t ? t->strides[d] : 0;
+}
+
+void tl_cpu_lines_plan(tl_cpu_lines *p, int count, const tl_tensor *const *tensors, int dim) {
+    memset(p, 0, sizeof *p);
+    const tl_tensor *first = tensors[0];
+    p->count = count;
+    p->len = first->ndim ? first->shape[dim] : 1;
+    if (first->ndim)
+        for (int t = 0; t < count; t++) p->step[t] = stride_of(tensors[t], dim);
+    const int lane = p->len <= 1 || p->step[0] != 1 ? unit_lane(first, dim) : -1;
+    p->lanes = lane >= 0 ? first->shape[lane] : 1;
+    if (lane >= 0)
+        for (int t = 0; t < count; t++) p->lane[t] = stride_of(tensors[t], lane);
+    p->outer = 1;
+    for (int d = 0; d < first->ndim; d++) {
+        if (d == dim || d == lane || first->shape[d] == 1) continue;
+        const int i = p->nouter++;
+        p->outer_shape[i] = first->shape[d];
+        for (int t = 0; t < count; t++) p->outer_stride[t][i] = stride_of(tensors[t], d);
+        p->outer *= first->shape[d];
+    }
+    p->blocks = (p->lanes + TL_CPU_LANE_BLOCK - 1) / TL_CPU_LANE_BLOCK;
+    p->items = p->outer * p->blocks;
+    for (int t = 0; t < count; t++) {
+        const tl_tensor *x = tensors[t];
+        if (!x) continue;
+        p->size[t] = element_size(x->dtype);
+        int64_t numel = 1;
+        for (int d = 0; d < x->ndim; d++) numel *= x->shape[d];
+        if (numel > 0)
+            p->data[t] = data_of(x, p->size[t]); /* an empty tensor's offset may be any */
+    }
+}
+
+int64_t tl_cpu_lines_locate(const tl_cpu_lines *p, int64_t item, char **at) {
+    int64_t position = item / p->blocks, first_lane = (item % p->blocks) * TL_CPU_LANE_BLOCK;
+    int64_t offset[TL_CPU_LINES_MAX_TENSORS];
+    for (int t = 0; t < p->count; t++) offset[t] = first_lane * p->lane[t];
+    for (int d = p->nouter - 1; d >= 0; d--) {
+        const int64_t i = position % p->outer_shape[d];
+        position /= p->outer_shape[d];
+        for (int t = 0; t < p->count; t++) offset[t] += i * p->outer_stride[t][d];
+    }
+    for (int t = 0; t < p->count; t++)
+        at[t] = p->data[t] ? p->data[t] + offset[t] * p->size[t] : NULL;
+    const int64_t left = p->lanes - first_lane;
+    return left < TL_CPU_LANE_BLOCK ? left : TL_CPU_LANE_BLOCK;
+}
+
+void tl_cpu_lines_for_each(const tl_cpu_lines *p, int64_t parallel_threshold, tl_cpu_lines_fn fn,
+                           const void *ctx) {
+    const bool parallel = p->items > 1 && p->outer * p->lanes * p->len > parallel_threshold;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t item = 0; item < p->items; item++) {
+        char *at[TL_CPU_LINES_MAX_TENSORS];
+        const int64_t lanes = tl_cpu_lines_locate(p, item, at);
+        fn(p, at, lanes, ctx);
+    }
 }

@@ -1,5 +1,5 @@
-/* Internal: the strided N-d iterator of the CPU elementwise kernels (fill, cast,
-   unary, binary, where): coalesced dims, a 1-D inner loop, OpenMP for large work. */
+/* Internal: the CPU kernels' walks: the strided N-d iterator of the elementwise kernels (fill,
+   cast, unary, binary, where) and the lines along one dim of reduce, scan and softmax. */
 #ifndef TLUA_CPU_LOOP_H
 #define TLUA_CPU_LOOP_H
 
@@ -33,12 +33,44 @@ void tl_cpu_for_each(int count, const tl_tensor *const *tensors, tl_cpu_loop_fn 
 #define TL_CPU_KERNELS_NUMERIC(op, member)                                                         \
     TL_KERNELS_FLOATING(op, member, op), TL_KERNELS_INTEGER(op, member, op)
 
-/* The kept dim a reduction along dim walks in its inner loop: the last dim other than dim
-   with size > 1 and stride 1, or -1 when there is none. */
-static inline int tl_cpu_unit_lane(const tl_tensor *in, int dim) {
-    for (int d = in->ndim - 1; d >= 0; d--)
-        if (d != dim && in->shape[d] > 1 && in->strides[d] == 1) return d;
-    return -1;
-}
+/* ---- lines along one dim ---------------------------------------------------------------------
+   The walk of a kernel that runs along one dim (reductions, cumsum, softmax and its backward): the
+   elements of tensors[0] are `outer` positions (its other dims, size-1 dims dropped) times `lanes`
+   lines side by side times `len` elements along dim. When dim is not unit-stride in tensors[0],
+   the lanes are its last unit-stride kept dim, so the inner loop over lanes reads memory in order;
+   otherwise lanes = 1 and each line is read in order. A work item is one outer position and a
+   block of up to TL_CPU_LANE_BLOCK lanes. The other tensors are walked at the same positions with
+   their own strides (a reduction's output has size 1 along dim, an expanded input stride 0). */
+#define TL_CPU_LINES_MAX_TENSORS 3
+#define TL_CPU_LANE_BLOCK        64
+
+typedef struct tl_cpu_lines {
+    int count;                                     /* tensors */
+    int64_t len, step[TL_CPU_LINES_MAX_TENSORS];   /* along dim: its size, each tensor's stride */
+    int64_t lanes, lane[TL_CPU_LINES_MAX_TENSORS]; /* lines side by side, the stride between them */
+    int nouter;
+    int64_t outer_shape[TL_MAX_DIMS], outer_stride[TL_CPU_LINES_MAX_TENSORS][TL_MAX_DIMS];
+    int64_t outer, blocks, items;           /* items = outer positions x blocks of lanes */
+    char *data[TL_CPU_LINES_MAX_TENSORS];   /* first elements (NULL: no tensor, or an empty one) */
+    int64_t size[TL_CPU_LINES_MAX_TENSORS]; /* element sizes */
+} tl_cpu_lines;
+
+/* Plans the lines along dim of tensors[0 .. count-1]: tensors[0]'s shape is walked and its strides
+   choose the lanes; a NULL tensor (an output not asked for) gets zero strides. A 0-dim tensors[0]
+   is one line of one element. Strides count elements of their own tensor. */
+void tl_cpu_lines_plan(tl_cpu_lines *lines, int count, const tl_tensor *const *tensors, int dim);
+
+/* Sets at[t] to work item `item`'s first element in tensor t (NULL where data[t] is) and returns
+   how many lanes the item has. */
+int64_t tl_cpu_lines_locate(const tl_cpu_lines *lines, int64_t item, char **at);
+
+/* A kernel's work on one item: `lanes` lines starting at at[0 .. count-1]. */
+typedef void (*tl_cpu_lines_fn)(const tl_cpu_lines *lines, char *const *at, int64_t lanes,
+                                const void *ctx);
+
+/* Runs fn over every item, split over OpenMP threads when there are several items and the lines
+   hold more than parallel_threshold elements of tensors[0]. */
+void tl_cpu_lines_for_each(const tl_cpu_lines *lines, int64_t parallel_threshold,
+                           tl_cpu_lines_fn fn, const void *ctx);
 
 #endif

@@ -4,80 +4,19 @@
    read as byte != 0. max/min propagate NaN and give the first index of the extreme. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
 
-#define LANE_BLOCK         64    /* kept elements reduced side by side in the inner loop */
 #define PARALLEL_THRESHOLD 32768 /* elements read before OpenMP is worth it */
 #define SPLIT_MAX_ITEMS    16    /* with fewer work items a long dim is split in chunks */
 #define SPLIT_MIN_CHUNK    16384
 #define SPLIT_MAX_CHUNKS   64
 
-/* The reduction as loops: `outer` positions (outer_* dims) times `lanes` kept elements
-   (one kept dim walked in the inner loop, preferably a unit-stride one) times `len`
-   reduced elements. Strides count elements of the tensor they belong to. */
-typedef struct reduce_plan {
-    int64_t len, step; /* the reduced dim */
-    int64_t lanes, lane_in, lane_out, lane_idx;
-    int nouter;
-    int64_t outer_shape[TL_MAX_DIMS], outer_in[TL_MAX_DIMS], outer_out[TL_MAX_DIMS],
-        outer_idx[TL_MAX_DIMS];
-    int64_t outer, blocks; /* blocks: LANE_BLOCK-wide pieces of the lanes */
-} reduce_plan;
-
-static void make_plan(reduce_plan *p, const tl_tensor *out, const tl_tensor *indices,
-                      const tl_tensor *in, int dim) {
-    memset(p, 0, sizeof *p);
-    p->len = in->ndim ? in->shape[dim] : 1;
-    p->step = in->ndim ? in->strides[dim] : 0;
-    const int lane = p->len <= 1 || p->step != 1 ? tl_cpu_unit_lane(in, dim) : -1;
-    p->lanes = lane >= 0 ? in->shape[lane] : 1;
-    if (lane >= 0) {
-        p->lane_in = in->strides[lane];
-        p->lane_out = out ? out->strides[lane] : 0;
-        p->lane_idx = indices ? indices->strides[lane] : 0;
-    }
-    p->outer = 1;
-    for (int d = 0; d < in->ndim; d++) {
-        if (d == dim || d == lane || in->shape[d] == 1) continue;
-        int i = p->nouter++;
-        p->outer_shape[i] = in->shape[d];
-        p->outer_in[i] = in->strides[d];
-        p->outer_out[i] = out ? out->strides[d] : 0;
-        p->outer_idx[i] = indices ? indices->strides[d] : 0;
-        p->outer *= in->shape[d];
-    }
-    p->blocks = (p->lanes + LANE_BLOCK - 1) / LANE_BLOCK;
-}
-
-/* Where work item `item` (outer position, lane block) reads and writes. */
-typedef struct item_ptrs {
-    const char *in;
-    char *out, *idx;
-    int64_t lanes;
-} item_ptrs;
-
-static item_ptrs locate(const reduce_plan *p, int64_t item, const char *in, size_t in_size,
-                        char *out, size_t out_size, char *idx) {
-    int64_t o = item / p->blocks, l0 = (item % p->blocks) * LANE_BLOCK;
-    int64_t in_off = l0 * p->lane_in, out_off = l0 * p->lane_out, idx_off = l0 * p->lane_idx;
-    for (int d = p->nouter - 1; d >= 0; d--) {
-        int64_t i = o % p->outer_shape[d];
-        o /= p->outer_shape[d];
-        in_off += i * p->outer_in[d];
-        out_off += i * p->outer_out[d];
-        idx_off += i * p->outer_idx[d];
-    }
-    int64_t left = p->lanes - l0;
-    return (item_ptrs){
-        .in = in + in_off * (int64_t)in_size,
-        .out = out ? out + out_off * (int64_t)out_size : NULL,
-        .idx = idx ? idx + idx_off * (int64_t)sizeof(int64_t) : NULL,
-        .lanes = left < LANE_BLOCK ? left : LANE_BLOCK,
-    };
-}
+/* The tensors of a reduction, walked along loop.h's lines: in, then the values (out) and the
+   indices (idx), either of which may be absent (argmax has no values, sum no indices). */
+enum { IN, OUT, IDX, TENSORS };
 
 /* Per-lane partial results; a reduction of one (op, dtype) is three typed functions. */
 typedef struct extreme_f {
@@ -89,92 +28,85 @@ typedef struct extreme_i {
     int64_t index;
 } extreme_i;
 typedef union lane_states {
-    double sum_f[LANE_BLOCK];
-    uint64_t sum_i[LANE_BLOCK];
-    extreme_f ext_f[LANE_BLOCK];
-    extreme_i ext_i[LANE_BLOCK];
+    double sum_f[TL_CPU_LANE_BLOCK];
+    uint64_t sum_i[TL_CPU_LANE_BLOCK];
+    extreme_f ext_f[TL_CPU_LANE_BLOCK];
+    extreme_i ext_i[TL_CPU_LANE_BLOCK];
 } lane_states;
 
 typedef struct reduce_ops {
     size_t state_size; /* bytes of one lane's state */
     /* the state of `lanes` lanes over reduced elements [r0, r1) (r0 < r1 for extremes) */
-    void (*block)(const reduce_plan *p, const char *in, int64_t lanes, int64_t r0, int64_t r1,
+    void (*block)(const tl_cpu_lines *p, const char *in, int64_t lanes, int64_t r0, int64_t r1,
                   void *state);
     /* folds the state of a later chunk of the reduced dim into an earlier one */
     void (*merge)(void *into, const void *from, int64_t lanes);
     /* writes values (out, may be NULL) and indices (idx, may be NULL) */
-    void (*finish)(const reduce_plan *p, const void *state, int64_t lanes, char *out, char *idx);
+    void (*finish)(const tl_cpu_lines *p, const void *state, int64_t lanes, char *out, char *idx);
 } reduce_ops;
+
+/* One work item over the whole reduced dim (ctx: the reduce_ops). */
+static void reduce_item(const tl_cpu_lines *p, char *const *at, int64_t lanes, const void *ctx) {
+    const reduce_ops *ops = ctx;
+    lane_states state;
+    ops->block(p, at[IN], lanes, 0, p->len, &state);
+    ops->finish(p, &state, lanes, at[OUT], at[IDX]);
+}
 
 static tl_status run_reduce(const reduce_ops *ops, tl_tensor *out, tl_tensor *indices,
                             const tl_tensor *in, int dim) {
-    reduce_plan p;
-    make_plan(&p, out, indices, in, dim);
-    int64_t items = p.outer * p.blocks;
+    tl_cpu_lines p;
+    tl_cpu_lines_plan(&p, TENSORS, (const tl_tensor *[]){in, out, indices}, dim);
+    const int64_t items = p.items;
     if (items == 0) return TL_OK;
-    const char *in_data = tl_data(in);
-    char *out_data = out ? tl_data(out) : NULL, *idx_data = indices ? tl_data(indices) : NULL;
-    size_t in_size = tl_dtype_size(in->dtype), out_size = out ? tl_dtype_size(out->dtype) : 0;
-    bool parallel = p.outer * p.lanes * p.len > PARALLEL_THRESHOLD;
 
     int64_t chunks = 1;
     if (items < SPLIT_MAX_ITEMS && p.len >= 2 * SPLIT_MIN_CHUNK) {
         chunks = p.len / SPLIT_MIN_CHUNK;
         if (chunks > SPLIT_MAX_CHUNKS) chunks = SPLIT_MAX_CHUNKS;
     }
-    size_t block_bytes = LANE_BLOCK * ops->state_size;
+    size_t block_bytes = TL_CPU_LANE_BLOCK * ops->state_size;
     char *partials = chunks > 1 ? malloc((size_t)(items * chunks) * block_bytes) : NULL;
-    if (!partials) chunks = 1; /* a small allocation failing: reduce without splitting */
-
-    if (chunks == 1) {
-#pragma omp parallel for schedule(static) if (parallel && items > 1)
-        for (int64_t item = 0; item < items; item++) {
-            lane_states state;
-            item_ptrs at = locate(&p, item, in_data, in_size, out_data, out_size, idx_data);
-            ops->block(&p, at.in, at.lanes, 0, p.len, &state);
-            ops->finish(&p, &state, at.lanes, at.out, at.idx);
-        }
+    if (!partials) { /* one item's reduced dim at a time (also when the small allocation fails) */
+        tl_cpu_lines_for_each(&p, PARALLEL_THRESHOLD, reduce_item, ops);
         return TL_OK;
     }
+    /* a few items with long lines: chunks of the reduced dim in parallel, then merged in order */
     int64_t chunk_len = (p.len + chunks - 1) / chunks;
     chunks = (p.len + chunk_len - 1) / chunk_len; /* no empty chunk at the end */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t w = 0; w < items * chunks; w++) {
         int64_t item = w / chunks, r0 = (w % chunks) * chunk_len;
         int64_t r1 = r0 + chunk_len < p.len ? r0 + chunk_len : p.len;
-        item_ptrs at = locate(&p, item, in_data, in_size, out_data, out_size, idx_data);
-        ops->block(&p, at.in, at.lanes, r0, r1, partials + (size_t)w * block_bytes);
+        char *at[TENSORS];
+        int64_t lanes = tl_cpu_lines_locate(&p, item, at);
+        ops->block(&p, at[IN], lanes, r0, r1, partials + (size_t)w * block_bytes);
     }
     for (int64_t item = 0; item < items; item++) {
         char *first = partials + (size_t)(item * chunks) * block_bytes;
-        item_ptrs at = locate(&p, item, in_data, in_size, out_data, out_size, idx_data);
+        char *at[TENSORS];
+        int64_t lanes = tl_cpu_lines_locate(&p, item, at);
         for (int64_t c = 1; c < chunks; c++)
-            ops->merge(first, first + (size_t)c * block_bytes, at.lanes);
-        ops->finish(&p, first, at.lanes, at.out, at.idx);
+            ops->merge(first, first + (size_t)c * block_bytes, lanes);
+        ops->finish(&p, first, lanes, at[OUT], at[IDX]);
     }
     free(partials);
     return TL_OK;
 }
 
 /* ---- element access ------------------------------------------------------ */
-static inline float bf16_to_f32(uint16_t bits) {
-    uint32_t u = (uint32_t)bits << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 #define LOAD_F32(x)       ((double)(x))
 #define LOAD_F64(x)       (x)
-#define LOAD_BF16(x)      ((double)bf16_to_f32(x))
-#define LOAD_F16(x)       ((double)tl_f16_to_f32(x))
+#define LOAD_BF16(x)      ((double)tl_bf16_load(x))
+#define LOAD_F16(x)       ((double)tl_f16_load(x))
 #define LOAD_INT(x)       ((int64_t)(x))
 #define LOAD_BOOL(x)      ((int64_t)((x) != 0)) /* any non-zero byte is true */
 #define LOAD_WRAP(x)      ((uint64_t)(int64_t)(x))
 #define LOAD_WRAP_BOOL(x) ((uint64_t)((x) != 0))
 #define STORE_F32(x)      ((float)(x))
 #define STORE_F64(x)      (x)
-#define STORE_BF16(x)     tl_f32_to_bf16((float)(x))
-#define STORE_F16(x)      tl_f32_to_f16((float)(x))
+#define STORE_BF16(x)     tl_bf16_round((float)(x))
+#define STORE_F16(x)      tl_f16_round((float)(x))
 #define STORE_I32(x)      ((int32_t)(x))
 #define STORE_I64(x)      (x)
 #define STORE_BOOL(x)     ((uint8_t)((x) != 0))
@@ -183,11 +115,11 @@ static inline float bf16_to_f32(uint16_t bits) {
 
 /* ---- sums: the state is the running sum per lane (ACC: double or uint64) ------ */
 #define DEFINE_SUM_BLOCK(sfx, T, ACC, LOAD)                                                        \
-    static void sum_block_##sfx(const reduce_plan *p, const char *base, int64_t lanes, int64_t r0, \
-                                int64_t r1, void *state) {                                         \
+    static void sum_block_##sfx(const tl_cpu_lines *p, const char *base, int64_t lanes,            \
+                                int64_t r0, int64_t r1, void *state) {                             \
         const T *in = (const T *)base;                                                             \
         ACC *acc = state;                                                                          \
-        int64_t step = p->step;                                                                    \
+        int64_t step = p->step[IN];                                                                \
         if (lanes == 1) {                                                                          \
             ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                    \
             int64_t r = r0;                                                                        \
@@ -202,7 +134,7 @@ static inline float bf16_to_f32(uint16_t bits) {
             return;                                                                                \
         }                                                                                          \
         for (int64_t l = 0; l < lanes; l++) acc[l] = 0;                                            \
-        int64_t lane_in = p->lane_in;                                                              \
+        int64_t lane_in = p->lane[IN];                                                             \
         for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *row = in + r * step;                                                          \
             if (lane_in == 1)                                                                      \
@@ -226,19 +158,19 @@ static void merge_sum_i(void *into, const void *from, int64_t lanes) {
 /* floating sum and mean write the input's dtype */
 #define DEFINE_FLOAT_SUM(sfx, T, LOAD, STORE)                                                      \
     DEFINE_SUM_BLOCK(sfx, T, double, LOAD)                                                         \
-    static void sum_finish_##sfx(const reduce_plan *p, const void *state, int64_t lanes,           \
+    static void sum_finish_##sfx(const tl_cpu_lines *p, const void *state, int64_t lanes,          \
                                  char *out, char *idx) {                                           \
         (void)idx;                                                                                 \
         const double *acc = state;                                                                 \
         T *o = (T *)out;                                                                           \
-        for (int64_t l = 0; l < lanes; l++) o[l * p->lane_out] = STORE(acc[l]);                    \
+        for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = STORE(acc[l]);                   \
     }                                                                                              \
-    static void mean_finish_##sfx(const reduce_plan *p, const void *state, int64_t lanes,          \
+    static void mean_finish_##sfx(const tl_cpu_lines *p, const void *state, int64_t lanes,         \
                                   char *out, char *idx) {                                          \
         (void)idx;                                                                                 \
         const double *acc = state;                                                                 \
         T *o = (T *)out;                                                                           \
-        for (int64_t l = 0; l < lanes; l++) o[l * p->lane_out] = STORE(acc[l] / (double)p->len);   \
+        for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = STORE(acc[l] / (double)p->len);  \
     }                                                                                              \
     static const reduce_ops sum_ops_##sfx = {sizeof(double), sum_block_##sfx, merge_sum_f,         \
                                              sum_finish_##sfx};                                    \
@@ -249,12 +181,12 @@ static void merge_sum_i(void *into, const void *from, int64_t lanes) {
 static inline int64_t wrap_to_i64(uint64_t u) {
     return u <= INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
 }
-static void sum_finish_int(const reduce_plan *p, const void *state, int64_t lanes, char *out,
+static void sum_finish_int(const tl_cpu_lines *p, const void *state, int64_t lanes, char *out,
                            char *idx) {
     (void)idx;
     const uint64_t *acc = state;
     int64_t *o = (int64_t *)out;
-    for (int64_t l = 0; l < lanes; l++) o[l * p->lane_out] = wrap_to_i64(acc[l]);
+    for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = wrap_to_i64(acc[l]);
 }
 #define DEFINE_INT_SUM(sfx, T, LOAD)                                                               \
     DEFINE_SUM_BLOCK(sfx, T, uint64_t, LOAD)                                                       \
@@ -264,11 +196,11 @@ static void sum_finish_int(const reduce_plan *p, const void *state, int64_t lane
 /* ---- max and min: the state is the best value and its first index -------------
    CMP is > or <; a NaN beats any number and the first NaN stays. */
 #define DEFINE_EXTREME(name, sfx, T, STATE, KEY, LOAD, STORE, IS_NAN, CMP)                         \
-    static void name##_block_##sfx(const reduce_plan *p, const char *base, int64_t lanes,          \
+    static void name##_block_##sfx(const tl_cpu_lines *p, const char *base, int64_t lanes,         \
                                    int64_t r0, int64_t r1, void *state) {                          \
         const T *in = (const T *)base;                                                             \
         STATE *s = state;                                                                          \
-        int64_t step = p->step, lane_in = p->lane_in;                                              \
+        int64_t step = p->step[IN], lane_in = p->lane[IN];                                         \
         for (int64_t l = 0; l < lanes; l++) {                                                      \
             s[l].value = LOAD(in[r0 * step + l * lane_in]);                                        \
             s[l].index = r0;                                                                       \
@@ -284,13 +216,13 @@ static void sum_finish_int(const reduce_plan *p, const void *state, int64_t lane
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static void name##_finish_##sfx(const reduce_plan *p, const void *state, int64_t lanes,        \
+    static void name##_finish_##sfx(const tl_cpu_lines *p, const void *state, int64_t lanes,       \
                                     char *out, char *idx) {                                        \
         const STATE *s = state;                                                                    \
         if (out)                                                                                   \
-            for (int64_t l = 0; l < lanes; l++) ((T *)out)[l * p->lane_out] = STORE(s[l].value);   \
+            for (int64_t l = 0; l < lanes; l++) ((T *)out)[l * p->lane[OUT]] = STORE(s[l].value);  \
         if (idx)                                                                                   \
-            for (int64_t l = 0; l < lanes; l++) ((int64_t *)idx)[l * p->lane_idx] = s[l].index;    \
+            for (int64_t l = 0; l < lanes; l++) ((int64_t *)idx)[l * p->lane[IDX]] = s[l].index;   \
     }
 
 #define DEFINE_MERGE(name, STATE, IS_NAN, CMP)                                                     \

@@ -6,60 +6,14 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
 
-#define LANE_BLOCK         64    /* rows scanned side by side in the inner loop */
 #define PARALLEL_THRESHOLD 32768 /* elements before OpenMP is worth it */
 #define NONZERO_CHUNK      16384 /* elements per chunk of a parallel nonzero */
 #define NONZERO_MAX_CHUNKS 256
 
 /* ---- cumsum ------------------------------------------------------------------------------
-   As in the reduce kernels: `outer` positions (outer_* dims) times `lanes` rows walked side by
-   side (a unit-stride kept dim, when dim itself is not unit-stride) times `len` elements along
-   dim. Strides count elements of the tensor they belong to. */
-typedef struct scan_plan {
-    int64_t len, step_in, step_out;
-    int64_t lanes, lane_in, lane_out;
-    int nouter;
-    int64_t outer_shape[TL_MAX_DIMS], outer_in[TL_MAX_DIMS], outer_out[TL_MAX_DIMS];
-    int64_t outer, blocks; /* blocks: LANE_BLOCK-wide pieces of the lanes */
-} scan_plan;
-
-static void make_plan(scan_plan *p, const tl_tensor *out, const tl_tensor *in, int dim) {
-    memset(p, 0, sizeof *p);
-    p->len = in->shape[dim];
-    p->step_in = in->strides[dim];
-    p->step_out = out->strides[dim];
-    const int lane = p->len <= 1 || p->step_in != 1 ? tl_cpu_unit_lane(in, dim) : -1;
-    p->lanes = lane >= 0 ? in->shape[lane] : 1;
-    if (lane >= 0) {
-        p->lane_in = in->strides[lane];
-        p->lane_out = out->strides[lane];
-    }
-    p->outer = 1;
-    for (int d = 0; d < in->ndim; d++) {
-        if (d == dim || d == lane || in->shape[d] == 1) continue;
-        int i = p->nouter++;
-        p->outer_shape[i] = in->shape[d];
-        p->outer_in[i] = in->strides[d];
-        p->outer_out[i] = out->strides[d];
-        p->outer *= in->shape[d];
-    }
-    p->blocks = (p->lanes + LANE_BLOCK - 1) / LANE_BLOCK;
-}
-
-/* Element offsets (in, out) of work item `item` and its number of lanes. */
-static int64_t locate(const scan_plan *p, int64_t item, int64_t *in_off, int64_t *out_off) {
-    int64_t o = item / p->blocks, l0 = (item % p->blocks) * LANE_BLOCK;
-    *in_off = l0 * p->lane_in;
-    *out_off = l0 * p->lane_out;
-    for (int d = p->nouter - 1; d >= 0; d--) {
-        int64_t i = o % p->outer_shape[d];
-        o /= p->outer_shape[d];
-        *in_off += i * p->outer_in[d];
-        *out_off += i * p->outer_out[d];
-    }
-    int64_t left = p->lanes - l0;
-    return left < LANE_BLOCK ? left : LANE_BLOCK;
-}
+   Along the lines of loop.h's plan (tensors: in, out), up to TL_CPU_LANE_BLOCK lines scanned side
+   by side. */
+enum { IN, OUT };
 
 /* the uint64 sum modulo 2^64 as int64 (two's complement), with no implementation-defined
    conversion */
@@ -79,30 +33,32 @@ static inline int64_t wrap_to_i64(uint64_t u) {
 #define STORE_F16(a)  tl_f16_round(a)
 #define STORE_I64(a)  wrap_to_i64(a)
 
-/* Scans `lanes` rows side by side: T in, O out, ACC the running sum (double for float32 and
+/* Scans `lanes` lines side by side: T in, O out, ACC the running sum (double for float32 and
    float64, float for bfloat16 and float16, uint64 for integers and bool), each output rounded
    once. */
-typedef void (*scan_rows_fn)(const scan_plan *p, const void *in, void *out, int64_t lanes);
 #define DEFINE_SCAN_ROWS(sfx, T, O, ACC, LOAD, STORE)                                              \
-    static void scan_rows_##sfx(const scan_plan *p, const void *in, void *out, int64_t lanes) {    \
-        const T *x = in;                                                                           \
-        O *y = out;                                                                                \
+    static void scan_rows_##sfx(const tl_cpu_lines *p, char *const *at, int64_t lanes,             \
+                                const void *ctx) {                                                 \
+        (void)ctx;                                                                                 \
+        const T *x = (const T *)at[IN];                                                            \
+        O *y = (O *)at[OUT];                                                                       \
+        const int64_t step_in = p->step[IN], step_out = p->step[OUT];                              \
         if (lanes == 1) {                                                                          \
             ACC acc = 0;                                                                           \
             for (int64_t r = 0; r < p->len; r++) {                                                 \
-                acc += LOAD(x[r * p->step_in]);                                                    \
-                y[r * p->step_out] = STORE(acc);                                                   \
+                acc += LOAD(x[r * step_in]);                                                       \
+                y[r * step_out] = STORE(acc);                                                      \
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
-        ACC acc[LANE_BLOCK];                                                                       \
+        ACC acc[TL_CPU_LANE_BLOCK];                                                                \
         for (int64_t l = 0; l < lanes; l++) acc[l] = 0;                                            \
         for (int64_t r = 0; r < p->len; r++) {                                                     \
-            const T *row = x + r * p->step_in;                                                     \
-            O *dst = y + r * p->step_out;                                                          \
+            const T *row = x + r * step_in;                                                        \
+            O *dst = y + r * step_out;                                                             \
             for (int64_t l = 0; l < lanes; l++) {                                                  \
-                acc[l] += LOAD(row[l * p->lane_in]);                                               \
-                dst[l * p->lane_out] = STORE(acc[l]);                                              \
+                acc[l] += LOAD(row[l * p->lane[IN]]);                                              \
+                dst[l * p->lane[OUT]] = STORE(acc[l]);                                             \
             }                                                                                      \
         }                                                                                          \
     }
@@ -114,26 +70,15 @@ DEFINE_SCAN_ROWS(i32, int32_t, int64_t, uint64_t, LOAD_WRAP, STORE_I64)
 DEFINE_SCAN_ROWS(i64, int64_t, int64_t, uint64_t, LOAD_WRAP, STORE_I64)
 DEFINE_SCAN_ROWS(b8, uint8_t, int64_t, uint64_t, LOAD_BOOL, STORE_I64)
 
-static tl_status run_cumsum(scan_rows_fn rows, tl_dtype out_dtype, tl_tensor *out,
+static tl_status run_cumsum(tl_cpu_lines_fn rows, tl_dtype out_dtype, tl_tensor *out,
                             const tl_tensor *in, int dim) {
     if (out->dtype != out_dtype)
         return tl_error(TL_ERR_DTYPE, "cumsum: kernel expected a %s output, got %s",
                         tl_dtype_name(out_dtype), tl_dtype_name(out->dtype));
-    scan_plan p;
-    make_plan(&p, out, in, dim);
-    const int64_t items = p.outer * p.blocks;
-    if (items == 0 || p.len == 0) return TL_OK;
-    const char *in_data = tl_data(in);
-    char *out_data = tl_data(out);
-    const int64_t in_size = (int64_t)tl_dtype_size(in->dtype);
-    const int64_t out_size = (int64_t)tl_dtype_size(out_dtype);
-    const bool parallel = p.outer * p.lanes * p.len > PARALLEL_THRESHOLD && items > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t item = 0; item < items; item++) {
-        int64_t in_off, out_off;
-        const int64_t lanes = locate(&p, item, &in_off, &out_off);
-        rows(&p, in_data + in_off * in_size, out_data + out_off * out_size, lanes);
-    }
+    tl_cpu_lines lines;
+    tl_cpu_lines_plan(&lines, 2, (const tl_tensor *[]){in, out}, dim);
+    if (lines.items == 0 || lines.len == 0) return TL_OK;
+    tl_cpu_lines_for_each(&lines, PARALLEL_THRESHOLD, rows, NULL);
     return TL_OK;
 }
 
