@@ -11,6 +11,7 @@ local K = require("helpers.kernel_reference")
 local coverage = require("helpers.coverage")
 local sweep_cases = require("helpers.sweep_cases")
 local nn_cases = require("helpers.sweep_nn_cases")
+local variant_cases = require("helpers.sweep_variant_cases")
 
 local cases = {}
 for name, case in pairs(sweep_cases.cases) do cases[name] = case end
@@ -29,7 +30,7 @@ local function seed_of(name)
   return h
 end
 
-local function check_result(i, expected, got, dtype, what)
+local function check_result(i, expected, got, dtype, what, tolerances)
   got = got:to("cpu")
   local label = string.format("%s: result %d", what, i)
   if type(expected) == "table" and expected.exact then
@@ -38,7 +39,7 @@ local function check_result(i, expected, got, dtype, what)
   elseif not sweep_cases.floating[got.dtype] then
     assert.tensor_equal(expected, got, label)
   else
-    local tol = tolerance[dtype] or tolerance[got.dtype]
+    local tol = (tolerances or {})[dtype] or tolerance[dtype] or tolerance[got.dtype]
     assert.tensor_near(expected, got, tol[1], tol[2], label)
   end
 end
@@ -66,9 +67,10 @@ local function run_case(name, case, dtype, device, kernels)
   local events = coverage.compared(function() return case.run(table.unpack(on_device, 1, #inputs)) end,
     function(results)
       assert.are.equal(#expected, #results, what .. ": number of results")
-      for i = 1, #expected do check_result(i, expected[i], results[i], dtype, what) end
+      for i = 1, #expected do check_result(i, expected[i], results[i], dtype, what, case.tolerance) end
     end)
   check_ran(events, kernels, what)
+  return events
 end
 
 -- the kernels of a device grouped by the case that covers them, in registry order
@@ -96,6 +98,31 @@ local function sweep(device)
         .. "spec/helpers/sweep_cases.lua or sweep_nn_cases.lua", group.kernels[1].op, group.kernels[1].kernel))
       run_case(group.name, case, group.dtype, device, group.kernels)
     end)
+  end
+end
+
+-- The paths of kernels that have several (tl.kernel_variants()): each variant of a device in
+-- each of its dtypes, by a case of helpers/sweep_variant_cases.lua that takes it, against the
+-- case's Lua reference; the trace must show the variant (so the coverage report marks it).
+local function variant_sweep(device)
+  for _, v in ipairs(tl.kernel_variants()) do
+    if v.device == device:match("^%a+") then
+      it(string.format("%s path %s in %s matches the Lua reference", v.op, v.variant, v.dtype), function()
+        local case = (variant_cases[v.op] or {})[v.variant]
+        assert.is_not_nil(case, string.format("no sweep case reaches variant %s of %s (%s): add one to "
+          .. "spec/helpers/sweep_variant_cases.lua", v.variant, v.kernel, v.condition))
+        local name = string.format("%s path %s", v.op, v.variant)
+        local events = run_case(name, case, v.dtype, device, { v })
+        local took = false
+        for _, e in ipairs(events) do
+          for _, taken in ipairs(e.variants or {}) do
+            if e.kernel == v.kernel and taken == v.variant then took = true end
+          end
+        end
+        assert.is_true(took, string.format("%s in %s did not take variant %s of %s", name, v.dtype,
+          v.variant, v.kernel))
+      end)
+    end
   end
 end
 
@@ -144,6 +171,7 @@ end
 describe("kernel sweep on the cpu", function()
   random_sweep("cpu")
   sweep("cpu")
+  variant_sweep("cpu")
 end)
 
 describe("kernel sweep on cuda #cuda", function()
@@ -152,5 +180,6 @@ describe("kernel sweep on cuda #cuda", function()
     return
   end
   sweep("cuda")
+  variant_sweep("cuda")
   random_sweep("cuda")
 end)

@@ -117,6 +117,22 @@ static void push_event(lua_State *L, const tl_trace_event *e) {
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "shapes");
+    if (e->nvariants > 0) { /* the paths taken: variants = {...}, variant = "a+b" */
+        lua_createtable(L, e->nvariants, 0);
+        luaL_Buffer joined;
+        luaL_buffinit(L, &joined);
+        for (int i = 0; i < e->nvariants && i < TL_TRACE_MAX_VARIANTS; i++) {
+            if (i) luaL_addchar(&joined, '+');
+            luaL_addstring(&joined, e->variants[i]);
+        }
+        luaL_pushresult(&joined);
+        lua_setfield(L, -3, "variant");
+        for (int i = 0; i < e->nvariants && i < TL_TRACE_MAX_VARIANTS; i++) {
+            lua_pushstring(L, e->variants[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "variants");
+    }
 }
 
 /* tl.trace(fn, ...) -> list of kernel runs {op=, kernel=, device=, dtype=, shapes=},
@@ -171,6 +187,31 @@ static int rt_kernels(lua_State *L) {
     return 1;
 }
 
+/* tl.kernel_variants() -> list of {op=, kernel=, variant=, condition=, device=, dtype=, runs=}:
+   the paths of the kernels that have several */
+static int rt_kernel_variants(lua_State *L) {
+    int count = tl_kernel_variant_list(NULL, 0);
+    tl_kernel_variant_info *infos =
+        lua_newuserdatauv(L, sizeof *infos * (size_t)(count ? count : 1), 0);
+    int total = tl_kernel_variant_list(infos, count);
+    if (total < count) count = total;
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) {
+        const tl_kernel_variant_info *v = &infos[i];
+        lua_createtable(L, 0, 7);
+        set_string(L, "op", v->op);
+        set_string(L, "kernel", v->kernel);
+        set_string(L, "variant", v->variant);
+        set_string(L, "condition", v->condition);
+        set_string(L, "device", v->device == TL_DEVICE_CPU ? "cpu" : "cuda");
+        set_string(L, "dtype", tl_dtype_name(v->dtype));
+        lua_pushinteger(L, (lua_Integer)v->runs);
+        lua_setfield(L, -2, "runs");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
 /* tl.ops() -> the op table: list of {name=, family=, differentiable=, backward=}
    with backward "none", "kernels" or "composed" */
 static int rt_ops(lua_State *L) {
@@ -203,5 +244,6 @@ const luaL_Reg tlb_runtime_functions[] = {
     {"sync_checks", rt_sync_checks},
     {"trace", rt_trace},
     {"kernels", rt_kernels},
+    {"kernel_variants", rt_kernel_variants},
     {NULL, NULL},
 };

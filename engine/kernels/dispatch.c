@@ -17,9 +17,19 @@ typedef struct registered_kernel {
     char name[64];
 } registered_kernel;
 
+/* A registered variant: one (variant, dtype) of a table's list, with the kernel it belongs to. */
+typedef struct registered_variant {
+    const tl_kernel_variant *variant;
+    const registered_kernel *kernel;
+    tl_dtype dtype;
+    uint64_t runs;
+} registered_variant;
+
 typedef struct registry {
     registered_kernel *kernels;
     int count;
+    registered_variant *variants;
+    int variant_count;
     /* index into kernels + 1, 0 when absent */
     int lookup[TL_OP_COUNT][TL_DEVICE_TYPE_COUNT][TL_DTYPE_COUNT];
     char problem[256]; /* the first bad entry, "" when the tables are sound */
@@ -66,15 +76,23 @@ static void reject(registry *r, const char *fmt, const char *name, const char *d
     if (!r->problem[0]) snprintf(r->problem, sizeof r->problem, fmt, name, detail);
 }
 
-static registry *registry_build(const tl_kernel_table *const *tables, int table_count) {
+static void register_variants(registry *r, const tl_variant_table *table);
+
+static registry *registry_build(const tl_kernel_table *const *tables, int table_count,
+                                const tl_variant_table *const *variant_tables,
+                                int variant_table_count) {
     registry *r = calloc(1, sizeof *r);
     if (!r) return NULL;
-    int total = 0;
+    int total = 0, variants = 0;
     for (int t = 0; t < table_count; t++)
         for (int i = 0; i < tables[t]->count; i++)
             total += popcount(tables[t]->entries[i].dtypes & TL_DTYPES_ALL);
+    for (int t = 0; t < variant_table_count; t++)
+        for (int i = 0; i < variant_tables[t]->count; i++)
+            variants += popcount(variant_tables[t]->variants[i].dtypes & TL_DTYPES_ALL);
     r->kernels = calloc((size_t)(total > 0 ? total : 1), sizeof *r->kernels);
-    if (!r->kernels) {
+    r->variants = calloc((size_t)(variants > 0 ? variants : 1), sizeof *r->variants);
+    if (!r->kernels || !r->variants) {
         snprintf(r->problem, sizeof r->problem, "out of memory registering %d kernels", total);
         return r;
     }
@@ -123,16 +141,45 @@ static registry *registry_build(const tl_kernel_table *const *tables, int table_
             }
         }
     }
+    for (int t = 0; t < variant_table_count; t++) register_variants(r, variant_tables[t]);
     return r;
 }
 
+/* Registers a file's variants (after every kernel): each of their dtypes needs a kernel of that
+   (op, device, dtype). */
+static void register_variants(registry *r, const tl_variant_table *table) {
+    for (int i = 0; i < table->count; i++) {
+        const tl_kernel_variant *v = &table->variants[i];
+        const char *name = v->name ? v->name : "(unnamed)";
+        if ((unsigned)v->op >= TL_OP_COUNT || !v->name || !v->condition ||
+            (v->dtypes & TL_DTYPES_ALL) == 0) {
+            reject(r, "kernel variant %s: %s", name, "no op, name, condition or dtype");
+            continue;
+        }
+        for (int d = 0; d < TL_DTYPE_COUNT; d++) {
+            if (!(v->dtypes & (1u << d))) continue;
+            int index = r->lookup[v->op][table->device][d];
+            if (!index) {
+                reject(r, "kernel variant %s: %s", name, "a dtype its op has no kernel for");
+                continue;
+            }
+            r->variants[r->variant_count++] = (registered_variant){
+                .variant = v, .kernel = &r->kernels[index - 1], .dtype = (tl_dtype)d};
+        }
+    }
+}
+
 static void registry_free(registry *r) {
-    if (r) free(r->kernels);
+    if (r) {
+        free(r->kernels);
+        free(r->variants);
+    }
     free(r);
 }
 
 static void build_registry(void) {
-    current = registry_build(tl_kernel_tables, tl_kernel_table_count);
+    current = registry_build(tl_kernel_tables, tl_kernel_table_count, tl_variant_tables,
+                             tl_variant_table_count);
 }
 
 static registry *get_registry(void) {
@@ -142,8 +189,9 @@ static registry *get_registry(void) {
 
 void tl_registry_use_tables(const tl_kernel_table *const *tables, int count) {
     registry *old = get_registry();
-    current = tables ? registry_build(tables, count)
-                     : registry_build(tl_kernel_tables, tl_kernel_table_count);
+    current = tables ? registry_build(tables, count, NULL, 0)
+                     : registry_build(tl_kernel_tables, tl_kernel_table_count, tl_variant_tables,
+                                      tl_variant_table_count);
     registry_free(old);
 }
 
@@ -266,6 +314,37 @@ const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype d
     if (!k) return NULL;
     record(k, device, count, ndims, shapes, NULL);
     return &k->entry;
+}
+
+void tl_variant_ran(const tl_kernel_variant *variant, tl_dtype dtype) {
+    registry *r = get_registry();
+    if (!r || !variant) return;
+    for (int i = 0; i < r->variant_count; i++) {
+        registered_variant *v = &r->variants[i];
+        if (v->variant != variant || v->dtype != dtype) continue;
+        v->runs++;
+        if (trace_depth == 0 || trace_count == 0) return;
+        tl_trace_event *e = &trace_events[trace_count - 1];
+        if (e->kernel == v->kernel->name && e->nvariants < TL_TRACE_MAX_VARIANTS)
+            e->variants[e->nvariants++] = variant->name;
+        return;
+    }
+}
+
+int tl_kernel_variant_list(tl_kernel_variant_info *out, int max) {
+    registry *r = get_registry();
+    if (!r) return 0;
+    for (int i = 0; i < r->variant_count && i < max; i++) {
+        const registered_variant *v = &r->variants[i];
+        out[i] = (tl_kernel_variant_info){.op = tl_op_info_of(v->variant->op)->name,
+                                          .kernel = v->kernel->name,
+                                          .variant = v->variant->name,
+                                          .condition = v->variant->condition,
+                                          .device = v->kernel->device,
+                                          .dtype = v->dtype,
+                                          .runs = v->runs};
+    }
+    return r->variant_count;
 }
 
 int tl_kernel_list(tl_kernel_info *out, int max) {

@@ -11,6 +11,10 @@
 #include "kernels/gemm.h"
 #include "kernels/op.h"
 
+#ifdef __cplusplus
+extern "C" { /* CUDA C++ files register kernels and report variants too */
+#endif
+
 /* Scalars an op passes to its kernel: pow's exponent (scalar[0]); clamp's
    bounds (scalar[0..1] with has_scalar); randint's [low, high) (scalar[0..1]);
    dropout's p (scalar[0]: cpu/dropout.c states the kernel); the random stream
@@ -297,14 +301,39 @@ typedef struct tl_kernel_entry {
 #define TL_KERNELS_INTEGER(op, member, fn)                                                         \
     TL_KERNEL(op, TL_DTYPES_I32, member, fn##_i32), TL_KERNEL(op, TL_DTYPES_I64, member, fn##_i64)
 
-/* A kernel table of one file. CMakeLists.txt finds every TL_KERNEL_TABLE that starts a line of
-   a .c file of engine/kernels/cpu (or a .c or .cu file of engine/kernels/cuda) and
-   kernels/registry.c registers them all: a new kernel file needs no other edit. */
+/* A path a kernel may take (tensor cores or plain loops, one tile shape or another, dropout
+   masks drawn ahead or per element): registered by the file that implements it, in a variant
+   table (below), with the condition under which the kernel takes it and the dtypes where it can
+   run; it belongs to the kernel of its (op, device, dtype). The kernel calls tl_variant_ran when
+   it takes one (or several: a tile and a dropout mode), so tl.trace shows the variants that ran
+   and the coverage report fails on a variant that no spec ran, or whose result no spec
+   compared, on a device that has it. */
+typedef struct tl_kernel_variant {
+    tl_op op;
+    tl_dtype_set dtypes;
+    const char *name;      /* "mma_d64" */
+    const char *condition; /* "bfloat16 or float16, head dim 64, operands 16-byte aligned" */
+} tl_kernel_variant;
+#define TL_VARIANT(op, dtypes, name, condition)                                                    \
+    { TL_OP_##op, (dtypes), (name), (condition) }
+/* Records that the running kernel (dispatched last on this thread) took variant for dtype. */
+void tl_variant_ran(const tl_kernel_variant *variant, tl_dtype dtype);
+
+/* A kernel table of one file. CMakeLists.txt finds every TL_KERNEL_TABLE (and
+   TL_VARIANT_TABLE) that starts a line of a .c file of engine/kernels/cpu (or a .c or .cu file of
+   engine/kernels/cuda) and kernels/registry.c registers them all: a new kernel file needs no
+   other edit. */
 typedef struct tl_kernel_table {
     tl_device_type device;
     const tl_kernel_entry *entries;
     int count;
 } tl_kernel_table;
+/* The variants a file implements. */
+typedef struct tl_variant_table {
+    tl_device_type device;
+    const tl_kernel_variant *variants;
+    int count;
+} tl_variant_table;
 
 /* Ends a kernel file: `TL_KERNEL_TABLE(tl_cpu_unary_table, TL_DEVICE_CPU, entries);` at the start
    of a line (CMakeLists.txt lists the tables from these lines). In CUDA C++ (a .cu file) the
@@ -317,6 +346,11 @@ typedef struct tl_kernel_table {
 #define TL_KERNEL_TABLE(table_name, device, entries)                                               \
     TL_KERNEL_TABLE_LINKAGE const tl_kernel_table table_name = {                                   \
         device, entries, (int)(sizeof entries / sizeof entries[0])}
+/* Lists a file's variants: `TL_VARIANT_TABLE(tl_cuda_attention_variants, TL_DEVICE_CUDA, list);`
+   at the start of a line, list an array of TL_VARIANT(...). */
+#define TL_VARIANT_TABLE(table_name, device, variants)                                             \
+    TL_KERNEL_TABLE_LINKAGE const tl_variant_table table_name = {                                  \
+        device, variants, (int)(sizeof variants / sizeof variants[0])}
 
 /* Finds the kernel for (op, device, dtype) and records the run for tl.trace
    and the coverage report with the shapes of `tensors` (output first, then
@@ -333,5 +367,9 @@ const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype d
 tl_status tl_dispatch_status(void);
 /* True if a kernel exists (no error, no record). */
 bool tl_has_kernel(tl_op op, tl_device_type device, tl_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

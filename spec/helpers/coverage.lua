@@ -1,4 +1,4 @@
--- Kernel coverage of a spec run: which kernels a spec ran *and compared* with a reference.
+-- Kernel coverage of a spec run: which kernels, and which paths of kernels that have several, a spec ran *and compared* with a reference.
 -- coverage.compared(run, check) runs run() under tl.trace, then check(results...), which
 -- raises on a mismatch; only when check returns are the traced kernels marked compared.
 -- When TLUA_COVERAGE_FILE is set, the end of the suite writes every registered kernel of a
@@ -15,9 +15,15 @@ local function key(device, op, kernel, dtype)
   return string.format("%s %s %s %s", device:match("^%a+"), op, kernel, dtype)
 end
 
--- marks the kernels of a trace (a list of tl.trace events) as compared
+-- marks the kernels of a trace (a list of tl.trace events), and the variants they took, as
+-- compared
 function coverage.mark(events)
-  for _, e in ipairs(events) do marks[key(e.device, e.op, e.kernel, e.dtype)] = true end
+  for _, e in ipairs(events) do
+    marks[key(e.device, e.op, e.kernel, e.dtype)] = true
+    for _, v in ipairs(e.variants or {}) do
+      marks[key(e.device, e.op, e.kernel, e.dtype) .. " " .. v] = true
+    end
+  end
 end
 
 -- runs run(), checks its results with check(results...) (raising on a mismatch), and marks
@@ -29,16 +35,24 @@ function coverage.compared(run, check)
   return table.unpack(packed, 1, packed.n)
 end
 
+-- k: an entry of tl.kernels(), or of tl.kernel_variants() (then its variant too)
 function coverage.is_compared(k)
-  return marks[key(k.device, k.op, k.kernel, k.dtype)] == true
+  local mark = key(k.device, k.op, k.kernel, k.dtype)
+  if k.variant then mark = mark .. " " .. k.variant end
+  return marks[mark] == true
 end
 
 function coverage.report()
   local present = { cpu = true, cuda = (tl.cuda_device_count and tl.cuda_device_count() or 0) > 0 }
   local dead, unchecked, absent, total = {}, {}, {}, 0
-  for _, k in ipairs(tl.kernels()) do
+  -- every kernel, then every path of a kernel that has several ("... variant mma_d64")
+  local entries = {}
+  for _, k in ipairs(tl.kernels()) do entries[#entries + 1] = k end
+  for _, v in ipairs(tl.kernel_variants()) do entries[#entries + 1] = v end
+  for _, k in ipairs(entries) do
     total = total + 1
     local line = string.format("%s %s %s %s", k.device, k.op, k.kernel, k.dtype)
+    if k.variant then line = line .. " variant " .. k.variant .. " (" .. k.condition .. ")" end
     if not present[k.device] then
       if k.runs == 0 then absent[#absent + 1] = line end
     elseif k.runs == 0 then
@@ -53,7 +67,7 @@ end
 function coverage.write(path)
   local r = coverage.report()
   local f = assert(io.open(path, "w"))
-  f:write(string.format("kernels %d dead %d unchecked %d absent %d\n", r.total, #r.dead,
+  f:write(string.format("kernels and variants %d dead %d unchecked %d absent %d\n", r.total, #r.dead,
     #r.unchecked, #r.absent))
   for _, line in ipairs(r.dead) do f:write("dead ", line, "\n") end
   for _, line in ipairs(r.unchecked) do f:write("unchecked ", line, "\n") end

@@ -21,7 +21,7 @@ sandbox.allowed = {
   -- settings and introspection of this state
   "manual_seed", "set_num_threads", "get_num_threads", "set_sync_checks", "sync_checks",
   "set_matmul_precision", "get_matmul_precision", "cuda_device_count", "memory_stats",
-  "reset_peak_memory_stats", "clock", "ops", "kernels", "trace",
+  "reset_peak_memory_stats", "clock", "ops", "kernels", "kernel_variants", "trace",
   -- submodules (their own allow-lists below)
   "nn", "optim", "autograd", "data", "cuda",
 }

@@ -13,11 +13,15 @@
 extern "C" {
 #endif
 
-#define TL_TRACE_MAX_TENSORS 4
+#define TL_TRACE_MAX_TENSORS  4
+#define TL_TRACE_MAX_VARIANTS 4
 
 typedef struct tl_trace_event {
     const char *op;     /* "add" */
     const char *kernel; /* "cpu_add_f32" */
+    /* the paths the kernel took, for a kernel that has several ("mma_d64", "dropout_ahead") */
+    int nvariants;
+    const char *variants[TL_TRACE_MAX_VARIANTS];
     tl_device device;
     tl_dtype dtype;
     int ntensors; /* shapes of the output then the inputs */
@@ -41,6 +45,21 @@ typedef struct tl_kernel_info {
 } tl_kernel_info;
 /* Writes up to max entries; returns the number of registered kernels. */
 int tl_kernel_list(tl_kernel_info *out, int max);
+
+/* Every registered path of a kernel that has several (kernels/kernel.h's tl_kernel_variant): the
+   kernel (as tl_kernel_list names it), the path's name and the condition that picks it, and how
+   often it ran in this process. */
+typedef struct tl_kernel_variant_info {
+    const char *op;
+    const char *kernel;
+    const char *variant;
+    const char *condition;
+    tl_device_type device;
+    tl_dtype dtype;
+    uint64_t runs;
+} tl_kernel_variant_info;
+/* Writes up to max entries; returns the number of registered variants. */
+int tl_kernel_variant_list(tl_kernel_variant_info *out, int max);
 
 /* A row of the op table (tlua/ops.def). */
 typedef struct tl_op_description {

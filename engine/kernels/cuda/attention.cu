@@ -243,12 +243,24 @@ tl_status run_delta(const tl_cuda_attention &a) {
     });
 }
 
+/* The plain path: every dtype, any head dim and alignment. */
+const tl_kernel_variant plain_variants[] = {
+    TL_VARIANT(scaled_dot_product_attention, TL_DTYPES_FLOATING, "plain",
+               "float32 or float64, a head dim other than 32, 64 and 128, or an operand not "
+               "16-byte aligned: a warp per query row"),
+    TL_VARIANT(scaled_dot_product_attention_backward, TL_DTYPES_FLOATING, "plain",
+               "as the forward's plain path: a warp per query row (dQ) and per key row (dK, dV)"),
+};
+
 } // namespace
+
+TL_VARIANT_TABLE(tl_cuda_attention_plain_variants, TL_DEVICE_CUDA, plain_variants);
 
 extern "C" tl_status tl_cuda_attention_run(const tl_cuda_attention *ap) {
     const tl_cuda_attention &a = *ap;
     if (a.B * a.H * a.T == 0) return TL_OK;
     if (tl_attention_fits_mma(a)) return tl_attention_forward_mma(a);
+    tl_variant_ran(&plain_variants[0], (tl_dtype)a.dtype);
     return tl_cuda_floating(a.dtype, a.at.op, [&](auto e) {
         typedef decltype(e) E;
         typedef typename E::C C;
@@ -263,6 +275,7 @@ extern "C" tl_status tl_cuda_attention_backward_run(const tl_cuda_attention *ap)
     if (a.B * a.H == 0 || (!want_q && !want_kv)) return TL_OK;
     TL_TRY(run_delta(a));
     if (tl_attention_fits_mma(a)) return tl_attention_backward_mma(a, want_q);
+    tl_variant_ran(&plain_variants[1], (tl_dtype)a.dtype);
     return tl_cuda_floating(a.dtype, a.at.op, [&](auto e) {
         typedef decltype(e) E;
         typedef typename E::C C;

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/cuda/attention_launch.h"
+#include "kernels/kernel.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops_common.cuh"

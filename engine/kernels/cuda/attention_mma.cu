@@ -603,21 +603,79 @@ bool fits_mma(const tl_cuda_attention &a) {
    registers are tighter); the backward with 4 warps of 16 keys (BN 64) and query steps of 64
    (32 for D 128), 8 warps (BN 128) for D 64 without the mask, where every key block sees all
    query blocks. */
+
+/* The paths of the tensor-core kernels (every one: bfloat16 or float16, head dim 32, 64 or 128,
+   operands 16-byte aligned with strides of multiples of 8 elements), each with the condition
+   that picks it; a run takes a tile and, with dropout, a way of drawing the mask. */
+enum {
+    FWD_D32,
+    FWD_D64,
+    FWD_D128,
+    FWD_DROPOUT_AHEAD,
+    FWD_DROPOUT_PER_ELEMENT,
+    BWD_D32,
+    BWD_D64_WIDE,
+    BWD_D64_CAUSAL,
+    BWD_D64_CAUSAL_DROPOUT,
+    BWD_D128,
+    BWD_DROPOUT_AHEAD,
+    BWD_DROPOUT_PER_ELEMENT,
+};
+constexpr tl_dtype_set HALVES = TL_DTYPES_BF16 | TL_DTYPES_F16;
+const tl_kernel_variant mma_variants[] = {
+    TL_VARIANT(scaled_dot_product_attention, HALVES, "mma_d32",
+               "head dim 32: 4 warps of 16 queries, key blocks of 64"),
+    TL_VARIANT(scaled_dot_product_attention, HALVES, "mma_d64",
+               "head dim 64: 4 warps of 16 queries, key blocks of 64"),
+    TL_VARIANT(scaled_dot_product_attention, HALVES, "mma_d128",
+               "head dim 128: 4 warps of 16 queries, key blocks of 32"),
+    TL_VARIANT(scaled_dot_product_attention, HALVES, "dropout_ahead",
+               "dropout with S % 4 == 0: a key block's mask drawn during the previous block's "
+               "products, 4 keys a Philox draw"),
+    TL_VARIANT(scaled_dot_product_attention, HALVES, "dropout_per_element",
+               "dropout with S % 4 != 0: each kept element's uniform drawn where it is used"),
+    TL_VARIANT(scaled_dot_product_attention_backward, HALVES, "mma_d32",
+               "head dim 32: 4 warps of 16 keys, query steps of 64"),
+    TL_VARIANT(scaled_dot_product_attention_backward, HALVES, "mma_d64_wide",
+               "head dim 64, not causal: 8 warps of 16 keys, query steps of 64"),
+    TL_VARIANT(scaled_dot_product_attention_backward, HALVES, "mma_d64_causal",
+               "head dim 64, causal, no dropout: 4 warps of 16 keys, query steps of 64"),
+    TL_VARIANT(scaled_dot_product_attention_backward, HALVES, "mma_d64_causal_dropout",
+               "head dim 64, causal, dropout: 4 warps of 16 keys, query steps of 32"),
+    TL_VARIANT(scaled_dot_product_attention_backward, HALVES, "mma_d128",
+               "head dim 128: 4 warps of 16 keys, query steps of 32, dK and dV in shared memory"),
+    TL_VARIANT(scaled_dot_product_attention_backward, HALVES, "dropout_ahead",
+               "dropout with S % 4 == 0: a query block's mask drawn during the previous block's "
+               "products"),
+    TL_VARIANT(scaled_dot_product_attention_backward, HALVES, "dropout_per_element",
+               "dropout with S % 4 != 0: each kept element's uniform drawn where it is used"),
+};
+
+void ran(int variant, const tl_cuda_attention &a) {
+    tl_variant_ran(&mma_variants[variant], (tl_dtype)a.dtype);
+}
+
 template <bool BF16> tl_status forward_mma_run(const tl_cuda_attention &a) {
-    if (a.D == 32) return launch_forward<32, 1, 4, 64, BF16>(a);
-    if (a.D == 64) return launch_forward<64, 1, 4, 64, BF16>(a);
-    return launch_forward<128, 1, 4, 32, BF16>(a);
+    if (a.dropout > 0) ran(a.S % 4 == 0 ? FWD_DROPOUT_AHEAD : FWD_DROPOUT_PER_ELEMENT, a);
+    if (a.D == 32) return ran(FWD_D32, a), launch_forward<32, 1, 4, 64, BF16>(a);
+    if (a.D == 64) return ran(FWD_D64, a), launch_forward<64, 1, 4, 64, BF16>(a);
+    return ran(FWD_D128, a), launch_forward<128, 1, 4, 32, BF16>(a);
 }
 
 template <bool BF16> tl_status backward_mma_run(const tl_cuda_attention &a, float *dq_acc) {
-    if (a.D == 32) return launch_backward<32, 4, 64, BF16, true>(a, dq_acc);
-    if (a.D == 64 && !a.causal) return launch_backward<64, 8, 64, BF16, true>(a, dq_acc);
-    if (a.D == 64 && a.dropout > 0) return launch_backward<64, 4, 32, BF16, true>(a, dq_acc);
-    if (a.D == 64) return launch_backward<64, 4, 64, BF16, true>(a, dq_acc);
-    return launch_backward<128, 4, 32, BF16, false>(a, dq_acc);
+    if (a.dropout > 0) ran(a.S % 4 == 0 ? BWD_DROPOUT_AHEAD : BWD_DROPOUT_PER_ELEMENT, a);
+    if (a.D == 32) return ran(BWD_D32, a), launch_backward<32, 4, 64, BF16, true>(a, dq_acc);
+    if (a.D == 64 && !a.causal)
+        return ran(BWD_D64_WIDE, a), launch_backward<64, 8, 64, BF16, true>(a, dq_acc);
+    if (a.D == 64 && a.dropout > 0)
+        return ran(BWD_D64_CAUSAL_DROPOUT, a), launch_backward<64, 4, 32, BF16, true>(a, dq_acc);
+    if (a.D == 64) return ran(BWD_D64_CAUSAL, a), launch_backward<64, 4, 64, BF16, true>(a, dq_acc);
+    return ran(BWD_D128, a), launch_backward<128, 4, 32, BF16, false>(a, dq_acc);
 }
 
 } // namespace
+
+TL_VARIANT_TABLE(tl_cuda_attention_mma_variants, TL_DEVICE_CUDA, mma_variants);
 
 bool tl_attention_fits_mma(const tl_cuda_attention &a) {
     return fits_mma(a);

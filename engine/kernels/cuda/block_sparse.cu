@@ -5,6 +5,7 @@
 #include "kernels/cuda/block_sparse_launch.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/kernel.h"
 #include "kernels/cuda/ops_common.cuh"
 
 namespace {
@@ -279,8 +280,30 @@ bool fits_mma(const tl_cuda_block_sparse &p) {
            p.other_width % 8 == 0 && p.out_width % 8 == 0;
 }
 
+/* The paths of the forward and the input gradient, each with the condition that picks it. */
+constexpr tl_dtype_set HALVES = TL_DTYPES_BF16 | TL_DTYPES_F16;
+const tl_kernel_variant variants[] = {
+    TL_VARIANT(block_sparse_linear, HALVES, "mma_b64",
+               "bfloat16/float16, blocks of 64, 16-byte aligned rows: tensor cores, tiles of 128 "
+               "rows by one block, 4 stages"),
+    TL_VARIANT(block_sparse_linear, HALVES, "mma_b32",
+               "bfloat16/float16, blocks of 32, 16-byte aligned rows: tensor cores, tiles of 256 "
+               "rows by one block, 4 stages"),
+    TL_VARIANT(block_sparse_linear, TL_DTYPES_FLOATING, "plain",
+               "float32/float64, other block sizes, or rows not 16-byte aligned: one output "
+               "element per thread"),
+    TL_VARIANT(block_sparse_linear_backward_input, HALVES, "mma_b64",
+               "as the forward's mma_b64, walking the column-wise index"),
+    TL_VARIANT(block_sparse_linear_backward_input, HALVES, "mma_b32",
+               "as the forward's mma_b32, walking the column-wise index"),
+    TL_VARIANT(block_sparse_linear_backward_input, TL_DTYPES_FLOATING, "plain",
+               "as the forward's plain path"),
+};
+
 template <int MODE> tl_status run_mode(const tl_cuda_block_sparse &p) {
-    if (!fits_mma(p)) return run_plain<MODE>(p);
+    const tl_kernel_variant *v = &variants[MODE == FORWARD ? 0 : 3];
+    if (!fits_mma(p)) return tl_variant_ran(&v[2], (tl_dtype)p.dtype), run_plain<MODE>(p);
+    tl_variant_ran(&v[p.block == 64 ? 0 : 1], (tl_dtype)p.dtype);
     return p.dtype == TL_CUDA_BF16 ? run_mma<MODE, true>(p) : run_mma<MODE, false>(p);
 }
 
@@ -314,6 +337,8 @@ int64_t element_size(int dtype) {
 }
 
 } // namespace
+
+TL_VARIANT_TABLE(tl_cuda_block_sparse_variants, TL_DEVICE_CUDA, variants);
 
 extern "C" tl_status tl_cuda_block_sparse_run(const tl_cuda_block_sparse *p) {
     if (p->outputs == 0 || p->rows == 0) return TL_OK;

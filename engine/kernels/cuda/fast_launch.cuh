@@ -33,8 +33,8 @@ static inline CUfunction tl_cu_function(const void *kernel) {
     return (CUfunction)f;
 }
 
-template <typename K> struct tl_kernel_signature;
-template <typename... P> struct tl_kernel_signature<void (*)(P...)> {
+template <typename K> struct tl_launch_signature;
+template <typename... P> struct tl_launch_signature<void (*)(P...)> {
     /* the arguments converted to the kernel's parameter types, as <<<>>> would */
     static cudaError_t launch(void (*kernel)(P...), CUfunction fn, unsigned grid, unsigned block,
                               cudaStream_t stream, P... args) {
@@ -59,7 +59,7 @@ template <auto Kernel, typename... A>
 static inline cudaError_t tl_cuda_launch_kernel(unsigned grid, unsigned block, cudaStream_t stream,
                                                 A... args) {
     static const CUfunction fn = tl_cu_function((const void *)Kernel);
-    return tl_kernel_signature<decltype(Kernel)>::launch(Kernel, fn, grid, block, stream, args...);
+    return tl_launch_signature<decltype(Kernel)>::launch(Kernel, fn, grid, block, stream, args...);
 }
 
 #endif
