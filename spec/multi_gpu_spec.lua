@@ -1,0 +1,62 @@
+-- Every GPU of one process runs the kernels that keep per-device state (tensor-core attention, block-sparse, grouped GEMM: function attributes, handles, workspaces set per device), each against a float64 reference computed on the CPU (#cuda; pending with fewer than two GPUs).
+local tl = require("tlua")
+
+local function f64(t) return t:to("cpu"):to("float64") end
+
+-- softmax(q k^T / sqrt(D)) v in float64 on the CPU, heads folded: q [B, H, T, D]
+local function attention_reference(q, k, v)
+  local scores = tl.matmul(f64(q), f64(k):transpose(3, 4)) * (1 / math.sqrt(q.shape[4]))
+  return tl.matmul(tl.softmax(scores, 4), f64(v))
+end
+
+describe("kernels with per-device state on every GPU of one process #cuda", function()
+  local n = tl.cuda.device_count()
+  if n < 2 then
+    pending(("%d CUDA device(s): the specs of kernels on several GPUs of one process did not run"):format(n))
+    return
+  end
+
+  for index = 0, n - 1 do
+    local device = "cuda:" .. index
+    it("bfloat16 attention (tensor cores, head dim 64) on " .. device, function()
+      tl.manual_seed(3 + index)
+      local q, k, v = tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64)
+      local on = function(t) return t:to("bfloat16"):to(device) end
+      local events, y = tl.trace(function()
+        return tl.scaled_dot_product_attention(on(q), on(k), on(v))
+      end)
+      assert.are.equal(device, y.device)
+      local took = false
+      for _, e in ipairs(events) do
+        for _, variant in ipairs(e.variants or {}) do took = took or variant == "mma_d64" end
+      end
+      assert.is_true(took, "the tensor-core path ran")
+      local want = attention_reference(on(q), on(k), on(v))
+      assert.tensor_near(want, f64(y), 3e-2, 3e-2)
+    end)
+
+    it("bfloat16 block-sparse linear (blocks of 64) on " .. device, function()
+      tl.manual_seed(5 + index)
+      local x, blocks = tl.randn(8, 128):to("bfloat16"), tl.randn(3, 64, 64):to("bfloat16")
+      local mask = tl.tensor({ { true, false }, { true, true } }, { device = device })
+      local layout = tl.nn.block_layout(mask)
+      local y = tl.block_sparse_linear(x:to(device), blocks:to(device), layout)
+      local w = tl.zeros(128, 128, { dtype = "float64" })
+      w:narrow(1, 1, 64):narrow(2, 1, 64):copy_(f64(blocks[1]))
+      w:narrow(1, 65, 64):narrow(2, 1, 64):copy_(f64(blocks[2]))
+      w:narrow(1, 65, 64):narrow(2, 65, 64):copy_(f64(blocks[3]))
+      assert.tensor_near(tl.matmul(f64(x), w:transpose(1, 2)), f64(y), 3e-2, 3e-2)
+    end)
+
+    it("bfloat16 grouped_mm on " .. device, function()
+      tl.manual_seed(7 + index)
+      local a, b = tl.randn(10, 32):to("bfloat16"), tl.randn(3, 32, 16):to("bfloat16")
+      local offsets = tl.tensor({ 3, 3, 10 }, { dtype = "int32", device = device })
+      local y = tl.grouped_mm(a:to(device), b:to(device), offsets)
+      local want = tl.zeros(10, 16, { dtype = "float64" })
+      want:narrow(1, 1, 3):copy_(tl.matmul(f64(a):narrow(1, 1, 3), f64(b[1])))
+      want:narrow(1, 4, 7):copy_(tl.matmul(f64(a):narrow(1, 4, 7), f64(b[3])))
+      assert.tensor_near(want, f64(y), 3e-2, 3e-2)
+    end)
+  end
+end)
