@@ -54,6 +54,33 @@ static void test_allow_list(void) {
            "local ok = pcall(function() getmetatable(t).__gc = print end)\n"
            "assert(not ok)");
     run_ok(L, "=no network", "assert(not pcall(require, 'tlua.distributed'))");
+    /* no debug library here: tlua.options raises at the levels the modules give, which must
+       still be the configuration's line */
+    run_ok(L, "=options",
+           "assert(debug == nil, 'no debug library')\n"
+           "local nn, optim, data = tl.nn, tl.optim, tl.data\n"
+           "local function sgd() return optim.SGD({tl.ones(1, {requires_grad = true})}, {lr = 1}) "
+           "end\n"
+           "local cases = {\n"
+           "  function() nn.Linear(2, 3, {biass = false}) end,\n"
+           "  function() nn.ReLU({inplace = true}) end,\n"
+           "  function() nn.GELU({approx = 'tanh'}) end,\n"
+           "  function() nn.functional.gelu(tl.ones(1), {approx = 'tanh'}) end,\n"
+           "  function() nn.MoE{dim = 4, hidden = 8, experts = 2, top_k = 1, topk = 1} end,\n"
+           "  function() nn.MoE(4, 8, 2, 1, {activaton = 'relu'}) end,\n"
+           "  function() nn.BlockSparseLinear(8, 8, {block = 4, densty = 0.5}) end,\n"
+           "  function() nn.init.kaiming_uniform_(tl.empty(2, 2), {mod = 'fan_in'}) end,\n"
+           "  function() optim.SGD({tl.ones(1, {requires_grad = true})}, {lr = 1, lrr = 1}) end,\n"
+           "  function() optim.StepLR(sgd(), {step_size = 1, gama = 0.5}) end,\n"
+           "  function() optim.clip_grad_norm({}, 1, 2, {for_each = true}) end,\n"
+           "  function() data.DataLoader{data.TensorDataset(tl.ones(2)), batchsize = 1} end,\n"
+           "  function() tl.autograd.gradcheck(print, {}, {atoll = 1}) end,\n"
+           "}\n"
+           "for i, case in ipairs(cases) do\n"
+           "  local ok, err = pcall(case)\n"
+           "  assert(not ok and err:match('^options:%d+: .*unknown option'), i .. ': ' .. "
+           "tostring(err))\n"
+           "end");
     tl_lua_close(L);
 
     /* the network grant: tl.distributed, a world of one outside a launched job */

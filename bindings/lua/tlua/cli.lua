@@ -1,5 +1,10 @@
 -- tlua.cli: the command-line options of a script (`--key value`, `--key=value`, `--help`), checked against what it declares.
+local options = require("tlua.options")
+
 local M = {}
+
+local SPEC = { program = "string", usage = "string", numeric = "table", text = "table", flags = "table",
+  defaults = "table" }
 
 --- parse(argv, spec) -> opts. spec: program (for messages), usage (printed by --help and after
 --- an error), numeric = {key = "integer" | "number"}, text = {key = true} (options taken as
@@ -7,6 +12,8 @@ local M = {}
 --- false), defaults = {key = value}. Dashes in a key read as underscores (--top-k is top_k).
 --- A bad argument prints "<program>: <message>" and the usage to stderr and exits with status 2.
 function M.parse(argv, spec)
+  if spec == nil then options.error("cli.parse: expected a spec table {program =, usage =, ...}", 2) end
+  options.check(spec, "cli.parse", SPEC, 2)
   local numeric, text, flags = spec.numeric or {}, spec.text or {}, spec.flags or {}
   local function fail(message)
     io.stderr:write(spec.program, ": ", message, "\n", spec.usage, "\n")

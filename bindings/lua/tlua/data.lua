@@ -7,6 +7,7 @@
 --   for images, labels in loader:iter() do ... end       -- or: for i, x, y in loader:enumerate()
 local tl = require("tlua")
 local class = require("tlua.class")
+local options = require("tlua.options")
 
 local data = {}
 
@@ -88,9 +89,10 @@ data.FASHION_MNIST_ROOT = (os.getenv and os.getenv("TLUA_FASHION_MNIST")) or "/u
 -- device = "cpu"}: a TensorDataset of images [N, 1, 28, 28] float32 in [0, 1] (normalize = true:
 -- (x - 0.2860) / 0.3530, the training set's mean and std) and labels [N] int64, classes 1..10
 -- (the files' 0..9 plus one). ds.images, ds.labels, ds.classes.
+local FASHION_MNIST_OPTIONS = { root = "string", train = "boolean", normalize = "boolean", device = "string" }
+
 function data.FashionMNIST(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("data.FashionMNIST: expected an options table, got " .. type(opts), 2) end
+  opts = options.check(opts, "data.FashionMNIST", FASHION_MNIST_OPTIONS, 2)
   local root = opts.root or data.FASHION_MNIST_ROOT
   local prefix = (opts.train == false) and "t10k" or "train"
   local images = data.read_idx(file_in(root, prefix .. "-images-idx3-ubyte"))
@@ -145,8 +147,12 @@ data.DataLoader = DataLoader
 -- with batch_size * world, and every rank has the same number of batches: without drop_last
 -- the last global batch is topped up to a multiple of world with samples from the start of
 -- the order (as torch's DistributedSampler does).
+local DATALOADER_OPTIONS = { "table", dataset = "table", batch_size = "any", shuffle = "boolean", seed = "any",
+  drop_last = "boolean", device = "string", shard = "any" }
+
 function DataLoader.new(cls, opts)
   if type(opts) ~= "table" then error("data.DataLoader: expected a table {dataset, batch_size = ..., ...}", 2) end
+  options.check(opts, "data.DataLoader", DATALOADER_OPTIONS, 2)
   local dataset = opts[1] or opts.dataset
   if type(dataset) ~= "table" or type(dataset.len) ~= "function" then
     error("data.DataLoader: expected a dataset (with len() and get(i) or batch(indices)) as the first entry", 2)

@@ -14,6 +14,7 @@
 -- The group is made at the first collective (or dist.init); every rank must call the
 -- collectives in the same order with tensors of the same shape and dtype.
 local core = require("tlua.core")
+local options = require("tlua.options")
 
 local dist = {}
 
@@ -58,12 +59,13 @@ end
 local group
 local shared_gpus -- why CUDA collectives cannot run here, when ranks share GPUs
 
+local INIT_OPTIONS = { timeout = "number" } -- (tlua.options)
+
 --- init{timeout = 300 (seconds, every wait on another rank)}: joins the job's group (done by
 --- the first collective when not called). Returns the group.
 function dist.init(opts)
+  opts = options.check(opts, "tl.distributed.init", INIT_OPTIONS, 2)
   if group then return group end
-  opts = opts or {}
-  if type(opts) ~= "table" then error("tl.distributed.init: expected an options table", 2) end
   local timeout = opts.timeout or tonumber(getenv("TLUA_DIST_TIMEOUT") or "") or 300
   if type(timeout) ~= "number" or timeout <= 0 then
     error("tl.distributed.init: timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)

@@ -8,6 +8,7 @@
 --   for i, x, y in loader:enumerate() do ...; bar:update(i, { loss = l, acc = a, samples = n }) end
 --   bar:finish()
 local tl = require("tlua")
+local options = require("tlua.options")
 
 local progress = {}
 
@@ -41,13 +42,20 @@ end
 local Bar = {}
 Bar.__index = Bar
 
+-- the options of new and the stats of update and finish (tlua.options)
+local NEW_OPTIONS = { total = "any", label = "string", width = "integer", out = "any", every = "number",
+  tty = "boolean", unit = "string", rate = "string", all_ranks = "boolean" }
+local UPDATE_STATS = { loss = "number", acc = "number", samples = "number" }
+local FINISH_STATS = { loss = "number", acc = "number" }
+
 --- new{total = n, label = "epoch 1/5", width = 24, out = io.stdout, every = 5 (s, plain mode),
 -- tty = auto, unit = "batch" (what i counts), rate = "samples" (what update's samples count),
 -- all_ranks = false (draw on every rank of a data-parallel job, not only rank 0)}
+
 function progress.new(opts)
-  opts = opts or {}
+  opts = options.check(opts, "progress.new", NEW_OPTIONS, 2)
   if math.type(opts.total) ~= "integer" or opts.total < 0 then
-    error("progress.new: total must be an integer >= 0, got " .. tostring(opts.total), 2)
+    options.error("progress.new: total must be an integer >= 0, got " .. tostring(opts.total), 2)
   end
   local tty = opts.tty
   if tty == nil then tty = progress.is_tty() end
@@ -102,6 +110,7 @@ end
 function Bar:update(i, stats)
   self.i = i
   if stats then
+    options.check(stats, "progress.Bar:update", UPDATE_STATS, 2)
     for k, v in pairs(stats) do
       if k == "samples" then self.samples = self.samples + v else self.stats[k] = v end
     end
@@ -125,7 +134,10 @@ end
 
 --- finish(stats?): the final line (with the elapsed time); returns the elapsed seconds
 function Bar:finish(stats)
-  if stats then for k, v in pairs(stats) do self.stats[k] = v end end
+  if stats then
+    options.check(stats, "progress.Bar:finish", FINISH_STATS, 2)
+    for k, v in pairs(stats) do self.stats[k] = v end
+  end
   self:_draw(true)
   return tl.clock() - self.start
 end

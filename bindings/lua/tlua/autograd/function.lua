@@ -1,6 +1,7 @@
 -- tl.autograd.Function: custom differentiable functions written in Lua, over tensors and (nested)
 -- tables of tensors.
 local core = require("tlua.core")
+local options = require("tlua.options")
 
 local autograd = {} -- gathers Function; init.lua merges it into tl.autograd
 
@@ -162,6 +163,8 @@ local function check_saved_versions(ctx)
   end
 end
 
+local FUNCTION_OPTIONS = { forward = "function", backward = "function", name = "string" } -- (tlua.options)
+
 --- Function{forward = function(ctx, ...) end, backward = function(ctx, ...) end, name = "..."}
 -- returns a callable op. Its arguments and forward's results may be tensors, plain Lua tables
 -- (no metatable) of tensors, walked over 1..#t and nested, or anything else (passed through).
@@ -177,6 +180,7 @@ end
 -- requires grad (or grad mode is off) the results do not require grad, and backward on one
 -- says why, naming the function.
 function autograd.Function(def)
+  if type(def) == "table" then options.check(def, "autograd.Function", FUNCTION_OPTIONS, 2) end
   if type(def) ~= "table" or type(def.forward) ~= "function" or type(def.backward) ~= "function" then
     error("autograd.Function: expected a table with forward and backward functions", 2)
   end

@@ -1,5 +1,6 @@
 -- tl.autograd.gradcheck: autograd's gradients against central finite differences in float64.
 local core = require("tlua.core")
+local options = require("tlua.options")
 
 local autograd = {}
 
@@ -18,12 +19,14 @@ local function as_list(v)
   error("gradcheck: fn must return a tensor or a list of tensors, got " .. type(v), 3)
 end
 
+local GRADCHECK_OPTIONS = { eps = "number", atol = "number", rtol = "number", raise = "boolean" } -- (tlua.options)
+
 --- gradcheck(fn, inputs, opts): compares the gradients autograd computes for
 -- fn(table.unpack(inputs)) with central finite differences, in float64.
 -- opts: eps (1e-6), atol (1e-5), rtol (1e-3), raise (true).
 -- Returns true, or false and a message naming the worst element (or raises).
 function autograd.gradcheck(fn, inputs, opts)
-  opts = opts or {}
+  opts = options.check(opts, "gradcheck", GRADCHECK_OPTIONS, 2)
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
   local raise = opts.raise ~= false
   local checked = {}

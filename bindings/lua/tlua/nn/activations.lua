@@ -2,6 +2,7 @@
 local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
 local F = require("tlua.nn.functional")
+local options = require("tlua.options")
 
 local activations = {}
 
@@ -10,9 +11,14 @@ local class_names = { relu = "ReLU", gelu = "GELU", gelu_tanh = "GELU_tanh", sil
 -- ops of these families that take more than the tensor (tl.clamp(t, min, max)) have no class
 local with_arguments = { clamp = true, pow_scalar = true }
 
+local NO_OPTIONS = {}
+
+-- a class whose forward is fn(x); it takes no options: nn.ReLU{inplace = true} is an error
+-- (tlua.options; init is level 1, Module.new 2, the user 3)
 local function activation(name, fn)
   local cls = Module:extend(name)
   cls.forward = function(_, x) return fn(x) end
+  cls.init = function(_, opts) options.check(opts, "nn." .. name, NO_OPTIONS, 3) end
   activations[name] = cls
   return cls
 end
@@ -38,7 +44,8 @@ function GELU:extra_repr()
   return self.approximate == "tanh" and "approximate='tanh'" or ""
 end
 
---- Identity()
-activation("Identity", function(x) return x end)
+--- Identity(...): takes any arguments and ignores them, as PyTorch's (a drop-in for a layer)
+local Identity = activation("Identity", function(x) return x end)
+Identity.init = function() end
 
 return activations

@@ -3,10 +3,20 @@ local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
 local init = require("tlua.nn.init_weights")
 local L = require("tlua.nn.block_layout")
+local options = require("tlua.options")
 
 local M = {}
 
-local function fail(msg, level) error("nn.BlockSparseLinear: " .. msg, level + 1) end
+-- the options of each function (tlua.options); the values are checked below, with messages of
+-- their own
+local ACCEPTED = {
+  BlockSparseLinear = { block = "any", density = "any", mask = "any", bias = "boolean", dtype = "string",
+    device = "string" },
+  from_dense = { block = "any", density = "any" },
+  sparsify = { block = "any", density = "any", filter = "any" },
+}
+
+local function fail(msg, level) options.error("nn.BlockSparseLinear: " .. msg, level + 1) end
 
 local function check_block(block, in_features, out_features, level)
   if block ~= 32 and block ~= 64 and not (math.type(block) == "integer" and block >= 1) then
@@ -34,8 +44,7 @@ local BlockSparseLinear = Module:extend("BlockSparseLinear")
 M.BlockSparseLinear = BlockSparseLinear
 
 function BlockSparseLinear:init(in_features, out_features, opts, bias)
-  if opts ~= nil and type(opts) ~= "table" then fail("expected an options table, got " .. type(opts), 3) end
-  opts = opts or {}
+  opts = options.check(opts, "nn.BlockSparseLinear", ACCEPTED.BlockSparseLinear, 3)
   local block = opts.block or 32
   check_block(block, in_features, out_features, 3)
   local R, C = out_features // block, in_features // block
@@ -135,7 +144,7 @@ function BlockSparseLinear.from_dense(linear, opts)
   if type(linear) ~= "table" or not linear.weight or linear.weight:dim() ~= 2 then
     fail("from_dense: expected an nn.Linear, got " .. tostring(linear), 2)
   end
-  opts = opts or {}
+  opts = options.check(opts, "nn.BlockSparseLinear.from_dense", ACCEPTED.from_dense, 2)
   local block = opts.block or 32
   local out_features, in_features = linear.weight:size(1), linear.weight:size(2)
   check_block(block, in_features, out_features, 2)
@@ -159,7 +168,8 @@ end
 -- replaces the nn.Linear layers of model that filter accepts (default: every Linear whose sizes
 -- are multiples of block) by BlockSparseLinear.from_dense; returns model and the replaced names
 function M.sparsify(model, opts)
-  if type(opts) ~= "table" then error("nn.sparsify: expected an options table {block, density, filter}", 2) end
+  if opts == nil then options.error("nn.sparsify: expected an options table {block, density, filter}", 2) end
+  options.check(opts, "nn.sparsify", ACCEPTED.sparsify, 2)
   local block = opts.block or 32
   if math.type(block) ~= "integer" or block < 1 then
     error("nn.sparsify: block must be a positive integer, got " .. tostring(block), 2)

@@ -2,7 +2,11 @@
 -- all-reduce), and the reducer that launches each bucket's all-reduce as soon as its gradients
 -- are ready, in bucket order (so every rank issues the same collectives in the same order).
 -- Pure bookkeeping on sizes and indices: nn.DataParallel brings the tensors and the collectives.
+local options = require("tlua.options")
+
 local buckets = {}
+
+local ASSIGN_OPTIONS = { cap_bytes = "number", order = "table" } -- (tlua.options)
 
 --- assign(params, opts) -> list of buckets {params = {i, ...}, offsets = {...}, numel, bytes,
 --- dtype, device}. params: a list of {numel =, bytes_per_element =, dtype =, device =} (a
@@ -13,10 +17,10 @@ local buckets = {}
 --- buckets. Parameters of another dtype or device than the open bucket's go to a bucket of their
 --- own kind (a bucket holds one kind).
 function buckets.assign(params, opts)
-  opts = opts or {}
+  opts = options.check(opts, "buckets.assign", ASSIGN_OPTIONS, 2)
   local cap = opts.cap_bytes or 25 * 1024 * 1024
-  if type(cap) ~= "number" or cap <= 0 then
-    error("buckets.assign: cap_bytes must be a number > 0, got " .. tostring(cap), 2)
+  if not (cap > 0) then
+    options.error("buckets.assign: cap_bytes must be a number > 0, got " .. tostring(cap), 2)
   end
   local order = opts.order
   if order == nil then

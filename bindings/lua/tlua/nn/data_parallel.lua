@@ -23,6 +23,7 @@
 local tl = require("tlua")
 local base = require("tlua.nn.module")
 local buckets = require("tlua.nn.buckets")
+local options = require("tlua.options")
 
 local dist = tl.distributed
 local autograd = tl.autograd
@@ -30,21 +31,16 @@ local autograd = tl.autograd
 local DataParallel = base.Module:extend("DataParallel")
 local instances = 0 -- wrappers made so far: every rank makes them in the same order
 
-local function check_options(opts)
-  if type(opts) ~= "table" then error("nn.DataParallel: expected an options table, got " .. type(opts), 4) end
-  local mb = opts.bucket_mb or 25
-  if type(mb) ~= "number" or mb <= 0 then
-    error("nn.DataParallel: bucket_mb must be a number > 0, got " .. tostring(mb), 4)
-  end
-  return mb
-end
+local ACCEPTED = { bucket_mb = "number", broadcast = "boolean", find_unused_parameters = "boolean",
+  rebuild_buckets = "boolean" }
 
 function DataParallel:init(module, opts)
   if not base.is_module(module) then
     error("nn.DataParallel: expected a module, got " .. type(module), 3)
   end
-  opts = opts or {}
-  local mb = check_options(opts)
+  opts = options.check(opts, "nn.DataParallel", ACCEPTED, 3)
+  local mb = opts.bucket_mb or 25
+  if not (mb > 0) then options.error("nn.DataParallel: bucket_mb must be a number > 0, got " .. tostring(mb), 3) end
   self.module = module
   rawset(self, "_opts", {
     cap_bytes = mb * 1024 * 1024,

@@ -1,5 +1,6 @@
 -- tl.nn.functional: the ops of the op table that map a tensor to a tensor (tl.ops(): families unary, pointwise, softmax), the nn ops, losses and dropout.
 local tl = require("tlua")
+local options = require("tlua.options")
 
 local F = {}
 
@@ -42,23 +43,19 @@ end
 -- gelu's forms by approximate: the exact (erf) one and PyTorch's tanh approximation
 local GELU_FORMS = { none = tl.gelu, tanh = tl.gelu_tanh }
 
+local GELU_OPTIONS = { approximate = "string" }
+
 -- The gelu op for opts ({approximate = "none" | "tanh"}, the string alone, or nil: "none"),
--- or an error naming who, at error level `level` counted from the caller of _gelu_form's caller.
+-- or an error naming who, at error level `level` counted (as error() counts) from the caller of
+-- _gelu_form (the user's line when the stack can be read: tlua.options).
 function F._gelu_form(opts, who, level)
   local approximate = opts
-  if type(opts) == "table" then
-    for key in pairs(opts) do
-      if key ~= "approximate" then
-        error(string.format("%s: unknown option '%s' (expected approximate)", who, tostring(key)), level + 1)
-      end
-    end
-    approximate = opts.approximate
-  end
+  if type(opts) == "table" then approximate = options.check(opts, who, GELU_OPTIONS, level + 1).approximate end
   if approximate == nil then return tl.gelu end
   local fn = type(approximate) == "string" and GELU_FORMS[approximate]
   if not fn then
     local got = type(approximate) == "string" and ("'" .. approximate .. "'") or type(approximate)
-    error(string.format("%s: approximate must be 'none' or 'tanh', got %s", who, got), level + 1)
+    options.error(string.format("%s: approximate must be 'none' or 'tanh', got %s", who, got), level + 1)
   end
   return fn
 end

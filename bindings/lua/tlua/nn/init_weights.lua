@@ -1,6 +1,7 @@
 -- tl.nn.init: in-place weight initialisers (uniform_, normal_, kaiming_*, xavier_*, ...) with torch.nn.init's rules.
 local tl = require("tlua")
 local floating = require("tlua.nn.module").floating
+local options = require("tlua.options")
 
 local init = {}
 
@@ -65,9 +66,12 @@ local function fan_for(t, mode, fn_name)
   error(string.format("nn.init.%s: mode must be 'fan_in' or 'fan_out', got '%s'", fn_name, tostring(mode)), 3)
 end
 
+-- kaiming_*'s options (tlua.options); mode and nonlinearity are checked by fan_for and calculate_gain
+local KAIMING = { a = "number", mode = "string", nonlinearity = "string" }
+
 --- kaiming_uniform_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu"})
 function init.kaiming_uniform_(t, opts)
-  opts = opts or {}
+  opts = options.check(opts, "nn.init.kaiming_uniform_", KAIMING)
   local fan = fan_for(t, opts.mode, "kaiming_uniform_")
   local gain = init.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
   local bound = math.sqrt(3) * gain / math.sqrt(fan)
@@ -76,7 +80,7 @@ end
 
 --- kaiming_normal_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu"})
 function init.kaiming_normal_(t, opts)
-  opts = opts or {}
+  opts = options.check(opts, "nn.init.kaiming_normal_", KAIMING)
   local fan = fan_for(t, opts.mode, "kaiming_normal_")
   local gain = init.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
   return init.normal_(t, 0, gain / math.sqrt(fan))

@@ -4,16 +4,23 @@ local Module = require("tlua.nn.module").Module
 local init = require("tlua.nn.init_weights")
 local F = require("tlua.nn.functional")
 local shape_str = require("tlua.nn.state_dict").shape_str
+local options = require("tlua.options")
 
 local layers = {}
 
--- argument checks, called by a class's init: errors point at the caller of the constructor
-local function options(opts, name)
-  if opts ~= nil and type(opts) ~= "table" then
-    error(string.format("nn.%s: expected an options table, got %s", name, type(opts)), 4)
-  end
-  return opts or {}
-end
+-- each layer's options and their kinds (tlua.options), checked by its init: errors point at the
+-- caller of the constructor (init is level 1, Module.new 2, the user 3)
+local PAIR = "integer|table"
+local ACCEPTED = {
+  Linear = { bias = "boolean", dtype = "string", device = "string" },
+  Conv2d = { stride = PAIR, padding = PAIR, bias = "boolean", dtype = "string", device = "string" },
+  MaxPool2d = { stride = PAIR, padding = PAIR },
+  LayerNorm = { eps = "number", elementwise_affine = "boolean", bias = "boolean", dtype = "string",
+    device = "string" },
+  Embedding = { dtype = "string", device = "string" },
+  CrossEntropyLoss = { label_smoothing = "number" },
+  MSELoss = {},
+}
 
 local function check_size(v, what, cls)
   if math.type(v) ~= "integer" or v < 1 then
@@ -41,7 +48,7 @@ local Linear = Module:extend("Linear")
 layers.Linear = Linear
 
 function Linear:init(in_features, out_features, opts)
-  opts = options(opts, "Linear")
+  opts = options.check(opts, "nn.Linear", ACCEPTED.Linear, 3)
   check_size(in_features, "in_features", "Linear")
   check_size(out_features, "out_features", "Linear")
   self.in_features, self.out_features = in_features, out_features
@@ -79,7 +86,7 @@ local Conv2d = Module:extend("Conv2d")
 layers.Conv2d = Conv2d
 
 function Conv2d:init(in_channels, out_channels, kernel_size, opts)
-  opts = options(opts, "Conv2d")
+  opts = options.check(opts, "nn.Conv2d", ACCEPTED.Conv2d, 3)
   check_size(in_channels, "in_channels", "Conv2d")
   check_size(out_channels, "out_channels", "Conv2d")
   local k = pair(kernel_size, "kernel_size", "Conv2d")
@@ -111,7 +118,7 @@ local MaxPool2d = Module:extend("MaxPool2d")
 layers.MaxPool2d = MaxPool2d
 
 function MaxPool2d:init(kernel_size, opts)
-  opts = options(opts, "MaxPool2d")
+  opts = options.check(opts, "nn.MaxPool2d", ACCEPTED.MaxPool2d, 3)
   self.kernel_size = kernel_size
   self.stride = opts.stride
   self.padding = opts.padding or 0
@@ -169,7 +176,7 @@ local LayerNorm = Module:extend("LayerNorm")
 layers.LayerNorm = LayerNorm
 
 function LayerNorm:init(normalized_shape, opts)
-  opts = options(opts, "LayerNorm")
+  opts = options.check(opts, "nn.LayerNorm", ACCEPTED.LayerNorm, 3)
   local shape = type(normalized_shape) == "table" and normalized_shape or { normalized_shape }
   local size = 1
   for _, s in ipairs(shape) do
@@ -207,7 +214,7 @@ local Embedding = Module:extend("Embedding")
 layers.Embedding = Embedding
 
 function Embedding:init(num_embeddings, embedding_dim, opts)
-  opts = options(opts, "Embedding")
+  opts = options.check(opts, "nn.Embedding", ACCEPTED.Embedding, 3)
   check_size(num_embeddings, "num_embeddings", "Embedding")
   check_size(embedding_dim, "embedding_dim", "Embedding")
   self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
@@ -229,7 +236,7 @@ local CrossEntropyLoss = Module:extend("CrossEntropyLoss")
 layers.CrossEntropyLoss = CrossEntropyLoss
 
 function CrossEntropyLoss:init(opts)
-  opts = options(opts, "CrossEntropyLoss")
+  opts = options.check(opts, "nn.CrossEntropyLoss", ACCEPTED.CrossEntropyLoss, 3)
   self.label_smoothing = opts.label_smoothing or 0
 end
 
@@ -241,9 +248,13 @@ function CrossEntropyLoss:extra_repr()
   return self.label_smoothing ~= 0 and string.format("label_smoothing=%g", self.label_smoothing) or ""
 end
 
---- MSELoss(): mean squared error
+--- MSELoss(): mean squared error (an options table, if given, must be empty)
 local MSELoss = Module:extend("MSELoss")
 layers.MSELoss = MSELoss
+
+function MSELoss:init(opts)
+  options.check(opts, "nn.MSELoss", ACCEPTED.MSELoss, 3)
+end
 
 function MSELoss:forward(input, target)
   return F.mse_loss(input, target)

@@ -49,6 +49,7 @@ local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
 local Linear = require("tlua.nn.layers").Linear
 local init = require("tlua.nn.init_weights")
+local options = require("tlua.options")
 
 local moe = {}
 
@@ -61,18 +62,27 @@ local function check_size(v, what)
   end
 end
 
+-- nn.MoE's options (tlua.options); the sizes and the activation are checked by init itself
+local SETTINGS = { bias = "boolean", activation = "any", normalize = "boolean", dtype = "string", device = "string" }
+local SIZES = { "dim", "hidden", "experts", "top_k" }
+-- nn.MoE{...}: the settings, the sizes by name and by position
+local TABLE_FORM = {}
+for key, kind in pairs(SETTINGS) do TABLE_FORM[key] = kind end
+for i, name in ipairs(SIZES) do TABLE_FORM[name], TABLE_FORM[i] = "any", "any" end
+
 -- the options of nn.MoE{dim =, ...}, nn.MoE{dim, hidden, experts, top_k, ...} or
--- nn.MoE(dim, hidden, experts, top_k, opts?), as one table
+-- nn.MoE(dim, hidden, experts, top_k, opts?), as one table (called by init: level 1 is this
+-- function, 2 init, 3 Module.new, 4 the user)
 local function arguments(...)
   local first = ...
   if type(first) == "table" and select("#", ...) == 1 then
+    options.check(first, "nn.MoE", TABLE_FORM, 4)
     local o = {}
     for k, v in pairs(first) do o[k] = v end
-    local names = { "dim", "hidden", "experts", "top_k" }
-    for i, name in ipairs(names) do
+    for i, name in ipairs(SIZES) do
       if first[i] ~= nil then
         if first[name] ~= nil then
-          error(string.format("nn.MoE: %s is given both by position (%d) and by name", name, i), 4)
+          options.error(string.format("nn.MoE: %s is given both by position (%d) and by name", name, i), 4)
         end
         o[name], o[i] = first[i], nil
       end
@@ -80,11 +90,8 @@ local function arguments(...)
     return o
   end
   local dim, hidden, experts, top_k, opts = ...
-  if opts ~= nil and type(opts) ~= "table" then
-    error("nn.MoE: expected an options table after dim, hidden, experts, top_k, got " .. type(opts), 4)
-  end
   local o = {}
-  for k, v in pairs(opts or {}) do o[k] = v end
+  for k, v in pairs(options.check(opts, "nn.MoE", SETTINGS, 4)) do o[k] = v end
   o.dim, o.hidden, o.experts, o.top_k = dim, hidden, experts, top_k
   return o
 end

@@ -1,5 +1,6 @@
 -- tl.optim.clip_grad_norm: scales the gradients of a list of parameters to a maximum total norm.
 local tl = require("tlua")
+local options = require("tlua.options")
 
 local is_tensor = tl.is_tensor
 
@@ -35,6 +36,8 @@ local function clip_each(grads, max_norm, norm_type)
   return tl.tensor(total, { dtype = all_f64 and "float64" or "float32" }):to(grads[1].device)
 end
 
+local CLIP_OPTIONS = { foreach = "boolean" } -- (tlua.options)
+
 --- clip_grad_norm(parameters, max_norm, norm_type = 2, opts) -> the total norm of all the
 -- gradients together, as torch.nn.utils.clip_grad_norm_: a 0-dim tensor on the gradients' device
 -- (float32, or float64 when every gradient is float64; `total:item()` reads it, which waits for
@@ -65,13 +68,8 @@ local function clip_grad_norm(parameters, max_norm, norm_type, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("clip_grad_norm: argument 4 (opts) expected a table, got " .. type(opts), 2)
   end
-  local foreach = true
-  if opts and opts.foreach ~= nil then
-    if type(opts.foreach) ~= "boolean" then
-      error("clip_grad_norm: opts.foreach expected a boolean, got " .. type(opts.foreach), 2)
-    end
-    foreach = opts.foreach
-  end
+  opts = options.check(opts, "clip_grad_norm", CLIP_OPTIONS, 2)
+  local foreach = opts.foreach ~= false
   local grads, seen = {}, {}
   for _, p in ipairs(parameters) do
     local g = not seen[p] and p.grad

@@ -10,6 +10,7 @@
 -- (the step's checks alone) and _update(group) (the step).
 local tl = require("tlua")
 local class = require("tlua.class")
+local options = require("tlua.options")
 
 local is_tensor = tl.is_tensor
 
@@ -20,6 +21,10 @@ local Optimizer = class("optim.Optimizer")
 function Optimizer.subclass(name, defaults, check)
   local cls = class("optim." .. name, Optimizer)
   cls.name, cls.defaults, cls.check = name, defaults, check
+  -- the keys an options table and a parameter group accept (tlua.options; check judges values)
+  -- (a group also carries initial_lr once a scheduler has run: opt.param_groups pass as groups)
+  cls.accepted, cls.group_accepted = {}, { params = "table", initial_lr = "number" }
+  for key in pairs(defaults) do cls.accepted[key], cls.group_accepted[key] = "any", "any" end
   return cls
 end
 
@@ -36,18 +41,7 @@ function Optimizer.new(cls, params, opts)
     error(string.format("optim.%s: expected a list of parameters (tensors) or of parameter groups, got %s", name,
       type(params)), 2)
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    error(string.format("optim.%s: expected an options table, got %s", name, type(opts)), 2)
-  end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if cls.defaults[k] == nil then
-      local known = {}
-      for key in pairs(cls.defaults) do known[#known + 1] = key end
-      table.sort(known)
-      error(string.format("optim.%s: unknown option '%s' (expected %s)", name, tostring(k), table.concat(known, ", ")), 2)
-    end
-  end
+  opts = options.check(opts, "optim." .. name, cls.accepted, 2)
   local self = setmetatable({ param_groups = {}, state = {} }, cls)
   local groups = params
   if #params > 0 and is_tensor(params[1]) then groups = { { params = params } } end
@@ -57,6 +51,7 @@ function Optimizer.new(cls, params, opts)
     if type(g) ~= "table" or type(g.params) ~= "table" then
       error(string.format("optim.%s: parameter group %d expected a table {params = {...}, ...}", name, gi), 2)
     end
+    options.check(g, string.format("optim.%s: parameter group %d", name, gi), cls.group_accepted, 2)
     local group = {}
     for k, v in pairs(cls.defaults) do group[k] = v end
     for k, v in pairs(opts) do group[k] = v end
@@ -78,7 +73,7 @@ function Optimizer.new(cls, params, opts)
     end
     if group.lr == nil then error(string.format("optim.%s: lr is required", name), 2) end
     local bad = cls.check(group, name)
-    if bad then error(bad, 2) end
+    if bad then options.error(bad, 2) end
     self.param_groups[gi] = group
   end
   return self

@@ -4,6 +4,7 @@
 -- epoch 0 (the lrs of epoch 0 are set when it is made); step() moves to the next epoch (call it
 -- once per epoch, or once per batch for per-step schedules).
 local class = require("tlua.class")
+local options = require("tlua.options")
 
 local schedulers = {}
 
@@ -62,9 +63,11 @@ function Scheduler:load_state_dict(sd)
   self:step()
 end
 
--- (opts) or positional arguments: opts, or nil followed by the positional ones
-local function positional(opts, ...)
-  if type(opts) == "table" then return opts end
+-- (opts) or positional arguments: opts (checked against accepted, tlua.options), or nil followed by
+-- the positional ones (called by configure: errors at level 4, the user; the parentheses keep this
+-- frame, a tail call would not)
+local function positional(who, accepted, opts, ...)
+  if type(opts) == "table" then return (options.check(opts, who, accepted, 4)) end
   return nil, opts, ...
 end
 
@@ -73,7 +76,7 @@ end
 scheduler("StepLR", function(self, base, epoch)
   return base * self.gamma ^ (epoch // self.step_size)
 end, function(...)
-  local opts, step_size, gamma = positional(...)
+  local opts, step_size, gamma = positional("optim.StepLR", { step_size = "any", gamma = "number" }, ...)
   if opts then step_size, gamma = opts.step_size, opts.gamma end
   if math.type(step_size) ~= "integer" or step_size < 1 then
     error("optim.StepLR: step_size must be a positive integer, got " .. tostring(step_size), 3)
@@ -94,7 +97,7 @@ end)
 scheduler("CosineAnnealingLR", function(self, base, epoch)
   return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
 end, function(...)
-  local opts, T_max, eta_min = positional(...)
+  local opts, T_max, eta_min = positional("optim.CosineAnnealingLR", { T_max = "any", eta_min = "number" }, ...)
   if opts then T_max, eta_min = opts.T_max, opts.eta_min end
   if type(T_max) ~= "number" or T_max <= 0 then
     error("optim.CosineAnnealingLR: T_max must be a number > 0, got " .. tostring(T_max), 3)
@@ -116,13 +119,16 @@ end
 
 --- WarmupCosineLR(optimizer, {warmup_steps = 0, total_steps, min_ratio = 0}): LambdaLR with
 -- cosine_with_warmup (step it once per batch)
+local WARMUP_COSINE = { warmup_steps = "any", total_steps = "any", min_ratio = "number" }
 function schedulers.WarmupCosineLR(optimizer, opts)
+  if type(opts) == "table" then options.check(opts, "optim.WarmupCosineLR", WARMUP_COSINE, 2) end
   if type(opts) ~= "table" or math.type(opts.total_steps) ~= "integer" then
-    error("optim.WarmupCosineLR: expected {warmup_steps =, total_steps = (an integer), min_ratio =}", 2)
+    options.error("optim.WarmupCosineLR: expected {warmup_steps =, total_steps = (an integer), min_ratio =}", 2)
   end
   local warmup = opts.warmup_steps or 0
   if math.type(warmup) ~= "integer" or warmup < 0 or warmup > opts.total_steps then
-    error("optim.WarmupCosineLR: warmup_steps must be an integer in [0, total_steps], got " .. tostring(warmup), 2)
+    options.error("optim.WarmupCosineLR: warmup_steps must be an integer in [0, total_steps], got " ..
+      tostring(warmup), 2)
   end
   return schedulers.LambdaLR(optimizer, schedulers.cosine_with_warmup(warmup, opts.total_steps, opts.min_ratio))
 end

@@ -1,0 +1,305 @@
+-- Options tables: every public constructor and functional form of tl.nn, tl.optim and tl.data, the other Lua modules that take options (tlua.options) and the C ops that do (bindings/lua/options.c) refuse a misspelled key, naming the function, the key and the accepted keys, at the caller's line; a public name that is neither a case here nor listed as taking no options fails.
+local tl = require("tlua")
+local options = require("tlua.options")
+local nn, optim, data = tl.nn, tl.optim, tl.data
+local F = nn.functional
+
+local function param() return tl.randn(2, { requires_grad = true }) end
+local function sgd() return optim.SGD({ param() }, { lr = 0.1 }) end
+local function model() return nn.Sequential(nn.Linear(8, 8), nn.ReLU()) end
+local function dataset() return data.TensorDataset(tl.arange(1, 5)) end
+local SILENT = { write = function() end, flush = function() end }
+
+-- Lua cases: { public name, who (the message's prefix), the misspelled key, the call }
+local lua_cases = {
+  -- tl.nn layers and losses
+  { "nn.Linear", "nn.Linear", "biass", function() nn.Linear(2, 3, { biass = false }) end },
+  { "nn.Conv2d", "nn.Conv2d", "strides", function() nn.Conv2d(1, 1, 3, { strides = 2 }) end },
+  { "nn.MaxPool2d", "nn.MaxPool2d", "strid", function() nn.MaxPool2d(2, { strid = 1 }) end },
+  { "nn.LayerNorm", "nn.LayerNorm", "epsilon", function() nn.LayerNorm(4, { epsilon = 1e-6 }) end },
+  { "nn.Embedding", "nn.Embedding", "dtyp", function() nn.Embedding(4, 3, { dtyp = "float64" }) end },
+  { "nn.CrossEntropyLoss", "nn.CrossEntropyLoss", "label_smothing",
+    function() nn.CrossEntropyLoss({ label_smothing = 0.1 }) end },
+  { "nn.MSELoss", "nn.MSELoss", "reduction", function() nn.MSELoss({ reduction = "sum" }) end },
+  { "nn.GELU", "nn.GELU", "approximat", function() nn.GELU({ approximat = "tanh" }) end },
+  { "nn.MoE", "nn.MoE", "topk", function() nn.MoE{ dim = 4, hidden = 8, experts = 2, top_k = 1, topk = 1 } end },
+  { "nn.MoE", "nn.MoE", "activaton", function() nn.MoE(4, 8, 2, 1, { activaton = "relu" }) end },
+  { "nn.BlockSparseLinear", "nn.BlockSparseLinear", "densty",
+    function() nn.BlockSparseLinear(8, 8, { block = 4, densty = 0.5 }) end },
+  { "nn.BlockSparseLinear", "nn.BlockSparseLinear.from_dense", "blok",
+    function() nn.BlockSparseLinear.from_dense(nn.Linear(8, 8), { blok = 4, density = 0.5 }) end },
+  { "nn.sparsify", "nn.sparsify", "fliter",
+    function() nn.sparsify(model(), { block = 4, density = 0.5, fliter = print }) end },
+  { "nn.DataParallel", "nn.DataParallel", "bucketmb", function() nn.DataParallel(model(), { bucketmb = 1 }) end },
+  -- nn.init and nn.functional
+  { "nn.init.kaiming_uniform_", "nn.init.kaiming_uniform_", "mod",
+    function() nn.init.kaiming_uniform_(tl.empty(3, 4), { mod = "fan_out" }) end },
+  { "nn.init.kaiming_normal_", "nn.init.kaiming_normal_", "nonlinearty",
+    function() nn.init.kaiming_normal_(tl.empty(3, 4), { nonlinearty = "relu" }) end },
+  { "nn.functional.gelu", "gelu", "approx", function() F.gelu(tl.randn(3), { approx = "tanh" }) end },
+  -- tl.optim
+  { "optim.SGD", "optim.SGD", "momentun", function() optim.SGD({ param() }, { lr = 0.1, momentun = 0.9 }) end },
+  { "optim.Adam", "optim.Adam", "beta", function() optim.Adam({ param() }, { beta = { 0.9, 0.99 } }) end },
+  { "optim.AdamW", "optim.AdamW", "weightdecay", function() optim.AdamW({ param() }, { weightdecay = 0 }) end },
+  { "optim.SGD", "optim.SGD: parameter group 1", "lrr",
+    function() optim.SGD({ { params = { param() }, lrr = 0.1 } }, { lr = 0.1 }) end },
+  { "optim.StepLR", "optim.StepLR", "gama", function() optim.StepLR(sgd(), { step_size = 2, gama = 0.5 }) end },
+  { "optim.CosineAnnealingLR", "optim.CosineAnnealingLR", "eta_mn",
+    function() optim.CosineAnnealingLR(sgd(), { T_max = 10, eta_mn = 0 }) end },
+  { "optim.WarmupCosineLR", "optim.WarmupCosineLR", "warmup",
+    function() optim.WarmupCosineLR(sgd(), { total_steps = 10, warmup = 2 }) end },
+  { "optim.clip_grad_norm", "clip_grad_norm", "for_each",
+    function() optim.clip_grad_norm({ param() }, 1, 2, { for_each = false }) end },
+  -- tl.data
+  { "data.DataLoader", "data.DataLoader", "batchsize", function() data.DataLoader { dataset(), batchsize = 2 } end },
+  { "data.FashionMNIST", "data.FashionMNIST", "rot", function() data.FashionMNIST { rot = "/nowhere" } end },
+  -- tl.autograd
+  { "autograd.Function", "autograd.Function", "nme", function()
+      tl.autograd.Function { forward = function(_, x) return x end, backward = function(_, g) return g end,
+        nme = "Same" }
+    end },
+  { "autograd.gradcheck", "gradcheck", "atoll", function()
+      tl.autograd.gradcheck(function(x) return x * 2 end, { tl.randn(2, { dtype = "float64", requires_grad = true }) },
+        { atoll = 1e-6 })
+    end },
+  -- the other Lua modules
+  { "progress.new", "progress.new", "totl", function() require("tlua.progress").new { totl = 3 } end },
+  { "progress.Bar:update", "progress.Bar:update", "los", function()
+      local bar = require("tlua.progress").new { total = 3, tty = false, out = SILENT }
+      bar:update(1, { los = 0.5 })
+    end },
+  { "progress.Bar:finish", "progress.Bar:finish", "samples", function()
+      local bar = require("tlua.progress").new { total = 3, tty = false, out = SILENT }
+      bar:finish({ samples = 3 })
+    end },
+  { "cli.parse", "cli.parse", "numerc",
+    function() require("tlua.cli").parse({}, { program = "t.lua", usage = "", numerc = {} }) end },
+  { "distributed.init", "tl.distributed.init", "timout", function() tl.distributed.init { timout = 5 } end },
+  { "buckets.assign", "buckets.assign", "cap", function() require("tlua.nn.buckets").assign({}, { cap = 8 }) end },
+}
+
+-- each activation class (one per one-tensor op of the op table) takes no options
+for name in pairs(require("tlua.nn.activations")) do
+  if name ~= "GELU" and name ~= "Identity" then
+    lua_cases[#lua_cases + 1] = { "nn." .. name, "nn." .. name, "inplace", function() nn[name]({ inplace = true }) end }
+  end
+end
+
+-- public names that take no options table, and why
+local no_options = {
+  ["nn.Module"] = "the base class", ["nn.ModuleList"] = "modules", ["nn.Sequential"] = "modules",
+  ["nn.Flatten"] = "start_dim, end_dim", ["nn.Dropout"] = "p",
+  ["nn.Identity"] = "argument-insensitive, as PyTorch's (a drop-in for a layer)",
+  ["nn.is_module"] = "a value", ["nn.keys"] = "a state dict", ["nn.block_layout"] = "a mask",
+  ["nn.block_mask"] = "a module or layout and sizes", ["nn.random_block_mask"] = "sizes and a density",
+  ["nn.functional"] = "walked below", ["nn.init"] = "walked below",
+  ["nn.functional.linear"] = "tensors", ["nn.functional.embedding"] = "tensors",
+  ["nn.functional.layer_norm"] = "tensors and eps", ["nn.functional.dropout"] = "p and training",
+  ["nn.functional.mse_loss"] = "tensors",
+  ["nn.init.calculate_gain"] = "a name and a parameter", ["nn.init.constant_"] = "a value",
+  ["nn.init.normal_"] = "mean, std", ["nn.init.uniform_"] = "a, b", ["nn.init.zeros_"] = "a tensor",
+  ["nn.init.ones_"] = "a tensor", ["nn.init.xavier_uniform_"] = "gain", ["nn.init.xavier_normal_"] = "gain",
+  ["optim.Optimizer"] = "the base class (Optimizer.subclass makes the optimizers)",
+  ["optim.Scheduler"] = "the base class", ["optim.LambdaLR"] = "a function of the epoch",
+  ["optim.cosine_with_warmup"] = "numbers",
+  ["data.TensorDataset"] = "tensors", ["data.read_idx"] = "a path", ["data.splitmix"] = "a seed",
+  ["data.FASHION_MNIST_CLASSES"] = "a list", ["data.FASHION_MNIST_ROOT"] = "a path",
+  ["autograd.set_grad_ready_hook"] = "a tensor and a function", ["autograd.queue_callback"] = "a function",
+}
+-- the C ops of nn.functional (cases below) and its ops of the op table (one tensor, no options)
+local c_functional = { conv2d = true, max_pool2d = true, cross_entropy = true, scaled_dot_product_attention = true }
+local table_ops = {}
+for _, op in ipairs(tl.ops()) do table_ops[op.name] = true end
+
+-- every public name of tl.nn (with nn.functional and nn.init), tl.optim, tl.data and tl.autograd
+local function public_names()
+  local names = {}
+  local function add(prefix, module)
+    for name in pairs(module) do
+      if not name:match("^_") then names[#names + 1] = prefix .. name end
+    end
+  end
+  add("nn.", nn)
+  add("nn.functional.", F)
+  add("nn.init.", nn.init)
+  add("optim.", optim)
+  add("data.", data)
+  add("autograd.", tl.autograd)
+  table.sort(names)
+  return names
+end
+
+local function refused(fn)
+  local ok, err = pcall(fn)
+  return not ok and tostring(err) or nil
+end
+
+-- the message names who and the key, lists the accepted keys, and (Lua) points at this file
+local function check_refusal(case, positioned)
+  local name, who, key, fn = case[1], case[2], case[3], case[4]
+  local err = refused(fn)
+  assert.is_not_nil(err, name .. " accepted the misspelled option '" .. key .. "'")
+  local wanted = who .. ": unknown option '" .. key .. "' (accepted: "
+  assert.is_truthy(err:find(wanted, 1, true), name .. ": expected '" .. wanted .. "...', got: " .. err)
+  if positioned then
+    assert.is_truthy(err:match("^[^:]*options_spec%.lua:%d+: "), name .. ": the error points elsewhere: " .. err)
+  end
+end
+
+describe("options tables of the Lua modules", function()
+  it("cover every public name of tl.nn, tl.optim, tl.data and tl.autograd", function()
+    local covered = {}
+    for _, case in ipairs(lua_cases) do covered[case[1]] = true end
+    local unclassified = {}
+    for _, name in ipairs(public_names()) do
+      local op = name:match("^nn%.functional%.(.*)$")
+      if not (covered[name] or no_options[name] or (op and (c_functional[op] or table_ops[op]))) then
+        unclassified[#unclassified + 1] = name
+      end
+    end
+    assert.are.same({}, unclassified, "give these names a case in spec/options_spec.lua (or list them as taking no "
+      .. "options): " .. table.concat(unclassified, ", "))
+  end)
+
+  it("refuse a misspelled key, naming the function, the key and the accepted keys, at the caller's line", function()
+    for _, case in ipairs(lua_cases) do check_refusal(case, true) end
+  end)
+
+  it("point at the caller's line by the levels they give when the stack cannot be read (a sandbox)", function()
+    options._walk_stack = false
+    local ok, err = pcall(function()
+      for _, case in ipairs(lua_cases) do check_refusal(case, true) end
+    end)
+    options._walk_stack = true
+    assert(ok, err)
+  end)
+
+  it("list the accepted keys and check the kinds of values", function()
+    assert.error_matches(function() nn.Linear(2, 3, { biass = false }) end,
+      { "nn.Linear: unknown option 'biass' (accepted: bias, device, dtype)" })
+    assert.error_matches(function() nn.Linear(2, 3, { bias = 1 }) end,
+      { "nn.Linear: option bias expected a boolean, got number" })
+    assert.error_matches(function() nn.Linear(2, 3, 5) end,
+      { "nn.Linear: expected an options table {bias, device, dtype}, got number" })
+    assert.error_matches(function() nn.Conv2d(1, 1, 3, { stride = 1.5 }) end,
+      { "nn.Conv2d: option stride expected an integer or a table, got 1.5" })
+    assert.error_matches(function() nn.ReLU({ inplace = true }) end,
+      { "nn.ReLU: unknown option 'inplace' (accepted: none)" })
+    assert.error_matches(function() data.DataLoader { dataset(), shuffle = "yes" } end,
+      { "data.DataLoader: option shuffle expected a boolean, got string" })
+    assert.error_matches(function() data.DataLoader { dataset(), 3 } end,
+      { "data.DataLoader: unknown option [2] (accepted: [1], batch_size, dataset," })
+    assert.error_matches(function() nn.MoE { 4, 8, 2, 1, 5 } end,
+      { "nn.MoE: unknown option [5] (accepted: [1], [2], [3], [4]," })
+    assert.error_matches(function() optim.Adam({ param() }, { [true] = 1 }) end,
+      { "optim.Adam: unknown option (a boolean key)" })
+  end)
+
+  it("keep the options they had", function()
+    assert.are.equal(3, nn.Linear(2, 3, { bias = true, dtype = "float64", device = "cpu" }).bias:numel())
+    assert.are.same({ 2, 2 }, nn.Conv2d(1, 1, 3, { stride = { 2, 2 }, padding = 1, bias = false }).stride)
+    local group = optim.SGD({ { params = { param() }, lr = 0.5, initial_lr = 1 } }, { lr = 0.1, momentum = 0.9 })
+      .param_groups[1]
+    assert.are.same({ 0.5, 0.9 }, { group.lr, group.momentum })
+    local loader = data.DataLoader { dataset = dataset(), batch_size = 2, shuffle = true, seed = 1, drop_last = true }
+    assert.are.equal(2, loader:len())
+    assert.are.equal(tl.gelu_tanh, F._gelu_form({ approximate = "tanh" }, "gelu", 1))
+  end)
+end)
+
+describe("tlua.options", function()
+  it("checks keys and kinds, and returns the table (or a new empty one for nil)", function()
+    local opts = { a = 1, b = "x", c = print, d = tl.ones(1), [1] = {} }
+    local accepted = { a = "integer", b = "string|table", c = "callable", d = "tensor", [1] = "table" }
+    assert.are.equal(opts, options.check(opts, "f", accepted))
+    assert.are.same({}, options.check(nil, "f", accepted))
+    assert.is_true(options.check({ c = setmetatable({}, { __call = print }) }, "f", accepted) ~= nil)
+    assert.error_matches(function() options.check({ a = 1.5 }, "f", accepted) end,
+      { "f: option a expected an integer, got 1.5" })
+    assert.error_matches(function() options.check({ b = 1 }, "f", accepted) end,
+      { "f: option b expected a string or a table, got number" })
+    assert.error_matches(function() options.check({ d = {} }, "f", accepted) end,
+      { "f: option d expected a tensor, got table" })
+    assert.error_matches(function() options.check({ e = 1 }, "f", accepted) end,
+      { "f: unknown option 'e' (accepted: [1], a, b, c, d)" })
+    assert.error_matches(function() options.check({ a = 1 }, "f", { a = "intger" }) end, { "unknown kind 'intger'" })
+  end)
+
+  it("raises at the caller's line", function()
+    local function api(opts) return options.check(opts, "api", { x = "number" }) end
+    local err = refused(function() api({ y = 1 }) end)
+    assert.is_truthy(err:match("^[^:]*options_spec%.lua:%d+: api: unknown option 'y'"), err)
+    err = refused(function() options.error("api: nope") end)
+    assert.is_truthy(err:match("^[^:]*options_spec%.lua:%d+: api: nope"), err)
+  end)
+end)
+
+-- C cases: { op, the misspelled key, the call }
+local q = tl.randn(1, 2, 3, 4)
+local like = tl.ones(2)
+local c_cases = {
+  { "zeros", "dtpye", function() tl.zeros(2, { dtpye = "float64" }) end },
+  { "zeros", "dtpye", function() tl.zeros({ dtpye = "float64" }) end }, -- a lone table of options
+  { "ones", "devise", function() tl.ones({ 2 }, { devise = "cpu" }) end },
+  { "empty", "requires_gard", function() tl.empty(2, { requires_gard = true }) end },
+  { "rand", "dtpye", function() tl.rand(2, 2, { dtpye = "float64" }) end },
+  { "randn", "dtpye", function() tl.randn(2, { dtpye = "float64" }) end },
+  { "full", "dtpye", function() tl.full({ 2 }, 1, { dtpye = "float64" }) end },
+  { "arange", "dtpye", function() tl.arange(1, 5, { dtpye = "float64" }) end },
+  { "linspace", "dtpye", function() tl.linspace(0, 1, 5, { dtpye = "float64" }) end },
+  { "eye", "dtpye", function() tl.eye(2, { dtpye = "float64" }) end },
+  { "randint", "dtpye", function() tl.randint(0, 5, { 2 }, { dtpye = "int32" }) end },
+  { "randperm", "dtpye", function() tl.randperm(4, { dtpye = "int32" }) end },
+  { "tensor", "dtpye", function() tl.tensor({ 1, 2 }, { dtpye = "float64" }) end },
+  { "tensor", "dtpye", function() tl.tensor(like, { dtpye = "float64" }) end },
+  { "tensor", "dtpye", function() tl.tensor(1.5, { dtpye = "float64" }) end },
+  { "to", "requires_grad", function() like:to({ dtype = "float64", requires_grad = true }) end },
+  { "scaled_dot_product_attention", "casual",
+    function() tl.scaled_dot_product_attention(q, q, q, { casual = true }) end },
+  { "conv2d", "strides", function() tl.conv2d(tl.randn(1, 1, 4, 4), tl.randn(1, 1, 2, 2), { strides = 2 }) end },
+  { "max_pool2d", "padd", function() tl.max_pool2d(tl.randn(1, 1, 4, 4), 2, { padd = 1 }) end },
+  { "cross_entropy", "smoothing",
+    function() tl.cross_entropy(tl.randn(2, 3), tl.tensor({ 1, 2 }), { smoothing = 0.1 }) end },
+  { "backward", "retain", function()
+      local x = tl.randn(2, { requires_grad = true })
+      x:sum():backward({ retain = true })
+    end },
+}
+for _, op in ipairs({ "zeros_like", "ones_like", "empty_like", "rand_like", "randn_like" }) do
+  c_cases[#c_cases + 1] = { op, "dtpye", function() tl[op](like, { dtpye = "float64" }) end }
+end
+c_cases[#c_cases + 1] = { "full_like", "dtpye", function() tl.full_like(like, 2, { dtpye = "float64" }) end }
+
+describe("options tables of the C ops", function()
+  it("refuse a misspelled key, naming the op, the key and the accepted keys", function()
+    for _, case in ipairs(c_cases) do check_refusal({ case[1], case[1], case[2], case[3] }, false) end
+  end)
+
+  it("list the accepted keys and check the kinds of values", function()
+    assert.error_matches(function() tl.scaled_dot_product_attention(q, q, q, { casual = true }) end,
+      { "scaled_dot_product_attention: unknown option 'casual' (accepted: causal, scale, dropout)" })
+    assert.error_matches(function() tl.scaled_dot_product_attention(q, q, q, 5) end,
+      { "scaled_dot_product_attention: argument 4 expected an options table {causal, scale, dropout}, got number" })
+    assert.error_matches(function() tl.zeros(2, { requires_grad = 1 }) end,
+      { "zeros: option requires_grad expected a boolean, got number" })
+    assert.error_matches(function() tl.zeros(2, { dtype = 32 }) end, { "zeros: option dtype expected a dtype" })
+    assert.error_matches(function() tl.zeros(2, { [1.5] = 1 }) end,
+      { "zeros: unknown option [1.5] (accepted: dtype, device, requires_grad)" })
+    assert.error_matches(function() tl.conv2d(tl.randn(1, 1, 4, 4), tl.randn(1, 1, 2, 2), { stride = 1.5 }) end,
+      { "conv2d: option stride expected an integer or a table {h, w}, got 1.5" })
+    assert.error_matches(function() tl.cross_entropy(tl.randn(2, 3), tl.tensor({ 1, 2 }), { reduction = 1 }) end,
+      { "cross_entropy: option reduction expected a string, got number" })
+  end)
+
+  it("keep the options they had", function()
+    assert.are.same({}, tl.zeros({}).shape) -- {} is a 0-dim shape, not options
+    assert.are.equal("float64", tl.zeros({ dtype = "float64" }).dtype)
+    local t = tl.ones(2, { dtype = "float64", device = "cpu", requires_grad = true })
+    assert.are.same({ "float64", true }, { t.dtype, t.requires_grad })
+    assert.are.equal("float64", like:to({ dtype = "float64", device = "cpu" }).dtype)
+    local x = tl.randn(2, { requires_grad = true })
+    local y = x:sum()
+    y:backward({ retain_graph = true })
+    y:backward({ retain_graph = false })
+  end)
+end)
