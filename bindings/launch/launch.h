@@ -1,6 +1,6 @@
 /* The launcher of `tlua --nproc N`: starts the ranks of a job, owns its rendezvous store. */
-#ifndef TLUA_BINDING_LAUNCH_H
-#define TLUA_BINDING_LAUNCH_H
+#ifndef TLUA_LAUNCH_H
+#define TLUA_LAUNCH_H
 
 #include <stdbool.h>
 

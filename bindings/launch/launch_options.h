@@ -1,6 +1,6 @@
 /* The launcher's options, its job's secret and its messages (private to launch.c). */
-#ifndef TLUA_BINDING_LAUNCH_OPTIONS_H
-#define TLUA_BINDING_LAUNCH_OPTIONS_H
+#ifndef TLUA_LAUNCH_OPTIONS_H
+#define TLUA_LAUNCH_OPTIONS_H
 
 #include <stdbool.h>
 #include <stddef.h>
