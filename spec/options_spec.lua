@@ -271,6 +271,16 @@ end
 c_cases[#c_cases + 1] = { "full_like", "dtpye", function() tl.full_like(like, 2, { dtpye = "float64" }) end }
 
 describe("options tables of the C ops", function()
+  it("refuse an option written into a shape table instead of dropping it", function()
+    for _, make in ipairs({ tl.zeros, tl.ones, tl.empty, tl.rand, tl.randn }) do
+      local ok, err = pcall(make, { 2, 3, dtype = "float64" })
+      assert.is_false(ok)
+      assert.matches("the shape table has a key 'dtype' besides its 2 sizes", err, 1, true)
+    end
+    assert.are.same({ 2, 3 }, tl.zeros(table.pack(2, 3)).shape, "table.pack's n is not an option")
+    assert.are.same({ 2, 3 }, tl.zeros({ 2, 3 }, { dtype = "float64" }).shape)
+  end)
+
   it("refuse a misspelled key, naming the op, the key and the accepted keys", function()
     for _, case in ipairs(c_cases) do check_refusal({ case[1], case[1], case[2], case[3] }, false) end
   end)

@@ -108,6 +108,22 @@ int tlb_shape_table(lua_State *L, int idx, const char *op, int64_t *shape) {
                        lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : tlb_typename(L, -1));
         lua_pop(L, 1);
     }
+    /* a key past the sizes is a mistake (an option written into the shape, {2, 3, dtype = ...}),
+       not something to drop; table.pack's n is allowed */
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        lua_Integer k = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+        if (k >= 1 && (lua_Unsigned)k <= n) continue;
+        if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "n") == 0) continue;
+        const char *key =
+            lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
+        tlb_errorf(L,
+                   "%s: the shape table has a key '%s' besides its %d sizes (options go in a table "
+                   "of their own: %s({2, 3}, {dtype = ...}))",
+                   op, key, (int)n, op);
+    }
     return (int)n;
 }
 
