@@ -55,9 +55,8 @@ static tl_status record_attention(tl_tensor *q, tl_tensor *k, tl_tensor *v,
 tl_status tl_ag_scaled_dot_product_attention(tl_tensor *q, tl_tensor *k, tl_tensor *v,
                                              const tl_attention_options *opts, tl_tensor **out) {
     tl_tensor *operands[3] = {q, k, v};
-    bool owned[3];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 3, operands, owned));
-    tl_status status = record_attention(operands[0], operands[1], operands[2], opts, out);
-    tl_autocast_release(3, operands, owned);
-    return status;
+    bool casted[3];
+    TL_TRY(tl_autocast_operands(TL_OP_scaled_dot_product_attention, operands, 3, casted));
+    return tl_autocast_release(operands, 3, casted,
+                               record_attention(operands[0], operands[1], operands[2], opts, out));
 }

@@ -19,31 +19,45 @@ tl_status tl_autocast_set(tl_autocast_state state, tl_autocast_state *previous) 
     return TL_OK;
 }
 
-static bool eligible(const tl_tensor *t, tl_dtype target) {
-    return t && tl_dtype_is_floating(t->dtype) && t->dtype != TL_F64 && t->dtype != target;
+/* What a family's recording ops do to their operands: its AUTOCAST row of ops.def. */
+typedef enum autocast_rule {
+    AUTOCAST_KEEP,  /* no row: compute in the inputs' dtype */
+    AUTOCAST_LOWER, /* float32 (and the other 16-bit type) -> the autocast dtype */
+    AUTOCAST_FLOAT, /* bfloat16/float16 -> float32 */
+} autocast_rule;
+
+static const autocast_rule family_rules[TL_FAMILY_COUNT] = {
+#define AUTOCAST(family, rule) [TL_FAMILY_##family] = AUTOCAST_##rule,
+#include "tlua/ops.def"
+#undef AUTOCAST
+};
+
+/* The dtype t is cast to under rule, or t's own when the rule leaves it (float64 never moves). */
+static tl_dtype target_of(autocast_rule rule, const tl_tensor *t) {
+    if (!t || !tl_dtype_is_floating(t->dtype) || t->dtype == TL_F64) return t ? t->dtype : TL_F32;
+    if (rule == AUTOCAST_LOWER) return current.dtype;
+    if (rule == AUTOCAST_FLOAT) return TL_F32;
+    return t->dtype;
 }
 
-tl_status tl_autocast_operands(tl_autocast_policy policy, int n, tl_tensor **operands,
-                               bool *owned) {
-    for (int i = 0; i < n; i++) owned[i] = false;
+tl_status tl_autocast_operands(tl_op op, tl_tensor **operands, int n, bool *casted) {
+    for (int i = 0; i < n; i++) casted[i] = false;
     if (!current.enabled) return TL_OK;
-    tl_dtype target = policy == TL_AUTOCAST_LOWER ? current.dtype : TL_F32;
+    const autocast_rule rule = family_rules[tl_op_info_of(op)->family];
     for (int i = 0; i < n; i++) {
-        if (!eligible(operands[i], target)) continue;
-        if (policy == TL_AUTOCAST_FLOAT && operands[i]->dtype == TL_F32) continue;
+        const tl_dtype target = target_of(rule, operands[i]);
+        if (!operands[i] || target == operands[i]->dtype) continue;
         tl_tensor *cast;
         tl_status status = tl_ag_cast(operands[i], target, &cast);
-        if (status != TL_OK) {
-            tl_autocast_release(i, operands, owned);
-            return status;
-        }
+        if (status != TL_OK) return tl_autocast_release(operands, i, casted, status);
         operands[i] = cast;
-        owned[i] = true;
+        casted[i] = true;
     }
     return TL_OK;
 }
 
-void tl_autocast_release(int n, tl_tensor **operands, const bool *owned) {
+tl_status tl_autocast_release(tl_tensor **operands, int n, const bool *casted, tl_status status) {
     for (int i = 0; i < n; i++)
-        if (owned[i]) tl_release(operands[i]);
+        if (casted[i]) tl_release(operands[i]);
+    return status;
 }

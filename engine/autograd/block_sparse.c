@@ -84,10 +84,9 @@ static tl_status record_block_sparse_linear(tl_tensor *x, tl_tensor *blocks,
 tl_status tl_ag_block_sparse_linear(tl_tensor *x, tl_tensor *blocks, const tl_block_layout *layout,
                                     tl_tensor *bias, tl_tensor **out) {
     tl_tensor *operands[3] = {x, blocks, bias};
-    bool owned[3];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 3, operands, owned));
-    tl_status status =
-        record_block_sparse_linear(operands[0], operands[1], layout, operands[2], out);
-    tl_autocast_release(3, operands, owned);
-    return status;
+    bool casted[3];
+    TL_TRY(tl_autocast_operands(TL_OP_block_sparse_linear, operands, 3, casted));
+    return tl_autocast_release(
+        operands, 3, casted,
+        record_block_sparse_linear(operands[0], operands[1], layout, operands[2], out));
 }

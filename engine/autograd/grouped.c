@@ -90,19 +90,18 @@ tl_status tl_ag_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const 
     if (count <= 0 || !tl_autocast_get().enabled || !a || !b)
         return record_grouped_matmul(count, a, b, out);
     tl_tensor **operands = malloc(sizeof *operands * 2 * (size_t)count);
-    bool *owned = malloc(sizeof *owned * 2 * (size_t)count);
+    bool *casted = malloc(sizeof *casted * 2 * (size_t)count);
     tl_status status =
-        operands && owned ? TL_OK : tl_error(TL_ERR_MEMORY, "grouped_matmul: out of memory");
+        operands && casted ? TL_OK : tl_error(TL_ERR_MEMORY, "grouped_matmul: out of memory");
     for (int i = 0; status == TL_OK && i < count; i++)
         operands[i] = a[i], operands[count + i] = b[i];
     if (status == TL_OK)
-        status = tl_autocast_operands(TL_AUTOCAST_LOWER, 2 * count, operands, owned);
-    if (status == TL_OK) {
-        status = record_grouped_matmul(count, operands, operands + count, out);
-        tl_autocast_release(2 * count, operands, owned);
-    }
+        status = tl_autocast_operands(TL_OP_grouped_matmul, operands, 2 * count, casted);
+    if (status == TL_OK)
+        status = tl_autocast_release(operands, 2 * count, casted,
+                                     record_grouped_matmul(count, operands, operands + count, out));
     free(operands);
-    free(owned);
+    free(casted);
     return status;
 }
 
@@ -156,9 +155,8 @@ static tl_status record_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offset
 
 tl_status tl_ag_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offsets, tl_tensor **out) {
     tl_tensor *operands[2] = {a, b};
-    bool owned[2];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 2, operands, owned));
-    tl_status status = record_grouped_mm(operands[0], operands[1], offsets, out);
-    tl_autocast_release(2, operands, owned);
-    return status;
+    bool casted[2];
+    TL_TRY(tl_autocast_operands(TL_OP_grouped_mm, operands, 2, casted));
+    return tl_autocast_release(operands, 2, casted,
+                               record_grouped_mm(operands[0], operands[1], offsets, out));
 }

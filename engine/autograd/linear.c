@@ -42,11 +42,10 @@ static tl_status record_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *b
 
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out) {
     tl_tensor *operands[3] = {input, weight, bias};
-    bool owned[3];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 3, operands, owned));
-    tl_status status = record_linear(operands[0], operands[1], operands[2], out);
-    tl_autocast_release(3, operands, owned);
-    return status;
+    bool casted[3];
+    TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operands, 3, casted));
+    return tl_autocast_release(operands, 3, casted,
+                               record_linear(operands[0], operands[1], operands[2], out));
 }
 
 /* outer(a, b) = a b^T; da = g b, db = g^T a: linear's input and weight gradients with b and
@@ -83,9 +82,7 @@ static tl_status record_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
 
 tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     tl_tensor *operands[2] = {a, b};
-    bool owned[2];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 2, operands, owned));
-    tl_status status = record_outer(operands[0], operands[1], out);
-    tl_autocast_release(2, operands, owned);
-    return status;
+    bool casted[2];
+    TL_TRY(tl_autocast_operands(TL_OP_outer_forward, operands, 2, casted));
+    return tl_autocast_release(operands, 2, casted, record_outer(operands[0], operands[1], out));
 }

@@ -32,11 +32,9 @@ static tl_status record_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
 
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     tl_tensor *operands[2] = {a, b};
-    bool owned[2];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 2, operands, owned));
-    tl_status status = record_matmul(operands[0], operands[1], out);
-    tl_autocast_release(2, operands, owned);
-    return status;
+    bool casted[2];
+    TL_TRY(tl_autocast_operands(TL_OP_matmul, operands, 2, casted));
+    return tl_autocast_release(operands, 2, casted, record_matmul(operands[0], operands[1], out));
 }
 
 /* x <- x @ w: x's gradient is g @ w^T (slot 0: w), written over g when backward owns it */

@@ -59,12 +59,11 @@ static tl_status record_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *b
 tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
                        int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
     tl_tensor *operands[3] = {input, weight, bias};
-    bool owned[3];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_LOWER, 3, operands, owned));
-    tl_status status =
-        record_conv2d(operands[0], operands[1], operands[2], stride_h, stride_w, pad_h, pad_w, out);
-    tl_autocast_release(3, operands, owned);
-    return status;
+    bool casted[3];
+    TL_TRY(tl_autocast_operands(TL_OP_conv2d_forward, operands, 3, casted));
+    return tl_autocast_release(operands, 3, casted,
+                               record_conv2d(operands[0], operands[1], operands[2], stride_h,
+                                             stride_w, pad_h, pad_w, out));
 }
 
 /* ---- max_pool2d ----------------------------------------------------------------------------
@@ -145,11 +144,10 @@ static tl_status record_cross_entropy(tl_tensor *logits, tl_tensor *target, doub
 tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
                               tl_tensor **loss) {
     tl_tensor *operands[1] = {logits};
-    bool owned[1];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 1, operands, owned));
-    tl_status status = record_cross_entropy(operands[0], target, label_smoothing, loss);
-    tl_autocast_release(1, operands, owned);
-    return status;
+    bool casted[1];
+    TL_TRY(tl_autocast_operands(TL_OP_cross_entropy, operands, 1, casted));
+    return tl_autocast_release(operands, 1, casted,
+                               record_cross_entropy(operands[0], target, label_smoothing, loss));
 }
 
 /* ---- layer_norm ----------------------------------------------------------------------------
@@ -215,11 +213,10 @@ static tl_status record_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tenso
 tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
                            tl_tensor **out) {
     tl_tensor *operands[3] = {input, weight, bias};
-    bool owned[3];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 3, operands, owned));
-    tl_status status = record_layer_norm(operands[0], operands[1], operands[2], eps, out);
-    tl_autocast_release(3, operands, owned);
-    return status;
+    bool casted[3];
+    TL_TRY(tl_autocast_operands(TL_OP_layer_norm, operands, 3, casted));
+    return tl_autocast_release(operands, 3, casted,
+                               record_layer_norm(operands[0], operands[1], operands[2], eps, out));
 }
 
 /* ---- layer_norm_ in place: slots 0 the result y (x after the op), 1 the weight, 2 mean,

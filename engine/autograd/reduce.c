@@ -194,11 +194,9 @@ static tl_status record_softmax(tl_tensor *a, int dim, tl_tensor **out) {
 
 tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out) {
     tl_tensor *operands[1] = {a};
-    bool owned[1];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 1, operands, owned));
-    tl_status status = record_softmax(operands[0], dim, out);
-    tl_autocast_release(1, operands, owned);
-    return status;
+    bool casted[1];
+    TL_TRY(tl_autocast_operands(TL_OP_softmax, operands, 1, casted));
+    return tl_autocast_release(operands, 1, casted, record_softmax(operands[0], dim, out));
 }
 
 static tl_status record_log_softmax(tl_tensor *a, int dim, tl_tensor **out) {
@@ -208,9 +206,7 @@ static tl_status record_log_softmax(tl_tensor *a, int dim, tl_tensor **out) {
 
 tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out) {
     tl_tensor *operands[1] = {a};
-    bool owned[1];
-    TL_TRY(tl_autocast_operands(TL_AUTOCAST_FLOAT, 1, operands, owned));
-    tl_status status = record_log_softmax(operands[0], dim, out);
-    tl_autocast_release(1, operands, owned);
-    return status;
+    bool casted[1];
+    TL_TRY(tl_autocast_operands(TL_OP_log_softmax, operands, 1, casted));
+    return tl_autocast_release(operands, 1, casted, record_log_softmax(operands[0], dim, out));
 }

@@ -45,8 +45,8 @@ bool tl_set_grad_enabled(bool enabled);
    grouped_mm, grouped_matmul, block_sparse_linear, conv2d, scaled_dot_product_attention) cast
    their float32 operands to `dtype` (bfloat16 or float16; their kernels accumulate in float32)
    and layer_norm, softmax, log_softmax and cross_entropy cast bfloat16/float16 operands to
-   float32. The casts are recorded, so a float32 parameter gets a float32 gradient; float64 is
-   never cast. Backward runs with autocast off. */
+   float32 (the AUTOCAST rows of ops.def). The casts are recorded, so a float32 parameter gets a
+   float32 gradient; float64 is never cast. Backward runs with autocast off. */
 typedef struct tl_autocast_state {
     bool enabled;
     tl_dtype dtype; /* TL_BF16 or TL_F16 when enabled */
