@@ -36,6 +36,11 @@ TL_POINTWISE_FN double tl_clamp_d(double x, double lo, double hi) {
 }
 
 /* ---- integer, wrapping ------------------------------------------------------------------- */
+/* a uint64 sum modulo 2^64 as int64 (two's complement), with no implementation-defined
+   conversion: integer sums (reduce, cumsum) accumulate in uint64 */
+TL_POINTWISE_FN int64_t tl_wrap_to_i64(uint64_t u) {
+    return u <= INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
 TL_POINTWISE_FN int32_t tl_neg_i32(int32_t x) {
     return (int32_t)(0u - (uint32_t)x);
 }

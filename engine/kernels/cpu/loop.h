@@ -32,6 +32,10 @@ void tl_cpu_for_each(int count, const tl_tensor *const *tensors, tl_cpu_loop_fn 
    <op>_f32, <op>_f64, <op>_bf16, <op>_f16, <op>_i32 and <op>_i64. */
 #define TL_CPU_KERNELS_NUMERIC(op, member)                                                         \
     TL_KERNELS_FLOATING(op, member, op), TL_KERNELS_INTEGER(op, member, op)
+/* ... and of an op with one kernel per dtype, bool included: <fn>_f32 ... <fn>_i64, <fn>_b8. */
+#define TL_CPU_KERNELS_ALL(op, member, fn)                                                         \
+    TL_KERNELS_FLOATING(op, member, fn), TL_KERNELS_INTEGER(op, member, fn),                       \
+        TL_KERNEL(op, TL_DTYPES_BOOL, member, fn##_b8)
 
 /* ---- lines along one dim ---------------------------------------------------------------------
    The walk of a kernel that runs along one dim (reductions, cumsum, softmax and its backward): the

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/arith.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
@@ -18,13 +19,16 @@
    indices (idx), either of which may be absent (argmax has no values, sum no indices). */
 enum { IN, OUT, IDX, TENSORS };
 
-/* Per-lane partial results; a reduction of one (op, dtype) is three typed functions. */
+/* Per-lane partial results; a reduction of one (op, dtype) is three typed functions. max and
+   min keep a key of kind f (floating dtypes) or i (integers and bool) and its first index. */
+typedef double key_f;
+typedef int64_t key_i;
 typedef struct extreme_f {
-    double value;
+    key_f value;
     int64_t index;
 } extreme_f;
 typedef struct extreme_i {
-    int64_t value;
+    key_i value;
     int64_t index;
 } extreme_i;
 typedef union lane_states {
@@ -110,8 +114,40 @@ static tl_status run_reduce(const reduce_ops *ops, tl_tensor *out, tl_tensor *in
 #define STORE_I32(x)      ((int32_t)(x))
 #define STORE_I64(x)      (x)
 #define STORE_BOOL(x)     ((uint8_t)((x) != 0))
-#define IS_NAN_F(x)       isnan(x)
-#define IS_NAN_I(x)       false
+
+/* the keys max and min compare: double for floating dtypes, int64 for integers and bool */
+static inline bool is_nan_f(double x) {
+    return isnan(x);
+}
+static inline bool is_nan_i(int64_t x) {
+    (void)x;
+    return false;
+}
+
+/* ---- kernels -------------------------------------------------------------------- */
+static tl_status check_out(const char *op, const tl_tensor *out, tl_dtype expected) {
+    if (out && out->dtype != expected)
+        return tl_error(TL_ERR_DTYPE, "%s: kernel expected a %s output, got %s", op,
+                        tl_dtype_name(expected), tl_dtype_name(out->dtype));
+    return TL_OK;
+}
+
+/* sum and mean; `out_dtype` is what the op layer allocates */
+#define DEFINE_SUM_KERNEL(name, sfx, out_dtype)                                                    \
+    static tl_status name##_##sfx(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,         \
+                                  int dim) {                                                       \
+        TL_TRY(check_out(#name, out, out_dtype));                                                  \
+        return run_reduce(&name##_ops_##sfx, out, indices, in, dim);                               \
+    }
+/* max and min also serve argmax and argmin (out NULL) */
+#define DEFINE_EXTREME_KERNEL(name, sfx, dtype)                                                    \
+    static tl_status name##_##sfx(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,         \
+                                  int dim) {                                                       \
+        TL_TRY(check_out(#name, out, dtype));                                                      \
+        if (in->ndim > 0 && in->shape[dim] == 0)                                                   \
+            return tl_error(TL_ERR_SHAPE, #name ": cannot reduce a dim of size 0");                \
+        return run_reduce(&name##_ops_##sfx, out, indices, in, dim);                               \
+    }
 
 /* ---- sums: the state is the running sum per lane (ACC: double or uint64) ------ */
 #define DEFINE_SUM_BLOCK(sfx, T, ACC, LOAD)                                                        \
@@ -155,8 +191,8 @@ static void merge_sum_i(void *into, const void *from, int64_t lanes) {
     for (int64_t l = 0; l < lanes; l++) a[l] += b[l];
 }
 
-/* floating sum and mean write the input's dtype */
-#define DEFINE_FLOAT_SUM(sfx, T, LOAD, STORE)                                                      \
+/* floating sum and mean write the input's dtype (DTYPE) */
+#define DEFINE_FLOAT_SUM(sfx, T, DTYPE, LOAD, STORE)                                               \
     DEFINE_SUM_BLOCK(sfx, T, double, LOAD)                                                         \
     static void sum_finish_##sfx(const tl_cpu_lines *p, const void *state, int64_t lanes,          \
                                  char *out, char *idx) {                                           \
@@ -175,23 +211,23 @@ static void merge_sum_i(void *into, const void *from, int64_t lanes) {
     static const reduce_ops sum_ops_##sfx = {sizeof(double), sum_block_##sfx, merge_sum_f,         \
                                              sum_finish_##sfx};                                    \
     static const reduce_ops mean_ops_##sfx = {sizeof(double), sum_block_##sfx, merge_sum_f,        \
-                                              mean_finish_##sfx};
+                                              mean_finish_##sfx};                                  \
+    DEFINE_SUM_KERNEL(sum, sfx, DTYPE)                                                             \
+    DEFINE_SUM_KERNEL(mean, sfx, DTYPE)
 
 /* integer and bool sums write int64: the uint64 sum modulo 2^64, as two's complement */
-static inline int64_t wrap_to_i64(uint64_t u) {
-    return u <= INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
-}
 static void sum_finish_int(const tl_cpu_lines *p, const void *state, int64_t lanes, char *out,
                            char *idx) {
     (void)idx;
     const uint64_t *acc = state;
     int64_t *o = (int64_t *)out;
-    for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = wrap_to_i64(acc[l]);
+    for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = tl_wrap_to_i64(acc[l]);
 }
 #define DEFINE_INT_SUM(sfx, T, LOAD)                                                               \
     DEFINE_SUM_BLOCK(sfx, T, uint64_t, LOAD)                                                       \
     static const reduce_ops sum_ops_##sfx = {sizeof(uint64_t), sum_block_##sfx, merge_sum_i,       \
-                                             sum_finish_int};
+                                             sum_finish_int};                                      \
+    DEFINE_SUM_KERNEL(sum, sfx, TL_I64)
 
 /* ---- max and min: the state is the best value and its first index -------------
    CMP is > or <; a NaN beats any number and the first NaN stays. */
@@ -233,106 +269,45 @@ static void sum_finish_int(const tl_cpu_lines *p, const void *state, int64_t lan
             if (b[l].value CMP a[l].value || (IS_NAN(b[l].value) && !IS_NAN(a[l].value)))          \
                 a[l] = b[l];                                                                       \
     }
-DEFINE_MERGE(max_f, extreme_f, IS_NAN_F, >)
-DEFINE_MERGE(min_f, extreme_f, IS_NAN_F, <)
-DEFINE_MERGE(max_i, extreme_i, IS_NAN_I, >)
-DEFINE_MERGE(min_i, extreme_i, IS_NAN_I, <)
+DEFINE_MERGE(max_f, extreme_f, is_nan_f, >)
+DEFINE_MERGE(min_f, extreme_f, is_nan_f, <)
+DEFINE_MERGE(max_i, extreme_i, is_nan_i, >)
+DEFINE_MERGE(min_i, extreme_i, is_nan_i, <)
 
-#define DEFINE_FLOAT_EXTREMES(sfx, T, LOAD, STORE)                                                 \
-    DEFINE_EXTREME(max, sfx, T, extreme_f, double, LOAD, STORE, IS_NAN_F, >)                       \
-    DEFINE_EXTREME(min, sfx, T, extreme_f, double, LOAD, STORE, IS_NAN_F, <)                       \
-    static const reduce_ops max_ops_##sfx = {sizeof(extreme_f), max_block_##sfx, merge_max_f,      \
-                                             max_finish_##sfx};                                    \
-    static const reduce_ops min_ops_##sfx = {sizeof(extreme_f), min_block_##sfx, merge_min_f,      \
-                                             min_finish_##sfx};
-#define DEFINE_INT_EXTREMES(sfx, T, LOAD, STORE)                                                   \
-    DEFINE_EXTREME(max, sfx, T, extreme_i, int64_t, LOAD, STORE, IS_NAN_I, >)                      \
-    DEFINE_EXTREME(min, sfx, T, extreme_i, int64_t, LOAD, STORE, IS_NAN_I, <)                      \
-    static const reduce_ops max_ops_##sfx = {sizeof(extreme_i), max_block_##sfx, merge_max_i,      \
-                                             max_finish_##sfx};                                    \
-    static const reduce_ops min_ops_##sfx = {sizeof(extreme_i), min_block_##sfx, merge_min_i,      \
-                                             min_finish_##sfx};
+/* max and min of one dtype, compared as keys of KIND f (double) or i (int64) */
+#define DEFINE_EXTREMES(sfx, T, DTYPE, KIND, LOAD, STORE)                                          \
+    DEFINE_EXTREME(max, sfx, T, extreme_##KIND, key_##KIND, LOAD, STORE, is_nan_##KIND, >)         \
+    DEFINE_EXTREME(min, sfx, T, extreme_##KIND, key_##KIND, LOAD, STORE, is_nan_##KIND, <)         \
+    static const reduce_ops max_ops_##sfx = {sizeof(extreme_##KIND), max_block_##sfx,              \
+                                             merge_max_##KIND, max_finish_##sfx};                  \
+    static const reduce_ops min_ops_##sfx = {sizeof(extreme_##KIND), min_block_##sfx,              \
+                                             merge_min_##KIND, min_finish_##sfx};                  \
+    DEFINE_EXTREME_KERNEL(max, sfx, DTYPE)                                                         \
+    DEFINE_EXTREME_KERNEL(min, sfx, DTYPE)
 
-DEFINE_FLOAT_SUM(f32, float, LOAD_F32, STORE_F32)
-DEFINE_FLOAT_SUM(f64, double, LOAD_F64, STORE_F64)
-DEFINE_FLOAT_SUM(bf16, uint16_t, LOAD_BF16, STORE_BF16)
-DEFINE_FLOAT_SUM(f16, uint16_t, LOAD_F16, STORE_F16)
+DEFINE_FLOAT_SUM(f32, float, TL_F32, LOAD_F32, STORE_F32)
+DEFINE_FLOAT_SUM(f64, double, TL_F64, LOAD_F64, STORE_F64)
+DEFINE_FLOAT_SUM(bf16, uint16_t, TL_BF16, LOAD_BF16, STORE_BF16)
+DEFINE_FLOAT_SUM(f16, uint16_t, TL_F16, LOAD_F16, STORE_F16)
 DEFINE_INT_SUM(i32, int32_t, LOAD_WRAP)
 DEFINE_INT_SUM(i64, int64_t, LOAD_WRAP)
 DEFINE_INT_SUM(b8, uint8_t, LOAD_WRAP_BOOL)
-DEFINE_FLOAT_EXTREMES(f32, float, LOAD_F32, STORE_F32)
-DEFINE_FLOAT_EXTREMES(f64, double, LOAD_F64, STORE_F64)
-DEFINE_FLOAT_EXTREMES(bf16, uint16_t, LOAD_BF16, STORE_BF16)
-DEFINE_FLOAT_EXTREMES(f16, uint16_t, LOAD_F16, STORE_F16)
-DEFINE_INT_EXTREMES(i32, int32_t, LOAD_INT, STORE_I32)
-DEFINE_INT_EXTREMES(i64, int64_t, LOAD_INT, STORE_I64)
-DEFINE_INT_EXTREMES(b8, uint8_t, LOAD_BOOL, STORE_BOOL)
-
-/* ---- kernels -------------------------------------------------------------------- */
-static tl_status check_out(const char *op, const tl_tensor *out, tl_dtype expected) {
-    if (out && out->dtype != expected)
-        return tl_error(TL_ERR_DTYPE, "%s: kernel expected a %s output, got %s", op,
-                        tl_dtype_name(expected), tl_dtype_name(out->dtype));
-    return TL_OK;
-}
-
-/* sum and mean; `out_dtype` is what the op layer allocates */
-#define DEFINE_SUM_KERNEL(name, sfx, out_dtype)                                                    \
-    static tl_status name##_##sfx(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,         \
-                                  int dim) {                                                       \
-        TL_TRY(check_out(#name, out, out_dtype));                                                  \
-        return run_reduce(&name##_ops_##sfx, out, indices, in, dim);                               \
-    }
-/* max and min also serve argmax and argmin (out NULL) */
-#define DEFINE_EXTREME_KERNEL(name, sfx, dtype)                                                    \
-    static tl_status name##_##sfx(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,         \
-                                  int dim) {                                                       \
-        TL_TRY(check_out(#name, out, dtype));                                                      \
-        if (in->ndim > 0 && in->shape[dim] == 0)                                                   \
-            return tl_error(TL_ERR_SHAPE, #name ": cannot reduce a dim of size 0");                \
-        return run_reduce(&name##_ops_##sfx, out, indices, in, dim);                               \
-    }
-
-DEFINE_SUM_KERNEL(sum, f32, TL_F32)
-DEFINE_SUM_KERNEL(sum, f64, TL_F64)
-DEFINE_SUM_KERNEL(sum, bf16, TL_BF16)
-DEFINE_SUM_KERNEL(sum, f16, TL_F16)
-DEFINE_SUM_KERNEL(sum, i32, TL_I64)
-DEFINE_SUM_KERNEL(sum, i64, TL_I64)
-DEFINE_SUM_KERNEL(sum, b8, TL_I64)
-DEFINE_SUM_KERNEL(mean, f32, TL_F32)
-DEFINE_SUM_KERNEL(mean, f64, TL_F64)
-DEFINE_SUM_KERNEL(mean, bf16, TL_BF16)
-DEFINE_SUM_KERNEL(mean, f16, TL_F16)
-#define DEFINE_EXTREME_KERNELS(sfx, dtype)                                                         \
-    DEFINE_EXTREME_KERNEL(max, sfx, dtype)                                                         \
-    DEFINE_EXTREME_KERNEL(min, sfx, dtype)
-DEFINE_EXTREME_KERNELS(f32, TL_F32)
-DEFINE_EXTREME_KERNELS(f64, TL_F64)
-DEFINE_EXTREME_KERNELS(bf16, TL_BF16)
-DEFINE_EXTREME_KERNELS(f16, TL_F16)
-DEFINE_EXTREME_KERNELS(i32, TL_I32)
-DEFINE_EXTREME_KERNELS(i64, TL_I64)
-DEFINE_EXTREME_KERNELS(b8, TL_BOOL)
+DEFINE_EXTREMES(f32, float, TL_F32, f, LOAD_F32, STORE_F32)
+DEFINE_EXTREMES(f64, double, TL_F64, f, LOAD_F64, STORE_F64)
+DEFINE_EXTREMES(bf16, uint16_t, TL_BF16, f, LOAD_BF16, STORE_BF16)
+DEFINE_EXTREMES(f16, uint16_t, TL_F16, f, LOAD_F16, STORE_F16)
+DEFINE_EXTREMES(i32, int32_t, TL_I32, i, LOAD_INT, STORE_I32)
+DEFINE_EXTREMES(i64, int64_t, TL_I64, i, LOAD_INT, STORE_I64)
+DEFINE_EXTREMES(b8, uint8_t, TL_BOOL, i, LOAD_BOOL, STORE_BOOL)
 
 static const tl_kernel_entry entries[] = {
-    TL_KERNELS_FLOATING(sum, reduce, sum),
-    TL_KERNELS_INTEGER(sum, reduce, sum),
-    TL_KERNEL(sum, TL_DTYPES_BOOL, reduce, sum_b8),
+    TL_CPU_KERNELS_ALL(sum, reduce, sum),
     TL_KERNELS_FLOATING(mean, reduce, mean),
     /* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
-    TL_KERNELS_FLOATING(max, reduce, max),
-    TL_KERNELS_INTEGER(max, reduce, max),
-    TL_KERNEL(max, TL_DTYPES_BOOL, reduce, max_b8),
-    TL_KERNELS_FLOATING(min, reduce, min),
-    TL_KERNELS_INTEGER(min, reduce, min),
-    TL_KERNEL(min, TL_DTYPES_BOOL, reduce, min_b8),
-    TL_KERNELS_FLOATING(argmax, reduce, max),
-    TL_KERNELS_INTEGER(argmax, reduce, max),
-    TL_KERNEL(argmax, TL_DTYPES_BOOL, reduce, max_b8),
-    TL_KERNELS_FLOATING(argmin, reduce, min),
-    TL_KERNELS_INTEGER(argmin, reduce, min),
-    TL_KERNEL(argmin, TL_DTYPES_BOOL, reduce, min_b8),
+    TL_CPU_KERNELS_ALL(max, reduce, max),
+    TL_CPU_KERNELS_ALL(min, reduce, min),
+    TL_CPU_KERNELS_ALL(argmax, reduce, max),
+    TL_CPU_KERNELS_ALL(argmin, reduce, min),
 };
 
 TL_KERNEL_TABLE(tl_cpu_reduce_table, TL_DEVICE_CPU, entries);

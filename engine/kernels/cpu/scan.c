@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "kernels/arith.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
 
@@ -15,12 +16,6 @@
    by side. */
 enum { IN, OUT };
 
-/* the uint64 sum modulo 2^64 as int64 (two's complement), with no implementation-defined
-   conversion */
-static inline int64_t wrap_to_i64(uint64_t u) {
-    return u <= INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
-}
-
 #define LOAD_F32(x)   ((double)(x))
 #define LOAD_F64(x)   (x)
 #define LOAD_BF16(x)  tl_bf16_load(x)
@@ -31,12 +26,24 @@ static inline int64_t wrap_to_i64(uint64_t u) {
 #define STORE_F64(a)  (a)
 #define STORE_BF16(a) tl_bf16_round(a)
 #define STORE_F16(a)  tl_f16_round(a)
-#define STORE_I64(a)  wrap_to_i64(a)
+#define STORE_I64(a)  tl_wrap_to_i64(a)
 
-/* Scans `lanes` lines side by side: T in, O out, ACC the running sum (double for float32 and
-   float64, float for bfloat16 and float16, uint64 for integers and bool), each output rounded
-   once. */
-#define DEFINE_SCAN_ROWS(sfx, T, O, ACC, LOAD, STORE)                                              \
+static tl_status run_cumsum(tl_cpu_lines_fn rows, tl_dtype out_dtype, tl_tensor *out,
+                            const tl_tensor *in, int dim) {
+    if (out->dtype != out_dtype)
+        return tl_error(TL_ERR_DTYPE, "cumsum: kernel expected a %s output, got %s",
+                        tl_dtype_name(out_dtype), tl_dtype_name(out->dtype));
+    tl_cpu_lines lines;
+    tl_cpu_lines_plan(&lines, 2, (const tl_tensor *[]){in, out}, dim);
+    if (lines.items == 0 || lines.len == 0) return TL_OK;
+    tl_cpu_lines_for_each(&lines, PARALLEL_THRESHOLD, rows, NULL);
+    return TL_OK;
+}
+
+/* The cumsum kernel of one dtype: T in, O out (of dtype OUT_DTYPE), ACC the running sum (double
+   for float32 and float64, float for bfloat16 and float16, uint64 for integers and bool), each
+   output rounded once; scan_rows scans `lanes` lines side by side. */
+#define DEFINE_CUMSUM(sfx, T, O, OUT_DTYPE, ACC, LOAD, STORE)                                      \
     static void scan_rows_##sfx(const tl_cpu_lines *p, char *const *at, int64_t lanes,             \
                                 const void *ctx) {                                                 \
         (void)ctx;                                                                                 \
@@ -61,38 +68,17 @@ static inline int64_t wrap_to_i64(uint64_t u) {
                 dst[l * p->lane[OUT]] = STORE(acc[l]);                                             \
             }                                                                                      \
         }                                                                                          \
-    }
-DEFINE_SCAN_ROWS(f32, float, float, double, LOAD_F32, STORE_F32)
-DEFINE_SCAN_ROWS(f64, double, double, double, LOAD_F64, STORE_F64)
-DEFINE_SCAN_ROWS(bf16, uint16_t, uint16_t, float, LOAD_BF16, STORE_BF16)
-DEFINE_SCAN_ROWS(f16, uint16_t, uint16_t, float, LOAD_F16, STORE_F16)
-DEFINE_SCAN_ROWS(i32, int32_t, int64_t, uint64_t, LOAD_WRAP, STORE_I64)
-DEFINE_SCAN_ROWS(i64, int64_t, int64_t, uint64_t, LOAD_WRAP, STORE_I64)
-DEFINE_SCAN_ROWS(b8, uint8_t, int64_t, uint64_t, LOAD_BOOL, STORE_I64)
-
-static tl_status run_cumsum(tl_cpu_lines_fn rows, tl_dtype out_dtype, tl_tensor *out,
-                            const tl_tensor *in, int dim) {
-    if (out->dtype != out_dtype)
-        return tl_error(TL_ERR_DTYPE, "cumsum: kernel expected a %s output, got %s",
-                        tl_dtype_name(out_dtype), tl_dtype_name(out->dtype));
-    tl_cpu_lines lines;
-    tl_cpu_lines_plan(&lines, 2, (const tl_tensor *[]){in, out}, dim);
-    if (lines.items == 0 || lines.len == 0) return TL_OK;
-    tl_cpu_lines_for_each(&lines, PARALLEL_THRESHOLD, rows, NULL);
-    return TL_OK;
-}
-
-#define DEFINE_CUMSUM(sfx, out_dtype)                                                              \
+    }                                                                                              \
     static tl_status cumsum_##sfx(tl_tensor *out, const tl_tensor *in, int dim) {                  \
-        return run_cumsum(scan_rows_##sfx, out_dtype, out, in, dim);                               \
+        return run_cumsum(scan_rows_##sfx, OUT_DTYPE, out, in, dim);                               \
     }
-DEFINE_CUMSUM(f32, TL_F32)
-DEFINE_CUMSUM(f64, TL_F64)
-DEFINE_CUMSUM(bf16, TL_BF16)
-DEFINE_CUMSUM(f16, TL_F16)
-DEFINE_CUMSUM(i32, TL_I64)
-DEFINE_CUMSUM(i64, TL_I64)
-DEFINE_CUMSUM(b8, TL_I64)
+DEFINE_CUMSUM(f32, float, float, TL_F32, double, LOAD_F32, STORE_F32)
+DEFINE_CUMSUM(f64, double, double, TL_F64, double, LOAD_F64, STORE_F64)
+DEFINE_CUMSUM(bf16, uint16_t, uint16_t, TL_BF16, float, LOAD_BF16, STORE_BF16)
+DEFINE_CUMSUM(f16, uint16_t, uint16_t, TL_F16, float, LOAD_F16, STORE_F16)
+DEFINE_CUMSUM(i32, int32_t, int64_t, TL_I64, uint64_t, LOAD_WRAP, STORE_I64)
+DEFINE_CUMSUM(i64, int64_t, int64_t, TL_I64, uint64_t, LOAD_WRAP, STORE_I64)
+DEFINE_CUMSUM(b8, uint8_t, int64_t, TL_I64, uint64_t, LOAD_BOOL, STORE_I64)
 
 /* ---- nonzero -----------------------------------------------------------------------------
    The elements are cut into chunks (one for small inputs); each chunk's count gives where its
@@ -187,12 +173,8 @@ DEFINE_NONZERO(i64, int64_t, NZ_INT)
 DEFINE_NONZERO(b8, uint8_t, NZ_INT)
 
 static const tl_kernel_entry entries[] = {
-    TL_KERNELS_FLOATING(cumsum, scan, cumsum),
-    TL_KERNELS_INTEGER(cumsum, scan, cumsum),
-    TL_KERNEL(cumsum, TL_DTYPES_BOOL, scan, cumsum_b8),
-    TL_KERNELS_FLOATING(nonzero, nonzero, nonzero),
-    TL_KERNELS_INTEGER(nonzero, nonzero, nonzero),
-    TL_KERNEL(nonzero, TL_DTYPES_BOOL, nonzero, nonzero_b8),
+    TL_CPU_KERNELS_ALL(cumsum, scan, cumsum),
+    TL_CPU_KERNELS_ALL(nonzero, nonzero, nonzero),
 };
 
 TL_KERNEL_TABLE(tl_cpu_scan_table, TL_DEVICE_CPU, entries);
