@@ -118,22 +118,16 @@ static tl_status unary_any(tl_op op, const tl_tensor *a, tl_tensor **out) {
     return unary(op, a, bool_as_i64(a->dtype), NULL, out);
 }
 
-tl_status tl_neg(const tl_tensor *a, tl_tensor **out) {
-    return unary_any(TL_OP_neg, a, out);
-}
-tl_status tl_abs(const tl_tensor *a, tl_tensor **out) {
-    return unary_any(TL_OP_abs, a, out);
-}
-tl_status tl_relu(const tl_tensor *a, tl_tensor **out) {
-    return unary_any(TL_OP_relu, a, out);
-}
-
-/* every POINTWISE row of ops.def */
-#define POINTWISE_FUNCTION(name)                                                                   \
+/* tl_<name>(a, out), run by unary_any or unary_floating */
+#define UNARY_FUNCTION(name, run)                                                                  \
     tl_status tl_##name(const tl_tensor *a, tl_tensor **out) {                                     \
-        return unary_floating(TL_OP_##name, a, out);                                               \
+        return run(TL_OP_##name, a, out);                                                          \
     }
-#define POINTWISE_OP(name, differentiable, backward) POINTWISE_FUNCTION(name)
+UNARY_FUNCTION(neg, unary_any)
+UNARY_FUNCTION(abs, unary_any)
+UNARY_FUNCTION(relu, unary_any)
+/* and every POINTWISE row of ops.def */
+#define POINTWISE_OP(name, differentiable, backward) UNARY_FUNCTION(name, unary_floating)
 #include "tlua/ops.def"
 
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
@@ -227,43 +221,23 @@ static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl
     return TL_OK;
 }
 
-tl_status tl_add(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_add, ARITHMETIC, a, b, out);
-}
-tl_status tl_sub(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_sub, ARITHMETIC, a, b, out);
-}
-tl_status tl_mul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_mul, ARITHMETIC, a, b, out);
-}
-tl_status tl_pow(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_pow, ARITHMETIC, a, b, out);
-}
-tl_status tl_eq(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_eq, COMPARISON, a, b, out);
-}
-tl_status tl_ne(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_ne, COMPARISON, a, b, out);
-}
-tl_status tl_lt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_lt, COMPARISON, a, b, out);
-}
-tl_status tl_le(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_le, COMPARISON, a, b, out);
-}
-tl_status tl_gt(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_gt, COMPARISON, a, b, out);
-}
-tl_status tl_ge(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {
-    return binary(TL_OP_ge, COMPARISON, a, b, out);
-}
-
-/* every POINTWISE_BINARY row of ops.def (div, atan2, ...) */
-#define POINTWISE_BINARY_FUNCTION(name)                                                            \
+/* tl_<name>(a, b, out) of a binary_kind */
+#define BINARY_FUNCTION(name, kind)                                                                \
     tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {                 \
-        return binary(TL_OP_##name, FLOATING, a, b, out);                                          \
+        return binary(TL_OP_##name, kind, a, b, out);                                              \
     }
-#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_FUNCTION(name)
+BINARY_FUNCTION(add, ARITHMETIC)
+BINARY_FUNCTION(sub, ARITHMETIC)
+BINARY_FUNCTION(mul, ARITHMETIC)
+BINARY_FUNCTION(pow, ARITHMETIC)
+BINARY_FUNCTION(eq, COMPARISON)
+BINARY_FUNCTION(ne, COMPARISON)
+BINARY_FUNCTION(lt, COMPARISON)
+BINARY_FUNCTION(le, COMPARISON)
+BINARY_FUNCTION(gt, COMPARISON)
+BINARY_FUNCTION(ge, COMPARISON)
+/* and every POINTWISE_BINARY row of ops.def (div, atan2, ...) */
+#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY_FUNCTION(name, FLOATING)
 #include "tlua/ops.def"
 
 /* ---- where -------------------------------------------------------------- */
@@ -315,49 +289,48 @@ tl_status tl_where(const tl_tensor *cond, const tl_tensor *a, const tl_tensor *b
 }
 
 /* ---- in place ------------------------------------------------------------ */
+/* The end of an in-place write: x's version moves when the write succeeded. */
+static tl_status bump_when_written(tl_tensor *x, tl_status status) {
+    if (status == TL_OK) tl_bump_version(x);
+    return status;
+}
+
+/* x <- result, the out-of-place op's result in a dtype other than x's (released). */
+static tl_status copy_result_back(tl_tensor *x, tl_tensor *result) {
+    tl_status status = tl_copy_(x, result);
+    tl_release(result);
+    return bump_when_written(x, status);
+}
+
 /* x <- op(x) computed in dtype (the out-of-place op's result dtype). */
 static tl_status unary_inplace(const char *name, tl_op op, tl_tensor *x, tl_dtype dtype,
                                const tl_op_args *args) {
     TL_TRY(tl_check_writable(name, "x", x));
     TL_TRY(tl_check_result_fits(name, dtype, x));
-    tl_status status = TL_OK;
-    if (tl_numel(x) > 0 && dtype == x->dtype) {
-        status = unary_into(op, x, dtype, args, x);
-    } else if (tl_numel(x) > 0) { /* a result to convert (none of today's rules) */
-        tl_tensor *result;
-        TL_TRY(unary(op, x, dtype, args, &result));
-        status = tl_copy_(x, result);
-        tl_release(result);
-    }
-    if (status == TL_OK) tl_bump_version(x);
-    return status;
+    if (tl_numel(x) == 0) return bump_when_written(x, TL_OK);
+    if (dtype == x->dtype) return bump_when_written(x, unary_into(op, x, dtype, args, x));
+    tl_tensor *result; /* a result to convert (none of today's rules) */
+    TL_TRY(unary(op, x, dtype, args, &result));
+    return copy_result_back(x, result);
 }
 
-tl_status tl_neg_(tl_tensor *x) {
-    TL_TRY(tl_check_tensor_arg("neg_", "x", x));
-    return unary_inplace("neg_", TL_OP_neg, x, bool_as_i64(x->dtype), NULL);
-}
-tl_status tl_abs_(tl_tensor *x) {
-    TL_TRY(tl_check_tensor_arg("abs_", "x", x));
-    return unary_inplace("abs_", TL_OP_abs, x, bool_as_i64(x->dtype), NULL);
-}
-tl_status tl_relu_(tl_tensor *x) {
-    TL_TRY(tl_check_tensor_arg("relu_", "x", x));
-    return unary_inplace("relu_", TL_OP_relu, x, bool_as_i64(x->dtype), NULL);
-}
+/* tl_<name>_(x), the result dtype from x's by result_dtype */
+#define UNARY_INPLACE(name, result_dtype)                                                          \
+    tl_status tl_##name##_(tl_tensor *x) {                                                         \
+        TL_TRY(tl_check_tensor_arg(#name "_", "x", x));                                            \
+        return unary_inplace(#name "_", TL_OP_##name, x, result_dtype(x->dtype), NULL);            \
+    }
+UNARY_INPLACE(neg, bool_as_i64)
+UNARY_INPLACE(abs, bool_as_i64)
+UNARY_INPLACE(relu, bool_as_i64)
 tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double max) {
     TL_TRY(tl_check_tensor_arg("clamp_", "x", x));
     tl_op_args args = clamp_args(has_min, min, has_max, max);
     return unary_inplace("clamp_", TL_OP_clamp, x, clamp_dtype(x, &args), &args);
 }
 
-/* every POINTWISE row of ops.def: tl_exp_, tl_gelu_, ... */
-#define POINTWISE_INPLACE(name)                                                                    \
-    tl_status tl_##name##_(tl_tensor *x) {                                                         \
-        TL_TRY(tl_check_tensor_arg(#name "_", "x", x));                                            \
-        return unary_inplace(#name "_", TL_OP_##name, x, floating_or_f32(x->dtype), NULL);         \
-    }
-#define POINTWISE_OP(name, differentiable, backward) POINTWISE_INPLACE(name)
+/* and every POINTWISE row of ops.def: tl_exp_, tl_gelu_, ... */
+#define POINTWISE_OP(name, differentiable, backward) UNARY_INPLACE(name, floating_or_f32)
 #include "tlua/ops.def"
 
 /* x <- op(x, other), other broadcast to x's shape. */
@@ -369,36 +342,28 @@ static tl_status binary_inplace(const char *name, tl_op op, binary_kind kind, tl
     TL_TRY(tl_check_broadcasts_to(name, other, x));
     tl_dtype dtype = binary_dtype(kind, x, other);
     TL_TRY(tl_check_result_fits(name, dtype, x));
-    tl_status status = TL_OK;
-    if (tl_numel(x) > 0 && dtype == x->dtype) {
+    if (tl_numel(x) == 0) return bump_when_written(x, TL_OK);
+    if (dtype == x->dtype) {
         /* an other that overlaps x otherwise than element for element is read from a copy */
         tl_tensor *copy = NULL;
         if (!tl_same_elements(x, other) && tl_may_overlap(x, other)) TL_TRY(tl_clone(other, &copy));
-        status = binary_into(op, x, copy ? copy : other, dtype, x);
+        tl_status status = binary_into(op, x, copy ? copy : other, dtype, x);
         tl_release(copy);
-    } else if (tl_numel(x) > 0) { /* computed in a wider dtype, then stored in x's */
-        tl_tensor *result;
-        TL_TRY(binary(op, kind, x, other, &result));
-        status = tl_copy_(x, result);
-        tl_release(result);
+        return bump_when_written(x, status);
     }
-    if (status == TL_OK) tl_bump_version(x);
-    return status;
+    tl_tensor *result; /* computed in a wider dtype, then stored in x's */
+    TL_TRY(binary(op, kind, x, other, &result));
+    return copy_result_back(x, result);
 }
 
-tl_status tl_add_(tl_tensor *x, const tl_tensor *other) {
-    return binary_inplace("add_", TL_OP_add, ARITHMETIC, x, other);
-}
-tl_status tl_sub_(tl_tensor *x, const tl_tensor *other) {
-    return binary_inplace("sub_", TL_OP_sub, ARITHMETIC, x, other);
-}
-tl_status tl_mul_(tl_tensor *x, const tl_tensor *other) {
-    return binary_inplace("mul_", TL_OP_mul, ARITHMETIC, x, other);
-}
-/* every POINTWISE_BINARY row of ops.def: tl_div_, tl_atan2_ */
-#define POINTWISE_BINARY_INPLACE(name)                                                             \
+/* tl_<name>_(x, other) of a binary_kind */
+#define BINARY_INPLACE(name, kind)                                                                 \
     tl_status tl_##name##_(tl_tensor *x, const tl_tensor *other) {                                 \
-        return binary_inplace(#name "_", TL_OP_##name, FLOATING, x, other);                        \
+        return binary_inplace(#name "_", TL_OP_##name, kind, x, other);                            \
     }
-#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_INPLACE(name)
+BINARY_INPLACE(add, ARITHMETIC)
+BINARY_INPLACE(sub, ARITHMETIC)
+BINARY_INPLACE(mul, ARITHMETIC)
+/* and every POINTWISE_BINARY row of ops.def: tl_div_, tl_atan2_ */
+#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY_INPLACE(name, FLOATING)
 #include "tlua/ops.def"
