@@ -85,6 +85,17 @@ tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
    names the caller): step >= 1, lr, eps, weight_decay >= 0, betas in [0, 1). */
 tl_status nn_check_adam_hyper(const char *op, int64_t step, double lr, double beta1, double beta2,
                               double eps, double weight_decay);
+/* The kernels' arguments of an Adam step (decoupled: AdamW), per parameter or multi-tensor. */
+static inline tl_optim_args nn_adam_args(int64_t step, double lr, double beta1, double beta2,
+                                         double eps, double weight_decay, bool decoupled) {
+    return (tl_optim_args){.lr = lr,
+                           .weight_decay = weight_decay,
+                           .beta1 = beta1,
+                           .beta2 = beta2,
+                           .eps = eps,
+                           .step = step,
+                           .decoupled = decoupled};
+}
 /* v >= 0 (NaN refused), an error naming op and the argument otherwise. */
 tl_status nn_check_at_least_zero(const char *op, const char *name, double v);
 

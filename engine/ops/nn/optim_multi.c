@@ -165,15 +165,8 @@ tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *g
         const int64_t shapes[2][TL_MAX_DIMS] = {{n}, {elements}};
         const tl_kernel_entry *k = tl_dispatch_shapes(
             TL_OP_adam_step_multi, tl_tensor_device(params[0]), params[0]->dtype, 2, ndims, shapes);
-        const tl_optim_args args = {
-            .lr = lr,
-            .weight_decay = weight_decay,
-            .beta1 = beta1,
-            .beta2 = beta2,
-            .eps = eps,
-            .step = step,
-            .decoupled = decoupled,
-        };
+        const tl_optim_args args =
+            nn_adam_args(step, lr, beta1, beta2, eps, weight_decay, decoupled);
         status = k ? k->fn.optim_multi(params, (const tl_tensor *const *)g, exp_avg, exp_avg_sq,
                                        master, n, &args)
                    : tl_dispatch_status();

@@ -89,14 +89,12 @@ tl_status tl_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *moment
                         momentum);
     TL_TRY(tl_sgd_step_check(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay,
                              nesterov));
-    tl_optim_args args = {
-        .lr = lr,
-        .momentum = momentum,
-        .dampening = dampening,
-        .weight_decay = weight_decay,
-        .nesterov = nesterov,
-        .first_step = first_step,
-    };
+    const tl_optim_args args = {.lr = lr,
+                                .momentum = momentum,
+                                .dampening = dampening,
+                                .weight_decay = weight_decay,
+                                .nesterov = nesterov,
+                                .first_step = first_step};
     return run_step(TL_OP_sgd_step, param, grad, momentum != 0 ? momentum_buffer : NULL, NULL,
                     &args);
 }
@@ -125,14 +123,6 @@ tl_status tl_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_a
                         decoupled ? "adamw_step" : "adam_step");
     TL_TRY(tl_adam_step_check(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2, eps,
                               weight_decay, decoupled));
-    tl_optim_args args = {
-        .lr = lr,
-        .weight_decay = weight_decay,
-        .beta1 = beta1,
-        .beta2 = beta2,
-        .eps = eps,
-        .step = step,
-        .decoupled = decoupled,
-    };
+    const tl_optim_args args = nn_adam_args(step, lr, beta1, beta2, eps, weight_decay, decoupled);
     return run_step(TL_OP_adam_step, param, grad, exp_avg, exp_avg_sq, &args);
 }
