@@ -203,27 +203,25 @@ static size_t block_align(size_t n) {
     return (n + a - 1) / a * a;
 }
 
+/* The offset of an array of `bytes` in a block laid out up to *end, which moves past it. */
+static size_t place(size_t *end, size_t bytes) {
+    const size_t offset = *end;
+    *end = block_align(offset + bytes);
+    return offset;
+}
+
 static tl_node *node_alloc(int num_inputs, int num_outputs) {
-    size_t ni = (size_t)num_inputs, no = (size_t)num_outputs;
+    const size_t ni = (size_t)num_inputs, no = (size_t)num_outputs;
     size_t at = block_align(sizeof(tl_node));
-    size_t o_inputs = at;
-    at = block_align(at + ni * sizeof(tl_edge));
-    size_t o_needs = at;
-    at = block_align(at + ni * sizeof(bool));
-    size_t o_indim = at;
-    at = block_align(at + ni * sizeof(int));
-    size_t o_inshape = at;
-    at = block_align(at + ni * sizeof(int64_t[TL_MAX_DIMS]));
-    size_t o_indtype = at;
-    at = block_align(at + ni * sizeof(tl_dtype));
-    size_t o_indevice = at;
-    at = block_align(at + ni * sizeof(tl_device));
-    size_t o_outdim = at;
-    at = block_align(at + no * sizeof(int));
-    size_t o_outshape = at;
-    at = block_align(at + no * sizeof(int64_t[TL_MAX_DIMS]));
-    size_t o_outdtype = at;
-    at = block_align(at + no * sizeof(tl_dtype));
+    const size_t o_inputs = place(&at, ni * sizeof(tl_edge));
+    const size_t o_needs = place(&at, ni * sizeof(bool));
+    const size_t o_indim = place(&at, ni * sizeof(int));
+    const size_t o_inshape = place(&at, ni * sizeof(int64_t[TL_MAX_DIMS]));
+    const size_t o_indtype = place(&at, ni * sizeof(tl_dtype));
+    const size_t o_indevice = place(&at, ni * sizeof(tl_device));
+    const size_t o_outdim = place(&at, no * sizeof(int));
+    const size_t o_outshape = place(&at, no * sizeof(int64_t[TL_MAX_DIMS]));
+    const size_t o_outdtype = place(&at, no * sizeof(tl_dtype));
     char *block = calloc(1, at);
     if (!block) return NULL;
     tl_node *node = (tl_node *)block;
