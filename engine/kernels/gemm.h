@@ -25,6 +25,12 @@ typedef struct GemmParams {
     tl_dtype compute_dtype; /* f32 for f32/bf16/f16 inputs, f64 for f64 */
 } GemmParams;
 
+/* The compute type of a GEMM on inputs of `input` dtype: float64 for float64, float32 otherwise
+   (bfloat16 and float16 accumulate in float32). */
+static inline tl_dtype tl_gemm_compute_dtype(tl_dtype input) {
+    return input == TL_F64 ? TL_F64 : TL_F32;
+}
+
 /* How a rows x cols matrix with strides (rs, cs) looks to BLAS: row-major (unit column stride,
    ld = rs) or column-major (unit row stride, ld = cs); false when neither. */
 static inline bool tl_gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs,
@@ -70,6 +76,19 @@ typedef struct GemmGroupedParams {
     float alpha, beta;
     tl_dtype input_dtype, output_dtype, compute_dtype;
 } GemmGroupedParams;
+
+/* C_g = A_g B_g (alpha 1, beta 0) for the group_count problems of groups, all of one dtype. */
+static inline GemmGroupedParams tl_gemm_grouped_params(int64_t group_count, const GemmGroup *groups,
+                                                       tl_dtype dtype) {
+    GemmGroupedParams params = {.group_count = group_count,
+                                .groups = groups,
+                                .alpha = 1.0f,
+                                .beta = 0.0f,
+                                .input_dtype = dtype,
+                                .output_dtype = dtype,
+                                .compute_dtype = tl_gemm_compute_dtype(dtype)};
+    return params;
+}
 
 /* Problem g of a grouped GEMM as a single GemmParams (every field named, in order: CUDA C++
    includes this header too). */

@@ -40,7 +40,7 @@ static tl_status run(tl_op op, operand a, operand b, operand c, GemmParams p) {
     p.alpha = 1.0f;
     p.input_dtype = a.t->dtype;
     p.output_dtype = out->dtype;
-    p.compute_dtype = a.t->dtype == TL_F64 ? TL_F64 : TL_F32;
+    p.compute_dtype = tl_gemm_compute_dtype(a.t->dtype);
     if (!p.ldc) p.ldc = row_stride(out);
     return tl_gemm(op, tl_tensor_device(out), &p, tl_data(a.t), tl_data(b.t), tl_data(out));
 }

@@ -33,7 +33,6 @@ tl_status tl_matmul_inplace_tiles(tl_tensor *x, const tl_tensor *w, tl_tensor *w
     const tl_kernel_entry *copy =
         tl_dispatch(TL_OP_cast, device, x->dtype, (const tl_tensor *const[]){x, workspace, NULL});
     if (!copy) return tl_dispatch_status();
-    tl_dtype compute = x->dtype == TL_F64 ? TL_F64 : TL_F32;
     for (int64_t first = 0; first < rows; first += tile_rows) {
         const int64_t count = rows - first < tile_rows ? rows - first : tile_rows;
         const int64_t x_offset = first * x->strides[0];
@@ -43,7 +42,7 @@ tl_status tl_matmul_inplace_tiles(tl_tensor *x, const tl_tensor *w, tl_tensor *w
                         .k = n,
                         .input_dtype = x->dtype,
                         .output_dtype = x->dtype,
-                        .compute_dtype = compute};
+                        .compute_dtype = tl_gemm_compute_dtype(x->dtype)};
         const void *a, *b;
         if (x_col_major) {
             /* column-major out [count, n] = x_tile [count, n] @ w, ldc = count */

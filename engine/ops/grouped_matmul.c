@@ -84,13 +84,7 @@ static tl_status run(tl_op op, tl_device device, tl_dtype dtype, products *ps) {
                                 .c = tl_data(p->out)};
     }
     if (status == TL_OK) {
-        GemmGroupedParams params = {.group_count = ps->count,
-                                    .groups = groups,
-                                    .alpha = 1.0f,
-                                    .beta = 0.0f,
-                                    .input_dtype = dtype,
-                                    .output_dtype = dtype,
-                                    .compute_dtype = dtype == TL_F64 ? TL_F64 : TL_F32};
+        const GemmGroupedParams params = tl_gemm_grouped_params(ps->count, groups, dtype);
         status = tl_gemm_grouped(op, device, &params);
     }
     free(groups);
@@ -251,9 +245,9 @@ typedef enum segment_kind {
 /* FORWARD: first = a [T, K], second = b [G, K, N]; INPUT: first = grad [T, N], second = b;
    WEIGHT: first = a [T, K], second = grad [T, N]. Shares dtype and device (checked by the
    caller). Rows past the last end, and empty groups' weight gradients, are zeros. */
-static tl_status segments(tl_op op, segment_kind kind, tl_tensor *first, tl_tensor *second,
-                          const int64_t *ends, int64_t groups, const int64_t *out_shape,
-                          int out_ndim, tl_tensor **out) {
+static tl_status segments_at(tl_op op, segment_kind kind, tl_tensor *first, tl_tensor *second,
+                             const int64_t *ends, int64_t groups, const int64_t *out_shape,
+                             int out_ndim, tl_tensor **out) {
     const char *name = tl_op_info_of(op)->name;
     int64_t rows = first->shape[0], covered = groups > 0 ? ends[groups - 1] : 0;
     int64_t inner = kind == SEGMENT_FORWARD ? first->shape[1]
@@ -313,6 +307,18 @@ static tl_status segments(tl_op op, segment_kind kind, tl_tensor *first, tl_tens
     return TL_OK;
 }
 
+/* segments_at the cumulative ends that offsets holds (one per group, within first's rows). */
+static tl_status segments(tl_op op, segment_kind kind, const tl_tensor *first,
+                          const tl_tensor *second, const tl_tensor *offsets, int64_t groups,
+                          const int64_t *out_shape, int out_ndim, tl_tensor **out) {
+    int64_t *ends;
+    TL_TRY(read_offsets(tl_op_info_of(op)->name, offsets, groups, first->shape[0], &ends));
+    tl_status status = segments_at(op, kind, (tl_tensor *)first, (tl_tensor *)second, ends, groups,
+                                   out_shape, out_ndim, out);
+    free(ends);
+    return status;
+}
+
 static tl_status check_size(const char *name, const char *what, const tl_tensor *t, int dim,
                             int64_t expected, const char *why) {
     if (t->shape[dim] == expected) return TL_OK;
@@ -328,13 +334,8 @@ tl_status tl_grouped_mm(const tl_tensor *a, const tl_tensor *b, const tl_tensor 
     TL_TRY(check_operand(name, "A", 0, a, 2, NULL));
     TL_TRY(check_operand(name, "B", 0, b, 3, a));
     TL_TRY(check_size(name, "B", b, 1, a->shape[1], "the columns of A"));
-    int64_t *ends;
-    TL_TRY(read_offsets(name, offsets, b->shape[0], a->shape[0], &ends));
-    int64_t shape[2] = {a->shape[0], b->shape[2]};
-    tl_status status = segments(TL_OP_grouped_mm, SEGMENT_FORWARD, (tl_tensor *)a, (tl_tensor *)b,
-                                ends, b->shape[0], shape, 2, out);
-    free(ends);
-    return status;
+    const int64_t shape[2] = {a->shape[0], b->shape[2]};
+    return segments(TL_OP_grouped_mm, SEGMENT_FORWARD, a, b, offsets, b->shape[0], shape, 2, out);
 }
 
 tl_status tl_grouped_mm_backward_input(const tl_tensor *grad, const tl_tensor *b,
@@ -343,13 +344,9 @@ tl_status tl_grouped_mm_backward_input(const tl_tensor *grad, const tl_tensor *b
     TL_TRY(check_operand(name, "grad", 0, grad, 2, NULL));
     TL_TRY(check_operand(name, "B", 0, b, 3, grad));
     TL_TRY(check_size(name, "grad", grad, 1, b->shape[2], "the columns of B"));
-    int64_t *ends;
-    TL_TRY(read_offsets(name, offsets, b->shape[0], grad->shape[0], &ends));
-    int64_t shape[2] = {grad->shape[0], b->shape[1]};
-    tl_status status = segments(TL_OP_grouped_mm_backward_input, SEGMENT_INPUT, (tl_tensor *)grad,
-                                (tl_tensor *)b, ends, b->shape[0], shape, 2, out);
-    free(ends);
-    return status;
+    const int64_t shape[2] = {grad->shape[0], b->shape[1]};
+    return segments(TL_OP_grouped_mm_backward_input, SEGMENT_INPUT, grad, b, offsets, b->shape[0],
+                    shape, 2, out);
 }
 
 tl_status tl_grouped_mm_backward_weight(const tl_tensor *grad, const tl_tensor *a,
@@ -360,11 +357,7 @@ tl_status tl_grouped_mm_backward_weight(const tl_tensor *grad, const tl_tensor *
     TL_TRY(check_size(name, "A", a, 0, grad->shape[0], "the rows of grad"));
     if (!offsets || offsets->ndim != 1)
         return tl_error(TL_ERR_SHAPE, "%s: offsets must be 1-D", name);
-    int64_t groups = offsets->shape[0], *ends;
-    TL_TRY(read_offsets(name, offsets, groups, grad->shape[0], &ends));
-    int64_t shape[3] = {groups, a->shape[1], grad->shape[1]};
-    tl_status status = segments(TL_OP_grouped_mm_backward_weight, SEGMENT_WEIGHT, (tl_tensor *)a,
-                                (tl_tensor *)grad, ends, groups, shape, 3, out);
-    free(ends);
-    return status;
+    const int64_t groups = offsets->shape[0], shape[3] = {groups, a->shape[1], grad->shape[1]};
+    return segments(TL_OP_grouped_mm_backward_weight, SEGMENT_WEIGHT, a, grad, offsets, groups,
+                    shape, 3, out);
 }

@@ -188,7 +188,7 @@ static tl_status run_gemm(tl_op op, operand *a, operand *b, int64_t batch_count,
         .stride_c = m * n,
         .input_dtype = out->dtype,
         .output_dtype = out->dtype,
-        .compute_dtype = out->dtype == TL_F64 ? TL_F64 : TL_F32,
+        .compute_dtype = tl_gemm_compute_dtype(out->dtype),
     };
     return tl_gemm(op, tl_tensor_device(out), &p, tl_data(b->t), tl_data(a->t), tl_data(out));
 }

@@ -73,13 +73,7 @@ static void run(tl_device device, tl_dtype dtype, double tolerance) {
                                 .b = tl_data(b[g]),
                                 .c = tl_data(c[g])};
     }
-    GemmGroupedParams p = {.group_count = GROUPS,
-                           .groups = groups,
-                           .alpha = 1.0f,
-                           .beta = 0.0f,
-                           .input_dtype = dtype,
-                           .output_dtype = dtype,
-                           .compute_dtype = dtype == TL_F64 ? TL_F64 : TL_F32};
+    GemmGroupedParams p = tl_gemm_grouped_params(GROUPS, groups, dtype);
     OK(tl_gemm_grouped(TL_OP_grouped_matmul, device, &p));
     for (int g = 0; g < GROUPS; g++) {
         int m = SIZES[g][0], n = SIZES[g][1];

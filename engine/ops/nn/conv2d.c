@@ -96,7 +96,7 @@ static GemmParams gemm_params(tl_dtype input_dtype, tl_dtype output_dtype) {
         .batch_count = 1,
         .input_dtype = input_dtype,
         .output_dtype = output_dtype,
-        .compute_dtype = input_dtype == TL_F64 ? TL_F64 : TL_F32,
+        .compute_dtype = tl_gemm_compute_dtype(input_dtype),
     };
 }
 
