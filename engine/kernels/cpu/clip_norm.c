@@ -5,34 +5,26 @@
 #include <stdlib.h>
 
 #include "kernels/clip_norm.h"
+#include "kernels/cpu/loop.h"
 #include "kernels/cpu/nn_kernels.h"
 
 #define OP_NAME "clip_grad_norm_multi"
 
-/* Elements of one chunk: one partial result, one task of the parallel loops. */
-#define CHUNK 16384
-
-/* |x|^p of one element in float (float32, bfloat16, float16 grads) or double (float64). */
-static inline float elem_f(float x, int mode, float p) {
-    switch (mode) {
-    case TL_CLIP_NORM_TWO:
-        return x * x;
-    case TL_CLIP_NORM_P:
-        return powf(fabsf(x), p);
-    default:
-        return fabsf(x); /* ONE, INF */
+/* |x|^p of one element (|x| for the 1 and infinity norms) in R: float (float32, bfloat16, float16
+   grads) or double (float64). */
+#define DEFINE_ELEMENT_NORM(name, R, ABS, POW)                                                     \
+    static inline R name(R x, int mode, R p) {                                                     \
+        switch (mode) {                                                                            \
+        case TL_CLIP_NORM_TWO:                                                                     \
+            return x * x;                                                                          \
+        case TL_CLIP_NORM_P:                                                                       \
+            return POW(ABS(x), p);                                                                 \
+        default:                                                                                   \
+            return ABS(x); /* ONE, INF */                                                          \
+        }                                                                                          \
     }
-}
-static inline double elem_d(double x, int mode, double p) {
-    switch (mode) {
-    case TL_CLIP_NORM_TWO:
-        return x * x;
-    case TL_CLIP_NORM_P:
-        return pow(fabs(x), p);
-    default:
-        return fabs(x);
-    }
-}
+DEFINE_ELEMENT_NORM(elem_f, float, fabsf, powf)
+DEFINE_ELEMENT_NORM(elem_d, double, fabs, pow)
 
 /* Elements [lo, hi) of a 16-bit float grad loaded to float. */
 static double half_partial(const uint16_t *g, bool bf16, int64_t lo, int64_t hi, int mode,
@@ -104,56 +96,25 @@ static void scale(tl_tensor *grad, int64_t lo, int64_t hi, double coef) {
     }
 }
 
-/* The grad whose chunks include chunk c: the last i with first[i] <= c (first[n] the total;
-   empty grads have no chunk). */
-static int64_t owner_of(const int64_t *first, int64_t n, int64_t c) {
-    int64_t lo = 0, hi = n; /* first[lo] <= c < first[hi] */
-    while (hi - lo > 1) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (first[mid] <= c)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Chunk c's range [*lo, *hi) in its grad, which it returns. */
-static int64_t chunk_range(tl_tensor *const *grads, const int64_t *first, int64_t n, int64_t c,
-                           int64_t *lo, int64_t *hi) {
-    const int64_t i = owner_of(first, n, c), numel = tl_numel(grads[i]);
-    *lo = (c - first[i]) * CHUNK;
-    *hi = *lo + CHUNK < numel ? *lo + CHUNK : numel;
-    return i;
-}
-
 static tl_status clip_multi(tl_tensor *const *grads, int64_t n, double max_norm, double norm_type,
                             tl_tensor *total) {
-    int64_t *first = malloc(sizeof *first * (size_t)(n + 1));
-    if (!first)
-        return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory (%lld grads)", (long long)n);
-    int64_t elements = 0;
-    first[0] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t numel = tl_numel(grads[i]);
-        first[i + 1] = first[i] + (numel + CHUNK - 1) / CHUNK;
-        elements += numel;
-    }
-    const int64_t chunks = first[n];
-    double *partials = malloc(sizeof *partials * (size_t)(chunks > 0 ? chunks : 1));
+    tl_cpu_chunks chunks;
+    TL_TRY(tl_cpu_chunks_plan(&chunks, grads, n, OP_NAME));
+    double *partials = malloc(sizeof *partials * (size_t)(chunks.count > 0 ? chunks.count : 1));
     if (!partials) {
-        free(first);
-        return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory (%lld chunks)", (long long)chunks);
+        tl_cpu_chunks_free(&chunks);
+        return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory (%lld chunks)",
+                        (long long)chunks.count);
     }
     const int mode = tl_clip_norm_mode(norm_type);
-#pragma omp parallel for schedule(dynamic) if (elements > NN_PARALLEL_THRESHOLD)
-    for (int64_t c = 0; c < chunks; c++) {
+#pragma omp parallel for schedule(dynamic) if (chunks.elements > NN_PARALLEL_THRESHOLD)
+    for (int64_t c = 0; c < chunks.count; c++) {
         int64_t lo, hi;
-        const int64_t i = chunk_range(grads, first, n, c, &lo, &hi);
+        const int64_t i = tl_cpu_chunk_range(&chunks, c, &lo, &hi);
         partials[c] = partial(grads[i], lo, hi, mode, norm_type);
     }
     double acc = 0;
-    for (int64_t c = 0; c < chunks; c++) acc = tl_clip_merge(mode, acc, partials[c]);
+    for (int64_t c = 0; c < chunks.count; c++) acc = tl_clip_merge(mode, acc, partials[c]);
     double value, coef;
     const bool f64 = total->dtype == TL_F64;
     tl_clip_norm_finish(acc, mode, norm_type, f64, max_norm, &value, &coef);
@@ -162,15 +123,15 @@ static tl_status clip_multi(tl_tensor *const *grads, int64_t n, double max_norm,
     else
         *(float *)tl_data(total) = (float)value;
     if (tl_clip_norm_scales(coef)) {
-#pragma omp parallel for schedule(dynamic) if (elements > NN_PARALLEL_THRESHOLD)
-        for (int64_t c = 0; c < chunks; c++) {
+#pragma omp parallel for schedule(dynamic) if (chunks.elements > NN_PARALLEL_THRESHOLD)
+        for (int64_t c = 0; c < chunks.count; c++) {
             int64_t lo, hi;
-            const int64_t i = chunk_range(grads, first, n, c, &lo, &hi);
+            const int64_t i = tl_cpu_chunk_range(&chunks, c, &lo, &hi);
             scale(grads[i], lo, hi, coef);
         }
     }
     free(partials);
-    free(first);
+    tl_cpu_chunks_free(&chunks);
     return TL_OK;
 }
 

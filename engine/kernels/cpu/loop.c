@@ -1,5 +1,6 @@
 /* The CPU kernels' walks (see loop.h): the strided N-d iterator and the lines along one dim. */
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/loop.h"
@@ -233,4 +234,48 @@ void tl_cpu_lines_for_each(const tl_cpu_lines *p, int64_t parallel_threshold, tl
         const int64_t lanes = tl_cpu_lines_locate(p, item, at);
         fn(p, at, lanes, ctx);
     }
+}
+
+/* ---- chunks of many tensors ---------------------------------------------------------------- */
+
+tl_status tl_cpu_chunks_plan(tl_cpu_chunks *chunks, tl_tensor *const *tensors, int64_t n,
+                             const char *op) {
+    *chunks = (tl_cpu_chunks){.tensors = tensors, .n = n};
+    chunks->first = malloc(sizeof *chunks->first * (size_t)(n + 1));
+    if (!chunks->first)
+        return tl_error(TL_ERR_MEMORY, "%s: out of memory (%lld tensors)", op, (long long)n);
+    chunks->first[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t numel = tl_numel(tensors[i]);
+        chunks->first[i + 1] = chunks->first[i] + (numel + TL_CPU_CHUNK - 1) / TL_CPU_CHUNK;
+        chunks->elements += numel;
+    }
+    chunks->count = chunks->first[n];
+    return TL_OK;
+}
+
+/* The tensor whose chunks include chunk c: the last i with first[i] <= c (a binary search; empty
+   tensors have no chunk). */
+static int64_t owner_of(const tl_cpu_chunks *chunks, int64_t c) {
+    int64_t lo = 0, hi = chunks->n; /* first[lo] <= c < first[hi] */
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (chunks->first[mid] <= c)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int64_t tl_cpu_chunk_range(const tl_cpu_chunks *chunks, int64_t c, int64_t *lo, int64_t *hi) {
+    const int64_t i = owner_of(chunks, c), numel = tl_numel(chunks->tensors[i]);
+    *lo = (c - chunks->first[i]) * TL_CPU_CHUNK;
+    *hi = *lo + TL_CPU_CHUNK < numel ? *lo + TL_CPU_CHUNK : numel;
+    return i;
+}
+
+void tl_cpu_chunks_free(tl_cpu_chunks *chunks) {
+    free(chunks->first);
+    chunks->first = NULL;
 }

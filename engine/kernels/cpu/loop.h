@@ -1,5 +1,6 @@
 /* Internal: the CPU kernels' walks: the strided N-d iterator of the elementwise kernels (fill,
-   cast, unary, binary, where) and the lines along one dim of reduce, scan and softmax. */
+   cast, unary, binary, where), the lines along one dim of reduce, scan and softmax, and the chunks
+   of many tensors of the multi-tensor kernels. */
 #ifndef TLUA_CPU_LOOP_H
 #define TLUA_CPU_LOOP_H
 
@@ -76,5 +77,27 @@ typedef void (*tl_cpu_lines_fn)(const tl_cpu_lines *lines, char *const *at, int6
    hold more than parallel_threshold elements of tensors[0]. */
 void tl_cpu_lines_for_each(const tl_cpu_lines *lines, int64_t parallel_threshold,
                            tl_cpu_lines_fn fn, const void *ctx);
+
+/* ---- chunks of many tensors --------------------------------------------------------------------
+   The elements of n contiguous tensors cut into chunks of TL_CPU_CHUNK (a tensor's last chunk may
+   be shorter, an empty tensor has none), numbered across the tensors: the tasks of the
+   multi-tensor kernels (adam_step_multi, clip_grad_norm_multi), one OpenMP loop for all. */
+#define TL_CPU_CHUNK 16384
+
+typedef struct tl_cpu_chunks {
+    tl_tensor *const *tensors;
+    int64_t n;
+    int64_t *first;   /* first[i]: tensor i's first chunk; first[n] = count */
+    int64_t count;    /* chunks */
+    int64_t elements; /* of all the tensors */
+} tl_cpu_chunks;
+
+/* Plans the chunks of tensors[0 .. n-1]; an allocation failure is an error naming op. Free with
+   tl_cpu_chunks_free. */
+tl_status tl_cpu_chunks_plan(tl_cpu_chunks *chunks, tl_tensor *const *tensors, int64_t n,
+                             const char *op);
+/* The tensor of chunk c (returned) and the chunk's elements [*lo, *hi) in it. */
+int64_t tl_cpu_chunk_range(const tl_cpu_chunks *chunks, int64_t c, int64_t *lo, int64_t *hi);
+void tl_cpu_chunks_free(tl_cpu_chunks *chunks);
 
 #endif

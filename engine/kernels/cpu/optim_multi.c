@@ -1,21 +1,25 @@
 /* CPU multi-tensor Adam/AdamW (adam_step_multi): adam_step's update of every parameter of a call,
    with float32 moments and optional float32 master copies for bfloat16/float16 parameters,
-   OpenMP over chunks of all the tensors at once. */
+   OpenMP over chunks of all the tensors at once (loop.h's tl_cpu_chunks). */
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/cpu/loop.h"
 #include "kernels/cpu/nn_kernels.h"
 
-/* Elements of one task of the parallel loop. */
-#define CHUNK 16384
-
-/* The step's scalars in float (float32, bfloat16, float16 params) and double (float64), computed
-   as cpu/optim.c computes them. */
-typedef struct adam_scalars {
+/* The step's scalars in both compute types, float (float32, bfloat16, float16 params) and double
+   (float64), computed as cpu/optim.c computes them. */
+typedef struct adam_float_scalars {
     float neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
         shrink;
-    double d_neg_step_size, d_correction2_sqrt, d_beta1, d_beta2, d_one_minus_beta1,
-        d_one_minus_beta2, d_eps, d_wd, d_shrink;
+} adam_float_scalars;
+typedef struct adam_double_scalars {
+    double neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
+        shrink;
+} adam_double_scalars;
+typedef struct adam_scalars {
+    adam_float_scalars f; /* the d ones rounded */
+    adam_double_scalars d;
     bool decoupled, l2;
 } adam_scalars;
 
@@ -23,50 +27,41 @@ static adam_scalars scalars_of(const tl_optim_args *a) {
     const double correction1 = 1 - pow(a->beta1, (double)a->step);
     const double correction2 = 1 - pow(a->beta2, (double)a->step);
     adam_scalars s = {
-        .d_neg_step_size = -(a->lr / correction1),
-        .d_correction2_sqrt = sqrt(correction2),
-        .d_beta1 = a->beta1,
-        .d_beta2 = a->beta2,
-        .d_one_minus_beta1 = 1 - a->beta1,
-        .d_one_minus_beta2 = 1 - a->beta2,
-        .d_eps = a->eps,
-        .d_wd = a->weight_decay,
-        .d_shrink = 1 - a->lr * a->weight_decay,
+        .d = {.neg_step_size = -(a->lr / correction1),
+              .correction2_sqrt = sqrt(correction2),
+              .beta1 = a->beta1,
+              .beta2 = a->beta2,
+              .one_minus_beta1 = 1 - a->beta1,
+              .one_minus_beta2 = 1 - a->beta2,
+              .eps = a->eps,
+              .wd = a->weight_decay,
+              .shrink = 1 - a->lr * a->weight_decay},
         .decoupled = a->decoupled,
         .l2 = !a->decoupled && a->weight_decay != 0,
     };
-    s.neg_step_size = (float)s.d_neg_step_size, s.correction2_sqrt = (float)s.d_correction2_sqrt;
-    s.beta1 = (float)s.d_beta1, s.beta2 = (float)s.d_beta2;
-    s.one_minus_beta1 = (float)s.d_one_minus_beta1, s.one_minus_beta2 = (float)s.d_one_minus_beta2;
-    s.eps = (float)s.d_eps, s.wd = (float)s.d_wd, s.shrink = (float)s.d_shrink;
+    s.f = (adam_float_scalars){
+        (float)s.d.neg_step_size,   (float)s.d.correction2_sqrt, (float)s.d.beta1, (float)s.d.beta2,
+        (float)s.d.one_minus_beta1, (float)s.d.one_minus_beta2,  (float)s.d.eps,   (float)s.d.wd,
+        (float)s.d.shrink};
     return s;
 }
 
-/* One element in float: the moments updated in place, the new parameter returned (the
-   operations of cpu/optim.c's adam, in its order). */
-static inline float adam_float(float p, float g, float *m, float *v, const adam_scalars *s) {
-    if (s->decoupled) p = p * s->shrink;
-    if (s->l2) g = g + s->wd * p;
-    float mi = *m * s->beta1;
-    mi = mi + s->one_minus_beta1 * g;
-    float vi = *v * s->beta2;
-    vi = vi + s->one_minus_beta2 * g * g;
-    const float denom = sqrtf(vi) / s->correction2_sqrt + s->eps;
-    *m = mi, *v = vi;
-    return p + s->neg_step_size * (mi / denom);
-}
-
-static inline double adam_double(double p, double g, double *m, double *v, const adam_scalars *s) {
-    if (s->decoupled) p = p * s->d_shrink;
-    if (s->l2) g = g + s->d_wd * p;
-    double mi = *m * s->d_beta1;
-    mi = mi + s->d_one_minus_beta1 * g;
-    double vi = *v * s->d_beta2;
-    vi = vi + s->d_one_minus_beta2 * g * g;
-    const double denom = sqrt(vi) / s->d_correction2_sqrt + s->d_eps;
-    *m = mi, *v = vi;
-    return p + s->d_neg_step_size * (mi / denom);
-}
+/* One element in R with the scalars s->K: the moments updated in place, the new parameter
+   returned (the operations of cpu/optim.c's adam, in its order). */
+#define DEFINE_ADAM_ELEMENT(name, R, K)                                                            \
+    static inline R name(R p, R g, R *m, R *v, const adam_scalars *s) {                            \
+        if (s->decoupled) p = p * s->K.shrink;                                                     \
+        if (s->l2) g = g + s->K.wd * p;                                                            \
+        R mi = *m * s->K.beta1;                                                                    \
+        mi = mi + s->K.one_minus_beta1 * g;                                                        \
+        R vi = *v * s->K.beta2;                                                                    \
+        vi = vi + s->K.one_minus_beta2 * g * g;                                                    \
+        const R denom = NN_SQRT(vi) / s->K.correction2_sqrt + s->K.eps;                            \
+        *m = mi, *v = vi;                                                                          \
+        return p + s->K.neg_step_size * (mi / denom);                                              \
+    }
+DEFINE_ADAM_ELEMENT(adam_float, float, f)
+DEFINE_ADAM_ELEMENT(adam_double, double, d)
 
 /* Elements [lo, hi) of parameter i. */
 static void step_range(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
@@ -115,46 +110,21 @@ static void step_range(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_a
     }
 }
 
-/* The parameter whose chunks include chunk c: the last i with first[i] <= c (first[n] the
-   total; empty parameters have no chunk). */
-static int64_t owner_of(const int64_t *first, int64_t n, int64_t c) {
-    int64_t lo = 0, hi = n; /* first[lo] <= c < first[hi] */
-    while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (first[mid] <= c)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static tl_status adam_multi(tl_tensor *const *params, const tl_tensor *const *grads,
                             tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
                             tl_tensor *const *master, int64_t n, const tl_optim_args *args) {
     if (n <= 0) return TL_OK;
-    int64_t *first = malloc(sizeof *first * (size_t)(n + 1));
-    if (!first)
-        return tl_error(TL_ERR_MEMORY, "adam_step_multi: out of memory (%lld params)",
-                        (long long)n);
-    int64_t elements = 0;
-    first[0] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t numel = tl_numel(params[i]);
-        first[i + 1] = first[i] + (numel + CHUNK - 1) / CHUNK;
-        elements += numel;
-    }
-    const int64_t chunks = first[n];
+    tl_cpu_chunks chunks;
+    TL_TRY(tl_cpu_chunks_plan(&chunks, params, n, "adam_step_multi"));
     const adam_scalars s = scalars_of(args);
-#pragma omp parallel for schedule(dynamic) if (elements > NN_PARALLEL_THRESHOLD)
-    for (int64_t c = 0; c < chunks; c++) {
-        const int64_t i = owner_of(first, n, c);
-        const int64_t lo = (c - first[i]) * CHUNK, numel = tl_numel(params[i]);
-        const int64_t hi = lo + CHUNK < numel ? lo + CHUNK : numel;
+#pragma omp parallel for schedule(dynamic) if (chunks.elements > NN_PARALLEL_THRESHOLD)
+    for (int64_t c = 0; c < chunks.count; c++) {
+        int64_t lo, hi;
+        const int64_t i = tl_cpu_chunk_range(&chunks, c, &lo, &hi);
         step_range(params[i], grads[i], exp_avg[i], exp_avg_sq[i], master ? master[i] : NULL, lo,
                    hi, &s);
     }
-    free(first);
+    tl_cpu_chunks_free(&chunks);
     return TL_OK;
 }
 
