@@ -1,6 +1,8 @@
-/* Small tensor arithmetic shared by backward formulas, and recording one-input ops. */
+/* Small tensor arithmetic shared by backward formulas, and recording one-input ops and
+   two-operand products. */
 #include <stdlib.h>
 
+#include "autograd/autocast.h"
 #include "autograd/formula.h"
 
 static tl_status with_number(tl_status (*op)(const tl_tensor *, const tl_tensor *, tl_tensor **),
@@ -46,6 +48,27 @@ tl_status tl_record_unary(const char *name, tl_backward_fn backward, tl_status f
     if (node && save_result) TL_TRY(tl_record_save(node, 0, "result", *out, *out));
     if (node_out) *node_out = node;
     return TL_OK;
+}
+
+static tl_status record_product(const char *name, tl_backward_fn backward, tl_product_fn product,
+                                tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+    TL_TRY(product(a, b, out));
+    tl_tensor *inputs[2] = {a, b};
+    tl_node *node;
+    TL_TRY(tl_record(name, backward, 2, inputs, *out, &node));
+    if (node && node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 0, "self", a, *out));
+    if (node && node->needs_input_grad[0]) TL_TRY(tl_record_save(node, 1, "other", b, *out));
+    return TL_OK;
+}
+
+tl_status tl_ag_product(tl_op op, const char *name, tl_backward_fn backward, tl_product_fn product,
+                        tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+    tl_tensor *operands[2] = {a, b};
+    bool casted[2];
+    TL_TRY(tl_autocast_operands(op, operands, 2, casted));
+    return tl_autocast_release(
+        operands, 2, casted,
+        record_product(name, backward, product, operands[0], operands[1], out));
 }
 
 tl_status tl_reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor **gi) {

@@ -1,8 +1,10 @@
-/* Internal: small tensor arithmetic shared by backward formulas, and recording one-input ops. */
+/* Internal: small tensor arithmetic shared by backward formulas, and recording one-input ops and
+   two-operand products. */
 #ifndef TLUA_FORMULA_H
 #define TLUA_FORMULA_H
 
 #include "autograd/graph.h"
+#include "kernels/op.h"
 
 /* t * v, t + v for a number v (result in t's dtype). */
 tl_status tl_mul_number(const tl_tensor *t, double v, tl_tensor **out);
@@ -21,6 +23,13 @@ tl_status tl_reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor *
 tl_status tl_record_unary(const char *name, tl_backward_fn backward, tl_status forward_status,
                           tl_tensor *a, tl_tensor **out, bool save_input, bool save_result,
                           tl_node **node_out);
+
+/* out = product(a, b) recorded as name (matmul, outer), after autocast's casts of a and b by op's
+   rule: backward reads a ("self", slot 0) for b's gradient and b ("other", slot 1) for a's, each
+   saved only when that gradient is needed. */
+typedef tl_status (*tl_product_fn)(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+tl_status tl_ag_product(tl_op op, const char *name, tl_backward_fn backward, tl_product_fn product,
+                        tl_tensor *a, tl_tensor *b, tl_tensor **out);
 
 /* Recording an in-place op on x whose other inputs are operands (NULL entries allowed):
    tl_inplace_begin checks the rules that keep gradients right (tlua/autograd.h: not a leaf that

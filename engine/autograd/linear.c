@@ -1,7 +1,7 @@
 /* Recording linear and outer: the functional ops forward, and in backward only the split
    gradient ops that are needed; only what those read is saved. */
 #include "autograd/autocast.h"
-#include "autograd/graph.h"
+#include "autograd/formula.h"
 
 enum { LINEAR_INPUT, LINEAR_WEIGHT, LINEAR_BIAS };
 
@@ -68,21 +68,6 @@ static tl_status outer_backward(tl_node *node, tl_tensor *const *g, tl_tensor **
     return status;
 }
 
-static tl_status record_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    TL_TRY(tl_outer(a, b, out));
-    tl_node *node = NULL;
-    tl_tensor *inputs[2] = {a, b};
-    tl_status status = tl_record("outer", outer_backward, 2, inputs, *out, &node);
-    if (status == TL_OK && node && node->needs_input_grad[1])
-        status = tl_record_save(node, 0, "self", a, *out);
-    if (status == TL_OK && node && node->needs_input_grad[0])
-        status = tl_record_save(node, 1, "other", b, *out);
-    return status;
-}
-
 tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    tl_tensor *operands[2] = {a, b};
-    bool casted[2];
-    TL_TRY(tl_autocast_operands(TL_OP_outer_forward, operands, 2, casted));
-    return tl_autocast_release(operands, 2, casted, record_outer(operands[0], operands[1], out));
+    return tl_ag_product(TL_OP_outer_forward, "outer", outer_backward, tl_outer, a, b, out);
 }

@@ -1,6 +1,5 @@
 /* Recording matmul: saves other only for the input's gradient and input only
    for other's, and calls only the backward kernels that are needed. */
-#include "autograd/autocast.h"
 #include "autograd/formula.h"
 
 /* slot 0: input (kept when other's gradient is needed), slot 1: other */
@@ -20,21 +19,8 @@ static tl_status matmul_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     return TL_OK;
 }
 
-static tl_status record_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    TL_TRY(tl_matmul(a, b, out));
-    tl_tensor *inputs[2] = {a, b};
-    tl_node *node;
-    TL_TRY(tl_record("matmul", matmul_backward, 2, inputs, *out, &node));
-    if (node && node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 0, "self", a, *out));
-    if (node && node->needs_input_grad[0]) TL_TRY(tl_record_save(node, 1, "other", b, *out));
-    return TL_OK;
-}
-
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    tl_tensor *operands[2] = {a, b};
-    bool casted[2];
-    TL_TRY(tl_autocast_operands(TL_OP_matmul, operands, 2, casted));
-    return tl_autocast_release(operands, 2, casted, record_matmul(operands[0], operands[1], out));
+    return tl_ag_product(TL_OP_matmul, "matmul", matmul_backward, tl_matmul, a, b, out);
 }
 
 /* x <- x @ w: x's gradient is g @ w^T (slot 0: w), written over g when backward owns it */
