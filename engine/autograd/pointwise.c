@@ -30,29 +30,19 @@ GRADIENT(sqrt, RESULT) {
     return status;
 }
 
-/* tanh' = 1 - y^2, sigmoid' = y (1 - y), gelu' = Phi(x) + x phi(x): backward kernels
-   (POINTWISE_BACKWARD rows, their math in kernels/pointwise.h) */
-GRADIENT(tanh, RESULT) {
-    return tl_tanh_backward(g, saved, gi);
-}
-
-GRADIENT(sigmoid, RESULT) {
-    return tl_sigmoid_backward(g, saved, gi);
-}
-
-GRADIENT(gelu, INPUT) {
-    return tl_gelu_backward(g, saved, gi);
-}
-
-/* the tanh approximation's derivative: a backward kernel too */
-GRADIENT(gelu_tanh, INPUT) {
-    return tl_gelu_tanh_backward(g, saved, gi);
-}
-
-/* silu' = s (1 + x (1 - s)) with s = sigmoid(x): a backward kernel */
-GRADIENT(silu, INPUT) {
-    return tl_silu_backward(g, saved, gi);
-}
+/* Ops with a fused backward kernel (a POINTWISE_BACKWARD row, its math in kernels/pointwise.h):
+   the gradient is tl_<name>_backward(g, saved). tanh' = 1 - y^2, sigmoid' = y (1 - y),
+   gelu' = Phi(x) + x phi(x), gelu_tanh' its tanh approximation's derivative,
+   silu' = s (1 + x (1 - s)) with s = sigmoid(x). */
+#define GRADIENT_BY_KERNEL(name, saves)                                                            \
+    GRADIENT(name, saves) {                                                                        \
+        return tl_##name##_backward(g, saved, gi);                                                 \
+    }
+GRADIENT_BY_KERNEL(tanh, RESULT)
+GRADIENT_BY_KERNEL(sigmoid, RESULT)
+GRADIENT_BY_KERNEL(gelu, INPUT)
+GRADIENT_BY_KERNEL(gelu_tanh, INPUT)
+GRADIENT_BY_KERNEL(silu, INPUT)
 
 /* sin' = cos, cos' = -sin */
 GRADIENT(sin, INPUT) {
