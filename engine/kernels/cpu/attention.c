@@ -411,21 +411,29 @@ static void backward_tile(const attention_problem *pb, const backward_tiles *w, 
                       w->delta);
 }
 
+/* What the backward's blocks read and write beside the problem: each query row's lse and delta,
+   and the gradients asked for (NULL when not). */
+typedef struct backward_pass {
+    const void *lse, *delta;
+    tl_tensor *grad_q, *grad_k, *grad_v;
+} backward_pass;
+
 /* The query rows i0 .. i0 + m of (b, h): q, dO, lse and delta. */
-static void load_rows_state(const attention_problem *pb, const backward_tiles *w, const void *lse,
-                            const void *delta, int64_t b, int64_t h, int64_t i0, int64_t m) {
+static void load_rows_state(const attention_problem *pb, const backward_tiles *w,
+                            const backward_pass *pass, int64_t b, int64_t h, int64_t i0,
+                            int64_t m) {
     const real_type *real = pb->real;
     real->load(w->qt, &pb->q, b, h, i0, m, pb->D);
     real->load(w->dot, &pb->grad_out, b, h, i0, m, pb->D);
     const int64_t at = (b * pb->H + h) * pb->T + i0;
-    memcpy(w->lse, element(real, lse, at), real->size * (size_t)m);
-    memcpy(w->delta, element(real, delta, at), real->size * (size_t)m);
+    memcpy(w->lse, element(real, pass->lse, at), real->size * (size_t)m);
+    memcpy(w->delta, element(real, pass->delta, at), real->size * (size_t)m);
 }
 
 /* dK and dV of one (b, h, key block), over the query blocks that see it. */
-static void backward_keys(const attention_problem *pb, const backward_tiles *w, const void *lse,
-                          const void *delta, int64_t b, int64_t h, int64_t j0, tl_tensor *grad_k,
-                          tl_tensor *grad_v) {
+static void backward_keys(const attention_problem *pb, const backward_tiles *w,
+                          const backward_pass *pass, int64_t b, int64_t h, int64_t j0) {
+    tl_tensor *grad_k = pass->grad_k, *grad_v = pass->grad_v;
     const real_type *real = pb->real;
     const int64_t T = pb->T, D = pb->D, n = pb->S - j0 < BK ? pb->S - j0 : BK;
     real->load(w->kt, &pb->k, b, h, j0, n, D);
@@ -435,7 +443,7 @@ static void backward_keys(const attention_problem *pb, const backward_tiles *w, 
     const int64_t first = pb->args->causal ? j0 / BQ * BQ : 0; /* rows i >= j0 see key j0 */
     for (int64_t i0 = first; i0 < T; i0 += BQ) {
         const int64_t m = T - i0 < BQ ? T - i0 : BQ;
-        load_rows_state(pb, w, lse, delta, b, h, i0, m);
+        load_rows_state(pb, w, pass, b, h, i0, m);
         backward_tile(pb, w, b, h, i0, m, j0, n);
         if (grad_v) /* dV += pd^T dO (pd is p without dropout) */
             real->gemm(true, false, n, D, m, 1, pb->args->dropout > 0 ? w->pd : w->p, BK, w->dot, D,
@@ -448,12 +456,11 @@ static void backward_keys(const attention_problem *pb, const backward_tiles *w, 
 }
 
 /* dQ of one (b, h, query block), over the key blocks it sees. */
-static void backward_queries(const attention_problem *pb, const backward_tiles *w, const void *lse,
-                             const void *delta, int64_t b, int64_t h, int64_t i0,
-                             tl_tensor *grad_q) {
+static void backward_queries(const attention_problem *pb, const backward_tiles *w,
+                             const backward_pass *pass, int64_t b, int64_t h, int64_t i0) {
     const real_type *real = pb->real;
     const int64_t D = pb->D, m = pb->T - i0 < BQ ? pb->T - i0 : BQ;
-    load_rows_state(pb, w, lse, delta, b, h, i0, m);
+    load_rows_state(pb, w, pass, b, h, i0, m);
     memset(w->acc_a, 0, real->size * (size_t)(m * D));
     const int64_t key_end = pb->args->causal && i0 + m < pb->S ? i0 + m : pb->S;
     for (int64_t j0 = 0; j0 < key_end; j0 += BK) {
@@ -463,14 +470,30 @@ static void backward_queries(const attention_problem *pb, const backward_tiles *
         backward_tile(pb, w, b, h, i0, m, j0, n);
         real->gemm(false, false, m, D, n, pb->args->scale, w->ds, BK, w->kt, D, 1, w->acc_a, D);
     }
-    real->store(grad_q, w->acc_a, b, h, i0, m, D);
+    real->store(pass->grad_q, w->acc_a, b, h, i0, m, D);
+}
+
+/* fn over every (b, h, block of `block` rows among `rows`), OpenMP over them, each thread on its
+   share of scratch (per_thread elements). */
+typedef void (*backward_block_fn)(const attention_problem *pb, const backward_tiles *w,
+                                  const backward_pass *pass, int64_t b, int64_t h, int64_t start);
+static void for_each_block(const attention_problem *pb, const backward_pass *pass, void *scratch,
+                           size_t per_thread, int64_t rows, int64_t block, backward_block_fn fn) {
+    const int64_t blocks = (rows + block - 1) / block, tasks = pb->B * pb->H * blocks;
+#pragma omp parallel for schedule(dynamic) if (tasks > 1)
+    for (int64_t task = 0; task < tasks; task++) {
+        const int64_t bh = task / blocks, start = task % blocks * block;
+        const backward_tiles w =
+            carve_backward(pb->real, thread_scratch(pb->real, scratch, per_thread), pb->D);
+        fn(pb, &w, pass, bh / pb->H, bh % pb->H, start);
+    }
 }
 
 static tl_status backward(tl_tensor *grad_q, tl_tensor *grad_k, tl_tensor *grad_v,
                           tl_tensor *delta_t, const tl_tensor *lse_t, const attention_problem *pb) {
     const real_type *real = pb->real;
     const int64_t B = pb->B, H = pb->H, T = pb->T, S = pb->S, D = pb->D;
-    const int64_t q_blocks = (T + BQ - 1) / BQ, k_blocks = (S + BK - 1) / BK;
+    const int64_t q_blocks = (T + BQ - 1) / BQ;
     const size_t per_thread = (size_t)(BACKWARD_SCRATCH * D + BACKWARD_SCRATCH_FIXED);
     void *scratch = malloc(real->size * per_thread * (size_t)omp_get_max_threads());
     if (!scratch) return tl_error(TL_ERR_MEMORY, "scaled_dot_product_attention: out of memory");
@@ -487,26 +510,9 @@ static tl_status backward(tl_tensor *grad_q, tl_tensor *grad_k, tl_tensor *grad_
         real->load(g, &pb->grad_out, bh / H, bh % H, i0, m, D);
         real->row_dots(element(real, delta, bh * T + i0), o, g, m, D);
     }
-    if (grad_k || grad_v) {
-        const int64_t tasks = B * H * k_blocks;
-#pragma omp parallel for schedule(dynamic) if (tasks > 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            const int64_t bh = task / k_blocks, j0 = task % k_blocks * BK;
-            const backward_tiles w =
-                carve_backward(real, thread_scratch(real, scratch, per_thread), D);
-            backward_keys(pb, &w, lse, delta, bh / H, bh % H, j0, grad_k, grad_v);
-        }
-    }
-    if (grad_q) {
-        const int64_t tasks = B * H * q_blocks;
-#pragma omp parallel for schedule(dynamic) if (tasks > 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            const int64_t bh = task / q_blocks, i0 = task % q_blocks * BQ;
-            const backward_tiles w =
-                carve_backward(real, thread_scratch(real, scratch, per_thread), D);
-            backward_queries(pb, &w, lse, delta, bh / H, bh % H, i0, grad_q);
-        }
-    }
+    const backward_pass pass = {lse, delta, grad_q, grad_k, grad_v};
+    if (grad_k || grad_v) for_each_block(pb, &pass, scratch, per_thread, S, BK, backward_keys);
+    if (grad_q) for_each_block(pb, &pass, scratch, per_thread, T, BQ, backward_queries);
     free(scratch);
     return TL_OK;
 }
