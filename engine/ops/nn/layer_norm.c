@@ -87,6 +87,19 @@ static void hand_out(tl_tensor *t, tl_tensor **out) {
         tl_release(t);
 }
 
+/* The end of a forward: the statistics mu and rs handed out (as mean, rstd) when status is
+   TL_OK, released otherwise. */
+static tl_status hand_out_statistics(tl_status status, tl_tensor *mu, tl_tensor *rs,
+                                     tl_tensor **mean, tl_tensor **rstd) {
+    if (status != TL_OK) {
+        tl_release(mu), tl_release(rs);
+        return status;
+    }
+    hand_out(mu, mean);
+    hand_out(rs, rstd);
+    return TL_OK;
+}
+
 /* result (contiguous, x's shape; may be x itself), mean and rstd of the contiguous x. */
 static tl_status run_forward(tl_tensor *result, const tl_tensor *x, const tl_tensor *weight,
                              const tl_tensor *bias, double eps, tl_tensor **mean,
@@ -106,13 +119,7 @@ static tl_status run_forward(tl_tensor *result, const tl_tensor *x, const tl_ten
                                     : k->fn.layer_norm(result, mu, rs, x, w, b, eps);
     }
     tl_release(w), tl_release(b);
-    if (status != TL_OK) {
-        tl_release(mu), tl_release(rs);
-        return status;
-    }
-    hand_out(mu, mean);
-    hand_out(rs, rstd);
-    return TL_OK;
+    return hand_out_statistics(status, mu, rs, mean, rstd);
 }
 
 tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
@@ -149,13 +156,7 @@ tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor 
     tl_status status = run_forward(work, work, weight, bias, eps, &mu, &rs);
     if (status == TL_OK) status = tl_copy_(x, work);
     tl_release(work);
-    if (status != TL_OK) {
-        tl_release(mu), tl_release(rs);
-        return status;
-    }
-    hand_out(mu, mean);
-    hand_out(rs, rstd);
-    return TL_OK;
+    return hand_out_statistics(status, mu, rs, mean, rstd);
 }
 
 tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *input,
