@@ -229,23 +229,12 @@ end
 function M.softmax_backward(y, g, dim, log)
   local fy, shape = ref.flatten(y)
   local fg = ref.flatten(g)
-  if dim < 0 then dim = dim + #shape + 1 end
-  local outer, inner, n = 1, 1, shape[dim]
-  for d = 1, dim - 1 do outer = outer * shape[d] end
-  for d = dim + 1, #shape do inner = inner * shape[d] end
   local out = {}
-  for o = 0, outer - 1 do
-    for i = 0, inner - 1 do
-      local first = o * n * inner + i + 1
-      local s = 0.0
-      for k = 0, n - 1 do
-        local p = first + k * inner
-        s = s + (log and fg[p] or fg[p] * fy[p])
-      end
-      for k = 0, n - 1 do
-        local p = first + k * inner
-        if log then out[p] = fg[p] - math.exp(fy[p]) * s else out[p] = fy[p] * (fg[p] - s) end
-      end
+  for _, at in ipairs(ref.lines(shape, dim)) do
+    local s = 0.0
+    for _, p in ipairs(at) do s = s + (log and fg[p] or fg[p] * fy[p]) end
+    for _, p in ipairs(at) do
+      if log then out[p] = fg[p] - math.exp(fy[p]) * s else out[p] = fy[p] * (fg[p] - s) end
     end
   end
   return ref.unflatten(out, shape)

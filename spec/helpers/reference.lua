@@ -249,49 +249,58 @@ local function pick(kind, best, v)
   return v < best
 end
 
+-- The lines of a row-major array of shape along a 1-based dim (negative from the end): a list,
+-- in row-major order of the other dims, of each line's flat 1-based positions; and the dim
+-- counted from the start.
+function M.lines(shape, dim)
+  local nd = #shape
+  if dim < 0 then dim = dim + nd + 1 end
+  assert(dim >= 1 and dim <= nd, "dim out of range")
+  local outer, inner, n = 1, 1, shape[dim]
+  for d = 1, dim - 1 do outer = outer * shape[d] end
+  for d = dim + 1, nd do inner = inner * shape[d] end
+  local list = {}
+  for o = 0, outer - 1 do
+    for i = 0, inner - 1 do
+      local at = {}
+      for k = 0, n - 1 do at[k + 1] = o * n * inner + k * inner + i + 1 end
+      list[#list + 1] = at
+    end
+  end
+  return list, dim
+end
+
+-- the values of flat at the positions at
+local function gather(flat, at)
+  local values = {}
+  for k, p in ipairs(at) do values[k] = flat[p] end
+  return values
+end
+
+-- kind's reduction (base "sum", "mean", "max", "min"; the index when want_index) of a list
+local function reduce_list(base, want_index, values)
+  local acc, best, besti = 0.0, nil, nil
+  for i, v in ipairs(values) do
+    acc = acc + v
+    if besti == nil or pick(base, best, v) then best, besti = v, i end
+  end
+  if base == "sum" then return acc end
+  if base == "mean" then return acc / #values end
+  if want_index then return besti end
+  return best
+end
+
 function M.reduce(nested, kind, dim, keepdim)
   local flat, shape = M.flatten(nested)
   local base = kind:gsub("^arg", ""):gsub("idx$", "")
   local want_index = kind:sub(1, 3) == "arg" or kind:sub(-3) == "idx"
-  if dim == nil then
-    local acc, best, besti = 0.0, nil, nil
-    for i, v in ipairs(flat) do
-      acc = acc + v
-      if besti == nil or pick(base, best, v) then best, besti = v, i end
-    end
-    local r
-    if base == "sum" then r = acc
-    elseif base == "mean" then r = acc / #flat
-    elseif want_index then r = besti
-    else r = best end
-    return r
-  end
-  local nd = #shape
-  if dim < 0 then dim = dim + nd + 1 end
-  assert(dim >= 1 and dim <= nd, "reduce: dim out of range")
-  local outer, inner = 1, 1
-  for d = 1, dim - 1 do outer = outer * shape[d] end
-  for d = dim + 1, nd do inner = inner * shape[d] end
-  local n = shape[dim]
+  if dim == nil then return reduce_list(base, want_index, flat) end
+  local lines
+  lines, dim = M.lines(shape, dim)
   local out = {}
-  for o = 0, outer - 1 do
-    for i = 0, inner - 1 do
-      local acc, best, besti = 0.0, nil, nil
-      for k = 0, n - 1 do
-        local v = flat[o * n * inner + k * inner + i + 1]
-        acc = acc + v
-        if besti == nil or pick(base, best, v) then best, besti = v, k + 1 end
-      end
-      local r
-      if base == "sum" then r = acc
-      elseif base == "mean" then r = acc / n
-      elseif want_index then r = besti
-      else r = best end
-      out[#out + 1] = r
-    end
-  end
+  for j, at in ipairs(lines) do out[j] = reduce_list(base, want_index, gather(flat, at)) end
   local out_shape = {}
-  for d = 1, nd do
+  for d = 1, #shape do
     if d ~= dim then out_shape[#out_shape + 1] = shape[d]
     elseif keepdim then out_shape[#out_shape + 1] = 1 end
   end
@@ -326,20 +335,11 @@ end
 -- softmax (or log_softmax when log is true) of a nested table along a 1-based dim
 function M.softmax(nested, dim, log)
   local flat, shape = M.flatten(nested)
-  local nd = #shape
-  if dim < 0 then dim = dim + nd + 1 end
-  local outer, inner = 1, 1
-  for d = 1, dim - 1 do outer = outer * shape[d] end
-  for d = dim + 1, nd do inner = inner * shape[d] end
-  local n = shape[dim]
   local out = {}
-  for o = 0, outer - 1 do
-    for i = 0, inner - 1 do
-      local xs = {}
-      for k = 0, n - 1 do xs[k + 1] = flat[o * n * inner + k * inner + i + 1] end
-      local ys = log and M.log_softmax_list(xs) or M.softmax_list(xs)
-      for k = 0, n - 1 do out[o * n * inner + k * inner + i + 1] = ys[k + 1] end
-    end
+  for _, at in ipairs(M.lines(shape, dim)) do
+    local xs = gather(flat, at)
+    local ys = log and M.log_softmax_list(xs) or M.softmax_list(xs)
+    for k, p in ipairs(at) do out[p] = ys[k] end
   end
   return M.unflatten(out, shape)
 end
