@@ -316,4 +316,71 @@ function M.adam_step(p, g, s, o)
   end
 end
 
+
+-- Scaled dot-product attention of one head by Lua loops: Q [T][D], Kh and V [S][D], the output's
+-- gradient G [T][D] (nested tables); causal hides the keys j > i; keep(i, j) (nil: 1) is the
+-- dropout factor of probability (i, j), 0 or 1 / (1 - p). Returns y, gq, gk, gv.
+function M.attention_head(Q, Kh, V, G, scale, causal, keep)
+  local T, S, D = #Q, #Kh, #Q[1]
+  local P, F = {}, {} -- the probabilities and their dropout factors
+  for i = 1, T do
+    local row, top = {}, -math.huge
+    for j = 1, S do
+      local s = -math.huge
+      if not causal or j <= i then
+        s = 0.0
+        for d = 1, D do s = s + Q[i][d] * Kh[j][d] end
+        s = s * scale
+      end
+      row[j] = s
+      if s > top then top = s end
+    end
+    local sum = 0.0
+    for j = 1, S do
+      row[j] = row[j] == -math.huge and 0.0 or math.exp(row[j] - top)
+      sum = sum + row[j]
+    end
+    F[i] = {}
+    for j = 1, S do
+      row[j] = row[j] / sum
+      F[i][j] = keep and keep(i, j) or 1.0
+    end
+    P[i] = row
+  end
+  local y = ref.build({ T, D }, function(i, d)
+    local acc = 0.0
+    for j = 1, S do acc = acc + P[i][j] * F[i][j] * V[j][d] end
+    return acc
+  end)
+  -- dP = (G V^T) * F; dS = P (dP - sum_j P dP) scale
+  local dS = {}
+  for i = 1, T do
+    local dP, dot = {}, 0.0
+    for j = 1, S do
+      local acc = 0.0
+      for d = 1, D do acc = acc + G[i][d] * V[j][d] end
+      dP[j] = acc * F[i][j]
+      dot = dot + P[i][j] * dP[j]
+    end
+    dS[i] = {}
+    for j = 1, S do dS[i][j] = P[i][j] * (dP[j] - dot) * scale end
+  end
+  local gq = ref.build({ T, D }, function(i, d)
+    local acc = 0.0
+    for j = 1, S do acc = acc + dS[i][j] * Kh[j][d] end
+    return acc
+  end)
+  local gk = ref.build({ S, D }, function(j, d)
+    local acc = 0.0
+    for i = 1, T do acc = acc + dS[i][j] * Q[i][d] end
+    return acc
+  end)
+  local gv = ref.build({ S, D }, function(j, d)
+    local acc = 0.0
+    for i = 1, T do acc = acc + P[i][j] * F[i][j] * G[i][d] end
+    return acc
+  end)
+  return y, gq, gk, gv
+end
+
 return M

@@ -182,62 +182,7 @@ cases.block_sparse_linear = {
 -- causal with scale 0.5 and plain (1 / sqrt(D)); both outputs' gradient g, one backward
 local function attention_ref(q, k, v, g, causal, scale)
   local y, gq, gk, gv = {}, {}, {}, {}
-  for b = 1, #q do
-    local Q, Kb, V, G = q[b], k[b], v[b], g[b]
-    local T, S, D = #Q, #Kb, #Q[1]
-    local p = {}
-    for i = 1, T do
-      local row, top = {}, -math.huge
-      for j = 1, S do
-        local s = -math.huge
-        if not causal or j <= i then
-          s = 0.0
-          for d = 1, D do s = s + Q[i][d] * Kb[j][d] end
-          s = s * scale
-        end
-        row[j] = s
-        if s > top then top = s end
-      end
-      local sum = 0.0
-      for j = 1, S do
-        row[j] = row[j] == -math.huge and 0.0 or math.exp(row[j] - top)
-        sum = sum + row[j]
-      end
-      for j = 1, S do row[j] = row[j] / sum end
-      p[i] = row
-    end
-    y[b] = ref.build({ T, D }, function(i, d)
-      local acc = 0.0
-      for j = 1, S do acc = acc + p[i][j] * V[j][d] end
-      return acc
-    end)
-    local ds = {}
-    for i = 1, T do
-      local dp, dot = {}, 0.0
-      for j = 1, S do
-        dp[j] = 0.0
-        for d = 1, D do dp[j] = dp[j] + G[i][d] * V[j][d] end
-        dot = dot + p[i][j] * dp[j]
-      end
-      ds[i] = {}
-      for j = 1, S do ds[i][j] = p[i][j] * (dp[j] - dot) * scale end
-    end
-    gq[b] = ref.build({ T, D }, function(i, d)
-      local acc = 0.0
-      for j = 1, S do acc = acc + ds[i][j] * Kb[j][d] end
-      return acc
-    end)
-    gk[b] = ref.build({ S, D }, function(j, d)
-      local acc = 0.0
-      for i = 1, T do acc = acc + ds[i][j] * Q[i][d] end
-      return acc
-    end)
-    gv[b] = ref.build({ S, D }, function(j, d)
-      local acc = 0.0
-      for i = 1, T do acc = acc + p[i][j] * G[i][d] end
-      return acc
-    end)
-  end
+  for b = 1, #q do y[b], gq[b], gk[b], gv[b] = K.attention_head(q[b], k[b], v[b], g[b], scale, causal) end
   return y, gq, gk, gv
 end
 cases.scaled_dot_product_attention = {

@@ -22,67 +22,14 @@ local function attention_reference(T, S, D, causal, p)
     local scale = 1 / math.sqrt(D)
     local u = p > 0 and K.random("rand", "float32", H * T * S, SEED, 0) or nil
     local threshold, inv_keep = ref.round_f32(p), 1 / (1 - p)
+    local function keep(h)
+      if not u then return nil end
+      return function(i, j) return u[((h - 1) * T + i - 1) * S + j] >= threshold and inv_keep or 0.0 end
+    end
     local y, gq, gk, gv = { {} }, { {} }, { {} }, { {} }
     for h = 1, H do
-      local Q, Kh, V, G = q[1][h], k[1][h], v[1][h], g[1][h]
-      local P, M = {}, {} -- probabilities and the dropout factor (0 or 1 / (1 - p))
-      for i = 1, T do
-        local row, top = {}, -math.huge
-        for j = 1, S do
-          local s = -math.huge
-          if not causal or j <= i then
-            s = 0.0
-            for d = 1, D do s = s + Q[i][d] * Kh[j][d] end
-            s = s * scale
-          end
-          row[j] = s
-          if s > top then top = s end
-        end
-        local sum = 0.0
-        for j = 1, S do
-          row[j] = row[j] == -math.huge and 0.0 or math.exp(row[j] - top)
-          sum = sum + row[j]
-        end
-        M[i] = {}
-        for j = 1, S do
-          row[j] = row[j] / sum
-          M[i][j] = (u == nil or u[((h - 1) * T + i - 1) * S + j] >= threshold) and (u and inv_keep or 1.0) or 0.0
-        end
-        P[i] = row
-      end
-      y[1][h] = ref.build({ T, D }, function(i, d)
-        local acc = 0.0
-        for j = 1, S do acc = acc + P[i][j] * M[i][j] * V[j][d] end
-        return acc
-      end)
-      -- dP = (g V^T) * M; dS = P (dP - sum_j P dP) scale
-      local dS = {}
-      for i = 1, T do
-        local dP, dot = {}, 0.0
-        for j = 1, S do
-          local acc = 0.0
-          for d = 1, D do acc = acc + G[i][d] * V[j][d] end
-          dP[j] = acc * M[i][j]
-          dot = dot + P[i][j] * dP[j]
-        end
-        dS[i] = {}
-        for j = 1, S do dS[i][j] = P[i][j] * (dP[j] - dot) * scale end
-      end
-      gq[1][h] = ref.build({ T, D }, function(i, d)
-        local acc = 0.0
-        for j = 1, S do acc = acc + dS[i][j] * Kh[j][d] end
-        return acc
-      end)
-      gk[1][h] = ref.build({ S, D }, function(j, d)
-        local acc = 0.0
-        for i = 1, T do acc = acc + dS[i][j] * Q[i][d] end
-        return acc
-      end)
-      gv[1][h] = ref.build({ S, D }, function(j, d)
-        local acc = 0.0
-        for i = 1, T do acc = acc + P[i][j] * M[i][j] * G[i][d] end
-        return acc
-      end)
+      y[1][h], gq[1][h], gk[1][h], gv[1][h] =
+        K.attention_head(q[1][h], k[1][h], v[1][h], g[1][h], scale, causal, keep(h))
     end
     return { y, gq, gk, gv }
   end
