@@ -8,11 +8,11 @@ usage: python3 bench/block_sparse.py [--device cpu|cuda] [--repeats N] [--warmup
          [--blocks 32,64] [--densities 50,25,10]
 """
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+
+from timing import median_time, synchronizer
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--device", default="cpu")
@@ -31,22 +31,11 @@ dtype = torch.bfloat16 if cuda else torch.float32
 rows, IN, OUT = (8192, 4096, 4096) if cuda else (2048, 2048, 2048)
 
 
-def sync():
-    if cuda:
-        torch.cuda.synchronize()
+sync = synchronizer("cuda" if cuda else "cpu")
 
 
 def time_ms(fn):
-    for _ in range(warmup):
-        fn()
-    sync()
-    t = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        t.append((time.perf_counter() - start) * 1000)
-    return statistics.median(t)
+    return median_time(fn, warmup, repeats, sync) * 1000
 
 
 def pattern(R, C, block, density):

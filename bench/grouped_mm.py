@@ -16,11 +16,11 @@
 import argparse
 import gc
 import math
-import statistics
 import sys
-import time
 
 import torch
+
+from timing import median_time, synchronizer
 
 p = argparse.ArgumentParser()
 p.add_argument("--device", default="cuda")
@@ -52,9 +52,7 @@ else:
               dict(key="gmm8", G=8, K=2048, N=4096, T=16384)]
 
 
-def sync():
-    if cuda:
-        torch.cuda.synchronize(dev)
+sync = synchronizer(dev)
 
 
 # the splits (the same in bench/grouped_mm.lua)
@@ -92,16 +90,7 @@ def signature(sizes):
 
 
 def timed(fn):
-    for _ in range(opts.warmup):
-        fn()
-    samples = []
-    for _ in range(opts.repeats):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    return median_time(fn, opts.warmup, opts.repeats, sync)
 
 
 def report(key, seconds):

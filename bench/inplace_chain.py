@@ -9,10 +9,10 @@
 import argparse
 import gc
 import math
-import statistics
-import time
 
 import torch
+
+from timing import median_time, synchronizer
 
 p = argparse.ArgumentParser()
 p.add_argument("--device", default="cpu")
@@ -36,9 +36,7 @@ dev = torch.device(opts.device)
 dtype = getattr(torch, opts.dtype)
 
 
-def sync():
-    if cuda:
-        torch.cuda.synchronize(dev)
+sync = synchronizer(dev)
 
 
 torch.manual_seed(0)
@@ -80,16 +78,7 @@ def peak_ratio(fn):
 
 
 def timed(fn):
-    for _ in range(opts.warmup):
-        fn()
-    samples = []
-    for _ in range(opts.repeats):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    return median_time(fn, opts.warmup, opts.repeats, sync)
 
 
 print("version %s" % torch.__version__)
