@@ -368,6 +368,15 @@ tl_status tl_dispatch_status(void);
 /* True if a kernel exists (no error, no record). */
 bool tl_has_kernel(tl_op op, tl_device_type device, tl_dtype dtype);
 
+/* A view of t that holds each of its elements once, its 0-stride (expanded) dims made size 1:
+   what a kernel writing one value to every element (fill) walks. */
+static inline tl_tensor tl_distinct_elements(const tl_tensor *t) {
+    tl_tensor view = *t;
+    for (int d = 0; d < view.ndim; d++)
+        if (view.strides[d] == 0) view.shape[d] = 1;
+    return view;
+}
+
 #ifdef __cplusplus
 }
 #endif

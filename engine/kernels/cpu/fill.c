@@ -28,10 +28,7 @@ static tl_status fill_kernel(tl_tensor *out, tl_scalar value) {
     if (tl_numel(out) == 0) return TL_OK;
     uint64_t bits = 0;
     tl_dtype_store(out->dtype, &bits, value);
-    /* an expanded out holds each element once: walk it without its 0-stride dims */
-    tl_tensor view = *out;
-    for (int d = 0; d < view.ndim; d++)
-        if (view.strides[d] == 0) view.shape[d] = 1;
+    const tl_tensor view = tl_distinct_elements(out); /* an expanded out: each element once */
     tl_cpu_for_each(1, (const tl_tensor *const[]){&view}, loops[tl_dtype_size(out->dtype)], &bits);
     return TL_OK;
 }
