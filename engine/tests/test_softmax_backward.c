@@ -107,6 +107,14 @@ static tl_tensor *view_of(tl_tensor *base, bool transposed) {
     return out;
 }
 
+/* A new tensor like base (a copy of it when copy, else uninitialised), seen as the case sees
+   base; *owner gets the new base, to release. */
+static tl_tensor *new_view(tl_tensor *base, bool copy, bool transposed, tl_tensor **owner) {
+    *owner = NULL;
+    OK(copy ? tl_clone(base, owner) : tl_empty_like(base, owner));
+    return view_of(*owner, transposed);
+}
+
 /* The result of y (a view of y_base) and g (of g_base) along d out of place against the
    reference, then into a fresh tensor, into grad itself and into output itself: equal to the
    out-of-place result bit for bit on the CPU (one order of summation), within the tolerance on
@@ -127,18 +135,14 @@ static void check_modes(const char *what, bool log_mode, bool cpu, tl_tensor *y_
     char label[200];
 
     /* into a fresh tensor of y's geometry */
-    tl_tensor *fresh_base = NULL, *fresh = NULL;
-    OK(tl_empty_like(y_base, &fresh_base));
-    fresh = view_of(fresh_base, transposed);
+    tl_tensor *fresh_base, *fresh = new_view(y_base, false, transposed, &fresh_base);
     snprintf(label, sizeof label, "%s: into a fresh tensor", what);
     OK(into(fresh, g, y, d));
     compare(label, fresh, same, tol, cpu);
 
     /* into grad itself (an expanded grad cannot take it) */
     if (!expanded) {
-        tl_tensor *gb = NULL, *g2 = NULL;
-        OK(tl_clone(g_base, &gb));
-        g2 = view_of(gb, transposed);
+        tl_tensor *gb, *g2 = new_view(g_base, true, transposed, &gb);
         snprintf(label, sizeof label, "%s: in place into grad", what);
         OK(into(g2, g2, y, d));
         compare(label, g2, same, tol, cpu);
@@ -151,9 +155,7 @@ static void check_modes(const char *what, bool log_mode, bool cpu, tl_tensor *y_
     }
 
     /* into output itself, which bumps its version */
-    tl_tensor *yb = NULL, *y2 = NULL;
-    OK(tl_clone(y_base, &yb));
-    y2 = view_of(yb, transposed);
+    tl_tensor *yb, *y2 = new_view(y_base, true, transposed, &yb);
     uint64_t version = yb ? yb->storage->version : 0;
     snprintf(label, sizeof label, "%s: in place into output", what);
     OK(into(y2, g, y2, d));
