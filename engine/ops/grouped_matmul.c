@@ -328,25 +328,30 @@ static tl_status check_size(const char *name, const char *what, const tl_tensor 
                     (long long)expected, why);
 }
 
+/* first [T, *] times the stack b [G, K, N] by row segments: FORWARD first = A [T, K], each
+   segment times b[g]; INPUT first = grad [T, N], each segment times b[g]^T. */
+static tl_status rows_times_stack(tl_op op, segment_kind kind, const char *first_name,
+                                  const tl_tensor *first, const tl_tensor *b,
+                                  const tl_tensor *offsets, tl_tensor **out) {
+    const char *name = tl_op_info_of(op)->name;
+    const bool transposed = kind == SEGMENT_INPUT;
+    TL_TRY(check_operand(name, first_name, 0, first, 2, NULL));
+    TL_TRY(check_operand(name, "B", 0, b, 3, first));
+    TL_TRY(transposed ? check_size(name, first_name, first, 1, b->shape[2], "the columns of B")
+                      : check_size(name, "B", b, 1, first->shape[1], "the columns of A"));
+    const int64_t shape[2] = {first->shape[0], b->shape[transposed ? 1 : 2]};
+    return segments(op, kind, first, b, offsets, b->shape[0], shape, 2, out);
+}
+
 tl_status tl_grouped_mm(const tl_tensor *a, const tl_tensor *b, const tl_tensor *offsets,
                         tl_tensor **out) {
-    const char *name = "grouped_mm";
-    TL_TRY(check_operand(name, "A", 0, a, 2, NULL));
-    TL_TRY(check_operand(name, "B", 0, b, 3, a));
-    TL_TRY(check_size(name, "B", b, 1, a->shape[1], "the columns of A"));
-    const int64_t shape[2] = {a->shape[0], b->shape[2]};
-    return segments(TL_OP_grouped_mm, SEGMENT_FORWARD, a, b, offsets, b->shape[0], shape, 2, out);
+    return rows_times_stack(TL_OP_grouped_mm, SEGMENT_FORWARD, "A", a, b, offsets, out);
 }
 
 tl_status tl_grouped_mm_backward_input(const tl_tensor *grad, const tl_tensor *b,
                                        const tl_tensor *offsets, tl_tensor **out) {
-    const char *name = "grouped_mm_backward_input";
-    TL_TRY(check_operand(name, "grad", 0, grad, 2, NULL));
-    TL_TRY(check_operand(name, "B", 0, b, 3, grad));
-    TL_TRY(check_size(name, "grad", grad, 1, b->shape[2], "the columns of B"));
-    const int64_t shape[2] = {grad->shape[0], b->shape[1]};
-    return segments(TL_OP_grouped_mm_backward_input, SEGMENT_INPUT, grad, b, offsets, b->shape[0],
-                    shape, 2, out);
+    return rows_times_stack(TL_OP_grouped_mm_backward_input, SEGMENT_INPUT, "grad", grad, b,
+                            offsets, out);
 }
 
 tl_status tl_grouped_mm_backward_weight(const tl_tensor *grad, const tl_tensor *a,
