@@ -22,11 +22,7 @@ local function is_tensor(v)
   return ok and type(fn) == "function"
 end
 
-local function shape_str(shape)
-  local parts = {}
-  for i, s in ipairs(shape) do parts[i] = tostring(s) end
-  return "[" .. table.concat(parts, ", ") .. "]"
-end
+local function shape_str(shape) return "[" .. table.concat(shape, ", ") .. "]" end
 
 -- { shape = {...}, data = flat row-major array, dtype = string or nil } or nil, error
 local function normalize(v, what)
