@@ -1,10 +1,11 @@
-/* CUDA kernels of the pointwise backward ops, as cpu/activation_backward.c: out = f(grad, saved)
-   with the math of kernels/pointwise.h, "=" semantics; f32 and f64 natively, bf16/f16 through
-   f32. */
+/* CUDA kernels of the pointwise backward ops and their table, as cpu/activation_backward.c: out =
+   f(grad, saved) with the math of kernels/pointwise.h, "=" semantics; f32 and f64 natively,
+   bf16/f16 through f32. */
 #include <math.h>
 
 #include "kernels/pointwise.h"
 
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh"
 
 /* every POINTWISE_BACKWARD row of ops.def: the math of kernels/pointwise.h */
@@ -28,7 +29,8 @@ template <class E, class M> struct tl_grad_fn {
     }
 };
 
-extern "C" tl_status tl_cuda_activation_backward_run(tl_op op, int dtype, const tl_cuda_launch *l) {
+/* op's functor for the dtype, over the operands of l (out, grad, saved) */
+static tl_status launch_activation_backward(tl_op op, int dtype, const tl_cuda_launch *l) {
     return tl_cuda_floating(dtype, l->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         switch (op) {
@@ -42,3 +44,27 @@ extern "C" tl_status tl_cuda_activation_backward_run(tl_op op, int dtype, const 
         }
     });
 }
+
+/* ---- the table: one function per op serves every floating dtype --------------------------- */
+static tl_status run_activation_backward(tl_op op, tl_tensor *out, const tl_tensor *grad,
+                                         const tl_tensor *saved) {
+    const tl_tensor *operands[] = {out, grad, saved};
+    tl_cuda_launch l;
+    TL_TRY(tl_cuda_launch_of(op, 3, operands, &l));
+    return launch_activation_backward(op, tl_cuda_dtype_of(out), &l);
+}
+
+template <tl_op OP>
+static tl_status cuda_activation_backward(tl_tensor *out, const tl_tensor *grad,
+                                          const tl_tensor *saved) {
+    return run_activation_backward(OP, out, grad, saved);
+}
+
+/* every POINTWISE_BACKWARD row of ops.def */
+static const tl_kernel_entry entries[] = {
+#define POINTWISE_BACKWARD_OP(name, differentiable, backward)                                      \
+    TL_KERNEL(name, TL_DTYPES_FLOATING, binary, cuda_activation_backward<TL_OP_##name>),
+#include "tlua/ops.def"
+};
+
+TL_KERNEL_TABLE(tl_cuda_activation_backward_table, TL_DEVICE_CUDA, entries);

@@ -1,12 +1,13 @@
-/* CUDA binary elementwise kernels, as cpu/binary.c: add, sub, mul, pow and the pointwise binary
-   ops for floating dtypes (bf16/f16 in f32); add, sub, mul, pow for int32/int64 (wrapping); eq,
-   ne, lt, le, gt, ge for every dtype, giving bool. Keyed by the inputs' dtype. The math is
-   kernels/arith.h's and kernels/pointwise.h's, shared with the CPU. */
+/* CUDA binary elementwise kernels and their table, as cpu/binary.c: add, sub, mul, pow and the
+   pointwise binary ops for floating dtypes (bf16/f16 in f32); add, sub, mul, pow for int32/int64
+   (wrapping); eq, ne, lt, le, gt, ge for every dtype, giving bool. Keyed by the inputs' dtype. The
+   math is kernels/arith.h's and kernels/pointwise.h's, shared with the CPU. */
 #include <math.h>
 
 #include "kernels/arith.h"
 #include "kernels/pointwise.h"
 
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh"
 
 template <class E, class M> struct tl_binary_fn {
@@ -87,43 +88,44 @@ struct m_ge {
 };
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
-template <class E, class M> static tl_status arith(const tl_cuda_launch *l) {
+template <class E, class M> static tl_status launch_arith(const tl_cuda_launch *l) {
     return tl_cuda_elementwise<2>(l, tl_binary_fn<E, M>{});
 }
 
-template <class E, class M> static tl_status compare(const tl_cuda_launch *l) {
+template <class E, class M> static tl_status launch_compare(const tl_cuda_launch *l) {
     return tl_cuda_elementwise<2>(l, tl_compare_fn<E, M>{});
 }
 
-extern "C" tl_status tl_cuda_binary_run(tl_op op, int dtype, const tl_cuda_launch *l) {
+/* op's functor for the inputs' dtype, over the operands of l */
+static tl_status launch_binary(tl_op op, int dtype, const tl_cuda_launch *l) {
     return tl_cuda_dispatch<TL_CUDA_ALL>(dtype, l->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         switch (op) {
         case TL_OP_eq:
-            return compare<E, m_eq>(l);
+            return launch_compare<E, m_eq>(l);
         case TL_OP_ne:
-            return compare<E, m_ne>(l);
+            return launch_compare<E, m_ne>(l);
         case TL_OP_lt:
-            return compare<E, m_lt>(l);
+            return launch_compare<E, m_lt>(l);
         case TL_OP_le:
-            return compare<E, m_le>(l);
+            return launch_compare<E, m_le>(l);
         case TL_OP_gt:
-            return compare<E, m_gt>(l);
+            return launch_compare<E, m_gt>(l);
         case TL_OP_ge:
-            return compare<E, m_ge>(l);
+            return launch_compare<E, m_ge>(l);
         default:
             break;
         }
         if constexpr (E::dtype != TL_CUDA_BOOL) {
             switch (op) {
             case TL_OP_add:
-                return arith<E, m_add>(l);
+                return launch_arith<E, m_add>(l);
             case TL_OP_sub:
-                return arith<E, m_sub>(l);
+                return launch_arith<E, m_sub>(l);
             case TL_OP_mul:
-                return arith<E, m_mul>(l);
+                return launch_arith<E, m_mul>(l);
             case TL_OP_pow:
-                return arith<E, m_pow>(l);
+                return launch_arith<E, m_pow>(l);
             default:
                 break;
             }
@@ -132,7 +134,7 @@ extern "C" tl_status tl_cuda_binary_run(tl_op op, int dtype, const tl_cuda_launc
             switch (op) {
 #define POINTWISE_BINARY_CASE(name)                                                                \
     case TL_OP_##name:                                                                             \
-        return arith<E, m_##name>(l);
+        return launch_arith<E, m_##name>(l);
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_CASE(name)
 #include "tlua/ops.def"
             default:
@@ -142,3 +144,35 @@ extern "C" tl_status tl_cuda_binary_run(tl_op op, int dtype, const tl_cuda_launc
         return tl_cuda_no_kernel(l->op);
     });
 }
+
+/* ---- the table: one function per op serves every dtype (launch_binary dispatches) --------- */
+static tl_status run_binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
+    const tl_tensor *operands[] = {out, a, b};
+    tl_cuda_launch l;
+    TL_TRY(tl_cuda_launch_of(op, 3, operands, &l));
+    return launch_binary(op, tl_cuda_dtype_of(a), &l);
+}
+
+template <tl_op OP>
+static tl_status cuda_binary(tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
+    return run_binary(OP, out, a, b);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(add, TL_DTYPES_NUMERIC, binary, cuda_binary<TL_OP_add>),
+    TL_KERNEL(sub, TL_DTYPES_NUMERIC, binary, cuda_binary<TL_OP_sub>),
+    TL_KERNEL(mul, TL_DTYPES_NUMERIC, binary, cuda_binary<TL_OP_mul>),
+    TL_KERNEL(pow, TL_DTYPES_NUMERIC, binary, cuda_binary<TL_OP_pow>),
+    TL_KERNEL(eq, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_eq>),
+    TL_KERNEL(ne, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_ne>),
+    TL_KERNEL(lt, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_lt>),
+    TL_KERNEL(le, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_le>),
+    TL_KERNEL(gt, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_gt>),
+    TL_KERNEL(ge, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_ge>),
+/* and every POINTWISE_BINARY row of ops.def, for the floating dtypes */
+#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+    TL_KERNEL(name, TL_DTYPES_FLOATING, binary, cuda_binary<TL_OP_##name>),
+#include "tlua/ops.def"
+};
+
+TL_KERNEL_TABLE(tl_cuda_binary_table, TL_DEVICE_CUDA, entries);

@@ -1,15 +1,48 @@
-/* CUDA clip_grad_norm_multi, the device side: one grid-stride launch writes a double partial per
-   chunk of every gradient (each CTA finds its gradient by a binary search of the descriptors'
-   chunk offsets, |x|^p in the grad's compute type, sums in double, a fixed reduction tree), one
-   block merges the partials in chunk order into the total and the coefficient, and a last launch
-   scales every gradient by the coefficient it reads from device memory (nothing when it is >= 1).
-   No atomics and no host synchronization: the result does not depend on the grid. */
+/* CUDA clip_grad_norm_multi and its table: a descriptor per gradient and their chunk offsets
+   built on the host and put on the device with one copy on the stream, scratch for the partials
+   and the coefficient from the caching allocator; then one grid-stride launch writes a double
+   partial per chunk of every gradient (each CTA finds its gradient by a binary search of the
+   descriptors' chunk offsets, |x|^p in the grad's compute type, sums in double, a fixed reduction
+   tree), one block merges the partials in chunk order into the total and the coefficient, and a
+   last launch scales every gradient by the coefficient it reads from device memory (nothing when it
+   is >= 1). No atomics and no host synchronization: the result does not depend on the grid. */
+#include <stdint.h>
+#include <stdlib.h>
+
 #include "kernels/clip_norm.h"
-#include "kernels/cuda/clip_norm_launch.h"
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
+#define OP_NAME      "clip_grad_norm_multi"
 #define CLIP_THREADS 256
 #define CLIP_VEC     4
+
+/* Elements of one chunk: one partial result, a CTA's unit of work (a multiple of the vector
+   width, 4). */
+#define TL_CUDA_CLIP_CHUNK 16384
+
+/* One gradient: numel contiguous elements of dtype (TL_CUDA_F32, _F64, _BF16, _F16); its chunks
+   are first_chunk .. first_chunk + ceil(numel / TL_CUDA_CLIP_CHUNK) - 1 of the launch. vec: data
+   is aligned for accesses of 4 elements. */
+typedef struct tl_cuda_clip_grad {
+    void *data;
+    int64_t numel, first_chunk;
+    int32_t dtype, vec;
+} tl_cuda_clip_grad;
+
+/* count descriptors (on the device, ordered by first_chunk), chunks in all; partials: chunks
+   doubles and coef: one double, device scratch; total: the 0-dim result (float64 when total_f64,
+   else float32); mode: TL_CLIP_NORM_* of kernels/clip_norm.h, p the norm type. */
+typedef struct tl_cuda_clip {
+    tl_cuda_where at;
+    const tl_cuda_clip_grad *grads;
+    int64_t count, chunks;
+    double *partials, *coef;
+    void *total;
+    bool total_f64;
+    int mode;
+    double p, max_norm;
+} tl_cuda_clip;
 
 /* |x|^p of one element in the compute type C (float for float32, bfloat16 and float16, double for
    float64), each operation rounded on its own as the CPU kernel computes it. */
@@ -200,7 +233,7 @@ __global__ void __launch_bounds__(CLIP_THREADS)
 }
 
 /* The first two launches for one norm. */
-template <int MODE> static tl_status clip_norm_launch(const tl_cuda_clip *c) {
+template <int MODE> static tl_status launch_norm(const tl_cuda_clip *c) {
     if (c->chunks > 0) {
         const unsigned grid = tl_cuda_grid(c->chunks, c->at.sm_count, 8);
         clip_partials_kernel<MODE><<<grid, CLIP_THREADS, 0, c->at.stream>>>(
@@ -212,19 +245,21 @@ template <int MODE> static tl_status clip_norm_launch(const tl_cuda_clip *c) {
     return tl_cuda_check_launch(c->at.op);
 }
 
-extern "C" tl_status tl_cuda_clip_norm_run(const tl_cuda_clip *c) {
+/* Three launches, whatever count is: the partials of every chunk, the total and the coefficient
+   (one block), the scaling (which reads the coefficient on the device). No synchronization. */
+static tl_status launch_clip_norm(const tl_cuda_clip *c) {
     switch (c->mode) {
     case TL_CLIP_NORM_ONE:
-        TL_TRY(clip_norm_launch<TL_CLIP_NORM_ONE>(c));
+        TL_TRY(launch_norm<TL_CLIP_NORM_ONE>(c));
         break;
     case TL_CLIP_NORM_TWO:
-        TL_TRY(clip_norm_launch<TL_CLIP_NORM_TWO>(c));
+        TL_TRY(launch_norm<TL_CLIP_NORM_TWO>(c));
         break;
     case TL_CLIP_NORM_INF:
-        TL_TRY(clip_norm_launch<TL_CLIP_NORM_INF>(c));
+        TL_TRY(launch_norm<TL_CLIP_NORM_INF>(c));
         break;
     default:
-        TL_TRY(clip_norm_launch<TL_CLIP_NORM_P>(c));
+        TL_TRY(launch_norm<TL_CLIP_NORM_P>(c));
         break;
     }
     if (c->chunks <= 0) return TL_OK;
@@ -233,3 +268,61 @@ extern "C" tl_status tl_cuda_clip_norm_run(const tl_cuda_clip *c) {
                                                                c->coef);
     return tl_cuda_check_launch(c->at.op);
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+/* Descriptors of the non-empty grads in host (n of room): their count, *chunks the chunks. */
+static int64_t describe_grads(tl_tensor *const *grads, int64_t n, tl_cuda_clip_grad *host,
+                              int64_t *chunks) {
+    int64_t count = 0;
+    *chunks = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t numel = tl_numel(grads[i]);
+        if (numel == 0) continue;
+        tl_cuda_clip_grad *d = &host[count++];
+        d->data = tl_data(grads[i]);
+        d->numel = numel;
+        d->first_chunk = *chunks;
+        d->dtype = (int32_t)grads[i]->dtype;
+        d->vec = tl_cuda_aligned(d->data, 4 * tl_dtype_size(grads[i]->dtype));
+        *chunks += (numel + TL_CUDA_CLIP_CHUNK - 1) / TL_CUDA_CLIP_CHUNK;
+    }
+    return count;
+}
+
+static tl_status cuda_clip_grad_norm_multi(tl_tensor *const *grads, int64_t n, double max_norm,
+                                           double norm_type, tl_tensor *total) {
+    tl_cuda_clip_grad *host = (tl_cuda_clip_grad *)malloc(sizeof *host * (size_t)(n > 0 ? n : 1));
+    if (!host) return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory (%lld grads)", (long long)n);
+    int64_t chunks = 0;
+    const int64_t count = describe_grads(grads, n, host, &chunks);
+    /* one block of scratch: the descriptors, the partials, the coefficient (8-byte aligned); it
+       goes back to the cache behind the launches, in stream order */
+    const size_t desc_bytes = sizeof *host * (size_t)count;
+    const size_t bytes = desc_bytes + sizeof(double) * (size_t)(chunks + 1);
+    tl_cuda_clip c{};
+    c.count = count;
+    c.chunks = chunks;
+    c.total = tl_data(total);
+    c.total_f64 = total->dtype == TL_F64;
+    c.mode = tl_clip_norm_mode(norm_type);
+    c.p = norm_type;
+    c.max_norm = max_norm;
+    tl_cuda_scratch scratch;
+    tl_status status = tl_cuda_where_of(total, OP_NAME, &c.at);
+    if (status == TL_OK)
+        status = scratch.stage(c.at, bytes, host, desc_bytes, "gradient descriptors");
+    if (status == TL_OK) {
+        c.grads = (const tl_cuda_clip_grad *)scratch.ptr;
+        c.partials = (double *)((char *)scratch.ptr + desc_bytes);
+        c.coef = c.partials + chunks;
+        status = launch_clip_norm(&c);
+    }
+    free(host);
+    return status;
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(clip_grad_norm_multi, TL_DTYPES_FLOATING, clip_norm_multi, cuda_clip_grad_norm_multi),
+};
+
+TL_KERNEL_TABLE(tl_cuda_clip_norm_table, TL_DEVICE_CUDA, entries);

@@ -1,7 +1,8 @@
-/* CUDA im2col and col2im of conv2d, the device side. im2col moves elements (one version per
-   element size); col2im gathers: each image element sums the columns that read it, in the
-   order cpu/conv.c adds them (kernel row, then column), so results are deterministic and equal
-   to the CPU's. */
+/* CUDA im2col and col2im of conv2d and their table, the dtypes of cpu/conv.c. im2col moves elements
+   (one version per element size); col2im gathers: each image element sums the columns that read it,
+   in the order cpu/conv.c adds them (kernel row, then column), so results are deterministic and
+   equal to the CPU's. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define CONV_THREADS 256
@@ -9,7 +10,7 @@
 /* One thread per column element (row r, sample b, position oh, ow), ow fastest. */
 template <typename T, typename I>
 __global__ void __launch_bounds__(CONV_THREADS)
-    im2col_kernel(T *col, const T *img, const __grid_constant__ tl_cuda_window w, I total) {
+    im2col_kernel(T *col, const T *img, const __grid_constant__ tl_window2d w, I total) {
     const I stride = (I)gridDim.x * blockDim.x;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         I t = e;
@@ -33,7 +34,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
 template <class E, typename A, typename I>
 __global__ void __launch_bounds__(CONV_THREADS)
     col2im_kernel(typename E::T *img, const typename E::T *col,
-                  const __grid_constant__ tl_cuda_window w, I total) {
+                  const __grid_constant__ tl_window2d w, I total) {
     const I stride = (I)gridDim.x * blockDim.x;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         I t = e;
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
 }
 
 template <typename T>
-static void launch_im2col(const tl_cuda_where *at, T *dst, const T *src, const tl_cuda_window *w) {
+static void launch_im2col_as(const tl_cuda_where *at, T *dst, const T *src, const tl_window2d *w) {
     const int64_t total = w->channels * w->kernel_h * w->kernel_w * w->batch * w->out_h * w->out_w;
     const unsigned grid = tl_cuda_grid(tl_ceil_div(total, CONV_THREADS), at->sm_count);
     if (total <= (int64_t)UINT32_MAX)
@@ -74,14 +75,19 @@ static void launch_im2col(const tl_cuda_where *at, T *dst, const T *src, const t
         im2col_kernel<T, int64_t><<<grid, CONV_THREADS, 0, at->stream>>>(dst, src, *w, total);
 }
 
-extern "C" tl_status tl_cuda_im2col_run(const tl_cuda_where *at, bool to_columns, int dtype,
-                                        void *dst, const void *src, const tl_cuda_window *w) {
-    if (to_columns) /* moves elements: bf16 and f16 share the 16-bit kernel */
-        return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
-            typedef typename decltype(e)::T T;
-            launch_im2col(at, (T *)dst, (const T *)src, w);
-            return tl_cuda_check_launch(at->op);
-        });
+/* dst columns, src images: moves elements, so bf16 and f16 share the 16-bit kernel */
+static tl_status launch_im2col(const tl_cuda_where *at, int dtype, void *dst, const void *src,
+                               const tl_window2d *w) {
+    return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
+        typedef typename decltype(e)::T T;
+        launch_im2col_as(at, (T *)dst, (const T *)src, w);
+        return tl_cuda_check_launch(at->op);
+    });
+}
+
+/* dst images, src columns */
+static tl_status launch_col2im(const tl_cuda_where *at, int dtype, void *dst, const void *src,
+                               const tl_window2d *w) {
     return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -97,3 +103,25 @@ extern "C" tl_status tl_cuda_im2col_run(const tl_cuda_where *at, bool to_columns
         return tl_cuda_check_launch(at->op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status cuda_im2col(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
+    if (tl_numel(dst) == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(dst, "im2col", &at));
+    return launch_im2col(&at, tl_cuda_dtype_of(src), tl_data(dst), tl_data(src), w);
+}
+
+static tl_status cuda_col2im(tl_tensor *dst, const tl_tensor *src, const tl_window2d *w) {
+    if (tl_numel(dst) == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(dst, "col2im", &at));
+    return launch_col2im(&at, tl_cuda_dtype_of(src), tl_data(dst), tl_data(src), w);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(im2col, TL_DTYPES_FLOATING, im2col, cuda_im2col),
+    TL_KERNEL(col2im, TL_DTYPES_FLOATING, im2col, cuda_col2im),
+};
+
+TL_KERNEL_TABLE(tl_cuda_conv_table, TL_DEVICE_CUDA, entries);

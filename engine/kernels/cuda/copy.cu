@@ -1,8 +1,9 @@
-/* CUDA cast kernels (op `cast`), as cpu/copy.c: dst = src elementwise between all 7x7 dtypes.
-   bool = value != 0; float -> int truncates toward zero (NaN -> 0, out of range saturates); to
-   bf16/f16 rounds to nearest even once (f64 and int64 sources without double rounding). Same
-   dtypes copy bits (a dense copy is a cudaMemcpyAsync), except bool: every bool byte is read as
-   byte != 0, so a copy holds only 0 and 1 (as on the CPU). */
+/* CUDA cast kernels (op `cast`) and their table, as cpu/copy.c: dst = src elementwise between all
+   7x7 dtypes. bool = value != 0; float -> int truncates toward zero (NaN -> 0, out of range
+   saturates); to bf16/f16 rounds to nearest even once (f64 and int64 sources without double
+   rounding). Same dtypes copy bits (a dense copy is a cudaMemcpyAsync), except bool: every bool
+   byte is read as byte != 0, so a copy holds only 0 and 1 (as on the CPU). */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh"
 
 /* dst = D::cast(S::value(x)): the source loaded as its kind (float, double or int64), stored as
@@ -20,7 +21,7 @@ template <class T> struct bits_fn {
 };
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
-template <class T> static tl_status copy_bits(const tl_cuda_launch *l) {
+template <class T> static tl_status launch_copy_bits(const tl_cuda_launch *l) {
     if (l->numel > 0 && l->dense && l->scalar_mask == 0) {
         TL_CUDA_TRY(cudaMemcpyAsync(l->data[0], l->data[1], (size_t)l->numel * sizeof(T),
                                     cudaMemcpyDeviceToDevice, l->stream),
@@ -30,15 +31,24 @@ template <class T> static tl_status copy_bits(const tl_cuda_launch *l) {
     return tl_cuda_elementwise<1>(l, bits_fn<T>{});
 }
 
-extern "C" tl_status tl_cuda_cast_run(int src_dtype, int dst_dtype, const tl_cuda_launch *l) {
+/* One kernel for every pair of dtypes, looked up by src's. */
+static tl_status cuda_cast(tl_tensor *dst, const tl_tensor *src) {
+    const tl_tensor *operands[] = {dst, src};
+    tl_cuda_launch l;
+    TL_TRY(tl_cuda_launch_of(TL_OP_cast, 2, operands, &l));
+    const int src_dtype = tl_cuda_dtype_of(src), dst_dtype = tl_cuda_dtype_of(dst);
     if (src_dtype == dst_dtype && src_dtype != TL_CUDA_BOOL) {
-        return tl_cuda_dispatch<TL_CUDA_NUMERIC>(src_dtype, l->op, [&](auto s) -> tl_status {
-            return copy_bits<typename decltype(s)::T>(l);
+        return tl_cuda_dispatch<TL_CUDA_NUMERIC>(src_dtype, l.op, [&](auto s) -> tl_status {
+            return launch_copy_bits<typename decltype(s)::T>(&l);
         });
     }
-    return tl_cuda_dispatch<TL_CUDA_ALL>(src_dtype, l->op, [&](auto s) -> tl_status {
-        return tl_cuda_dispatch<TL_CUDA_ALL>(dst_dtype, l->op, [&](auto d) -> tl_status {
-            return tl_cuda_elementwise<1>(l, cast_fn<decltype(s), decltype(d)>{});
+    return tl_cuda_dispatch<TL_CUDA_ALL>(src_dtype, l.op, [&](auto s) -> tl_status {
+        return tl_cuda_dispatch<TL_CUDA_ALL>(dst_dtype, l.op, [&](auto d) -> tl_status {
+            return tl_cuda_elementwise<1>(&l, cast_fn<decltype(s), decltype(d)>{});
         });
     });
 }
+
+static const tl_kernel_entry entries[] = {TL_KERNEL(cast, TL_DTYPES_ALL, copy, cuda_cast)};
+
+TL_KERNEL_TABLE(tl_cuda_copy_table, TL_DEVICE_CUDA, entries);

@@ -1,10 +1,25 @@
-/* CUDA cross entropy, the device side: a group of threads per row computes the log-sum-exp
+/* CUDA cross entropy forward and backward and their table, the dtypes of cpu/cross_entropy.c: a
+   group of threads per row computes the log-sum-exp
    (exponentials summed in double) and the row's loss in double; one block then sums the row
    losses in a fixed order (deterministic). The backward is elementwise. Arithmetic as
    cpu/cross_entropy.c, each operation rounded on its own. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define CE_THREADS 256
+
+/* logits [N, K], target (int32/int64 by target_dtype) [N] */
+typedef struct tl_cuda_cross_entropy {
+    tl_cuda_where at;
+    int dtype, target_dtype;
+    int64_t N, K;
+    double smoothing;
+    const void *logits, *target;
+    void *loss;            /* forward: one element of dtype */
+    void *lse;             /* float32 (float64 for float64 logits); read by the backward */
+    const void *grad_loss; /* backward: one element of dtype */
+    void *grad;            /* backward: [N, K] */
+} tl_cuda_cross_entropy;
 
 template <typename C> struct nan_max {
     /* the CPU's `if (v > max || v != v) max = v`: any NaN gives NaN */
@@ -64,7 +79,7 @@ __global__ void __launch_bounds__(CE_THREADS)
     if (threadIdx.x == 0) *loss = E::store((typename E::C)tl_div(total, (double)N));
 }
 
-extern "C" tl_status tl_cuda_cross_entropy_run(const tl_cuda_cross_entropy *c) {
+static tl_status launch_cross_entropy(const tl_cuda_cross_entropy *c) {
     return tl_cuda_floating(c->dtype, c->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -104,7 +119,7 @@ __global__ void __launch_bounds__(CE_THREADS)
     }
 }
 
-extern "C" tl_status tl_cuda_cross_entropy_backward_run(const tl_cuda_cross_entropy *c) {
+static tl_status launch_cross_entropy_backward(const tl_cuda_cross_entropy *c) {
     return tl_cuda_floating(c->dtype, c->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -116,3 +131,47 @@ extern "C" tl_status tl_cuda_cross_entropy_backward_run(const tl_cuda_cross_entr
         return tl_cuda_check_launch(c->at.op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+/* The rows of logits [N, K] with their targets, as forward and backward both read them. */
+static tl_cuda_cross_entropy describe_rows(const tl_tensor *logits, const tl_tensor *target,
+                                           double smoothing) {
+    tl_cuda_cross_entropy c{};
+    c.dtype = tl_cuda_dtype_of(logits);
+    c.target_dtype = tl_cuda_dtype_of(target);
+    c.N = logits->shape[0];
+    c.K = logits->shape[1];
+    c.smoothing = smoothing;
+    c.logits = tl_data(logits);
+    c.target = tl_data(target);
+    return c;
+}
+
+static tl_status cuda_cross_entropy(tl_tensor *loss, tl_tensor *lse, const tl_tensor *logits,
+                                    const tl_tensor *target, double smoothing) {
+    tl_cuda_cross_entropy c = describe_rows(logits, target, smoothing);
+    c.loss = tl_data(loss);
+    c.lse = tl_data(lse);
+    TL_TRY(tl_cuda_where_of(loss, "cross_entropy", &c.at));
+    return launch_cross_entropy(&c);
+}
+
+static tl_status cuda_cross_entropy_backward(tl_tensor *grad_logits, const tl_tensor *grad_loss,
+                                             const tl_tensor *logits, const tl_tensor *lse,
+                                             const tl_tensor *target, double smoothing) {
+    tl_cuda_cross_entropy c = describe_rows(logits, target, smoothing);
+    c.lse = tl_data(lse);
+    c.grad_loss = tl_data(grad_loss);
+    c.grad = tl_data(grad_logits);
+    if (c.N == 0 || c.K == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(grad_logits, "cross_entropy_backward", &c.at));
+    return launch_cross_entropy_backward(&c);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(cross_entropy, TL_DTYPES_FLOATING, cross_entropy, cuda_cross_entropy),
+    TL_KERNEL(cross_entropy_backward, TL_DTYPES_FLOATING, cross_entropy_backward,
+              cuda_cross_entropy_backward),
+};
+
+TL_KERNEL_TABLE(tl_cuda_cross_entropy_table, TL_DEVICE_CUDA, entries);

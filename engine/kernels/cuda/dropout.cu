@@ -1,7 +1,24 @@
-/* CUDA dropout kernel, the device side: one pass, the mask drawn from Philox in registers. */
-#include "kernels/cuda/dropout.h"
+/* CUDA dropout kernel and its table: one pass, the mask drawn from Philox in registers. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh" /* tl_vec, tl_offsets_at, tl_cuda_blocks, launches */
 #include "kernels/philox.h"
+
+/* out = in * keep / (1 - p) over n elements, element e (out's row-major index) kept when the
+   float32 uniform `rand` draws for it from (seed, counter) is >= threshold ((float)p; 1 drops
+   all). dense: out and in contiguous; else geometry holds out's row-major dims (size-1 dims
+   dropped, merged where both allow) with the strides of out (operand 0) and in (operand 1). */
+typedef struct tl_cuda_dropout {
+    tl_cuda_where at;
+    int dtype; /* TL_CUDA_* */
+    void *out;
+    const void *in;
+    int64_t n;
+    bool dense;
+    tl_cuda_geometry geometry;
+    uint64_t seed, counter;
+    float threshold;
+    double keep_div; /* 1 - p */
+} tl_cuda_dropout;
 
 /* As cpu/dropout.c: element e's uniform is the float32 `rand` value of block counter + e / 4,
    word e % 4 (kernels/philox.h); a kept element becomes x / (1 - p) (IEEE division in the
@@ -82,7 +99,7 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
     }
 }
 
-template <class E> static tl_status run_dtype(const tl_cuda_dropout *d) {
+template <class E> static tl_status launch_dtype(const tl_cuda_dropout *d) {
     typedef typename E::T T;
     typedef typename E::C C;
     T *out = (T *)d->out;
@@ -104,7 +121,35 @@ template <class E> static tl_status run_dtype(const tl_cuda_dropout *d) {
     return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, d->at.op, "kernel launch");
 }
 
-extern "C" tl_status tl_cuda_dropout_run(const tl_cuda_dropout *d) {
+static tl_status launch_dropout(const tl_cuda_dropout *d) {
     return tl_cuda_floating(d->dtype, d->at.op,
-                            [&](auto e) -> tl_status { return run_dtype<decltype(e)>(d); });
+                            [&](auto e) -> tl_status { return launch_dtype<decltype(e)>(d); });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status cuda_dropout(tl_tensor *out, const tl_tensor *in, const tl_op_args *args) {
+    double p = args->scalar[0];
+    tl_cuda_dropout d{};
+    d.dtype = tl_cuda_dtype_of(out);
+    d.out = tl_data(out);
+    d.in = tl_data(in);
+    d.n = tl_numel(out);
+    d.dense = tl_is_contiguous(out) && tl_is_contiguous(in);
+    d.seed = args->seed;
+    d.counter = args->counter;
+    d.threshold = (float)p;
+    d.keep_div = 1.0 - p;
+    if (d.n == 0) return TL_OK;
+    if (!d.dense) {
+        const tl_tensor *operands[] = {out, in};
+        tl_cuda_geometry_of(&d.geometry, 2, operands);
+    }
+    TL_TRY(tl_cuda_where_of(out, "dropout", &d.at));
+    return launch_dropout(&d);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(dropout, TL_DTYPES_FLOATING, unary, cuda_dropout),
+};
+
+TL_KERNEL_TABLE(tl_cuda_dropout_table, TL_DEVICE_CUDA, entries);

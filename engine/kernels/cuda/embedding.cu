@@ -1,8 +1,10 @@
-/* CUDA embedding, the device side: a row gather, and a deterministic backward: the indices are
-   sorted (stable, with their positions), then each run of equal indices is summed in position
-   order, as cpu/embedding.c sums it, into its row (rows no index names stay zero). */
+/* CUDA embedding and its backward with their table, the dtypes of cpu/embedding.c: a row gather,
+   and a deterministic backward: the indices are sorted (stable, with their positions), then each
+   run of equal indices is summed in position order, as cpu/embedding.c sums it, into its row (rows
+   no index names stay zero). */
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define EMBED_THREADS 256
@@ -55,9 +57,11 @@ static int element_size(int dtype) {
     return dtype == TL_CUDA_F64 ? 8 : dtype == TL_CUDA_F32 ? 4 : 2;
 }
 
-extern "C" tl_status tl_cuda_embedding_run(const tl_cuda_where *at, int dtype, void *out,
-                                           const void *src, const void *indices, int index_dtype,
-                                           int64_t n, int64_t rows, int64_t D) {
+/* indices (n, int32 or int64 by index_dtype) into the `rows` rows of D elements of src; an index
+   outside [0, rows) gives a zero row */
+static tl_status launch_embedding(const tl_cuda_where *at, int dtype, void *out, const void *src,
+                                  const void *indices, int index_dtype, int64_t n, int64_t rows,
+                                  int64_t D) {
     const int64_t row_bytes = D * element_size(dtype);
     if (index_dtype == TL_CUDA_I64)
         launch_gather(at, out, src, (const int64_t *)indices, n, rows, row_bytes);
@@ -106,10 +110,11 @@ static int key_bits(int64_t rows) {
     return bits;
 }
 
-extern "C" tl_status tl_cuda_embedding_backward_run(const tl_cuda_where *at, int dtype, void *out,
-                                                    const void *src, const void *indices,
-                                                    int index_dtype, int64_t n, int64_t rows,
-                                                    int64_t D) {
+/* out [rows, D] = the rows of src [n, D] summed by index, in order (an index outside [0, rows)
+   adds nowhere) */
+static tl_status launch_embedding_backward(const tl_cuda_where *at, int dtype, void *out,
+                                           const void *src, const void *indices, int index_dtype,
+                                           int64_t n, int64_t rows, int64_t D) {
     TL_CUDA_TRY(cudaMemsetAsync(out, 0, (size_t)(rows * D * element_size(dtype)), at->stream),
                 at->op, "zeroing the gradient");
     if (n == 0) return TL_OK;
@@ -150,3 +155,30 @@ extern "C" tl_status tl_cuda_embedding_backward_run(const tl_cuda_where *at, int
         return tl_cuda_check_launch(at->op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status cuda_embedding(tl_tensor *out, const tl_tensor *src, const tl_tensor *indices) {
+    const int64_t n = tl_numel(indices), D = src->shape[1];
+    if (n == 0 || D == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(out, "embedding", &at));
+    return launch_embedding(&at, tl_cuda_dtype_of(src), tl_data(out), tl_data(src),
+                            tl_data(indices), tl_cuda_dtype_of(indices), n, src->shape[0], D);
+}
+
+static tl_status cuda_embedding_backward(tl_tensor *out, const tl_tensor *src,
+                                         const tl_tensor *indices) {
+    const int64_t n = tl_numel(indices), rows = out->shape[0], D = out->shape[1];
+    if (rows == 0 || D == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(out, "embedding_backward", &at));
+    return launch_embedding_backward(&at, tl_cuda_dtype_of(src), tl_data(out), tl_data(src),
+                                     tl_data(indices), tl_cuda_dtype_of(indices), n, rows, D);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(embedding, TL_DTYPES_FLOATING, embedding, cuda_embedding),
+    TL_KERNEL(embedding_backward, TL_DTYPES_FLOATING, embedding, cuda_embedding_backward),
+};
+
+TL_KERNEL_TABLE(tl_cuda_embedding_table, TL_DEVICE_CUDA, entries);

@@ -1,7 +1,8 @@
-/* CUDA fill kernels, as cpu/fill.c: every element of out (any strides) set to one value already
-   converted to out's dtype on the host, for every dtype (by element size). */
+/* CUDA fill kernels and their table, as cpu/fill.c: every element of out (any strides) set to one
+   value already converted to out's dtype on the host, for every dtype (by element size). */
 #include <string.h>
 
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh"
 
 /* dense: 16-byte stores where out is aligned for them */
@@ -30,7 +31,7 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
     }
 }
 
-template <typename T> static tl_status run(uint64_t bits, const tl_cuda_launch *l) {
+template <typename T> static tl_status launch_fill(uint64_t bits, const tl_cuda_launch *l) {
     if (l->numel == 0) return TL_OK;
     T value;
     memcpy(&value, &bits, sizeof value);
@@ -48,17 +49,33 @@ template <typename T> static tl_status run(uint64_t bits, const tl_cuda_launch *
     return tl_cuda_check_launch(l->op);
 }
 
-extern "C" tl_status tl_cuda_fill_run(size_t element_size, uint64_t bits, const tl_cuda_launch *l) {
-    switch (element_size) {
+/* The value converted once on the host (tl_dtype_store, as the CPU kernel), then set as bits of
+   its size. */
+static tl_status cuda_fill(tl_tensor *out, tl_scalar value) {
+    if (tl_numel(out) == 0) return TL_OK;
+    uint64_t bits = 0;
+    tl_dtype_store(out->dtype, &bits, value);
+    /* an expanded out holds each element once: walk it without its 0-stride dims */
+    tl_tensor view = *out;
+    for (int d = 0; d < view.ndim; d++)
+        if (view.strides[d] == 0) view.shape[d] = 1;
+    const tl_tensor *operands[] = {&view};
+    tl_cuda_launch l;
+    TL_TRY(tl_cuda_launch_of(TL_OP_fill, 1, operands, &l));
+    switch (tl_dtype_size(out->dtype)) {
     case 1:
-        return run<uint8_t>(bits, l);
+        return launch_fill<uint8_t>(bits, &l);
     case 2:
-        return run<uint16_t>(bits, l);
+        return launch_fill<uint16_t>(bits, &l);
     case 4:
-        return run<uint32_t>(bits, l);
+        return launch_fill<uint32_t>(bits, &l);
     case 8:
-        return run<uint64_t>(bits, l);
+        return launch_fill<uint64_t>(bits, &l);
     default:
-        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
+        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l.op);
     }
 }
+
+static const tl_kernel_entry entries[] = {TL_KERNEL(fill, TL_DTYPES_ALL, fill, cuda_fill)};
+
+TL_KERNEL_TABLE(tl_cuda_fill_table, TL_DEVICE_CUDA, entries);

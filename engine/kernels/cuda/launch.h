@@ -1,6 +1,6 @@
-/* Internal: what the C side of the CUDA elementwise kernels (cuda/elementwise.c) hands to their
-   device side (the cuda/ .cu files): the operands' data, their merged strided geometry, the stream.
-   Plain C for gcc and nvcc alike (nvcc sources cannot include tlua/dtype.h). */
+/* Internal: the plain descriptions of CUDA elementwise launches (unary.cu, binary.cu, where.cu,
+   ...): tl_dtype as TL_CUDA_* values, the operands' data, their merged strided geometry, the
+   stream. Plain C: the C kernel files of engine/kernels/cuda (through ops_launch.h) read it too. */
 #ifndef TLUA_CUDA_LAUNCH_H
 #define TLUA_CUDA_LAUNCH_H
 
@@ -20,7 +20,7 @@ extern "C" {
 #define TL_CUDA_DIMS     16 /* TL_MAX_DIMS */
 #define TL_CUDA_OPERANDS 4  /* the output and up to 3 inputs */
 
-/* tl_dtype's values (checked in cuda/elementwise.c) */
+/* tl_dtype's values (checked in cuda/describe.cuh) */
 enum {
     TL_CUDA_F32,
     TL_CUDA_F64,
@@ -54,19 +54,6 @@ typedef struct tl_cuda_launch {
     uint32_t scalar_mask;
     tl_cuda_geometry geometry;
 } tl_cuda_launch;
-
-/* The device sides (extern "C" in the .cu files). dtype is a TL_CUDA_* value; each returns
-   TL_OK or the launch's error. */
-tl_status tl_cuda_unary_run(tl_op op, int dtype, const tl_cuda_launch *l, const double *scalar,
-                            const bool *has_scalar);                        /* unary.cu */
-tl_status tl_cuda_binary_run(tl_op op, int dtype, const tl_cuda_launch *l); /* binary.cu */
-tl_status tl_cuda_activation_backward_run(tl_op op, int dtype,
-                                          const tl_cuda_launch *l); /* activation_backward.cu */
-tl_status tl_cuda_where_run(size_t element_size, const tl_cuda_launch *l); /* where.cu */
-/* bits: the value already in the output's dtype (element_size bytes, little-endian) */
-tl_status tl_cuda_fill_run(size_t element_size, uint64_t bits,
-                           const tl_cuda_launch *l);                               /* fill.cu */
-tl_status tl_cuda_cast_run(int src_dtype, int dst_dtype, const tl_cuda_launch *l); /* copy.cu */
 
 #ifdef __cplusplus
 }

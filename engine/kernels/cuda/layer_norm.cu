@@ -1,13 +1,27 @@
-/* CUDA layer norm over the last dim, the device side: a group of threads per row (a warp, or a
+/* CUDA layer norm over the last dim, forward and backward, and their table, the dtypes of
+   cpu/layer_norm.c: a group of threads per row (a warp, or a
    block for long rows) with the row's sums in double, as cpu/layer_norm.c; the weight and bias
    gradients sum blocks of rows per column in double, then the blocks in order (deterministic).
    Elementwise arithmetic rounds each operation on its own, as the CPU does. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define LN_THREADS 256
 #define COLS_X     32
 #define COLS_Y     8
 #define MAX_CHUNKS 1024
+
+/* rows of D elements; mean/rstd float32 (float64 for float64). */
+typedef struct tl_cuda_layer_norm {
+    tl_cuda_where at;
+    int dtype;
+    int64_t rows, D;
+    double eps;
+    const void *in, *weight, *bias, *grad_out; /* weight, bias may be NULL */
+    void *out;                                 /* forward output or grad_in */
+    void *mean, *rstd;                         /* written by the forward, read by the backward */
+    void *grad_weight, *grad_bias;             /* may be NULL */
+} tl_cuda_layer_norm;
 
 static int row_group(int64_t D) {
     return D >= 1024 ? LN_THREADS : 32;
@@ -53,7 +67,7 @@ __global__ void __launch_bounds__(LN_THREADS)
 
 /* The launch of a kernel by rows for l's dtype: launch(e, grid, group) with a group of threads
    (row_group) per row. */
-template <typename F> static tl_status run_rows(const tl_cuda_layer_norm *l, F launch) {
+template <typename F> static tl_status launch_rows(const tl_cuda_layer_norm *l, F launch) {
     return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
         const int group = row_group(l->D);
         launch(e, tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / group), l->at.sm_count), group);
@@ -61,8 +75,8 @@ template <typename F> static tl_status run_rows(const tl_cuda_layer_norm *l, F l
     });
 }
 
-extern "C" tl_status tl_cuda_layer_norm_run(const tl_cuda_layer_norm *l) {
-    return run_rows(l, [&](auto e, unsigned grid, int group) {
+static tl_status launch_layer_norm(const tl_cuda_layer_norm *l) {
+    return launch_rows(l, [&](auto e, unsigned grid, int group) {
         typedef decltype(e) E;
         typedef typename E::T T;
         typedef typename E::C C;
@@ -108,8 +122,8 @@ __global__ void __launch_bounds__(LN_THREADS)
     }
 }
 
-extern "C" tl_status tl_cuda_layer_norm_backward_input_run(const tl_cuda_layer_norm *l) {
-    return run_rows(l, [&](auto e, unsigned grid, int group) {
+static tl_status launch_layer_norm_backward_input(const tl_cuda_layer_norm *l) {
+    return launch_rows(l, [&](auto e, unsigned grid, int group) {
         typedef decltype(e) E;
         typedef typename E::T T;
         typedef typename E::C C;
@@ -174,7 +188,7 @@ __global__ void __launch_bounds__(LN_THREADS)
     }
 }
 
-extern "C" tl_status tl_cuda_layer_norm_backward_weight_run(const tl_cuda_layer_norm *l) {
+static tl_status launch_layer_norm_backward_weight(const tl_cuda_layer_norm *l) {
     return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -206,3 +220,78 @@ extern "C" tl_status tl_cuda_layer_norm_backward_weight_run(const tl_cuda_layer_
         return TL_OK;
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status cuda_layer_norm(tl_tensor *out, tl_tensor *mean, tl_tensor *rstd,
+                                 const tl_tensor *in, const tl_tensor *weight,
+                                 const tl_tensor *bias, double eps) {
+    const int64_t D = in->shape[in->ndim - 1];
+    tl_cuda_layer_norm l{};
+    l.dtype = tl_cuda_dtype_of(in);
+    l.rows = D > 0 ? tl_numel(in) / D : 0;
+    l.D = D;
+    l.eps = eps;
+    l.in = tl_data(in);
+    l.weight = tl_cuda_data(weight);
+    l.bias = tl_cuda_data(bias);
+    l.out = tl_data(out);
+    l.mean = tl_data(mean);
+    l.rstd = tl_data(rstd);
+    if (l.rows == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(in, "layer_norm", &l.at));
+    return launch_layer_norm(&l);
+}
+
+/* layer_norm_backward_input: first = grad_in; layer_norm_backward_weight: first = grad_weight,
+   second = grad_bias (either NULL). */
+static tl_status run_layer_norm_backward(const char *op, bool input, tl_tensor *first,
+                                         tl_tensor *second, const tl_tensor *grad_out,
+                                         const tl_tensor *in, const tl_tensor *mean,
+                                         const tl_tensor *rstd, const tl_tensor *weight) {
+    const int64_t D = grad_out->shape[grad_out->ndim - 1];
+    tl_cuda_layer_norm l{};
+    l.dtype = tl_cuda_dtype_of(grad_out);
+    l.rows = D > 0 ? tl_numel(grad_out) / D : 0;
+    l.D = D;
+    l.grad_out = tl_data(grad_out);
+    l.in = tl_cuda_data(in);
+    l.mean = tl_cuda_data(mean);
+    l.rstd = tl_cuda_data(rstd);
+    l.weight = tl_cuda_data(weight);
+    if (input) {
+        l.out = tl_data(first);
+    } else {
+        l.grad_weight = tl_cuda_data(first);
+        l.grad_bias = tl_cuda_data(second);
+        if (!first && !second) return TL_OK;
+    }
+    if (D == 0 || (input && l.rows == 0)) return TL_OK;
+    TL_TRY(tl_cuda_where_of(grad_out, op, &l.at));
+    return input ? launch_layer_norm_backward_input(&l) : launch_layer_norm_backward_weight(&l);
+}
+
+static tl_status cuda_layer_norm_backward_input(tl_tensor *first, tl_tensor *second,
+                                                const tl_tensor *grad_out, const tl_tensor *in,
+                                                const tl_tensor *mean, const tl_tensor *rstd,
+                                                const tl_tensor *weight) {
+    return run_layer_norm_backward("layer_norm_backward_input", true, first, second, grad_out, in,
+                                   mean, rstd, weight);
+}
+
+static tl_status cuda_layer_norm_backward_weight(tl_tensor *first, tl_tensor *second,
+                                                 const tl_tensor *grad_out, const tl_tensor *in,
+                                                 const tl_tensor *mean, const tl_tensor *rstd,
+                                                 const tl_tensor *weight) {
+    return run_layer_norm_backward("layer_norm_backward_weight", false, first, second, grad_out, in,
+                                   mean, rstd, weight);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(layer_norm, TL_DTYPES_FLOATING, layer_norm, cuda_layer_norm),
+    TL_KERNEL(layer_norm_backward_input, TL_DTYPES_FLOATING, layer_norm_backward,
+              cuda_layer_norm_backward_input),
+    TL_KERNEL(layer_norm_backward_weight, TL_DTYPES_FLOATING, layer_norm_backward,
+              cuda_layer_norm_backward_weight),
+};
+
+TL_KERNEL_TABLE(tl_cuda_layer_norm_table, TL_DEVICE_CUDA, entries);

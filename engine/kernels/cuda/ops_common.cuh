@@ -150,6 +150,17 @@ struct tl_cuda_scratch {
         device = at.device;
         return tl_cuda_malloc(at.device, bytes, at.op, &ptr);
     }
+    /* bytes of scratch whose first host_bytes are a copy of host (descriptors built on the
+       host): a pageable copy on at's stream, which the driver stages at once, so nothing waits;
+       what names the copy in errors */
+    tl_status stage(const tl_cuda_where &at, size_t bytes, const void *host, size_t host_bytes,
+                    const char *what) {
+        TL_TRY(get(at, bytes));
+        if (host_bytes == 0) return TL_OK;
+        const cudaError_t err =
+            cudaMemcpyAsync(ptr, host, host_bytes, cudaMemcpyHostToDevice, at.stream);
+        return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, at.op, what);
+    }
     ~tl_cuda_scratch() {
         if (ptr) tl_cuda_free(device, ptr);
     }

@@ -1,9 +1,30 @@
-/* CUDA fused in-place optimizer steps, the device side: cpu/optim.c's update rules with its
-   arithmetic, operation for operation (each rounded on its own, no FMA contraction), so a step
-   gives the CPU's values bit for bit. */
+/* CUDA fused in-place optimizer steps (SGD, Adam/AdamW) and their table, the dtypes of
+   cpu/optim.c: its hyper-parameters computed on the host in double exactly as it computes them,
+   then its update rules with its arithmetic, operation for operation (each rounded on its own, no
+   FMA contraction), so a step gives the CPU's values bit for bit. */
+#include <math.h>
+
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define OPTIM_THREADS 256
+
+/* The hyper-parameters already in the form the CPU kernels compute them (in double); the device
+   rounds them to the compute type as the CPU does. */
+typedef struct tl_cuda_optim {
+    tl_cuda_where at;
+    int dtype;
+    int64_t n;
+    void *param, *state0, *state1; /* state0/state1 NULL where unused */
+    const void *grad;
+    /* sgd */
+    double weight_decay, momentum, keep, neg_lr;
+    bool decay, nesterov, first_step;
+    /* adam */
+    double neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps,
+        shrink;
+    bool decoupled, l2;
+} tl_cuda_optim;
 
 /* torch.optim.SGD: d = g (+ weight_decay * p); buf = d on the first step, else
    buf * momentum + (1 - dampening) * d; d = nesterov ? d + momentum * buf : buf; p -= lr * d */
@@ -34,7 +55,7 @@ __global__ void __launch_bounds__(OPTIM_THREADS)
     }
 }
 
-extern "C" tl_status tl_cuda_sgd_run(const tl_cuda_optim *o) {
+static tl_status launch_sgd(const tl_cuda_optim *o) {
     return tl_cuda_floating(o->dtype, o->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -81,7 +102,7 @@ __global__ void __launch_bounds__(OPTIM_THREADS)
     }
 }
 
-extern "C" tl_status tl_cuda_adam_run(const tl_cuda_optim *o) {
+static tl_status launch_adam(const tl_cuda_optim *o) {
     const adam_scalars a = {o->neg_step_size,   o->correction2_sqrt, o->beta1, o->beta2,
                             o->one_minus_beta1, o->one_minus_beta2,  o->eps,   o->weight_decay,
                             o->shrink,          o->decoupled,        o->l2};
@@ -94,3 +115,59 @@ extern "C" tl_status tl_cuda_adam_run(const tl_cuda_optim *o) {
         return tl_cuda_check_launch(o->at.op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status cuda_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *buffer,
+                               tl_tensor *unused, const tl_optim_args *a) {
+    (void)unused;
+    tl_cuda_optim o{};
+    o.dtype = tl_cuda_dtype_of(param);
+    o.n = tl_numel(param);
+    o.param = tl_data(param);
+    o.grad = tl_data(grad);
+    o.state0 = buffer && a->momentum != 0 ? tl_data(buffer) : nullptr;
+    o.weight_decay = a->weight_decay;
+    o.momentum = a->momentum;
+    o.keep = 1 - a->dampening;
+    o.neg_lr = -a->lr;
+    o.decay = a->weight_decay != 0;
+    o.nesterov = a->nesterov;
+    o.first_step = a->first_step;
+    if (o.n == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(param, "sgd_step", &o.at));
+    return launch_sgd(&o);
+}
+
+static tl_status cuda_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
+                                tl_tensor *exp_avg_sq, const tl_optim_args *a) {
+    const double correction1 = 1 - pow(a->beta1, (double)a->step);
+    const double correction2 = 1 - pow(a->beta2, (double)a->step);
+    tl_cuda_optim o{};
+    o.dtype = tl_cuda_dtype_of(param);
+    o.n = tl_numel(param);
+    o.param = tl_data(param);
+    o.grad = tl_data(grad);
+    o.state0 = tl_data(exp_avg);
+    o.state1 = tl_data(exp_avg_sq);
+    o.weight_decay = a->weight_decay;
+    o.neg_step_size = -(a->lr / correction1);
+    o.correction2_sqrt = sqrt(correction2);
+    o.beta1 = a->beta1;
+    o.beta2 = a->beta2;
+    o.one_minus_beta1 = 1 - a->beta1;
+    o.one_minus_beta2 = 1 - a->beta2;
+    o.eps = a->eps;
+    o.shrink = 1 - a->lr * a->weight_decay;
+    o.decoupled = a->decoupled;
+    o.l2 = !a->decoupled && a->weight_decay != 0;
+    if (o.n == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(param, "adam_step", &o.at));
+    return launch_adam(&o);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(sgd_step, TL_DTYPES_FLOATING, optim, cuda_sgd_step),
+    TL_KERNEL(adam_step, TL_DTYPES_FLOATING, optim, cuda_adam_step),
+};
+
+TL_KERNEL_TABLE(tl_cuda_optim_table, TL_DEVICE_CUDA, entries);

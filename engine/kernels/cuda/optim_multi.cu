@@ -1,12 +1,43 @@
-/* CUDA multi-tensor Adam/AdamW (adam_step_multi), the device side: one grid-stride launch over
-   the chunks of every parameter, each CTA finding its parameter by a binary search of the
-   descriptors' chunk offsets; 4-element vector accesses where the pointers allow; the arithmetic
-   of cpu/optim_multi.c operation for operation (no FMA contraction), so both devices agree. */
-#include "kernels/cuda/ops_common.cuh"
-#include "kernels/cuda/optim_multi_launch.h"
+/* CUDA multi-tensor Adam/AdamW (adam_step_multi) and its table: a descriptor per parameter and
+   their chunk offsets built on the host, put on the device with one copy on the stream, then one
+   grid-stride launch over the chunks of every parameter, each CTA finding its parameter by a binary
+   search of the descriptors' chunk offsets; 4-element vector accesses where the pointers allow; the
+   arithmetic of cpu/optim_multi.c operation for operation (no FMA contraction), so both devices
+   agree. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 
+#include "kernels/cuda/describe.cuh"
+#include "kernels/cuda/ops_common.cuh"
+
+#define OP_NAME      "adam_step_multi"
 #define ADAM_THREADS 256
 #define ADAM_VEC     4
+
+/* Elements of one chunk: a CTA's unit of work (a multiple of the vector width, 4). */
+#define TL_CUDA_ADAM_CHUNK 32768
+
+/* One parameter: contiguous tensors of numel elements; param and grad of dtype (TL_CUDA_F32,
+   _F64, _BF16, _F16), the moments float64 for float64, else float32; master NULL or float32.
+   Its chunks are first_chunk .. first_chunk + ceil(numel / TL_CUDA_ADAM_CHUNK) - 1 of the
+   launch. vec: every pointer is aligned for accesses of 4 elements. */
+typedef struct tl_cuda_adam_param {
+    void *param;
+    const void *grad;
+    void *exp_avg, *exp_avg_sq;
+    float *master;
+    int64_t numel, first_chunk;
+    int32_t dtype, vec;
+} tl_cuda_adam_param;
+
+/* The step's scalars in double, as cpu/optim_multi.c computes them; the device rounds them to
+   the compute type. */
+typedef struct tl_cuda_adam_scalars {
+    double neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
+        shrink;
+    bool decoupled, l2;
+} tl_cuda_adam_scalars;
 
 /* The scalars in the compute type C. */
 template <typename C> struct adam_consts {
@@ -119,11 +150,88 @@ __global__ void __launch_bounds__(ADAM_THREADS)
     }
 }
 
-extern "C" tl_status tl_cuda_adam_multi_run(const tl_cuda_where *at,
-                                            const tl_cuda_adam_param *params, int64_t count,
-                                            int64_t chunks, const tl_cuda_adam_scalars *s) {
+/* count descriptors (on the device, ordered by first_chunk), chunks in all: one launch. */
+static tl_status launch_adam_multi(const tl_cuda_where *at, const tl_cuda_adam_param *params,
+                                   int64_t count, int64_t chunks, const tl_cuda_adam_scalars *s) {
     if (chunks <= 0) return TL_OK;
     const unsigned grid = tl_cuda_grid(chunks, at->sm_count, 8);
     adam_multi_kernel<<<grid, ADAM_THREADS, 0, at->stream>>>(params, count, chunks, *s);
     return tl_cuda_check_launch(at->op);
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_cuda_adam_scalars scalars_of(const tl_optim_args *a) {
+    const double correction1 = 1 - pow(a->beta1, (double)a->step);
+    const double correction2 = 1 - pow(a->beta2, (double)a->step);
+    tl_cuda_adam_scalars s{};
+    s.neg_step_size = -(a->lr / correction1);
+    s.correction2_sqrt = sqrt(correction2);
+    s.beta1 = a->beta1;
+    s.beta2 = a->beta2;
+    s.one_minus_beta1 = 1 - a->beta1;
+    s.one_minus_beta2 = 1 - a->beta2;
+    s.eps = a->eps;
+    s.wd = a->weight_decay;
+    s.shrink = 1 - a->lr * a->weight_decay;
+    s.decoupled = a->decoupled;
+    s.l2 = !a->decoupled && a->weight_decay != 0;
+    return s;
+}
+
+/* p (NULL too) aligned for accesses of 4 elements of element_size bytes */
+static bool vec_aligned(const void *p, size_t element_size) {
+    return tl_cuda_aligned(p, 4 * element_size);
+}
+
+static tl_status cuda_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *grads,
+                                      tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
+                                      tl_tensor *const *master, int64_t n,
+                                      const tl_optim_args *args) {
+    if (n <= 0) return TL_OK;
+    tl_cuda_adam_param *host = (tl_cuda_adam_param *)malloc(sizeof *host * (size_t)n);
+    if (!host)
+        return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory (%lld params)", (long long)n);
+    int64_t count = 0, chunks = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t numel = tl_numel(params[i]);
+        if (numel == 0) continue;
+        const size_t size = tl_dtype_size(params[i]->dtype),
+                     moment = tl_dtype_size(exp_avg[i]->dtype);
+        tl_cuda_adam_param *d = &host[count++];
+        d->param = tl_data(params[i]);
+        d->grad = tl_data(grads[i]);
+        d->exp_avg = tl_data(exp_avg[i]);
+        d->exp_avg_sq = tl_data(exp_avg_sq[i]);
+        d->master = master ? tl_cuda_data<float>(master[i]) : nullptr;
+        d->numel = numel;
+        d->first_chunk = chunks;
+        d->dtype = (int32_t)params[i]->dtype;
+        d->vec = vec_aligned(d->param, size) && vec_aligned(d->grad, size) &&
+                 vec_aligned(d->exp_avg, moment) && vec_aligned(d->exp_avg_sq, moment) &&
+                 vec_aligned(d->master, sizeof(float));
+        chunks += (numel + TL_CUDA_ADAM_CHUNK - 1) / TL_CUDA_ADAM_CHUNK;
+    }
+    tl_status status = TL_OK;
+    if (count > 0) {
+        tl_cuda_where at{};
+        /* the descriptors go back to the cache behind the launch, in stream order */
+        tl_cuda_scratch descriptors;
+        const size_t bytes = sizeof *host * (size_t)count;
+        status = tl_cuda_where_of(params[0], OP_NAME, &at);
+        if (status == TL_OK)
+            status = descriptors.stage(at, bytes, host, bytes, "parameter descriptors");
+        if (status == TL_OK) {
+            const tl_cuda_adam_scalars s = scalars_of(args);
+            status = launch_adam_multi(&at, (const tl_cuda_adam_param *)descriptors.ptr, count,
+                                       chunks, &s);
+        }
+    }
+    free(host);
+    return status;
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(adam_step_multi, TL_DTYPES_FLOATING, optim_multi, cuda_adam_step_multi),
+};
+
+TL_KERNEL_TABLE(tl_cuda_optim_multi_table, TL_DEVICE_CUDA, entries);

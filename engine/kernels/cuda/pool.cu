@@ -1,7 +1,8 @@
-/* CUDA max_pool2d, the device side: the forward as cpu/pool.c (first maximum, the last NaN
-   wins, padding never does); the backward scatters each plane's gradients with one warp that
-   adds them in output order (lanes with the same index add in lane order), so the sums are
-   deterministic and equal to the CPU's. */
+/* CUDA max_pool2d and its backward with their table, the dtypes of cpu/pool.c: the forward as
+   cpu/pool.c (first maximum, the last NaN wins, padding never does); the backward scatters each
+   plane's gradients with one warp that adds them in output order (lanes with the same index add in
+   lane order), so the sums are deterministic and equal to the CPU's. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define POOL_THREADS    256
@@ -13,7 +14,7 @@
 template <class E>
 __global__ void __launch_bounds__(POOL_THREADS)
     pool_kernel(typename E::T *out, int64_t *indices, const typename E::T *in,
-                const __grid_constant__ tl_cuda_window w, int64_t total) {
+                const __grid_constant__ tl_window2d w, int64_t total) {
     typedef typename E::C C;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x, out_size = w.out_h * w.out_w;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
@@ -104,9 +105,8 @@ __global__ void pool_backward_kernel(typename E::T *grad_in, const typename E::T
     }
 }
 
-extern "C" tl_status tl_cuda_max_pool_run(const tl_cuda_where *at, int dtype, void *out,
-                                          int64_t *indices, const void *in,
-                                          const tl_cuda_window *w) {
+static tl_status launch_max_pool(const tl_cuda_where *at, int dtype, void *out, int64_t *indices,
+                                 const void *in, const tl_window2d *w) {
     return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -118,10 +118,9 @@ extern "C" tl_status tl_cuda_max_pool_run(const tl_cuda_where *at, int dtype, vo
     });
 }
 
-extern "C" tl_status tl_cuda_max_pool_backward_run(const tl_cuda_where *at, int dtype,
-                                                   void *grad_in, const void *grad_out,
-                                                   const int64_t *indices,
-                                                   const tl_cuda_window *w) {
+static tl_status launch_max_pool_backward(const tl_cuda_where *at, int dtype, void *grad_in,
+                                          const void *grad_out, const int64_t *indices,
+                                          const tl_window2d *w) {
     return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -149,3 +148,29 @@ extern "C" tl_status tl_cuda_max_pool_backward_run(const tl_cuda_where *at, int 
         return tl_cuda_check_launch(at->op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status cuda_max_pool2d(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
+                                 const tl_window2d *w) {
+    if (tl_numel(out) == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(out, "max_pool2d", &at));
+    return launch_max_pool(&at, tl_cuda_dtype_of(in), tl_data(out), tl_cuda_data<int64_t>(indices),
+                           tl_data(in), w);
+}
+
+static tl_status cuda_max_pool2d_backward(tl_tensor *grad_in, const tl_tensor *grad_out,
+                                          const tl_tensor *indices, const tl_window2d *w) {
+    if (tl_numel(grad_in) == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(grad_in, "max_pool2d_backward", &at));
+    return launch_max_pool_backward(&at, tl_cuda_dtype_of(grad_in), tl_data(grad_in),
+                                    tl_data(grad_out), tl_cuda_data<const int64_t>(indices), w);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(max_pool2d, TL_DTYPES_FLOATING, pool, cuda_max_pool2d),
+    TL_KERNEL(max_pool2d_backward, TL_DTYPES_FLOATING, pool_backward, cuda_max_pool2d_backward),
+};
+
+TL_KERNEL_TABLE(tl_cuda_pool_table, TL_DEVICE_CUDA, entries);

@@ -1,10 +1,25 @@
-/* CUDA random kernels on Philox4x32-10, the device side: the same generator, the same mapping
+/* CUDA random kernels (rand, randn, randint) on Philox4x32-10 and their table, the dtypes of
+   cpu/random.c: the same generator, the same mapping
    of counter blocks to elements and the same conversions as cpu/random.c, so a seed gives the
    CPU's numbers (randn up to the last bits of the double-precision log/sin/cos). */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/philox.h"
 
 #define RANDOM_THREADS 256
+
+enum { TL_CUDA_RAND, TL_CUDA_RANDN, TL_CUDA_RANDINT };
+/* n contiguous elements of dtype from Philox blocks counter, counter + 1, ... of seed;
+   randint: low + (64 bits mod range). */
+typedef struct tl_cuda_random {
+    tl_cuda_where at;
+    int kind, dtype;
+    void *out;
+    int64_t n;
+    uint64_t seed, counter;
+    int64_t low;
+    uint64_t range;
+} tl_cuda_random;
 
 __device__ __forceinline__ void box_muller(double u1, double u2, double *z0, double *z1) {
     const double r = sqrt(-2.0 * log(u1)), theta = 6.283185307179586 * u2;
@@ -65,7 +80,7 @@ __global__ void __launch_bounds__(RANDOM_THREADS)
     }
 }
 
-template <int D> static tl_status run_dtype(const tl_cuda_random *r) {
+template <int D> static tl_status launch_dtype(const tl_cuda_random *r) {
     typedef typename tl_elem<D>::T T;
     const int bits = D == TL_CUDA_BF16 ? 8 : D == TL_CUDA_F16 ? 11 : 24;
     const int per = r->kind == TL_CUDA_RANDINT || D == TL_CUDA_F64 ? 2 : 4;
@@ -83,7 +98,49 @@ template <int D> static tl_status run_dtype(const tl_cuda_random *r) {
     return tl_cuda_check_launch(r->at.op);
 }
 
-extern "C" tl_status tl_cuda_random_run(const tl_cuda_random *r) {
-    return tl_cuda_dispatch<TL_CUDA_NUMERIC>(
-        r->dtype, r->at.op, [&](auto e) -> tl_status { return run_dtype<decltype(e)::dtype>(r); });
+static tl_status launch_random(const tl_cuda_random *r) {
+    return tl_cuda_dispatch<TL_CUDA_NUMERIC>(r->dtype, r->at.op, [&](auto e) -> tl_status {
+        return launch_dtype<decltype(e)::dtype>(r);
+    });
 }
+
+/* ---- the table: the streams are the CPU's, element for element -------------------------- */
+static tl_status run_random(const char *op, int kind, tl_tensor *out, const tl_op_args *args) {
+    tl_cuda_random r{};
+    r.kind = kind;
+    r.dtype = tl_cuda_dtype_of(out);
+    r.out = tl_data(out);
+    r.n = tl_numel(out);
+    r.seed = args->seed;
+    r.counter = args->counter;
+    if (kind == TL_CUDA_RANDINT) {
+        int64_t low = (int64_t)args->scalar[0], high = (int64_t)args->scalar[1];
+        r.low = low;
+        r.range = (uint64_t)high - (uint64_t)low;
+    }
+    if (r.n == 0) return TL_OK;
+    if (!tl_is_contiguous(out))
+        return tl_error(TL_ERR_ARGUMENT, "%s: the CUDA kernel needs a contiguous output", op);
+    TL_TRY(tl_cuda_where_of(out, op, &r.at));
+    return launch_random(&r);
+}
+
+static tl_status cuda_rand(tl_tensor *out, const tl_op_args *args) {
+    return run_random("rand", TL_CUDA_RAND, out, args);
+}
+
+static tl_status cuda_randn(tl_tensor *out, const tl_op_args *args) {
+    return run_random("randn", TL_CUDA_RANDN, out, args);
+}
+
+static tl_status cuda_randint(tl_tensor *out, const tl_op_args *args) {
+    return run_random("randint", TL_CUDA_RANDINT, out, args);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(rand, TL_DTYPES_FLOATING, random, cuda_rand),
+    TL_KERNEL(randn, TL_DTYPES_FLOATING, random, cuda_randn),
+    TL_KERNEL(randint, TL_DTYPES_NUMERIC, random, cuda_randint),
+};
+
+TL_KERNEL_TABLE(tl_cuda_random_table, TL_DEVICE_CUDA, entries);

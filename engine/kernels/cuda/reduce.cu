@@ -1,15 +1,32 @@
-/* CUDA reductions along one dim, the device side: floating sums in double, integer and bool sums
-   in uint64 (an overflowing sum wraps, two's complement, as on the CPU), max/min with NaN
-   propagation and the first index of the extreme (cpu/reduce.c's results); a fixed combination
-   order, so every result is deterministic. */
+/* CUDA reductions along one dim (sum, mean, max, min, argmax, argmin) and their table, the dtypes
+   of cpu/reduce.c: floating sums in double, integer and bool sums in uint64 (an overflowing sum
+   wraps, two's complement, as on the CPU), max/min with NaN propagation and the first index of
+   the extreme (cpu/reduce.c's results); a fixed combination order, so every result is
+   deterministic. */
 #include <type_traits>
 
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define REDUCE_THREADS 256
 #define COLS_X         32 /* outputs per block of the column kernel */
 #define COLS_Y         8  /* slices of the reduced dim per block of the column kernel */
 #define MAX_CHUNKS     1024
+
+enum { TL_CUDA_REDUCE_SUM, TL_CUDA_REDUCE_MEAN, TL_CUDA_REDUCE_MAX, TL_CUDA_REDUCE_MIN };
+
+/* out (may be NULL: argmax/argmin) and idx (int64, may be NULL: sum/mean) at position j get the
+   reduction of in[pos(j) + r * step], r < len. pos's tensors: 0 in, 1 out, 2 idx. */
+typedef struct tl_cuda_reduce {
+    tl_cuda_where at;
+    int kind;  /* TL_CUDA_REDUCE_* */
+    int dtype; /* the input's TL_CUDA_* */
+    const void *in;
+    void *out;
+    int64_t *idx;
+    int64_t len, step;
+    tl_cuda_positions pos;
+} tl_cuda_reduce;
 
 /* The sum's state: double for floating dtypes, uint64 (wrapping) for integer and bool ones. */
 template <typename V> struct sum_state { typedef V type; };
@@ -186,7 +203,7 @@ static int64_t clamp_chunks(int64_t want, int64_t most) {
     return want > 1 ? want : 1;
 }
 
-template <class Op> static tl_status launch(const tl_cuda_reduce *r, Op op) {
+template <class Op> static tl_status launch_op(const tl_cuda_reduce *r, Op op) {
     typedef typename Op::S S;
     const tl_cuda_positions &pos = r->pos;
     const int64_t count = pos.count, len = r->len, sm = r->at.sm_count;
@@ -236,13 +253,67 @@ template <class Op> static tl_status launch(const tl_cuda_reduce *r, Op op) {
     return TL_OK;
 }
 
-template <int D> static tl_status run_dtype(const tl_cuda_reduce *r) {
+template <int D> static tl_status launch_dtype(const tl_cuda_reduce *r) {
     if (r->kind == TL_CUDA_REDUCE_MAX || r->kind == TL_CUDA_REDUCE_MIN)
-        return launch(r, extreme_op<D>{r->kind == TL_CUDA_REDUCE_MAX});
-    return launch(r, sum_op<D>{r->kind == TL_CUDA_REDUCE_MEAN, r->len});
+        return launch_op(r, extreme_op<D>{r->kind == TL_CUDA_REDUCE_MAX});
+    return launch_op(r, sum_op<D>{r->kind == TL_CUDA_REDUCE_MEAN, r->len});
 }
 
-extern "C" tl_status tl_cuda_reduce_run(const tl_cuda_reduce *r) {
-    return tl_cuda_dispatch<TL_CUDA_ALL>(
-        r->dtype, r->at.op, [&](auto e) -> tl_status { return run_dtype<decltype(e)::dtype>(r); });
+static tl_status launch_reduce(const tl_cuda_reduce *r) {
+    return tl_cuda_dispatch<TL_CUDA_ALL>(r->dtype, r->at.op, [&](auto e) -> tl_status {
+        return launch_dtype<decltype(e)::dtype>(r);
+    });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+/* The reduction of kind over dim of in into out (its dtype checked against out_dtype) and/or
+   indices. */
+static tl_status run_reduce(const char *op, int kind, tl_dtype out_dtype, tl_tensor *out,
+                            tl_tensor *indices, const tl_tensor *in, int dim) {
+    if (out && out->dtype != out_dtype)
+        return tl_error(TL_ERR_DTYPE, "%s: kernel expected a %s output, got %s", op,
+                        tl_dtype_name(out_dtype), tl_dtype_name(out->dtype));
+    bool extreme = kind == TL_CUDA_REDUCE_MAX || kind == TL_CUDA_REDUCE_MIN;
+    if (extreme && in->ndim > 0 && in->shape[dim] == 0)
+        return tl_error(TL_ERR_SHAPE, "%s: cannot reduce a dim of size 0", op);
+    tl_cuda_reduce r{};
+    r.kind = kind;
+    r.dtype = tl_cuda_dtype_of(in);
+    r.in = tl_data(in);
+    r.out = tl_cuda_data(out);
+    r.idx = tl_cuda_data<int64_t>(indices);
+    r.len = in->ndim ? in->shape[dim] : 1;
+    r.step = in->ndim ? in->strides[dim] : 0;
+    tl_cuda_positions_of(&r.pos, in, in->ndim ? dim : -1, {in, out, indices});
+    if (r.pos.count == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(in, op, &r.at));
+    return launch_reduce(&r);
+}
+
+/* One kernel per op for every dtype (launch_reduce dispatches on it): sums of integers and bool
+   are int64, the rest keep the input's dtype. */
+static tl_status cuda_sum(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    tl_dtype out_dtype = tl_dtype_is_floating(in->dtype) ? in->dtype : TL_I64;
+    return run_reduce("sum", TL_CUDA_REDUCE_SUM, out_dtype, out, indices, in, dim);
+}
+static tl_status cuda_mean(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    return run_reduce("mean", TL_CUDA_REDUCE_MEAN, in->dtype, out, indices, in, dim);
+}
+static tl_status cuda_max(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    return run_reduce("max", TL_CUDA_REDUCE_MAX, in->dtype, out, indices, in, dim);
+}
+static tl_status cuda_min(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
+    return run_reduce("min", TL_CUDA_REDUCE_MIN, in->dtype, out, indices, in, dim);
+}
+
+/* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(sum, TL_DTYPES_ALL, reduce, cuda_sum),
+    TL_KERNEL(mean, TL_DTYPES_FLOATING, reduce, cuda_mean),
+    TL_KERNEL(max, TL_DTYPES_ALL, reduce, cuda_max),
+    TL_KERNEL(min, TL_DTYPES_ALL, reduce, cuda_min),
+    TL_KERNEL(argmax, TL_DTYPES_ALL, reduce, cuda_max),
+    TL_KERNEL(argmin, TL_DTYPES_ALL, reduce, cuda_min),
+};
+
+TL_KERNEL_TABLE(tl_cuda_reduce_table, TL_DEVICE_CUDA, entries);

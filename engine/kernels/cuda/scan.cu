@@ -1,13 +1,15 @@
-/* CUDA cumsum and nonzero, the device side. cumsum: float32 and float64 accumulate in double,
-   bfloat16 and float16 in float32, integers and bool in uint64 (wrapping, written as int64), each
-   output rounded once, as cpu/scan.c; a thread per row walks many short rows, a block per row
-   scans long ones tile by tile (a block-wide scan, then a carry from tile to tile). nonzero:
-   tiles of the input are counted, a one-block scan gives each tile's first row, and each tile
-   writes its coordinates in row-major order; the count alone comes back to the host. */
+/* CUDA cumsum and nonzero and their table, the dtypes of cpu/scan.c. cumsum: float32 and float64
+   accumulate in double, bfloat16 and float16 in float32, integers and bool in uint64 (wrapping,
+   written as int64), each output rounded once, as cpu/scan.c; a thread per row walks many short
+   rows, a block per row scans long ones tile by tile (a block-wide scan, then a carry from tile to
+   tile). nonzero: tiles of the input are counted, a one-block scan gives each tile's first row, and
+   each tile writes its coordinates in row-major order; the count alone comes back to the host. */
+#include <string.h>
+
 #include <type_traits>
 
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
-#include "kernels/cuda/scan.h"
 
 #define SCAN_THREADS 256
 #define SCAN_ITEMS   8 /* consecutive elements per thread in a tile of the block scan */
@@ -15,6 +17,29 @@
 #define NZ_THREADS   256
 #define NZ_ITEMS     16
 #define NZ_TILE      (NZ_THREADS * NZ_ITEMS)
+
+/* cumsum: rows at pos (tensors: 0 in, 1 out), len elements each, step_in / step_out apart; out
+   has in's dtype for floating dtypes, int64 otherwise. */
+typedef struct tl_cuda_cumsum {
+    tl_cuda_where at;
+    int dtype; /* the input's TL_CUDA_* */
+    const void *in;
+    void *out;
+    int64_t len, step_in, step_out;
+    tl_cuda_positions pos;
+} tl_cuda_cumsum;
+
+/* nonzero over in (contiguous, n elements of shape[0..ndim)). */
+typedef struct tl_cuda_nonzero {
+    tl_cuda_where at;
+    int dtype; /* the input's TL_CUDA_* */
+    const void *in;
+    int64_t n;
+    int ndim;
+    int64_t shape[TL_CUDA_DIMS];
+    int64_t *out; /* int64 [rows, ndim], contiguous (the fill) */
+    int64_t rows;
+} tl_cuda_nonzero;
 
 /* ---- a block-wide exclusive scan ---------------------------------------------------------- */
 /* The sum of v over the threads before this one (thread order), and in *total the block's sum;
@@ -138,7 +163,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     }
 }
 
-template <int D> static tl_status cumsum_launch(const tl_cuda_cumsum *c) {
+template <int D> static tl_status launch_cumsum_dtype(const tl_cuda_cumsum *c) {
     typedef cumsum_math<D> M;
     const tl_cuda_positions &pos = c->pos;
     const int64_t count = pos.count, sm = c->at.sm_count;
@@ -158,9 +183,9 @@ template <int D> static tl_status cumsum_launch(const tl_cuda_cumsum *c) {
     return tl_cuda_check_launch(c->at.op);
 }
 
-extern "C" tl_status tl_cuda_cumsum_run(const tl_cuda_cumsum *c) {
+static tl_status launch_cumsum(const tl_cuda_cumsum *c) {
     return tl_cuda_dispatch<TL_CUDA_ALL>(c->dtype, c->at.op, [&](auto e) -> tl_status {
-        return cumsum_launch<decltype(e)::dtype>(c);
+        return launch_cumsum_dtype<decltype(e)::dtype>(c);
     });
 }
 
@@ -252,8 +277,8 @@ __global__ void __launch_bounds__(NZ_THREADS)
 
 /* starts (tiles + 1 entries of scratch): each tile's first row and the total. */
 template <class E>
-static tl_status nz_starts(const tl_cuda_nonzero *z, tl_cuda_scratch &scratch, int64_t *tiles_out,
-                           long long **starts_out) {
+static tl_status launch_nonzero_starts(const tl_cuda_nonzero *z, tl_cuda_scratch &scratch,
+                                       int64_t *tiles_out, long long **starts_out) {
     const int64_t tiles = tl_ceil_div(z->n, NZ_TILE);
     TL_TRY(scratch.get(z->at, (size_t)(tiles + 1) * sizeof(long long)));
     long long *starts = (long long *)scratch.ptr;
@@ -268,12 +293,13 @@ static tl_status nz_starts(const tl_cuda_nonzero *z, tl_cuda_scratch &scratch, i
     return TL_OK;
 }
 
-extern "C" tl_status tl_cuda_nonzero_count(const tl_cuda_nonzero *z, int64_t *count) {
+/* *count = the number of non-zero elements, on the host: the host waits for the device. */
+static tl_status launch_nonzero_count(const tl_cuda_nonzero *z, int64_t *count) {
     return tl_cuda_dispatch<TL_CUDA_ALL>(z->dtype, z->at.op, [&](auto e) -> tl_status {
         tl_cuda_scratch scratch;
         int64_t tiles;
         long long *starts, total = 0;
-        TL_TRY(nz_starts<decltype(e)>(z, scratch, &tiles, &starts));
+        TL_TRY(launch_nonzero_starts<decltype(e)>(z, scratch, &tiles, &starts));
         /* the one synchronisation of nonzero: the result's size is needed on the host */
         TL_CUDA_TRY(cudaMemcpyAsync(&total, starts + tiles, sizeof total, cudaMemcpyDeviceToHost,
                                     z->at.stream),
@@ -285,13 +311,14 @@ extern "C" tl_status tl_cuda_nonzero_count(const tl_cuda_nonzero *z, int64_t *co
     });
 }
 
-extern "C" tl_status tl_cuda_nonzero_run(const tl_cuda_nonzero *z) {
+/* Writes the coordinates of the non-zero elements into out, in row-major order (no wait). */
+static tl_status launch_nonzero(const tl_cuda_nonzero *z) {
     return tl_cuda_dispatch<TL_CUDA_ALL>(z->dtype, z->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         tl_cuda_scratch scratch;
         int64_t tiles;
         long long *starts;
-        TL_TRY(nz_starts<E>(z, scratch, &tiles, &starts));
+        TL_TRY(launch_nonzero_starts<E>(z, scratch, &tiles, &starts));
         nz_shape s;
         s.ndim = z->ndim;
         s.n = z->n;
@@ -302,3 +329,55 @@ extern "C" tl_status tl_cuda_nonzero_run(const tl_cuda_nonzero *z) {
         return tl_cuda_check_launch(z->at.op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+/* One kernel for every dtype (launch_cumsum dispatches on it): floating sums keep the input's
+   dtype, integer and bool sums are int64. */
+static tl_status cuda_cumsum(tl_tensor *out, const tl_tensor *in, int dim) {
+    const tl_dtype out_dtype = tl_dtype_is_floating(in->dtype) ? in->dtype : TL_I64;
+    if (out->dtype != out_dtype)
+        return tl_error(TL_ERR_DTYPE, "cumsum: kernel expected a %s output, got %s",
+                        tl_dtype_name(out_dtype), tl_dtype_name(out->dtype));
+    tl_cuda_cumsum c{};
+    c.dtype = tl_cuda_dtype_of(in);
+    c.in = tl_data(in);
+    c.out = tl_data(out);
+    c.len = in->shape[dim];
+    c.step_in = in->strides[dim];
+    c.step_out = out->strides[dim];
+    tl_cuda_positions_of(&c.pos, in, dim, {in, out});
+    if (c.pos.count == 0 || c.len == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(in, "cumsum", &c.at));
+    return launch_cumsum(&c);
+}
+
+static tl_status cuda_nonzero(tl_tensor *out, const tl_tensor *in, int64_t *count) {
+    tl_cuda_nonzero z{};
+    z.dtype = tl_cuda_dtype_of(in);
+    z.n = tl_numel(in);
+    z.ndim = in->ndim;
+    z.in = z.n > 0 ? tl_data(in) : nullptr; /* an empty tensor's offset may be any */
+    memcpy(z.shape, in->shape, sizeof(int64_t) * (size_t)in->ndim);
+    if (!out) {
+        *count = 0;
+        if (z.n == 0) return TL_OK;
+        TL_TRY(tl_cuda_where_of(in, "nonzero", &z.at));
+        return launch_nonzero_count(&z, count);
+    }
+    if (out->dtype != TL_I64 || out->ndim != 2 || out->shape[1] != in->ndim ||
+        !tl_is_contiguous(out))
+        return tl_error(TL_ERR_SHAPE, "nonzero: kernel expected a contiguous int64 output [n, %d]",
+                        in->ndim);
+    z.out = tl_cuda_data<int64_t>(out);
+    z.rows = out->shape[0];
+    if (z.n == 0 || z.rows == 0 || z.ndim == 0) return TL_OK; /* nothing to write */
+    TL_TRY(tl_cuda_where_of(in, "nonzero", &z.at));
+    return launch_nonzero(&z);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(cumsum, TL_DTYPES_ALL, scan, cuda_cumsum),
+    TL_KERNEL(nonzero, TL_DTYPES_ALL, nonzero, cuda_nonzero),
+};
+
+TL_KERNEL_TABLE(tl_cuda_scan_table, TL_DEVICE_CUDA, entries);

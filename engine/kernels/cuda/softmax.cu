@@ -1,12 +1,25 @@
-/* CUDA softmax and log_softmax along one dim, the device side: numerically stable (the max is
+/* CUDA softmax and log_softmax along one dim and their table, the dtypes of cpu/softmax.c:
+   numerically stable (the max is
    subtracted), compute in float32 for bfloat16/float16, sums of exponentials in double, as
    cpu/softmax.c. A group of threads (a warp, or a block for long rows) per row when the dim is
    unit-stride, else a thread per row walking it with coalesced neighbours. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
 #define SOFTMAX_THREADS 256
 #define COLS_X          32 /* rows per block of the strided kernel */
 #define COLS_Y_MAX      32 /* its slices of the dim */
+
+/* Rows at pos (tensors: 0 in, 1 out), len elements each, step_in / step_out apart. */
+typedef struct tl_cuda_softmax {
+    tl_cuda_where at;
+    int dtype;
+    bool log_mode;
+    const void *in;
+    void *out;
+    int64_t len, step_in, step_out;
+    tl_cuda_positions pos;
+} tl_cuda_softmax;
 
 template <typename C> struct max_merge {
     /* NaN never wins (as the CPU's v > max ? v : max from -inf); it reaches the output
@@ -112,7 +125,7 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y_MAX)
     }
 }
 
-extern "C" tl_status tl_cuda_softmax_run(const tl_cuda_softmax *s) {
+static tl_status launch_softmax(const tl_cuda_softmax *s) {
     return tl_cuda_floating(s->dtype, s->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
@@ -139,3 +152,35 @@ extern "C" tl_status tl_cuda_softmax_run(const tl_cuda_softmax *s) {
         return tl_cuda_check_launch(s->at.op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status run_softmax(const char *op, bool log_mode, tl_tensor *out, const tl_tensor *in,
+                             int dim) {
+    tl_cuda_softmax s{};
+    s.dtype = tl_cuda_dtype_of(in);
+    s.log_mode = log_mode;
+    s.in = tl_data(in);
+    s.out = tl_data(out);
+    s.len = in->shape[dim];
+    s.step_in = in->strides[dim];
+    s.step_out = out->strides[dim];
+    tl_cuda_positions_of(&s.pos, in, dim, {in, out});
+    if (s.pos.count == 0 || s.len == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(in, op, &s.at));
+    return launch_softmax(&s);
+}
+
+static tl_status cuda_softmax(tl_tensor *out, const tl_tensor *in, int dim) {
+    return run_softmax("softmax", false, out, in, dim);
+}
+
+static tl_status cuda_log_softmax(tl_tensor *out, const tl_tensor *in, int dim) {
+    return run_softmax("log_softmax", true, out, in, dim);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(softmax, TL_DTYPES_FLOATING, softmax, cuda_softmax),
+    TL_KERNEL(log_softmax, TL_DTYPES_FLOATING, softmax, cuda_log_softmax),
+};
+
+TL_KERNEL_TABLE(tl_cuda_softmax_table, TL_DEVICE_CUDA, entries);

@@ -1,15 +1,30 @@
-/* CUDA softmax and log_softmax backward along one dim, the device side: grad_input = y * (g -
+/* CUDA softmax and log_softmax backward along one dim and their table: grad_input = y * (g -
    sum(g * y)) or g - exp(y) * sum(g), compute in float32 for bfloat16/float16, row sums in
    double, as cpu/softmax_backward.c. A group of threads (a warp, or a block for long rows) per
    row when the dim is unit-stride, else a thread per row walking it with coalesced neighbours.
    In place: each element is read and written by one thread, its row's sum merged (every read of
    the sum done) before any write, so grad_input may be grad or output itself. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
-#include "kernels/cuda/softmax_backward.h"
 
 #define BACKWARD_THREADS 256
 #define COLS_X           32 /* rows per block of the strided kernel */
 #define COLS_Y_MAX       32 /* its slices of the dim */
+
+/* The tensors of a softmax backward, their order in pos and step. */
+enum { TL_CUDA_SMB_GRAD_INPUT, TL_CUDA_SMB_GRAD, TL_CUDA_SMB_OUTPUT, TL_CUDA_SMB_TENSORS };
+
+/* Rows at pos, len elements each, step[k] apart in tensor k. grad_input = y * (g - sum(g * y))
+   (log_mode: g - exp(y) * sum(g)); it may be grad or output itself (same offsets and strides). */
+typedef struct tl_cuda_softmax_backward {
+    tl_cuda_where at;
+    int dtype;
+    bool log_mode;
+    void *grad_input;
+    const void *grad, *output;
+    int64_t len, step[TL_CUDA_SMB_TENSORS];
+    tl_cuda_positions pos;
+} tl_cuda_softmax_backward;
 
 enum { GI = TL_CUDA_SMB_GRAD_INPUT, G = TL_CUDA_SMB_GRAD, Y = TL_CUDA_SMB_OUTPUT };
 
@@ -98,7 +113,7 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y_MAX)
     }
 }
 
-extern "C" tl_status tl_cuda_softmax_backward_run(const tl_cuda_softmax_backward *s) {
+static tl_status launch_softmax_backward(const tl_cuda_softmax_backward *s) {
     return tl_cuda_floating(s->dtype, s->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         const tl_cuda_positions &pos = s->pos;
@@ -121,3 +136,40 @@ extern "C" tl_status tl_cuda_softmax_backward_run(const tl_cuda_softmax_backward
         return tl_cuda_check_launch(s->at.op);
     });
 }
+
+/* ---- the table -------------------------------------------------------------------------- */
+static tl_status run_softmax_backward(const char *op, bool log_mode, tl_tensor *grad_input,
+                                      const tl_tensor *grad, const tl_tensor *output, int dim) {
+    tl_cuda_softmax_backward s{};
+    s.dtype = tl_cuda_dtype_of(output);
+    s.log_mode = log_mode;
+    s.grad_input = tl_data(grad_input);
+    s.grad = tl_data(grad);
+    s.output = tl_data(output);
+    s.len = output->shape[dim];
+    s.step[GI] = grad_input->strides[dim];
+    s.step[G] = grad->strides[dim];
+    s.step[Y] = output->strides[dim];
+    tl_cuda_positions_of(&s.pos, output, dim, {grad_input, grad, output});
+    if (s.pos.count == 0 || s.len == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(output, op, &s.at));
+    return launch_softmax_backward(&s);
+}
+
+static tl_status cuda_softmax_backward(tl_tensor *grad_input, const tl_tensor *grad,
+                                       const tl_tensor *output, int dim) {
+    return run_softmax_backward("softmax_backward", false, grad_input, grad, output, dim);
+}
+
+static tl_status cuda_log_softmax_backward(tl_tensor *grad_input, const tl_tensor *grad,
+                                           const tl_tensor *output, int dim) {
+    return run_softmax_backward("log_softmax_backward", true, grad_input, grad, output, dim);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(softmax_backward, TL_DTYPES_FLOATING, softmax_backward, cuda_softmax_backward),
+    TL_KERNEL(log_softmax_backward, TL_DTYPES_FLOATING, softmax_backward,
+              cuda_log_softmax_backward),
+};
+
+TL_KERNEL_TABLE(tl_cuda_softmax_backward_table, TL_DEVICE_CUDA, entries);

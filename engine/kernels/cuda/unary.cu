@@ -1,7 +1,7 @@
-/* CUDA unary elementwise kernels, as cpu/unary.c: neg, abs, relu, pow_scalar, clamp and every
-   pointwise op for floating dtypes (bf16/f16 in f32, rounded to nearest even); neg, abs, relu,
-   pow_scalar, clamp also for int32/int64 (wrapping). The math is kernels/arith.h's and
-   kernels/pointwise.h's, shared with the CPU. */
+/* CUDA unary elementwise kernels and their table, as cpu/unary.c: neg, abs, relu, pow_scalar,
+   clamp and every pointwise op for floating dtypes (bf16/f16 in f32, rounded to nearest even);
+   neg, abs, relu, pow_scalar, clamp also for int32/int64 (wrapping). The math is
+   kernels/arith.h's and kernels/pointwise.h's, shared with the CPU. */
 #include <math.h>
 
 #include <type_traits>
@@ -9,6 +9,7 @@
 #include "kernels/arith.h"
 #include "kernels/pointwise.h"
 
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh"
 
 /* storage -> compute -> math -> storage */
@@ -75,7 +76,7 @@ template <class C> struct m_clamp {
 #include "tlua/ops.def"
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
-template <class E, class M> static tl_status run(const tl_cuda_launch *l, M m) {
+template <class E, class M> static tl_status launch(const tl_cuda_launch *l, M m) {
     return tl_cuda_elementwise<1>(l, tl_unary_fn<E, M>{m});
 }
 
@@ -92,24 +93,25 @@ template <class C> static C bound(bool has, double v, bool upper) {
     }
 }
 
-extern "C" tl_status tl_cuda_unary_run(tl_op op, int dtype, const tl_cuda_launch *l,
-                                       const double *s, const bool *has) {
+/* op's functor for the dtype, over the operands of l; s and has: the op's scalars */
+static tl_status launch_unary(tl_op op, int dtype, const tl_cuda_launch *l, const double *s,
+                              const bool *has) {
     return tl_cuda_dispatch<TL_CUDA_NUMERIC>(dtype, l->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::C C;
         switch (op) {
         case TL_OP_neg:
-            return run<E>(l, m_neg{});
+            return launch<E>(l, m_neg{});
         case TL_OP_abs:
-            return run<E>(l, m_abs{});
+            return launch<E>(l, m_abs{});
         case TL_OP_relu:
-            return run<E>(l, m_relu{});
+            return launch<E>(l, m_relu{});
         case TL_OP_pow_scalar:
-            return run<E>(
+            return launch<E>(
                 l, m_pow<C>{std::is_integral<C>::value ? (C)0 : (C)s[0], tl_double_to_i64(s[0])});
         case TL_OP_clamp:
-            return run<E>(l,
-                          m_clamp<C>{bound<C>(has[0], s[0], false), bound<C>(has[1], s[1], true)});
+            return launch<E>(
+                l, m_clamp<C>{bound<C>(has[0], s[0], false), bound<C>(has[1], s[1], true)});
         default:
             break;
         }
@@ -117,7 +119,7 @@ extern "C" tl_status tl_cuda_unary_run(tl_op op, int dtype, const tl_cuda_launch
             switch (op) {
 #define POINTWISE_CASE(name)                                                                       \
     case TL_OP_##name:                                                                             \
-        return run<E>(l, m_##name{});
+        return launch<E>(l, m_##name{});
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_CASE(name)
 #include "tlua/ops.def"
             default:
@@ -127,3 +129,33 @@ extern "C" tl_status tl_cuda_unary_run(tl_op op, int dtype, const tl_cuda_launch
         return tl_cuda_no_kernel(l->op);
     });
 }
+
+/* ---- the table: one function per op serves every dtype (launch_unary dispatches) ---------- */
+static tl_status run_unary(tl_op op, tl_tensor *out, const tl_tensor *in, const tl_op_args *args) {
+    static const double no_scalar[2] = {0, 0};
+    static const bool no_flags[2] = {false, false};
+    const tl_tensor *operands[] = {out, in};
+    tl_cuda_launch l;
+    TL_TRY(tl_cuda_launch_of(op, 2, operands, &l));
+    return launch_unary(op, tl_cuda_dtype_of(in), &l, args ? args->scalar : no_scalar,
+                        args ? args->has_scalar : no_flags);
+}
+
+template <tl_op OP>
+static tl_status cuda_unary(tl_tensor *out, const tl_tensor *in, const tl_op_args *args) {
+    return run_unary(OP, out, in, args);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(neg, TL_DTYPES_NUMERIC, unary, cuda_unary<TL_OP_neg>),
+    TL_KERNEL(abs, TL_DTYPES_NUMERIC, unary, cuda_unary<TL_OP_abs>),
+    TL_KERNEL(relu, TL_DTYPES_NUMERIC, unary, cuda_unary<TL_OP_relu>),
+    TL_KERNEL(pow_scalar, TL_DTYPES_NUMERIC, unary, cuda_unary<TL_OP_pow_scalar>),
+    TL_KERNEL(clamp, TL_DTYPES_NUMERIC, unary, cuda_unary<TL_OP_clamp>),
+/* and every POINTWISE row of ops.def, for the floating dtypes */
+#define POINTWISE_OP(name, differentiable, backward)                                               \
+    TL_KERNEL(name, TL_DTYPES_FLOATING, unary, cuda_unary<TL_OP_##name>),
+#include "tlua/ops.def"
+};
+
+TL_KERNEL_TABLE(tl_cuda_unary_table, TL_DEVICE_CUDA, entries);

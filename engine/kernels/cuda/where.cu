@@ -1,5 +1,6 @@
-/* CUDA where kernels, as cpu/where.c: out = cond ? a : b, cond bool, a/b/out of one dtype. Only
-   the element size matters, so dtypes of one size share a kernel. */
+/* CUDA where kernels and their table, as cpu/where.c: out = cond ? a : b, cond bool, a/b/out of one
+   dtype. Only the element size matters, so dtypes of one size share a kernel. */
+#include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh"
 
 /* dense operands; bit k of scalar_mask: operand k (1 cond, 2 a, 3 b) is one element */
@@ -26,7 +27,7 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
     }
 }
 
-template <typename T> static tl_status run(const tl_cuda_launch *l) {
+template <typename T> static tl_status launch_where(const tl_cuda_launch *l) {
     if (l->numel == 0) return TL_OK;
     T *out = (T *)l->data[0];
     const uint8_t *cond = (const uint8_t *)l->data[1];
@@ -41,17 +42,26 @@ template <typename T> static tl_status run(const tl_cuda_launch *l) {
     return tl_cuda_check_launch(l->op);
 }
 
-extern "C" tl_status tl_cuda_where_run(size_t element_size, const tl_cuda_launch *l) {
-    switch (element_size) {
+/* One kernel for every dtype: only the element size matters. */
+static tl_status cuda_where(tl_tensor *out, const tl_tensor *cond, const tl_tensor *a,
+                            const tl_tensor *b) {
+    const tl_tensor *operands[] = {out, cond, a, b};
+    tl_cuda_launch l;
+    TL_TRY(tl_cuda_launch_of(TL_OP_where, 4, operands, &l));
+    switch (tl_dtype_size(out->dtype)) {
     case 1:
-        return run<uint8_t>(l);
+        return launch_where<uint8_t>(&l);
     case 2:
-        return run<uint16_t>(l);
+        return launch_where<uint16_t>(&l);
     case 4:
-        return run<uint32_t>(l);
+        return launch_where<uint32_t>(&l);
     case 8:
-        return run<uint64_t>(l);
+        return launch_where<uint64_t>(&l);
     default:
-        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l->op);
+        return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l.op);
     }
 }
+
+static const tl_kernel_entry entries[] = {TL_KERNEL(where, TL_DTYPES_ALL, ternary, cuda_where)};
+
+TL_KERNEL_TABLE(tl_cuda_where_table, TL_DEVICE_CUDA, entries);
