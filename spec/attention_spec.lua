@@ -16,11 +16,7 @@ local function concat(a, b)
   return s
 end
 
-local function ops_of(fn)
-  local seen = {}
-  for _, e in ipairs(tl.trace(fn)) do seen[e.op] = (seen[e.op] or 0) + 1 end
-  return seen
-end
+local ops_of = require("helpers.trace").op_counts
 
 -- the dropout mask tl.rand(lead..., T, S) >= p draws after tl.manual_seed(seed)
 local function rand_mask(seed, lead, T, S, p)

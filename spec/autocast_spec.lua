@@ -5,11 +5,7 @@ local tl = require("tlua")
 -- float64 copy of a tensor rounded to dtype first: what an op sees after autocast's cast
 local function rounded(t, dtype) return t:to(dtype):to("float64") end
 
-local function ops_of(fn)
-  local seen = {}
-  for _, e in ipairs(tl.trace(fn)) do seen[e.op] = (seen[e.op] or 0) + 1 end
-  return seen
-end
+local ops_of = require("helpers.trace").op_counts
 
 describe("autocast", function()
   before_each(function() tl.manual_seed(7) end)

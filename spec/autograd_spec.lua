@@ -2,11 +2,7 @@
 -- kernels seen through tl.trace, saved-tensor versions, error messages.
 local tl = require("tlua")
 
-local function kernels_run(fn)
-  local seen = {}
-  for _, event in ipairs(tl.trace(fn)) do seen[event.op] = (seen[event.op] or 0) + 1 end
-  return seen
-end
+local kernels_run = require("helpers.trace").op_counts
 
 local function randn(...)
   return tl.randn(...):double()

@@ -7,11 +7,7 @@ local nn = tl.nn
 local T, F = true, false
 local DTYPES = { "float64", "float32", "bfloat16", "float16" }
 
-local function ops_of(fn)
-  local seen = {}
-  for _, e in ipairs(tl.trace(fn)) do seen[e.op] = (seen[e.op] or 0) + 1 end
-  return seen
-end
+local ops_of = require("helpers.trace").op_counts
 
 local function with_last(lead, width)
   local s = {}

@@ -29,11 +29,7 @@ local function masked(x, mask, p)
   return x * mask:to(x.device) / (1 - p)
 end
 
-local function ops_of(fn)
-  local ops = {}
-  for _, e in ipairs(tl.trace(fn)) do ops[#ops + 1] = e.op end
-  return ops
-end
+local ops_of = require("helpers.trace").ops
 
 describe("tl.dropout", function()
   it("equals x * (rand(shape) >= p) / (1 - p) drawn under the same seed, exactly, in every floating dtype", function()

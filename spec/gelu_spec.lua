@@ -11,11 +11,7 @@ local function gelu_tanh_derivative(x)
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * K * (1 + 3 * 0.044715 * x * x)
 end
 
-local function ops_of(fn)
-  local ops = {}
-  for _, e in ipairs(tl.trace(fn)) do ops[#ops + 1] = e.op end
-  return ops
-end
+local ops_of = require("helpers.trace").ops
 
 local VALUES = { -6, -3.5, -2, -1.25, -0.5, -1e-3, 0, 1e-3, 0.3, 1, 1.7, 2.5, 4, 6 }
 
