@@ -105,14 +105,17 @@ describe("matmul layouts", function()
   end)
 end)
 
+-- random a [a_shape] @ b [b_shape] in dtype, checked as check does
+local function check_random(rng, a_shape, b_shape, dtype, out_shape)
+  local a, av = random(rng, a_shape, dtype)
+  local b, bv = random(rng, b_shape, dtype)
+  check(a, b, av, bv, dtype, out_shape)
+end
+
 describe("matmul sizes and dtypes", function()
   it("33x17 @ 17x65 in float32 and float64", function()
     local rng = ref.rng(200)
-    for _, dt in ipairs({ "float32", "float64" }) do
-      local a, av = random(rng, { 33, 17 }, dt)
-      local b, bv = random(rng, { 17, 65 }, dt)
-      check(a, b, av, bv, dt, { 33, 65 })
-    end
+    for _, dt in ipairs({ "float32", "float64" }) do check_random(rng, { 33, 17 }, { 17, 65 }, dt, { 33, 65 }) end
   end)
 
   it("a long inner dim (k = 300) in float32", function()
@@ -126,12 +129,8 @@ describe("matmul sizes and dtypes", function()
   it("bfloat16 and float16 inputs give their own dtype, near the float64 result", function()
     local rng = ref.rng(202)
     for _, dt in ipairs({ "bfloat16", "float16" }) do
-      local a, av = random(rng, { 9, 17 }, dt)
-      local b, bv = random(rng, { 17, 11 }, dt)
-      check(a, b, av, bv, dt, { 9, 11 })
-      local c, cv = random(rng, { 3, 5, 8 }, dt)
-      local d, dv = random(rng, { 8, 4 }, dt)
-      check(c, d, cv, dv, dt, { 3, 5, 4 })
+      check_random(rng, { 9, 17 }, { 17, 11 }, dt, { 9, 11 })
+      check_random(rng, { 3, 5, 8 }, { 8, 4 }, dt, { 3, 5, 4 })
     end
   end)
 
