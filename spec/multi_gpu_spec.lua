@@ -1,4 +1,4 @@
--- Every GPU of one process runs the kernels that keep per-device state (tensor-core attention, block-sparse, grouped GEMM: function attributes, handles, workspaces set per device), each against a float64 reference computed on the CPU (#cuda; pending with fewer than two GPUs).
+-- Every GPU of one process runs the kernels that keep per-device state (tensor-core attention forward and backward, block-sparse, grouped GEMM, the elementwise kernels launched through the driver: function attributes, handles, workspaces set per device), each against a float64 reference computed on the CPU (#cuda; pending with fewer than two GPUs).
 local tl = require("tlua")
 
 local function f64(t) return t:to("cpu"):to("float64") end
@@ -33,6 +33,40 @@ describe("kernels with per-device state on every GPU of one process #cuda", func
       assert.is_true(took, "the tensor-core path ran")
       local want = attention_reference(on(q), on(k), on(v))
       assert.tensor_near(want, f64(y), 3e-2, 3e-2)
+    end)
+
+    it("bfloat16 attention backward (tensor cores, head dim 64) on " .. device, function()
+      tl.manual_seed(13 + index)
+      local q, k, v = tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64)
+      local g = tl.randn(2, 3, 64, 64)
+      local on = function(t) return t:to("bfloat16"):to(device):requires_grad_() end
+      local gq, gk, gv = on(q), on(k), on(v)
+      tl.scaled_dot_product_attention(gq, gk, gv):backward(g:to("bfloat16"):to(device))
+      local leaf = function(t) return f64(t:detach()):requires_grad_() end
+      local rq, rk, rv = leaf(gq), leaf(gk), leaf(gv)
+      local scores = tl.matmul(rq, rk:transpose(3, 4)) * (1 / math.sqrt(64))
+      tl.matmul(tl.softmax(scores, 4), rv):backward(f64(g:to("bfloat16")))
+      assert.are.equal(device, gq.grad.device)
+      assert.tensor_near(rq.grad, f64(gq.grad), 5e-2, 5e-2)
+      assert.tensor_near(rk.grad, f64(gk.grad), 5e-2, 5e-2)
+      assert.tensor_near(rv.grad, f64(gv.grad), 5e-2, 5e-2)
+    end)
+
+    it("elementwise kernels (the driver's handle of each kernel is per device) on " .. device, function()
+      tl.manual_seed(17 + index)
+      local a, b = tl.randn(37, 53), tl.randn(37, 53)
+      local ga, gb = a:to(device), b:to(device)
+      assert.tensor_near(f64(a) + f64(b), f64(ga + gb), 1e-6, 1e-6)
+      assert.tensor_near(f64(a):transpose(1, 2) * f64(b):transpose(1, 2),
+        f64(ga:transpose(1, 2) * gb:transpose(1, 2)), 1e-6, 1e-6)
+      assert.tensor_near(tl.exp(f64(a)), f64(tl.exp(ga)), 1e-6, 1e-6)
+      assert.tensor_equal(a:to("bfloat16"), ga:to("bfloat16"):to("cpu"))
+      tl.manual_seed(19)
+      local dropped = tl.dropout(ga, 0.5)
+      tl.manual_seed(19)
+      local keep = tl.rand(37, 53):ge(0.5)
+      assert.tensor_near(tl.where(keep, f64(a) * 2, tl.zeros(37, 53, { dtype = "float64" })),
+        f64(dropped), 1e-6, 1e-6)
     end)
 
     it("bfloat16 block-sparse linear (blocks of 64) on " .. device, function()

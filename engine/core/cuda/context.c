@@ -1,10 +1,26 @@
-/* The CUDA runtime: device count, each device's stream and cuBLAS handle (created on first
-   use), synchronisation, error translation and copies between host and devices. */
+/* The CUDA runtime: device count, each device's state (stream, cuBLAS handle, the kernels'
+   raised shared memory limits and driver handles, made on first use), synchronisation, error
+   translation and copies between host and devices. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core/cuda/cuda_runtime.h"
+
+/* A kernel whose dynamic shared memory limit was raised on a device, and to what. */
+typedef struct shared_limit {
+    const void *func;
+    int bytes;
+} shared_limit;
+
+/* The driver handles of the program's kernels on one device, by slot: FUNCTION_PAGES pages of
+   FUNCTION_PAGE cells, each page made when a slot of it is first looked up. A cell is read
+   without the lock and written once under it: NULL (not looked up yet), NO_FUNCTION (the runtime
+   gave none) or the handle. */
+#define FUNCTION_PAGE  256
+#define FUNCTION_PAGES 64
+typedef _Atomic(cudaFunction_t) function_cell;
 
 typedef struct device_context {
     atomic_bool ready;      /* stream and sm_count set */
@@ -13,6 +29,9 @@ typedef struct device_context {
     cublasHandle_t blas;
     int blas_tf32; /* the math mode last set on blas: 1 TF32, 0 default, -1 none yet */
     int sm_count;
+    shared_limit *shared_limits; /* under init_lock: shared_count of shared_capacity */
+    int shared_count, shared_capacity;
+    _Atomic(function_cell *) function_pages[FUNCTION_PAGES];
 } device_context;
 
 static device_context contexts[TL_CUDA_MAX_DEVICES];
@@ -171,6 +190,87 @@ tl_status tl_cuda_stream(int device, const char *op, cudaStream_t *stream) {
 int tl_cuda_sm_count(int device) {
     if (device < 0 || device >= TL_CUDA_MAX_DEVICES) return 1;
     return contexts[device].sm_count > 0 ? contexts[device].sm_count : 1;
+}
+
+/* ---- per-device facts of the program's kernels ------------------------------------------- */
+tl_status tl_cuda_func_set_max_shared(int device, const void *func, int bytes, const char *op) {
+    TL_TRY(check_index(device, op));
+    device_context *c = &contexts[device];
+    tl_status status = TL_OK;
+    pthread_mutex_lock(&init_lock);
+    int i = 0;
+    while (i < c->shared_count && c->shared_limits[i].func != func) i++;
+    if (i == c->shared_count || c->shared_limits[i].bytes < bytes) {
+        status = make_current(device, op);
+        cudaError_t err = cudaSuccess;
+        if (status == TL_OK)
+            err = cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+        if (err != cudaSuccess) status = tl_cuda_fail(err, op, "cudaFuncSetAttribute");
+        if (status == TL_OK && i == c->shared_count && c->shared_count == c->shared_capacity) {
+            /* a limit not remembered (no memory for it) is only set again next time */
+            int capacity = c->shared_capacity ? 2 * c->shared_capacity : 16;
+            shared_limit *grown = realloc(c->shared_limits, sizeof *grown * (size_t)capacity);
+            if (grown) {
+                c->shared_limits = grown;
+                c->shared_capacity = capacity;
+            }
+        }
+        if (status == TL_OK && i < c->shared_capacity) {
+            c->shared_limits[i] = (shared_limit){.func = func, .bytes = bytes};
+            if (i == c->shared_count) c->shared_count++;
+        }
+    }
+    pthread_mutex_unlock(&init_lock);
+    return status;
+}
+
+static atomic_int kernel_slots; /* slots handed out, for every device alike */
+
+int tl_cuda_kernel_slot(void) {
+    int slot = atomic_fetch_add(&kernel_slots, 1);
+    return slot < FUNCTION_PAGE * FUNCTION_PAGES ? slot : -1;
+}
+
+static char no_function_mark;
+#define NO_FUNCTION ((cudaFunction_t)(void *)&no_function_mark)
+
+/* The cell of slot on device: looked up under the lock, its page made when missing. */
+static cudaFunction_t find_function(device_context *c, int slot, const void *kernel) {
+    cudaFunction_t f = NULL;
+    pthread_mutex_lock(&init_lock);
+    _Atomic(function_cell *) *page_slot = &c->function_pages[slot / FUNCTION_PAGE];
+    function_cell *page = atomic_load_explicit(page_slot, memory_order_relaxed);
+    if (!page) {
+        page = malloc(sizeof *page * FUNCTION_PAGE);
+        if (page) {
+            for (int i = 0; i < FUNCTION_PAGE; i++) atomic_init(&page[i], NULL);
+            atomic_store_explicit(page_slot, page, memory_order_release);
+        }
+    }
+    if (page) {
+        function_cell *cell = &page[slot % FUNCTION_PAGE];
+        f = atomic_load_explicit(cell, memory_order_relaxed);
+        if (!f) {
+            if (cudaGetFuncBySymbol(&f, kernel) != cudaSuccess || !f) {
+                (void)cudaGetLastError();
+                f = NO_FUNCTION;
+            }
+            atomic_store_explicit(cell, f, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&init_lock);
+    return f;
+}
+
+cudaFunction_t tl_cuda_kernel_function(int device, int slot, const void *kernel) {
+    if (slot < 0 || device < 0 || device >= TL_CUDA_MAX_DEVICES) return NULL;
+    device_context *c = &contexts[device];
+    function_cell *page =
+        atomic_load_explicit(&c->function_pages[slot / FUNCTION_PAGE], memory_order_acquire);
+    cudaFunction_t f =
+        page ? atomic_load_explicit(&page[slot % FUNCTION_PAGE], memory_order_acquire) : NULL;
+    if (!f) f = find_function(c, slot, kernel);
+    return f == NO_FUNCTION ? NULL : f;
 }
 
 static tl_status create_blas(int device, const char *op) {

@@ -21,7 +21,7 @@ extern "C" {
 /* Devices beyond this index are not used. */
 #define TL_CUDA_MAX_DEVICES 64
 
-/* ---- runtime (cuda/runtime.c) -------------------------------------------------------- */
+/* ---- runtime (cuda/context.c) -------------------------------------------------------- */
 /* Makes device current on the calling thread and gives its stream, created on first use (a
    non-blocking stream: every kernel, copy and GEMM of the engine on that device goes there, in
    order). op names the caller in errors. */
@@ -31,6 +31,22 @@ tl_status tl_cuda_stream(int device, const char *op, cudaStream_t *stream);
 tl_status tl_cuda_blas(int device, const char *op, cublasHandle_t *handle, cudaStream_t *stream);
 /* Multiprocessors of the device (valid once tl_cuda_stream succeeded for it). */
 int tl_cuda_sm_count(int device);
+
+/* ---- per-device facts of the program's kernels (cuda/context.c) ----------------------- */
+/* A kernel's attribute cudaFuncAttributeMaxDynamicSharedMemorySize is a fact of one device: a
+   limit raised on one GPU is not raised on another. Raises func's limit to bytes on device
+   (made current, as tl_cuda_stream does) unless the device's state remembers a limit of at least
+   bytes set for func there; remembers the largest set. func: a __global__ function. op names the
+   caller in errors. */
+tl_status tl_cuda_func_set_max_shared(int device, const void *func, int bytes, const char *op);
+/* A number for one kernel of the program (a __global__ function), the same on every device:
+   its slot in each device's table of driver handles (below). -1 when the slots are used up. */
+int tl_cuda_kernel_slot(void);
+/* The driver's handle of kernel (slot: its tl_cuda_kernel_slot) on device, which must be the
+   calling thread's current device (a handle belongs to one device's context):
+   cudaGetFuncBySymbol's answer the first time, then the one kept in the device's state. NULL
+   where the runtime gives none (or slot is -1): then launch through the runtime. */
+cudaFunction_t tl_cuda_kernel_function(int device, int slot, const void *kernel);
 /* True when float32 GEMMs may use TF32 (precision "high"; cuda_api.c). */
 bool tl_cuda_matmul_allow_tf32(void);
 
@@ -56,7 +72,7 @@ tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out);
 /* Gives a block back to the device's cache (for reuse on the device's stream, in order). */
 void tl_cuda_free(int device, void *ptr);
 
-/* ---- copies (cuda/runtime.c) ---------------------------------------------------------- */
+/* ---- copies (cuda/context.c) ---------------------------------------------------------- */
 /* n bytes host <-> device or device <-> device, on the device's stream; returns when dst may
    be read by the host (device -> host: the host waits, and a failed index check is raised) and
    when src may be reused (host -> device: staged by the driver, no wait). Device -> device on

@@ -252,13 +252,8 @@ template <int D, int MT, int WARPS, int BN, bool BF16, bool DROP>
 tl_status launch_forward_as(const tl_cuda_attention &a) {
     typedef FwdTile<D, MT, WARPS, BN> G;
     auto kernel = forward_mma<D, MT, WARPS, BN, BF16, DROP>;
-    static bool configured = false; /* per instantiation; a repeated set is harmless */
-    if (!configured) {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)G::SMEM) != cudaSuccess)
-            return tl_cuda_check_launch(a.at.op);
-        configured = true;
-    }
+    /* the limit is a fact of each device: the runtime remembers where it was raised */
+    TL_TRY(tl_cuda_func_set_max_shared(a.at.device, (const void *)kernel, (int)G::SMEM, a.at.op));
     const int64_t blocks = tl_ceil_div(a.T, G::BM);
     if (blocks > MAX_GRID_Y || a.B * a.H > INT32_MAX)
         return tl_error(TL_ERR_ARGUMENT, "%s: %lld queries or %lld heads are too many", a.at.op,
@@ -549,13 +544,8 @@ template <int D, int WARPS, int BM, bool BF16, bool KV_REGS, bool DROP>
 tl_status launch_backward_as(const tl_cuda_attention &a, float *dq_acc) {
     typedef BwdTile<D, WARPS, BM> G;
     auto kernel = backward_mma<D, WARPS, BM, BF16, KV_REGS, DROP>;
-    static bool configured = false;
-    if (!configured) {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)G::SMEM) != cudaSuccess)
-            return tl_cuda_check_launch(a.at.op);
-        configured = true;
-    }
+    /* the limit is a fact of each device: the runtime remembers where it was raised */
+    TL_TRY(tl_cuda_func_set_max_shared(a.at.device, (const void *)kernel, (int)G::SMEM, a.at.op));
     const int64_t blocks = tl_ceil_div(a.S, G::BN);
     if (blocks > MAX_GRID_Y || a.B * a.H > INT32_MAX)
         return tl_error(TL_ERR_ARGUMENT, "%s: %lld keys or %lld heads are too many", a.at.op,

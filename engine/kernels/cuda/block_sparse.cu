@@ -212,13 +212,8 @@ template <int MODE, bool BF16, int BLOCK, int BM, int BK, int STAGES, int WM = (
 tl_status launch_mma(const tl_cuda_block_sparse &p) {
     typedef Tile<MODE, BLOCK, BM, BK, STAGES, WM> G;
     auto kernel = mma_kernel<MODE, BF16, BLOCK, BM, BK, STAGES, WM>;
-    static bool configured = false; /* per instantiation; a repeated set is harmless */
-    if (!configured) {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)G::SMEM) != cudaSuccess)
-            return tl_cuda_check_launch(p.at.op);
-        configured = true;
-    }
+    /* the limit is a fact of each device: the runtime remembers where it was raised */
+    TL_TRY(tl_cuda_func_set_max_shared(p.at.device, (const void *)kernel, (int)G::SMEM, p.at.op));
     const int64_t m_tiles = tl_ceil_div(p.rows, BM);
     dim3 grid((unsigned)p.outputs, (unsigned)(m_tiles < MAX_GRID_Y ? m_tiles : MAX_GRID_Y));
     kernel<<<grid, G::THREADS, G::SMEM, p.at.stream>>>(p);

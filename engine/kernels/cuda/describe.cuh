@@ -72,6 +72,7 @@ static inline tl_status tl_cuda_launch_of(tl_op op, int count, const tl_tensor *
     const tl_tensor *out = t[0];
     /* every scalar field set before the first return, so no path leaves one unset */
     l->op = tl_op_info_of(op)->name;
+    l->device = -1;
     l->stream = nullptr;
     l->sm_count = 1;
     l->count = count;
@@ -86,6 +87,7 @@ static inline tl_status tl_cuda_launch_of(tl_op op, int count, const tl_tensor *
                             t[i]->ndim, out->ndim);
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(out, l->op, &at));
+    l->device = at.device;
     l->stream = at.stream;
     l->sm_count = at.sm_count;
     l->numel = tl_numel(out);

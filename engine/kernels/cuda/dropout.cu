@@ -111,12 +111,12 @@ template <class E> static tl_status launch_dtype(const tl_cuda_dropout *d) {
         const bool vec_ok =
             tl_cuda_aligned(out, sizeof(T) * G) && tl_cuda_aligned(in, sizeof(T) * G);
         err = tl_cuda_launch_kernel<dropout_dense<E>>(
-            tl_cuda_blocks((d->n + G - 1) / G, d->at.sm_count), TL_CUDA_THREADS, d->at.stream, out,
-            in, d->n, d->seed, d->counter, d->threshold, q, vec_ok);
+            d->at.device, tl_cuda_blocks((d->n + G - 1) / G, d->at.sm_count), TL_CUDA_THREADS,
+            d->at.stream, out, in, d->n, d->seed, d->counter, d->threshold, q, vec_ok);
     } else {
         err = tl_cuda_launch_kernel<dropout_strided<E>>(
-            tl_cuda_blocks((d->n + 3) / 4, d->at.sm_count), TL_CUDA_THREADS, d->at.stream, out, in,
-            d->n, d->seed, d->counter, d->threshold, q, d->geometry);
+            d->at.device, tl_cuda_blocks((d->n + 3) / 4, d->at.sm_count), TL_CUDA_THREADS,
+            d->at.stream, out, in, d->n, d->seed, d->counter, d->threshold, q, d->geometry);
     }
     return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, d->at.op, "kernel launch");
 }

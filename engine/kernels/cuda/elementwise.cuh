@@ -205,9 +205,9 @@ template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cud
             if (!((l->scalar_mask >> (k + 1)) & 1u))
                 vec_ok = vec_ok && tl_cuda_aligned(in.p[k], sizeof(TI) * V);
         int64_t work = vec_ok ? (l->numel + V - 1) / V : l->numel;
-        err = tl_cuda_launch_kernel<tl_ew_dense<NIN, F>>(tl_cuda_blocks(work, l->sm_count),
-                                                         TL_CUDA_THREADS, l->stream, out, in,
-                                                         l->scalar_mask, l->numel, vec_ok, f);
+        err = tl_cuda_launch_kernel<tl_ew_dense<NIN, F>>(
+            l->device, tl_cuda_blocks(work, l->sm_count), TL_CUDA_THREADS, l->stream, out, in,
+            l->scalar_mask, l->numel, vec_ok, f);
     } else {
         /* vectors need whole chunks and every row of a stride-1 operand aligned for them */
         constexpr int V = tl_vec_width<TO, TI>();
@@ -221,9 +221,9 @@ template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cud
         }
         int64_t chunks_per_row = (g->shape[inner] + V - 1) / V;
         int64_t items = l->numel / g->shape[inner] * chunks_per_row;
-        err = tl_cuda_launch_kernel<tl_ew_rows<NIN, F>>(tl_cuda_blocks(items, l->sm_count),
-                                                        TL_CUDA_THREADS, l->stream, out, in, items,
-                                                        chunks_per_row, vec_ok, *g, f);
+        err = tl_cuda_launch_kernel<tl_ew_rows<NIN, F>>(
+            l->device, tl_cuda_blocks(items, l->sm_count), TL_CUDA_THREADS, l->stream, out, in,
+            items, chunks_per_row, vec_ok, *g, f);
     }
     return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, l->op, "kernel launch");
 }

@@ -1,11 +1,15 @@
 /* Internal: kernel launches through the driver's cuLaunchKernel, found once through the runtime
-   (no link to libcuda): a shorter host path than <<<>>> for the many small kernels. */
+   (no link to libcuda): a shorter host path than <<<>>> for the many small kernels. A kernel's
+   driver handle belongs to one device's context, so the runtime keeps it per device
+   (tl_cuda_kernel_function of core/cuda/cuda_runtime.h). */
 #ifndef TLUA_CUDA_FAST_LAUNCH_CUH
 #define TLUA_CUDA_FAST_LAUNCH_CUH
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+
+#include "core/cuda/cuda_runtime.h"
 
 /* The driver's cuLaunchKernel, or NULL where the runtime cannot hand it out. */
 static inline PFN_cuLaunchKernel_v4000 tl_cu_launch_kernel(void) {
@@ -21,16 +25,6 @@ static inline PFN_cuLaunchKernel_v4000 tl_cu_launch_kernel(void) {
         return (PFN_cuLaunchKernel_v4000)p;
     }();
     return fn;
-}
-
-/* The driver's handle of a kernel of this program, or NULL. */
-static inline CUfunction tl_cu_function(const void *kernel) {
-    cudaFunction_t f = nullptr;
-    if (cudaGetFuncBySymbol(&f, kernel) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return nullptr;
-    }
-    return (CUfunction)f;
 }
 
 template <typename K> struct tl_launch_signature;
@@ -53,12 +47,14 @@ template <typename... P> struct tl_launch_signature<void (*)(P...)> {
     }
 };
 
-/* Launches Kernel (a __global__ function) on grid x block threads on stream; the error of the
-   launch, cudaSuccess when it was queued. */
+/* Launches Kernel (a __global__ function) on grid x block threads on stream, a stream of device
+   (the calling thread's current device); the error of the launch, cudaSuccess when it was
+   queued. */
 template <auto Kernel, typename... A>
-static inline cudaError_t tl_cuda_launch_kernel(unsigned grid, unsigned block, cudaStream_t stream,
-                                                A... args) {
-    static const CUfunction fn = tl_cu_function((const void *)Kernel);
+static inline cudaError_t tl_cuda_launch_kernel(int device, unsigned grid, unsigned block,
+                                                cudaStream_t stream, A... args) {
+    static const int slot = tl_cuda_kernel_slot(); /* the kernel's number, on every device */
+    const CUfunction fn = (CUfunction)tl_cuda_kernel_function(device, slot, (const void *)Kernel);
     return tl_launch_signature<decltype(Kernel)>::launch(Kernel, fn, grid, block, stream, args...);
 }
 

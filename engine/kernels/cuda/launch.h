@@ -43,6 +43,7 @@ typedef struct tl_cuda_geometry {
 
 typedef struct tl_cuda_launch {
     const char *op; /* names the op in errors */
+    int device;
     cudaStream_t stream;
     int sm_count;
     int count; /* operands: the output (0) and the inputs (1..) */
