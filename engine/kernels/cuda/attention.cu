@@ -1,4 +1,5 @@
-/* CUDA scaled dot-product attention, the device side (kernels/kernel.h's attention contract).
+/* CUDA scaled dot-product attention (kernels/kernel.h's attention contract): the plain path, the
+   choice of path, and the kernel table.
    A tensor-core path for bf16/f16 with head dims 32, 64 and 128 on 16-byte aligned data
    (FlashAttention-2: mma.sync m16n8k16, ldmatrix, cp.async double buffering, the softmax online
    in float32; the backward one CTA per key block with dK/dV in registers and dQ summed in a
@@ -6,6 +7,7 @@
    any alignment), computing in the dtype's compute type. Memory is linear in T and S: no
    [T, S] buffer anywhere. */
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/describe.cuh"
 
 namespace {
 
@@ -256,7 +258,7 @@ const tl_kernel_variant plain_variants[] = {
 
 TL_VARIANT_TABLE(tl_cuda_attention_plain_variants, TL_DEVICE_CUDA, plain_variants);
 
-extern "C" tl_status tl_cuda_attention_run(const tl_cuda_attention *ap) {
+static tl_status launch_attention(const tl_cuda_attention *ap) {
     const tl_cuda_attention &a = *ap;
     if (a.B * a.H * a.T == 0) return TL_OK;
     if (tl_attention_fits_mma(a)) return tl_attention_forward_mma(a);
@@ -269,7 +271,7 @@ extern "C" tl_status tl_cuda_attention_run(const tl_cuda_attention *ap) {
     });
 }
 
-extern "C" tl_status tl_cuda_attention_backward_run(const tl_cuda_attention *ap) {
+static tl_status launch_attention_backward(const tl_cuda_attention *ap) {
     const tl_cuda_attention &a = *ap;
     const bool want_q = a.data[GRAD_Q] != nullptr, want_kv = a.data[GRAD_K] || a.data[GRAD_V];
     if (a.B * a.H == 0 || (!want_q && !want_kv)) return TL_OK;
@@ -290,3 +292,71 @@ extern "C" tl_status tl_cuda_attention_backward_run(const tl_cuda_attention *ap)
         return TL_OK;
     });
 }
+
+/* ---- the table: the tensors unpacked into the description the launches take ---------------- */
+/* The geometry of q [B, H, T, D] and k [B, H, S, D] and the scalars. */
+static tl_cuda_attention describe(const tl_tensor *q, const tl_tensor *k,
+                                  const tl_attention_args *args) {
+    tl_cuda_attention a = {};
+    a.dtype = tl_cuda_dtype_of(q);
+    a.B = q->shape[0];
+    a.H = q->shape[1];
+    a.T = q->shape[2];
+    a.S = k->shape[2];
+    a.D = q->shape[3];
+    a.scale = args->scale;
+    a.dropout = args->dropout;
+    a.causal = args->causal;
+    a.seed = args->seed;
+    a.counter = args->counter;
+    return a;
+}
+
+static void operand(tl_cuda_attention *a, int which, const tl_tensor *t) {
+    if (!t) return;
+    a->data[which] = tl_data(t);
+    for (int d = 0; d < 3; d++) a->stride[which][d] = t->strides[d];
+}
+
+static tl_status cuda_attention(tl_tensor *out, tl_tensor *lse, const tl_tensor *q,
+                                const tl_tensor *k, const tl_tensor *v,
+                                const tl_attention_args *args) {
+    tl_cuda_attention a = describe(q, k, args);
+    operand(&a, TL_CUDA_ATT_Q, q);
+    operand(&a, TL_CUDA_ATT_K, k);
+    operand(&a, TL_CUDA_ATT_V, v);
+    operand(&a, TL_CUDA_ATT_OUT, out);
+    a.lse = tl_data(lse);
+    if (a.B == 0 || a.H == 0 || a.T == 0) return TL_OK;
+    TL_TRY(tl_cuda_where_of(out, "scaled_dot_product_attention", &a.at));
+    return launch_attention(&a);
+}
+
+static tl_status cuda_attention_backward(tl_tensor *grad_q, tl_tensor *grad_k, tl_tensor *grad_v,
+                                         tl_tensor *delta, const tl_tensor *grad_out,
+                                         const tl_tensor *q, const tl_tensor *k, const tl_tensor *v,
+                                         const tl_tensor *out, const tl_tensor *lse,
+                                         const tl_attention_args *args) {
+    tl_cuda_attention a = describe(q, k, args);
+    operand(&a, TL_CUDA_ATT_Q, q);
+    operand(&a, TL_CUDA_ATT_K, k);
+    operand(&a, TL_CUDA_ATT_V, v);
+    operand(&a, TL_CUDA_ATT_OUT, out);
+    operand(&a, TL_CUDA_ATT_GRAD_OUT, grad_out);
+    operand(&a, TL_CUDA_ATT_GRAD_Q, grad_q);
+    operand(&a, TL_CUDA_ATT_GRAD_K, grad_k);
+    operand(&a, TL_CUDA_ATT_GRAD_V, grad_v);
+    a.lse = tl_data(lse);
+    a.delta = tl_data(delta);
+    if (a.B == 0 || a.H == 0 || (!grad_q && !grad_k && !grad_v)) return TL_OK;
+    TL_TRY(tl_cuda_where_of(grad_out, "scaled_dot_product_attention_backward", &a.at));
+    return launch_attention_backward(&a);
+}
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(scaled_dot_product_attention, TL_DTYPES_FLOATING, attention, cuda_attention),
+    TL_KERNEL(scaled_dot_product_attention_backward, TL_DTYPES_FLOATING, attention_backward,
+              cuda_attention_backward),
+};
+
+TL_KERNEL_TABLE(tl_cuda_attention_table, TL_DEVICE_CUDA, entries);
