@@ -165,6 +165,19 @@ static int rt_trace(lua_State *L) {
     return lua_gettop(L) - base;
 }
 
+/* Pushes a table {op=, kernel=, device=, dtype=, runs=} of a registered kernel (or variant; the
+   caller adds its fields). */
+static void push_kernel_fields(lua_State *L, const char *op, const char *kernel,
+                               tl_device_type device, tl_dtype dtype, uint64_t runs) {
+    lua_createtable(L, 0, 7);
+    set_string(L, "op", op);
+    set_string(L, "kernel", kernel);
+    set_string(L, "device", device == TL_DEVICE_CPU ? "cpu" : "cuda");
+    set_string(L, "dtype", tl_dtype_name(dtype));
+    lua_pushinteger(L, (lua_Integer)runs);
+    lua_setfield(L, -2, "runs");
+}
+
 /* tl.kernels() -> list of {op=, kernel=, device=, dtype=, runs=} */
 static int rt_kernels(lua_State *L) {
     int count = tl_kernel_list(NULL, 0);
@@ -175,13 +188,7 @@ static int rt_kernels(lua_State *L) {
     lua_createtable(L, count, 0);
     for (int i = 0; i < count; i++) {
         const tl_kernel_info *k = &infos[i];
-        lua_createtable(L, 0, 5);
-        set_string(L, "op", k->op);
-        set_string(L, "kernel", k->kernel);
-        set_string(L, "device", k->device == TL_DEVICE_CPU ? "cpu" : "cuda");
-        set_string(L, "dtype", tl_dtype_name(k->dtype));
-        lua_pushinteger(L, (lua_Integer)k->runs);
-        lua_setfield(L, -2, "runs");
+        push_kernel_fields(L, k->op, k->kernel, k->device, k->dtype, k->runs);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
@@ -198,15 +205,9 @@ static int rt_kernel_variants(lua_State *L) {
     lua_createtable(L, count, 0);
     for (int i = 0; i < count; i++) {
         const tl_kernel_variant_info *v = &infos[i];
-        lua_createtable(L, 0, 7);
-        set_string(L, "op", v->op);
-        set_string(L, "kernel", v->kernel);
+        push_kernel_fields(L, v->op, v->kernel, v->device, v->dtype, v->runs);
         set_string(L, "variant", v->variant);
         set_string(L, "condition", v->condition);
-        set_string(L, "device", v->device == TL_DEVICE_CPU ? "cpu" : "cuda");
-        set_string(L, "dtype", tl_dtype_name(v->dtype));
-        lua_pushinteger(L, (lua_Integer)v->runs);
-        lua_setfield(L, -2, "runs");
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
