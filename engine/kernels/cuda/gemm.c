@@ -11,12 +11,7 @@
 
 static tl_status check_int(const GemmParams *p) {
     const int64_t v[] = {p->m, p->n, p->k, p->lda, p->ldb, p->ldc, p->batch_count};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (v[i] > INT_MAX)
-            return tl_error(TL_ERR_ARGUMENT,
-                            OP_NAME ": size or leading dim %lld exceeds cuBLAS's integer range",
-                            (long long)v[i]);
-    return TL_OK;
+    return tl_cuda_blas_ints(OP_NAME, v, (int)(sizeof v / sizeof v[0]));
 }
 
 /* One kernel for every dtype: tl_gemm has validated sizes, leading dims and the dtype combination

@@ -15,12 +15,7 @@
 
 static tl_status check_int(const GemmGroup *q) {
     const int64_t v[] = {q->m, q->n, q->k, q->lda, q->ldb, q->ldc};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (v[i] > INT_MAX)
-            return tl_error(TL_ERR_ARGUMENT,
-                            OP_NAME ": size or leading dim %lld exceeds cuBLAS's integer range",
-                            (long long)v[i]);
-    return TL_OK;
+    return tl_cuda_blas_ints(OP_NAME, v, (int)(sizeof v / sizeof v[0]));
 }
 
 /* Orders problems by shape, so that equal shapes sit together and form one cuBLAS group. */
