@@ -1,4 +1,4 @@
-/* Internal: how the CUDA GEMM kernels name tlua's dtypes and transposes to cuBLAS, and check its int range. */
+/* Internal: the CUDA GEMMs' dtypes and transposes as cuBLAS names them, and its int range. */
 #ifndef TLUA_CUDA_BLAS_TYPES_H
 #define TLUA_CUDA_BLAS_TYPES_H
 
