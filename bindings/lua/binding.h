@@ -243,6 +243,9 @@ bool tlb_may(lua_State *L, const char *what);
    the resolved path and returns it. Raises (the same message whether the file exists or not)
    otherwise. Unrestricted states get the path as given. */
 const char *tlb_check_file(lua_State *L, int idx, char mode, const char *op);
+/* Whether a file at path can be opened for reading (false outside a restricted state's folders,
+   whatever lies there). */
+bool tlb_file_readable(lua_State *L, const char *path);
 /* Raises unless the state may use the network. */
 void tlb_check_network(lua_State *L, const char *op);
 /* Raises in a restricted state: op changes a setting of the whole process (the CUDA device). */

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* realpath */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -132,28 +133,41 @@ static bool resolve_for_write(const char *path, char *out) {
     return true;
 }
 
+/* Whether path may be opened for mode ('r' or 'w') under g; real gets the resolved path. */
+static bool allowed(const grants *g, const char *path, char mode, char *real) {
+    if (mode == 'w') return resolve_for_write(path, real) && inside(real, g->write, g->n_write);
+    return realpath(path, real) &&
+           (inside(real, g->read, g->n_read) || inside(real, g->write, g->n_write));
+}
+
 const char *tlb_check_file(lua_State *L, int idx, char mode, const char *op) {
     const char *path = lua_tostring(L, idx);
     grants *g = find(L);
     if (!g || !path) return path;
     char real[PATH_MAX];
-    if (mode == 'w') {
-        if (!resolve_for_write(path, real) || !inside(real, g->write, g->n_write))
+    /* the same message for a file outside the grants and one that does not exist there: no
+       answer tells what lies outside */
+    if (!allowed(g, path, mode, real)) {
+        if (mode == 'w')
             tlb_errorf(L, "%s: cannot write '%s': not inside a folder the host granted for writing",
                        op, path);
-    } else {
-        /* the same message for a file outside the grants and one that does not exist there: no
-           answer tells what lies outside */
-        if (!realpath(path, real) ||
-            !(inside(real, g->read, g->n_read) || inside(real, g->write, g->n_write)))
-            tlb_errorf(L,
-                       "%s: cannot read '%s': not a file inside the folders the host granted for "
-                       "reading",
-                       op, path);
+        tlb_errorf(L,
+                   "%s: cannot read '%s': not a file inside the folders the host granted for "
+                   "reading",
+                   op, path);
     }
     lua_pushstring(L, real);
     lua_replace(L, idx); /* the resolved path is the one opened, anchored at idx */
     return lua_tostring(L, idx);
+}
+
+bool tlb_file_readable(lua_State *L, const char *path) {
+    grants *g = find(L);
+    char real[PATH_MAX];
+    if (g && !allowed(g, path, 'r', real)) return false;
+    FILE *f = fopen(g ? real : path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
 }
 
 void tlb_check_network(lua_State *L, const char *op) {

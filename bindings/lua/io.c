@@ -1,6 +1,5 @@
 /* File bindings: checkpoints (tl.save, tl.load: safetensors, atomic writes) and the IDX reader
    behind tl.data.read_idx (tl._read_idx). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,29 +163,11 @@ static int io_read_idx(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
-/* The restricted check of io_is_readable, run protected: true when the file may be read. */
-static int readable_body(lua_State *L) {
-    const char *path = tlb_check_file(L, 1, 'r', "is_readable");
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    lua_pushboolean(L, f != NULL);
-    return 1;
-}
-
 /* tl._is_readable(path) -> whether a file at path can be opened for reading (false outside the
    folders a sandboxed state was granted, whatever lies there) */
 static int io_is_readable(lua_State *L) {
     check_path(L, 1, "is_readable");
-    if (tlb_is_restricted(L)) {
-        lua_pushvalue(L, 1);
-        lua_pushcfunction(L, readable_body);
-        lua_insert(L, -2);
-        lua_pushboolean(L, lua_pcall(L, 1, 1, 0) == LUA_OK && lua_toboolean(L, -1));
-        return 1;
-    }
-    FILE *f = fopen(lua_tostring(L, 1), "rb");
-    if (f) fclose(f);
-    lua_pushboolean(L, f != NULL);
+    lua_pushboolean(L, tlb_file_readable(L, lua_tostring(L, 1)));
     return 1;
 }
 

@@ -294,9 +294,16 @@ static tl_status launch_attention_backward(const tl_cuda_attention *ap) {
 }
 
 /* ---- the table: the tensors unpacked into the description the launches take ---------------- */
-/* The geometry of q [B, H, T, D] and k [B, H, S, D] and the scalars. */
-static tl_cuda_attention describe(const tl_tensor *q, const tl_tensor *k,
-                                  const tl_attention_args *args) {
+static void operand(tl_cuda_attention *a, int which, const tl_tensor *t) {
+    if (!t) return;
+    a->data[which] = tl_data(t);
+    for (int d = 0; d < 3; d++) a->stride[which][d] = t->strides[d];
+}
+
+/* The geometry of q [B, H, T, D] and k [B, H, S, D], the scalars, and the operands both
+   directions have (q, k, v, out). */
+static tl_cuda_attention describe(const tl_tensor *q, const tl_tensor *k, const tl_tensor *v,
+                                  const tl_tensor *out, const tl_attention_args *args) {
     tl_cuda_attention a = {};
     a.dtype = tl_cuda_dtype_of(q);
     a.B = q->shape[0];
@@ -309,23 +316,17 @@ static tl_cuda_attention describe(const tl_tensor *q, const tl_tensor *k,
     a.causal = args->causal;
     a.seed = args->seed;
     a.counter = args->counter;
+    operand(&a, TL_CUDA_ATT_Q, q);
+    operand(&a, TL_CUDA_ATT_K, k);
+    operand(&a, TL_CUDA_ATT_V, v);
+    operand(&a, TL_CUDA_ATT_OUT, out);
     return a;
-}
-
-static void operand(tl_cuda_attention *a, int which, const tl_tensor *t) {
-    if (!t) return;
-    a->data[which] = tl_data(t);
-    for (int d = 0; d < 3; d++) a->stride[which][d] = t->strides[d];
 }
 
 static tl_status cuda_attention(tl_tensor *out, tl_tensor *lse, const tl_tensor *q,
                                 const tl_tensor *k, const tl_tensor *v,
                                 const tl_attention_args *args) {
-    tl_cuda_attention a = describe(q, k, args);
-    operand(&a, TL_CUDA_ATT_Q, q);
-    operand(&a, TL_CUDA_ATT_K, k);
-    operand(&a, TL_CUDA_ATT_V, v);
-    operand(&a, TL_CUDA_ATT_OUT, out);
+    tl_cuda_attention a = describe(q, k, v, out, args);
     a.lse = tl_data(lse);
     if (a.B == 0 || a.H == 0 || a.T == 0) return TL_OK;
     TL_TRY(tl_cuda_where_of(out, "scaled_dot_product_attention", &a.at));
@@ -337,11 +338,7 @@ static tl_status cuda_attention_backward(tl_tensor *grad_q, tl_tensor *grad_k, t
                                          const tl_tensor *q, const tl_tensor *k, const tl_tensor *v,
                                          const tl_tensor *out, const tl_tensor *lse,
                                          const tl_attention_args *args) {
-    tl_cuda_attention a = describe(q, k, args);
-    operand(&a, TL_CUDA_ATT_Q, q);
-    operand(&a, TL_CUDA_ATT_K, k);
-    operand(&a, TL_CUDA_ATT_V, v);
-    operand(&a, TL_CUDA_ATT_OUT, out);
+    tl_cuda_attention a = describe(q, k, v, out, args);
     operand(&a, TL_CUDA_ATT_GRAD_OUT, grad_out);
     operand(&a, TL_CUDA_ATT_GRAD_Q, grad_q);
     operand(&a, TL_CUDA_ATT_GRAD_K, grad_k);
