@@ -54,14 +54,18 @@ local function check_ran(events, kernels, what)
   end
 end
 
+-- case.layout(x, i), when present, lays input i out as the path under test needs (a view into
+-- a larger buffer, transposed, expanded): on the CPU for the reference's values, on the device
+-- for the run
 local function run_case(name, case, dtype, device, kernels)
   local what = string.format("%s in %s on %s", name, dtype, device)
   local G = sweep_cases.maker(dtype, ref.rng(seed_of(name .. dtype)))
   local inputs = case.inputs(G, dtype)
+  local layout = case.layout or function(x) return x end
   local stored, on_device = {}, {}
   for i, x in ipairs(inputs) do
-    stored[i] = x:totable()
-    on_device[i] = x:to(device)
+    stored[i] = layout(x, i):totable()
+    on_device[i] = layout(x:to(device), i)
   end
   local expected = case.reference(dtype, table.unpack(stored, 1, #inputs))
   local events = coverage.compared(function() return case.run(table.unpack(on_device, 1, #inputs)) end,
@@ -103,24 +107,36 @@ end
 
 -- The paths of kernels that have several (tl.kernel_variants()): each variant of a device in
 -- each of its dtypes, by a case of helpers/sweep_variant_cases.lua that takes it, against the
--- case's Lua reference; the trace must show the variant (so the coverage report marks it).
+-- case's Lua reference; the trace must show the variant (so the coverage report marks it). A
+-- path of a loop many kernels share (v.loop) is reached through one op whose kernel runs it.
+local function variant_case(v)
+  if v.loop then
+    local make = (variant_cases.loops[v.loop] or {})[v.variant]
+    return make and make(v.dtype), string.format("%s loop path %s", v.loop, v.variant)
+  end
+  return (variant_cases[v.op] or {})[v.variant], string.format("%s path %s", v.op, v.variant)
+end
+
+local function took_variant(events, v)
+  for _, e in ipairs(events) do
+    for _, taken in ipairs(e.variants or {}) do
+      if v.loop and e.dtype == v.dtype and taken == v.loop .. "." .. v.variant then return true end
+      if not v.loop and e.kernel == v.kernel and taken == v.variant then return true end
+    end
+  end
+  return false
+end
+
 local function variant_sweep(device)
   for _, v in ipairs(tl.kernel_variants()) do
     if v.device == device:match("^%a+") then
-      it(string.format("%s path %s in %s matches the Lua reference", v.op, v.variant, v.dtype), function()
-        local case = (variant_cases[v.op] or {})[v.variant]
+      local case, name = variant_case(v)
+      it(string.format("%s in %s matches the Lua reference", name, v.dtype), function()
         assert.is_not_nil(case, string.format("no sweep case reaches variant %s of %s (%s): add one to "
-          .. "spec/helpers/sweep_variant_cases.lua", v.variant, v.kernel, v.condition))
-        local name = string.format("%s path %s", v.op, v.variant)
-        local events = run_case(name, case, v.dtype, device, { v })
-        local took = false
-        for _, e in ipairs(events) do
-          for _, taken in ipairs(e.variants or {}) do
-            if e.kernel == v.kernel and taken == v.variant then took = true end
-          end
-        end
-        assert.is_true(took, string.format("%s in %s did not take variant %s of %s", name, v.dtype,
-          v.variant, v.kernel))
+          .. "spec/helpers/sweep_variant_cases.lua", v.variant, v.kernel or v.loop .. " loop", v.condition))
+        local events = run_case(name, case, v.dtype, device, v.loop and {} or { v })
+        assert.is_true(took_variant(events, v), string.format("%s in %s did not take variant %s of %s", name,
+          v.dtype, v.variant, v.kernel or v.loop .. " loop"))
       end)
     end
   end

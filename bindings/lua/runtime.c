@@ -170,8 +170,8 @@ static int rt_trace(lua_State *L) {
 static void push_kernel_fields(lua_State *L, const char *op, const char *kernel,
                                tl_device_type device, tl_dtype dtype, uint64_t runs) {
     lua_createtable(L, 0, 7);
-    set_string(L, "op", op);
-    set_string(L, "kernel", kernel);
+    if (op) set_string(L, "op", op); /* a loop's variant has neither */
+    if (kernel) set_string(L, "kernel", kernel);
     set_string(L, "device", device == TL_DEVICE_CPU ? "cpu" : "cuda");
     set_string(L, "dtype", tl_dtype_name(dtype));
     lua_pushinteger(L, (lua_Integer)runs);
@@ -195,7 +195,8 @@ static int rt_kernels(lua_State *L) {
 }
 
 /* tl.kernel_variants() -> list of {op=, kernel=, variant=, condition=, device=, dtype=, runs=}:
-   the paths of the kernels that have several */
+   the paths of the kernels that have several; a path of a loop many kernels share has loop=
+   (its name) instead of op= and kernel= */
 static int rt_kernel_variants(lua_State *L) {
     int count = tl_kernel_variant_list(NULL, 0);
     tl_kernel_variant_info *infos =
@@ -208,6 +209,7 @@ static int rt_kernel_variants(lua_State *L) {
         push_kernel_fields(L, v->op, v->kernel, v->device, v->dtype, v->runs);
         set_string(L, "variant", v->variant);
         set_string(L, "condition", v->condition);
+        if (v->loop) set_string(L, "loop", v->loop);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;

@@ -17,19 +17,33 @@ typedef struct registered_kernel {
     char name[64];
 } registered_kernel;
 
-/* A registered variant: one (variant, dtype) of a table's list, with the kernel it belongs to. */
+/* A registered variant: one (variant, dtype) of a table's list, with the kernel it belongs to
+   (NULL for a loop's) and the name tl.trace shows ("loop.name" for a loop's). */
 typedef struct registered_variant {
     const tl_kernel_variant *variant;
     const registered_kernel *kernel;
+    tl_device_type device;
     tl_dtype dtype;
     uint64_t runs;
+    char label[48];
 } registered_variant;
+
+/* A variant table's list and where its (variant, dtype) pairs are registered: slot[i * dtypes +
+   d] is the index into variants + 1 (0 when not registered), so a report costs a table scan of
+   a few entries and one lookup. */
+typedef struct variant_list {
+    const tl_kernel_variant *first;
+    int count;
+    int *slot;
+} variant_list;
 
 typedef struct registry {
     registered_kernel *kernels;
     int count;
     registered_variant *variants;
     int variant_count;
+    variant_list *lists;
+    int list_count;
     /* index into kernels + 1, 0 when absent */
     int lookup[TL_OP_COUNT][TL_DEVICE_TYPE_COUNT][TL_DTYPE_COUNT];
     char problem[256]; /* the first bad entry, "" when the tables are sound */
@@ -92,7 +106,9 @@ static registry *registry_build(const tl_kernel_table *const *tables, int table_
             variants += popcount(variant_tables[t]->variants[i].dtypes & TL_DTYPES_ALL);
     r->kernels = calloc((size_t)(total > 0 ? total : 1), sizeof *r->kernels);
     r->variants = calloc((size_t)(variants > 0 ? variants : 1), sizeof *r->variants);
-    if (!r->kernels || !r->variants) {
+    r->lists =
+        calloc((size_t)(variant_table_count > 0 ? variant_table_count : 1), sizeof *r->lists);
+    if (!r->kernels || !r->variants || !r->lists) {
         snprintf(r->problem, sizeof r->problem, "out of memory registering %d kernels", total);
         return r;
     }
@@ -145,26 +161,44 @@ static registry *registry_build(const tl_kernel_table *const *tables, int table_
     return r;
 }
 
-/* Registers a file's variants (after every kernel): each of their dtypes needs a kernel of that
-   (op, device, dtype). */
+/* Registers a file's variants (after every kernel): each dtype of an op's variant needs a kernel
+   of that (op, device, dtype); a loop's belongs to no kernel. */
 static void register_variants(registry *r, const tl_variant_table *table) {
+    variant_list *list = &r->lists[r->list_count];
+    list->slot =
+        calloc((size_t)(table->count > 0 ? table->count : 1) * TL_DTYPE_COUNT, sizeof *list->slot);
+    if (!list->slot) {
+        reject(r, "kernel variants %s: %s", "of a table", "out of memory");
+        return;
+    }
+    list->first = table->variants;
+    list->count = table->count;
+    r->list_count++;
     for (int i = 0; i < table->count; i++) {
         const tl_kernel_variant *v = &table->variants[i];
         const char *name = v->name ? v->name : "(unnamed)";
-        if ((unsigned)v->op >= TL_OP_COUNT || !v->name || !v->condition ||
+        if ((!v->loop && (unsigned)v->op >= TL_OP_COUNT) || !v->name || !v->condition ||
             (v->dtypes & TL_DTYPES_ALL) == 0) {
-            reject(r, "kernel variant %s: %s", name, "no op, name, condition or dtype");
+            reject(r, "kernel variant %s: %s", name, "no op or loop, name, condition or dtype");
             continue;
         }
         for (int d = 0; d < TL_DTYPE_COUNT; d++) {
             if (!(v->dtypes & (1u << d))) continue;
-            int index = r->lookup[v->op][table->device][d];
-            if (!index) {
+            int index = v->loop ? 0 : r->lookup[v->op][table->device][d];
+            if (!v->loop && !index) {
                 reject(r, "kernel variant %s: %s", name, "a dtype its op has no kernel for");
                 continue;
             }
-            r->variants[r->variant_count++] = (registered_variant){
-                .variant = v, .kernel = &r->kernels[index - 1], .dtype = (tl_dtype)d};
+            registered_variant *rv = &r->variants[r->variant_count];
+            *rv = (registered_variant){.variant = v,
+                                       .kernel = index ? &r->kernels[index - 1] : NULL,
+                                       .device = table->device,
+                                       .dtype = (tl_dtype)d};
+            if (v->loop)
+                snprintf(rv->label, sizeof rv->label, "%s.%s", v->loop, v->name);
+            else
+                snprintf(rv->label, sizeof rv->label, "%s", v->name);
+            list->slot[i * TL_DTYPE_COUNT + d] = ++r->variant_count;
         }
     }
 }
@@ -173,6 +207,8 @@ static void registry_free(registry *r) {
     if (r) {
         free(r->kernels);
         free(r->variants);
+        for (int i = 0; i < r->list_count; i++) free(r->lists[i].slot);
+        free(r->lists);
     }
     free(r);
 }
@@ -242,9 +278,14 @@ tl_status tl_trace_end(tl_trace_event **events, int *count) {
     return TL_OK;
 }
 
+/* the dtype of the kernel dispatched last on this thread (-1 before any): a loop variant counts
+   for it */
+static _Thread_local int last_dtype = -1;
+
 static void record(registered_kernel *k, tl_device device, int count, const int *ndims,
                    const int64_t (*shapes)[TL_MAX_DIMS], const tl_tensor *const *tensors) {
     k->runs++;
+    last_dtype = (int)k->entry.dtype;
     if (trace_depth == 0) return;
     if (trace_count == trace_capacity) {
         int capacity = trace_capacity ? trace_capacity * 2 : 64;
@@ -316,19 +357,40 @@ const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype d
     return &k->entry;
 }
 
-void tl_variant_ran(const tl_kernel_variant *variant, tl_dtype dtype) {
+/* The registered (variant, dtype), or NULL. */
+static registered_variant *find_variant(const tl_kernel_variant *variant, tl_dtype dtype) {
     registry *r = get_registry();
-    if (!r || !variant) return;
-    for (int i = 0; i < r->variant_count; i++) {
-        registered_variant *v = &r->variants[i];
-        if (v->variant != variant || v->dtype != dtype) continue;
-        v->runs++;
-        if (trace_depth == 0 || trace_count == 0) return;
-        tl_trace_event *e = &trace_events[trace_count - 1];
-        if (e->kernel == v->kernel->name && e->nvariants < TL_TRACE_MAX_VARIANTS)
-            e->variants[e->nvariants++] = variant->name;
-        return;
+    if (!r || !variant || (unsigned)dtype >= TL_DTYPE_COUNT) return NULL;
+    for (int l = 0; l < r->list_count; l++) {
+        const variant_list *list = &r->lists[l];
+        if (variant < list->first || variant >= list->first + list->count) continue;
+        int index = list->slot[(variant - list->first) * TL_DTYPE_COUNT + dtype];
+        return index ? &r->variants[index - 1] : NULL;
     }
+    return NULL;
+}
+
+/* Counts a run of v and adds its label to the trace's last event (when that event is v's
+   kernel's, or any kernel's for a loop's), once. */
+static void variant_record(registered_variant *v) {
+    v->runs++;
+    if (trace_depth == 0 || trace_count == 0) return;
+    tl_trace_event *e = &trace_events[trace_count - 1];
+    if (v->kernel && e->kernel != v->kernel->name) return;
+    for (int i = 0; i < e->nvariants; i++)
+        if (e->variants[i] == v->label) return;
+    if (e->nvariants < TL_TRACE_MAX_VARIANTS) e->variants[e->nvariants++] = v->label;
+}
+
+void tl_variant_ran(const tl_kernel_variant *variant, tl_dtype dtype) {
+    registered_variant *v = find_variant(variant, dtype);
+    if (v) variant_record(v);
+}
+
+void tl_loop_variant_ran(const tl_kernel_variant *variant) {
+    if (last_dtype < 0) return;
+    registered_variant *v = find_variant(variant, (tl_dtype)last_dtype);
+    if (v) variant_record(v);
 }
 
 int tl_kernel_variant_list(tl_kernel_variant_info *out, int max) {
@@ -336,13 +398,15 @@ int tl_kernel_variant_list(tl_kernel_variant_info *out, int max) {
     if (!r) return 0;
     for (int i = 0; i < r->variant_count && i < max; i++) {
         const registered_variant *v = &r->variants[i];
-        out[i] = (tl_kernel_variant_info){.op = tl_op_info_of(v->variant->op)->name,
-                                          .kernel = v->kernel->name,
-                                          .variant = v->variant->name,
-                                          .condition = v->variant->condition,
-                                          .device = v->kernel->device,
-                                          .dtype = v->dtype,
-                                          .runs = v->runs};
+        out[i] =
+            (tl_kernel_variant_info){.op = v->kernel ? tl_op_info_of(v->variant->op)->name : NULL,
+                                     .kernel = v->kernel ? v->kernel->name : NULL,
+                                     .loop = v->variant->loop,
+                                     .variant = v->variant->name,
+                                     .condition = v->variant->condition,
+                                     .device = v->device,
+                                     .dtype = v->dtype,
+                                     .runs = v->runs};
     }
     return r->variant_count;
 }

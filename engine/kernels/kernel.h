@@ -307,17 +307,26 @@ typedef struct tl_kernel_entry {
    run; it belongs to the kernel of its (op, device, dtype). The kernel calls tl_variant_ran when
    it takes one (or several: a tile and a dropout mode), so tl.trace shows the variants that ran
    and the coverage report fails on a variant that no spec ran, or whose result no spec
-   compared, on a device that has it. */
+   compared, on a device that has it.
+   A path of a loop that many ops' kernels share (the elementwise walk, the reduction launch)
+   is a loop variant: TL_LOOP_VARIANT names the loop instead of an op, the loop reports it with
+   tl_loop_variant_ran, and it counts for the dtype of the kernel that ran it (tl.trace shows
+   "loop.name" on that kernel's event). */
 typedef struct tl_kernel_variant {
     tl_op op;
     tl_dtype_set dtypes;
     const char *name;      /* "mma_d64" */
     const char *condition; /* "bfloat16 or float16, head dim 64, operands 16-byte aligned" */
+    const char *loop;      /* "elementwise" for a loop variant, NULL for an op's */
 } tl_kernel_variant;
 #define TL_VARIANT(op, dtypes, name, condition)                                                    \
-    { TL_OP_##op, (dtypes), (name), (condition) }
+    { TL_OP_##op, (dtypes), (name), (condition), NULL }
+#define TL_LOOP_VARIANT(loop, dtypes, name, condition)                                             \
+    { (tl_op)0, (dtypes), (name), (condition), (loop) }
 /* Records that the running kernel (dispatched last on this thread) took variant for dtype. */
 void tl_variant_ran(const tl_kernel_variant *variant, tl_dtype dtype);
+/* Records that a loop variant ran for the kernel dispatched last on this thread (its dtype). */
+void tl_loop_variant_ran(const tl_kernel_variant *variant);
 
 /* A kernel table of one file. CMakeLists.txt finds every TL_KERNEL_TABLE (and
    TL_VARIANT_TABLE) that starts a line of a .c file of engine/kernels/cpu (or a .c or .cu file of

@@ -8,20 +8,30 @@ local tl = require("tlua")
 
 local coverage = {}
 
--- marks of this process: "device op kernel dtype" -> true (device without its index)
+-- marks of this process: "device op kernel dtype" -> true (device without its index), and
+-- "device loop name dtype variant" for a path of a loop many kernels share
 local marks = {}
 
 local function key(device, op, kernel, dtype)
   return string.format("%s %s %s %s", device:match("^%a+"), op, kernel, dtype)
 end
 
--- marks the kernels of a trace (a list of tl.trace events), and the variants they took, as
--- compared
+local function loop_key(device, loop, dtype, variant)
+  return string.format("%s loop %s %s %s", device:match("^%a+"), loop, dtype, variant)
+end
+
+-- marks the kernels of a trace (a list of tl.trace events), and the variants they took (a
+-- loop's as "loop.name"), as compared
 function coverage.mark(events)
   for _, e in ipairs(events) do
     marks[key(e.device, e.op, e.kernel, e.dtype)] = true
     for _, v in ipairs(e.variants or {}) do
-      marks[key(e.device, e.op, e.kernel, e.dtype) .. " " .. v] = true
+      local loop, name = v:match("^([%w_]+)%.([%w_]+)$")
+      if loop then
+        marks[loop_key(e.device, loop, e.dtype, name)] = true
+      else
+        marks[key(e.device, e.op, e.kernel, e.dtype) .. " " .. v] = true
+      end
     end
   end
 end
@@ -37,6 +47,7 @@ end
 
 -- k: an entry of tl.kernels(), or of tl.kernel_variants() (then its variant too)
 function coverage.is_compared(k)
+  if k.loop then return marks[loop_key(k.device, k.loop, k.dtype, k.variant)] == true end
   local mark = key(k.device, k.op, k.kernel, k.dtype)
   if k.variant then mark = mark .. " " .. k.variant end
   return marks[mark] == true
@@ -51,7 +62,8 @@ function coverage.report()
   for _, v in ipairs(tl.kernel_variants()) do entries[#entries + 1] = v end
   for _, k in ipairs(entries) do
     total = total + 1
-    local line = string.format("%s %s %s %s", k.device, k.op, k.kernel, k.dtype)
+    local line = k.loop and string.format("%s loop %s %s", k.device, k.loop, k.dtype)
+      or string.format("%s %s %s %s", k.device, k.op, k.kernel, k.dtype)
     if k.variant then line = line .. " variant " .. k.variant .. " (" .. k.condition .. ")" end
     if not present[k.device] then
       if k.runs == 0 then absent[#absent + 1] = line end

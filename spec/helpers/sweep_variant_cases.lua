@@ -1,7 +1,9 @@
--- The kernel sweep's cases for the paths of kernels that have several (tl.kernel_variants()): for each op and variant, inputs and a run that take that path, against Lua loops (attention with its dropout mask drawn from Philox4x32-10 in Lua; block-sparse linear from its blocks laid out dense).
+-- The kernel sweep's cases for the paths of kernels that have several (tl.kernel_variants()): for each op and variant (and each path of a loop many kernels share), inputs and a run that take that path, against Lua loops (attention with its dropout mask drawn from Philox4x32-10 in Lua; block-sparse linear from its blocks laid out dense; elementwise ops on inputs laid out for the path).
 local tl = require("tlua")
 local ref = require("helpers.reference")
 local K = require("helpers.kernel_reference")
+local sweep = require("helpers.sweep_cases")
+local nn_sweep = require("helpers.sweep_nn_cases")
 
 local function leaves(...)
   local out = {}
@@ -100,9 +102,174 @@ local attention = {
 }
 local block_sparse = { mma_b64 = block_sparse_case(64), mma_b32 = block_sparse_case(32), plain = block_sparse_case(16) }
 
+-- ---- input layouts --------------------------------------------------------------------------------
+-- Input layouts with the values a reference reads back: a view one element into a buffer
+-- (misaligned for vectors), rows of a wider buffer (unit stride, aligned rows), the transpose of
+-- a transposed copy (no unit stride), the second operand expanded along its last dim, one element.
+local layouts = {
+  as_is = function(x) return x end,
+  offset = function(x)
+    local buffer = tl.zeros({ x:numel() + 1 }, { dtype = x.dtype, device = x.device })
+    local view = buffer:narrow(1, 2, x:numel()):view(table.unpack(x.shape))
+    view:copy_(x)
+    return view
+  end,
+  padded = function(x)
+    local buffer = tl.zeros({ x.shape[1], x.shape[2] + 16 }, { dtype = x.dtype, device = x.device })
+    local view = buffer:narrow(2, 1, x.shape[2])
+    view:copy_(x)
+    return view
+  end,
+  transposed = function(x) return x:transpose(1, 2):contiguous():transpose(1, 2) end,
+  broadcast = function(x, i)
+    if i == 1 then return x end
+    return x:narrow(2, 1, 1):expand(table.unpack(x.shape))
+  end,
+  single = function(x) return x:narrow(1, 1, 1):narrow(2, 1, 1) end,
+}
+
+-- ---- dropout: the mask from Philox4x32-10 in Lua ------------------------------------------------
+-- cases.dropout runs a contiguous input and a transposed one; p = 1 drops every element undrawn
+local dropout_case = nn_sweep.cases.dropout
+local dropout = {
+  dense = dropout_case,
+  strided = dropout_case,
+  dense_vector = dropout_case,
+  dense_scalar = {
+    layout = function(x) return layouts.offset(x) end,
+    inputs = dropout_case.inputs, run = dropout_case.run, reference = dropout_case.reference,
+  },
+  all_dropped = {
+    inputs = function(G) return { G.normal(3, 7) } end,
+    run = function(x) return { tl.dropout(x, 1) } end,
+    reference = function(_, x) return { ref.map(x, function() return 0.0 end) } end,
+  },
+}
+
+-- ---- the paths of loops many kernels share -------------------------------------------------------
+-- a binary elementwise op of dtype d (mul; ne for bool) on [3, 16] operands laid out by layout
+local function elementwise_through(layout)
+  return function(d)
+    local op = d == "bool" and "ne" or "mul"
+    return {
+      layout = layouts[layout],
+      inputs = function(G) return { G.wide(3, 16), G.wide(3, 16) } end,
+      run = sweep.cases[op].run,
+      reference = sweep.cases[op].reference,
+    }
+  end
+end
+
+-- sum along a unit-stride dim (one line at a time), min along dim 1 (lines side by side), sum of
+-- 2 x 32768 (few long lines: split in chunks)
+local function through(case) return function() return case end end
+local split_sum = {
+  inputs = function(G) return { G.wide(2, 32768) } end,
+  run = sweep.cases.sum.run,
+  reference = sweep.cases.sum.reference,
+}
+
+-- sum along dim 1 of [2048, 4] (few column tiles of long lines)
+local function column_sum(d, x)
+  local out = {}
+  for j = 1, #x[1] do
+    local acc = sweep.floating[d] and 0.0 or 0
+    for i = 1, #x do
+      local v = x[i][j]
+      acc = acc + (type(v) == "boolean" and (v and 1 or 0) or v)
+    end
+    out[j] = acc
+  end
+  return out
+end
+local columns_sum = {
+  inputs = function(G) return { G.wide(2048, 4) } end,
+  run = function(x) return { x:sum(1) } end,
+  reference = function(d, x) return { column_sum(d, x) } end,
+}
+local long_rows_sum = {
+  inputs = function(G) return { G.wide(4, 2048) } end,
+  run = sweep.cases.sum.run,
+  reference = sweep.cases.sum.reference,
+}
+
+-- softmax along dim of [rows, cols] and its backward for a gradient g, against the float64
+-- softmax and the Lua backward formula applied to the stored output
+local function softmax_case(rows, cols, dim)
+  return {
+    inputs = function(G) return { G.normal(rows, cols), G.normal(rows, cols) } end,
+    run = function(x, g)
+      local leaf = x:detach():requires_grad_()
+      local y = leaf:softmax(dim)
+      y:backward(g)
+      return { y:detach(), leaf.grad }
+    end,
+    reference = function(d, x, g)
+      local y = ref.softmax(x, dim)
+      local stored = ref.map(y, function(v) return ref.round_to(v, d) end)
+      return { y, K.softmax_backward(stored, g, dim, false) }
+    end,
+  }
+end
+local softmax_paths = {
+  rows_warp = through(softmax_case(3, 5, 2)),
+  rows_block = through(softmax_case(2, 1024, 2)),
+  cols = through(softmax_case(3, 16, 1)),
+}
+
+local loops = {
+  elementwise = {
+    -- the CPU walk (kernels/cpu/loop.c)
+    dense = elementwise_through("as_is"),
+    broadcast = elementwise_through("broadcast"),
+    strided = elementwise_through("transposed"),
+    single = elementwise_through("single"),
+    -- the CUDA launch (kernels/cuda/elementwise.cuh)
+    dense_vector = elementwise_through("as_is"),
+    dense_scalar = elementwise_through("offset"),
+    rows_vector = elementwise_through("padded"),
+    rows_scalar = elementwise_through("transposed"),
+  },
+  lines = { line = through(sweep.cases.sum), lanes = through(sweep.cases.min) },
+  reduce = {
+    split = through(split_sum), -- CPU
+    rows_warp = through(sweep.cases.sum),
+    rows_block = through(long_rows_sum),
+    rows_split = through(split_sum),
+    cols = through(sweep.cases.min),
+    cols_split = through(columns_sum),
+  },
+  softmax = softmax_paths,
+  softmax_backward = softmax_paths,
+}
+
+-- fill into [3, 16]: contiguous, one element into a buffer, transposed
+local function fill_case(layout)
+  return {
+    layout = layouts[layout],
+    inputs = function(G) return { G.values(3, 16) } end,
+    run = function(x) return { x:fill_(-7.9) } end,
+    reference = function(d) return { sweep.exact(ref.build({ 3, 16 }, function() return K.cast(-7.9, d) end)) } end,
+  }
+end
+local fill = { dense_vector = fill_case("as_is"), dense_scalar = fill_case("offset"), strided = fill_case("transposed") }
+
+-- a clone of the same dtype: a device to device copy
+local cast = {
+  memcpy = {
+    inputs = function(G) return { G.wide(3, 5) } end,
+    run = function(x) return { x:clone() } end,
+    reference = function(_, x) return { x } end,
+  },
+}
+
 return {
   scaled_dot_product_attention = attention,
   scaled_dot_product_attention_backward = attention,
   block_sparse_linear = block_sparse,
   block_sparse_linear_backward_input = block_sparse,
+  dropout = dropout,
+  fill = fill,
+  cast = cast,
+  loops = loops,
 }

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define TL_TRACE_MAX_TENSORS  4
-#define TL_TRACE_MAX_VARIANTS 4
+#define TL_TRACE_MAX_VARIANTS 6
 
 typedef struct tl_trace_event {
     const char *op;     /* "add" */
@@ -48,10 +48,12 @@ int tl_kernel_list(tl_kernel_info *out, int max);
 
 /* Every registered path of a kernel that has several (kernels/kernel.h's tl_kernel_variant): the
    kernel (as tl_kernel_list names it), the path's name and the condition that picks it, and how
-   often it ran in this process. */
+   often it ran in this process. A path of a loop many kernels share has loop set (its name) and
+   no op or kernel: it counts the runs of every kernel of its dtype. */
 typedef struct tl_kernel_variant_info {
-    const char *op;
-    const char *kernel;
+    const char *op;     /* NULL for a loop's */
+    const char *kernel; /* NULL for a loop's */
+    const char *loop;   /* NULL for a kernel's */
     const char *variant;
     const char *condition;
     tl_device_type device;

@@ -105,6 +105,16 @@ static void chunk_mask(const dropout_plan *pl, int64_t begin, dropout_chunk *c) 
 
 typedef void (*apply_fn)(const dropout_plan *pl, const dropout_chunk *c);
 
+enum { DROPOUT_DENSE, DROPOUT_STRIDED, DROPOUT_ALL };
+static const tl_kernel_variant dropout_variants[] = {
+    [DROPOUT_DENSE] = TL_VARIANT(dropout, TL_DTYPES_FLOATING, "dense",
+                                 "out and in contiguous (after size-1 dims): flat loops"),
+    [DROPOUT_STRIDED] = TL_VARIANT(dropout, TL_DTYPES_FLOATING, "strided",
+                                   "any other strides: each chunk's offsets computed first"),
+    [DROPOUT_ALL] = TL_VARIANT(dropout, TL_DTYPES_FLOATING, "all_dropped",
+                               "p >= 1: every element dropped, no draw"),
+};
+
 static void run(const dropout_plan *pl, apply_fn apply) {
     int64_t chunks = (pl->numel + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (pl->numel > NN_PARALLEL_THRESHOLD)
@@ -141,7 +151,12 @@ static void run(const dropout_plan *pl, apply_fn apply) {
                                           const tl_op_args *args) {                                \
         dropout_plan pl;                                                                           \
         plan_make(&pl, out, in, args);                                                             \
-        if (pl.numel > 0) run(&pl, apply_##suffix);                                                \
+        if (pl.numel == 0) return TL_OK;                                                           \
+        tl_variant_ran(&dropout_variants[pl.all_dropped ? DROPOUT_ALL                              \
+                                         : pl.dense     ? DROPOUT_DENSE                            \
+                                                        : DROPOUT_STRIDED],                            \
+                       out->dtype);                                                                \
+        run(&pl, apply_##suffix);                                                                  \
         return TL_OK;                                                                              \
     }
 NN_FOR_FLOATING(DROPOUT_KERNEL)
@@ -151,3 +166,4 @@ static const tl_kernel_entry entries[] = {
 };
 
 TL_KERNEL_TABLE(tl_cpu_dropout_table, TL_DEVICE_CPU, entries);
+TL_VARIANT_TABLE(tl_cpu_dropout_variants, TL_DEVICE_CPU, dropout_variants);

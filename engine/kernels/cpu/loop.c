@@ -4,6 +4,29 @@
 #include <string.h>
 
 #include "kernels/cpu/loop.h"
+#include "kernels/kernel.h"
+
+/* The paths of the walks, reported for the kernel that runs them (kernels/kernel.h). */
+enum { WALK_SINGLE, WALK_DENSE, WALK_BROADCAST, WALK_STRIDED, LINES_SIDE_BY_SIDE, LINES_ONE };
+static const tl_kernel_variant walk_variants[] = {
+    [WALK_SINGLE] = TL_LOOP_VARIANT("elementwise", TL_DTYPES_ALL, "single",
+                                    "one element: the inner loop runs once, without a plan"),
+    [WALK_DENSE] = TL_LOOP_VARIANT("elementwise", TL_DTYPES_ALL, "dense",
+                                   "every tensor steps by one element along the innermost walked "
+                                   "dim: the kernels' flat loops"),
+    [WALK_BROADCAST] = TL_LOOP_VARIANT("elementwise", TL_DTYPES_ALL, "broadcast",
+                                       "along the innermost walked dim the output steps by one "
+                                       "element and some input by none (an expanded operand)"),
+    [WALK_STRIDED] = TL_LOOP_VARIANT("elementwise", TL_DTYPES_ALL, "strided",
+                                     "any other innermost strides (a transposed or sliced view)"),
+    [LINES_SIDE_BY_SIDE] = TL_LOOP_VARIANT("lines", TL_DTYPES_ALL, "lanes",
+                                           "the dim is not unit-stride in the first tensor: "
+                                           "blocks of lines side by side, read across"),
+    [LINES_ONE] = TL_LOOP_VARIANT("lines", TL_DTYPES_ALL, "line",
+                                  "the dim is unit-stride in the first tensor (or the only one "
+                                  "of size > 1): one line at a time, read in order"),
+};
+TL_VARIANT_TABLE(tl_cpu_loop_variants, TL_DEVICE_CPU, walk_variants);
 
 /* tl_dtype_size and tl_data without calls: the small-op path counts nanoseconds */
 static inline int64_t element_size(tl_dtype dtype) {
@@ -87,6 +110,19 @@ static void build_plan(loop_plan *p, int count, const tl_tensor *const *tensors)
     p->ndim = n;
 }
 
+/* The path the kernels' inner loops take: by the strides of the innermost walked dim. */
+static int inner_walk(const loop_plan *p, const tl_tensor *const *tensors) {
+    if (p->ndim == 0) return WALK_DENSE;
+    const int64_t *inner = p->strides[p->ndim - 1];
+    bool dense = true, broadcast = inner[0] == element_size(tensors[0]->dtype);
+    for (int t = 0; t < p->count; t++) {
+        const int64_t size = element_size(tensors[t]->dtype);
+        dense = dense && inner[t] == size;
+        if (t > 0) broadcast = broadcast && (inner[t] == size || inner[t] == 0);
+    }
+    return dense ? WALK_DENSE : broadcast ? WALK_BROADCAST : WALK_STRIDED;
+}
+
 /* Runs fn over the elements [begin, end) of the walk's row-major order. */
 static void run_range(const loop_plan *p, int64_t begin, int64_t end, tl_cpu_loop_fn fn,
                       const void *ctx) {
@@ -154,10 +190,12 @@ void tl_cpu_for_each(int count, const tl_tensor *const *tensors, tl_cpu_loop_fn 
         for (int t = 0; t < count; t++)
             ptrs[t] = data_of(tensors[t], element_size(tensors[t]->dtype));
         fn(ptrs, strides, 1, ctx);
+        tl_loop_variant_ran(&walk_variants[WALK_SINGLE]);
         return;
     }
     loop_plan p;
     build_plan(&p, count, tensors);
+    tl_loop_variant_ran(&walk_variants[inner_walk(&p, tensors)]);
     if (numel > TL_CPU_PARALLEL_THRESHOLD && !omp_in_parallel() && omp_get_max_threads() > 1)
         run_parallel(&p, numel, fn, ctx);
     else
@@ -228,6 +266,7 @@ int64_t tl_cpu_lines_locate(const tl_cpu_lines *p, int64_t item, char **at) {
 void tl_cpu_lines_for_each(const tl_cpu_lines *p, int64_t parallel_threshold, tl_cpu_lines_fn fn,
                            const void *ctx) {
     const bool parallel = p->items > 1 && p->outer * p->lanes * p->len > parallel_threshold;
+    tl_loop_variant_ran(&walk_variants[p->lanes > 1 ? LINES_SIDE_BY_SIDE : LINES_ONE]);
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t item = 0; item < p->items; item++) {
         char *at[TL_CPU_LINES_MAX_TENSORS];

@@ -57,6 +57,14 @@ static void reduce_item(const tl_cpu_lines *p, char *const *at, int64_t lanes, c
     ops->finish(p, &state, lanes, at[OUT], at[IDX]);
 }
 
+/* A reduction's walk: the lines of the plan (kernels/cpu/loop.c reports lanes or line), or, for a
+   few long lines, chunks of the reduced dim merged in order. */
+static const tl_kernel_variant reduce_variants[] = {
+    TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "split",
+                    "fewer than 16 lines of at least 32768 elements: chunks of the reduced dim in "
+                    "parallel, their partial states merged in order"),
+};
+
 static tl_status run_reduce(const reduce_ops *ops, tl_tensor *out, tl_tensor *indices,
                             const tl_tensor *in, int dim) {
     tl_cpu_lines p;
@@ -76,6 +84,7 @@ static tl_status run_reduce(const reduce_ops *ops, tl_tensor *out, tl_tensor *in
         return TL_OK;
     }
     /* a few items with long lines: chunks of the reduced dim in parallel, then merged in order */
+    tl_loop_variant_ran(&reduce_variants[0]);
     int64_t chunk_len = (p.len + chunks - 1) / chunks;
     chunks = (p.len + chunk_len - 1) / chunk_len; /* no empty chunk at the end */
 #pragma omp parallel for schedule(dynamic, 1)
@@ -311,3 +320,4 @@ static const tl_kernel_entry entries[] = {
 };
 
 TL_KERNEL_TABLE(tl_cpu_reduce_table, TL_DEVICE_CPU, entries);
+TL_VARIANT_TABLE(tl_cpu_reduce_variants, TL_DEVICE_CPU, reduce_variants);

@@ -21,8 +21,14 @@ template <class T> struct bits_fn {
 };
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
+static const tl_kernel_variant copy_variants[] = {
+    TL_VARIANT(cast, TL_DTYPES_NUMERIC, "memcpy",
+               "same dtype (not bool), both contiguous: a device to device cudaMemcpyAsync"),
+};
+
 template <class T> static tl_status launch_copy_bits(const tl_cuda_launch *l) {
     if (l->numel > 0 && l->dense && l->scalar_mask == 0) {
+        tl_loop_variant_ran(&copy_variants[0]); /* for the dtype of this cast kernel */
         TL_CUDA_TRY(cudaMemcpyAsync(l->data[0], l->data[1], (size_t)l->numel * sizeof(T),
                                     cudaMemcpyDeviceToDevice, l->stream),
                     l->op, "device to device copy");
@@ -52,3 +58,4 @@ static tl_status cuda_cast(tl_tensor *dst, const tl_tensor *src) {
 static const tl_kernel_entry entries[] = {TL_KERNEL(cast, TL_DTYPES_ALL, copy, cuda_cast)};
 
 TL_KERNEL_TABLE(tl_cuda_copy_table, TL_DEVICE_CUDA, entries);
+TL_VARIANT_TABLE(tl_cuda_copy_variants, TL_DEVICE_CUDA, copy_variants);

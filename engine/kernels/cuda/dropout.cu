@@ -99,6 +99,16 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
     }
 }
 
+enum { DROPOUT_DENSE_VECTOR, DROPOUT_DENSE_SCALAR, DROPOUT_STRIDED };
+static const tl_kernel_variant dropout_variants[] = {
+    TL_VARIANT(dropout, TL_DTYPES_FLOATING, "dense_vector",
+               "out and in contiguous and aligned for a group of elements: vector accesses"),
+    TL_VARIANT(dropout, TL_DTYPES_FLOATING, "dense_scalar",
+               "out and in contiguous, one not aligned for a group: one element per access"),
+    TL_VARIANT(dropout, TL_DTYPES_FLOATING, "strided",
+               "out or in not contiguous: offsets from the strides, 4 elements per thread"),
+};
+
 template <class E> static tl_status launch_dtype(const tl_cuda_dropout *d) {
     typedef typename E::T T;
     typedef typename E::C C;
@@ -110,10 +120,13 @@ template <class E> static tl_status launch_dtype(const tl_cuda_dropout *d) {
         constexpr int G = dropout_group<T>();
         const bool vec_ok =
             tl_cuda_aligned(out, sizeof(T) * G) && tl_cuda_aligned(in, sizeof(T) * G);
+        tl_variant_ran(&dropout_variants[vec_ok ? DROPOUT_DENSE_VECTOR : DROPOUT_DENSE_SCALAR],
+                       (tl_dtype)d->dtype);
         err = tl_cuda_launch_kernel<dropout_dense<E>>(
             d->at.device, tl_cuda_blocks((d->n + G - 1) / G, d->at.sm_count), TL_CUDA_THREADS,
             d->at.stream, out, in, d->n, d->seed, d->counter, d->threshold, q, vec_ok);
     } else {
+        tl_variant_ran(&dropout_variants[DROPOUT_STRIDED], (tl_dtype)d->dtype);
         err = tl_cuda_launch_kernel<dropout_strided<E>>(
             d->at.device, tl_cuda_blocks((d->n + 3) / 4, d->at.sm_count), TL_CUDA_THREADS,
             d->at.stream, out, in, d->n, d->seed, d->counter, d->threshold, q, d->geometry);
@@ -153,3 +166,4 @@ static const tl_kernel_entry entries[] = {
 };
 
 TL_KERNEL_TABLE(tl_cuda_dropout_table, TL_DEVICE_CUDA, entries);
+TL_VARIANT_TABLE(tl_cuda_dropout_variants, TL_DEVICE_CUDA, dropout_variants);

@@ -10,8 +10,14 @@
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/fast_launch.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/kernel.h"
 
 #define TL_CUDA_THREADS 256
+
+/* The launch's four paths (kernels/kernel.h's loop variants), registered once in
+   kernels/cuda/elementwise.cu for every kernel that runs it. */
+enum { TL_EW_DENSE_VECTOR, TL_EW_DENSE_SCALAR, TL_EW_ROWS_VECTOR, TL_EW_ROWS_SCALAR };
+extern "C" const tl_kernel_variant tl_cuda_elementwise_paths[4];
 
 /* ---- the kernels: dense (flat, vectorised) and by rows (any strides) ----------------------- */
 template <typename T, int N> struct alignas(sizeof(T) * N) tl_vec { T v[N]; };
@@ -205,6 +211,8 @@ template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cud
             if (!((l->scalar_mask >> (k + 1)) & 1u))
                 vec_ok = vec_ok && tl_cuda_aligned(in.p[k], sizeof(TI) * V);
         int64_t work = vec_ok ? (l->numel + V - 1) / V : l->numel;
+        tl_loop_variant_ran(
+            &tl_cuda_elementwise_paths[vec_ok ? TL_EW_DENSE_VECTOR : TL_EW_DENSE_SCALAR]);
         err = tl_cuda_launch_kernel<tl_ew_dense<NIN, F>>(
             l->device, tl_cuda_blocks(work, l->sm_count), TL_CUDA_THREADS, l->stream, out, in,
             l->scalar_mask, l->numel, vec_ok, f);
@@ -221,6 +229,8 @@ template <int NIN, typename F> static tl_status tl_cuda_elementwise(const tl_cud
         }
         int64_t chunks_per_row = (g->shape[inner] + V - 1) / V;
         int64_t items = l->numel / g->shape[inner] * chunks_per_row;
+        tl_loop_variant_ran(
+            &tl_cuda_elementwise_paths[vec_ok ? TL_EW_ROWS_VECTOR : TL_EW_ROWS_SCALAR]);
         err = tl_cuda_launch_kernel<tl_ew_rows<NIN, F>>(
             l->device, tl_cuda_blocks(items, l->sm_count), TL_CUDA_THREADS, l->stream, out, in,
             items, chunks_per_row, vec_ok, *g, f);

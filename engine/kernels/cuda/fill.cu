@@ -31,7 +31,17 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
     }
 }
 
-template <typename T> static tl_status launch_fill(uint64_t bits, const tl_cuda_launch *l) {
+enum { FILL_DENSE_VECTOR, FILL_DENSE_SCALAR, FILL_STRIDED };
+static const tl_kernel_variant fill_variants[] = {
+    TL_VARIANT(fill, TL_DTYPES_ALL, "dense_vector",
+               "out contiguous and 16-byte aligned: 16-byte stores"),
+    TL_VARIANT(fill, TL_DTYPES_ALL, "dense_scalar",
+               "out contiguous, not 16-byte aligned: one element per store"),
+    TL_VARIANT(fill, TL_DTYPES_ALL, "strided", "out not contiguous: offsets from its strides"),
+};
+
+template <typename T>
+static tl_status launch_fill(uint64_t bits, const tl_cuda_launch *l, tl_dtype dtype) {
     if (l->numel == 0) return TL_OK;
     T value;
     memcpy(&value, &bits, sizeof value);
@@ -40,9 +50,11 @@ template <typename T> static tl_status launch_fill(uint64_t bits, const tl_cuda_
         constexpr int V = 16 / sizeof(T);
         bool vec_ok = tl_cuda_aligned(out, 16);
         int64_t work = vec_ok ? (l->numel + V - 1) / V : l->numel;
+        tl_variant_ran(&fill_variants[vec_ok ? FILL_DENSE_VECTOR : FILL_DENSE_SCALAR], dtype);
         fill_dense<T><<<tl_cuda_blocks(work, l->sm_count), TL_CUDA_THREADS, 0, l->stream>>>(
             out, value, l->numel, vec_ok);
     } else {
+        tl_variant_ran(&fill_variants[FILL_STRIDED], dtype);
         fill_strided<T><<<tl_cuda_blocks(l->numel, l->sm_count), TL_CUDA_THREADS, 0, l->stream>>>(
             out, value, l->numel, l->geometry);
     }
@@ -64,13 +76,13 @@ static tl_status cuda_fill(tl_tensor *out, tl_scalar value) {
     TL_TRY(tl_cuda_launch_of(TL_OP_fill, 1, operands, &l));
     switch (tl_dtype_size(out->dtype)) {
     case 1:
-        return launch_fill<uint8_t>(bits, &l);
+        return launch_fill<uint8_t>(bits, &l, out->dtype);
     case 2:
-        return launch_fill<uint16_t>(bits, &l);
+        return launch_fill<uint16_t>(bits, &l, out->dtype);
     case 4:
-        return launch_fill<uint32_t>(bits, &l);
+        return launch_fill<uint32_t>(bits, &l, out->dtype);
     case 8:
-        return launch_fill<uint64_t>(bits, &l);
+        return launch_fill<uint64_t>(bits, &l, out->dtype);
     default:
         return tl_error(TL_ERR_DTYPE, "%s: no CUDA kernel for this dtype", l.op);
     }
@@ -79,3 +91,4 @@ static tl_status cuda_fill(tl_tensor *out, tl_scalar value) {
 static const tl_kernel_entry entries[] = {TL_KERNEL(fill, TL_DTYPES_ALL, fill, cuda_fill)};
 
 TL_KERNEL_TABLE(tl_cuda_fill_table, TL_DEVICE_CUDA, entries);
+TL_VARIANT_TABLE(tl_cuda_fill_variants, TL_DEVICE_CUDA, fill_variants);

@@ -203,6 +203,24 @@ static int64_t clamp_chunks(int64_t want, int64_t most) {
     return want > 1 ? want : 1;
 }
 
+/* The launch's paths, shared by every reduction kernel (kernels/kernel.h's loop variants). */
+enum { REDUCE_ROWS_WARP, REDUCE_ROWS_BLOCK, REDUCE_ROWS_SPLIT, REDUCE_COLS, REDUCE_COLS_SPLIT };
+static const tl_kernel_variant reduce_variants[] = {
+    TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "rows_warp",
+                    "the dim unit-stride (or the positions not): a warp per line"),
+    TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "rows_block",
+                    "lines of >= 1024 with fewer than 8 per SM (or of >= 32768): a block per "
+                    "line"),
+    TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "rows_split",
+                    "block lines of >= 16384, fewer than 2 per SM: chunks of each line, then a "
+                    "finishing pass"),
+    TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "cols",
+                    "the dim strided, the positions unit-stride: tiles of neighbouring lines"),
+    TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "cols_split",
+                    "column tiles fewer than 2 per SM, lines of >= 1024: chunks of each line, then "
+                    "a finishing pass"),
+};
+
 template <class Op> static tl_status launch_op(const tl_cuda_reduce *r, Op op) {
     typedef typename Op::S S;
     const tl_cuda_positions &pos = r->pos;
@@ -233,6 +251,10 @@ template <class Op> static tl_status launch_op(const tl_cuda_reduce *r, Op op) {
         partials = (S *)scratch.ptr;
     }
     cudaStream_t stream = r->at.stream;
+    tl_loop_variant_ran(&reduce_variants[!rows ? (chunks > 1 ? REDUCE_COLS_SPLIT : REDUCE_COLS)
+                                         : chunks > 1              ? REDUCE_ROWS_SPLIT
+                                         : group == REDUCE_THREADS ? REDUCE_ROWS_BLOCK
+                                                                   : REDUCE_ROWS_WARP]);
     if (rows) {
         const int per_block = REDUCE_THREADS / group;
         unsigned grid = tl_cuda_grid(tl_ceil_div(count * chunks, per_block), r->at.sm_count);
@@ -317,3 +339,4 @@ static const tl_kernel_entry entries[] = {
 };
 
 TL_KERNEL_TABLE(tl_cuda_reduce_table, TL_DEVICE_CUDA, entries);
+TL_VARIANT_TABLE(tl_cuda_reduce_variants, TL_DEVICE_CUDA, reduce_variants);

@@ -125,6 +125,19 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y_MAX)
     }
 }
 
+/* The launch's paths, shared by its kernels (kernels/kernel.h's loop variants). */
+enum { PATH_ROWS_WARP, PATH_ROWS_BLOCK, PATH_COLS };
+static const tl_kernel_variant paths[] = {
+    TL_LOOP_VARIANT("softmax", TL_DTYPES_FLOATING, "rows_warp",
+                    "lines of < 1024, the dim unit-stride (or the rows not coalescing): a warp "
+                    "per line"),
+    TL_LOOP_VARIANT("softmax", TL_DTYPES_FLOATING, "rows_block",
+                    "the same with lines of >= 1024: a block per line"),
+    TL_LOOP_VARIANT("softmax", TL_DTYPES_FLOATING, "cols",
+                    "the dim strided over runs of >= 8 unit-stride rows: tiles of neighbouring "
+                    "lines"),
+};
+
 static tl_status launch_softmax(const tl_cuda_softmax *s) {
     return tl_cuda_floating(s->dtype, s->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
@@ -136,6 +149,7 @@ static tl_status launch_softmax(const tl_cuda_softmax *s) {
         const bool rows = s->len > 1 && (s->step_in == 1 || inner != 1 || run < 8);
         if (rows) {
             const int group = s->len >= 1024 ? SOFTMAX_THREADS : 32;
+            tl_loop_variant_ran(&paths[group == 32 ? PATH_ROWS_WARP : PATH_ROWS_BLOCK]);
             const unsigned grid =
                 tl_cuda_grid(tl_ceil_div(pos.count, SOFTMAX_THREADS / group), s->at.sm_count);
             softmax_rows<E><<<grid, SOFTMAX_THREADS, 0, s->at.stream>>>(
@@ -143,6 +157,7 @@ static tl_status launch_softmax(const tl_cuda_softmax *s) {
                 group);
         } else {
             /* more slices of the dim where there are few tiles of rows */
+            tl_loop_variant_ran(&paths[PATH_COLS]);
             const int64_t tiles = tl_ceil_div(pos.count, COLS_X);
             const int ny = s->len < 8 ? 1 : tiles >= 4 * s->at.sm_count ? 8 : COLS_Y_MAX;
             const unsigned grid = tl_cuda_grid(tiles, s->at.sm_count, 2048 / (COLS_X * ny));
@@ -184,3 +199,4 @@ static const tl_kernel_entry entries[] = {
 };
 
 TL_KERNEL_TABLE(tl_cuda_softmax_table, TL_DEVICE_CUDA, entries);
+TL_VARIANT_TABLE(tl_cuda_softmax_variants, TL_DEVICE_CUDA, paths);
