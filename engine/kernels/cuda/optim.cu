@@ -2,10 +2,8 @@
    cpu/optim.c: its hyper-parameters computed on the host in double exactly as it computes them,
    then its update rules with its arithmetic, operation for operation (each rounded on its own, no
    FMA contraction), so a step gives the CPU's values bit for bit. */
-#include <math.h>
-
+#include "kernels/cuda/adam.cuh"
 #include "kernels/cuda/describe.cuh"
-#include "kernels/cuda/ops_common.cuh"
 
 #define OPTIM_THREADS 256
 
@@ -21,9 +19,7 @@ typedef struct tl_cuda_optim {
     double weight_decay, momentum, keep, neg_lr;
     bool decay, nesterov, first_step;
     /* adam */
-    double neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps,
-        shrink;
-    bool decoupled, l2;
+    tl_cuda_adam_scalars adam;
 } tl_cuda_optim;
 
 /* torch.optim.SGD: d = g (+ weight_decay * p); buf = d on the first step, else
@@ -67,65 +63,53 @@ static tl_status launch_sgd(const tl_cuda_optim *o) {
     });
 }
 
-/* The scalars of an Adam step, already in double as the CPU computes them. */
-struct adam_scalars {
-    double neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
-        shrink;
-    bool decoupled, l2;
-};
-
-/* torch.optim.Adam / AdamW: p *= 1 - lr * wd (AdamW); g += wd * p (Adam with wd);
-   m = m * beta1 + (1 - beta1) * g; v = v * beta2 + (1 - beta2) * g * g;
-   p += -step_size * (m / (sqrt(v) / sqrt(bias_correction2) + eps)) */
+/* tl_adam_elem on each element; the moments in the param's dtype */
 template <class E>
 __global__ void __launch_bounds__(OPTIM_THREADS)
     adam_kernel(typename E::T *p, const typename E::T *g, typename E::T *m, typename E::T *v,
-                int64_t n, adam_scalars a) {
+                int64_t n, tl_cuda_adam_scalars s) {
     typedef typename E::C C;
-    const C neg_step_size = (C)a.neg_step_size, correction2_sqrt = (C)a.correction2_sqrt;
-    const C beta1 = (C)a.beta1, beta2 = (C)a.beta2, one_minus_beta1 = (C)a.one_minus_beta1,
-            one_minus_beta2 = (C)a.one_minus_beta2, eps = (C)a.eps, wd = (C)a.wd,
-            shrink = (C)a.shrink;
+    const tl_adam_consts<C> k(s);
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        C pi = E::load(p[i]), gi = E::load(g[i]);
-        if (a.decoupled) pi = tl_mul(pi, shrink);
-        if (a.l2) gi = tl_add(gi, tl_mul(wd, pi));
-        C mi = tl_mul(E::load(m[i]), beta1);
-        mi = tl_add(mi, tl_mul(one_minus_beta1, gi));
-        C vi = tl_mul(E::load(v[i]), beta2);
-        vi = tl_add(vi, tl_mul(tl_mul(one_minus_beta2, gi), gi));
-        const C denom = tl_add(tl_div(tl_sqrt(vi), correction2_sqrt), eps);
+        C mi = E::load(m[i]), vi = E::load(v[i]);
+        const C pi = tl_adam_elem<C>(E::load(p[i]), E::load(g[i]), mi, vi, k);
         m[i] = E::store(mi);
         v[i] = E::store(vi);
-        p[i] = E::store(tl_add(pi, tl_mul(neg_step_size, tl_div(mi, denom))));
+        p[i] = E::store(pi);
     }
 }
 
 static tl_status launch_adam(const tl_cuda_optim *o) {
-    const adam_scalars a = {o->neg_step_size,   o->correction2_sqrt, o->beta1, o->beta2,
-                            o->one_minus_beta1, o->one_minus_beta2,  o->eps,   o->weight_decay,
-                            o->shrink,          o->decoupled,        o->l2};
     return tl_cuda_floating(o->dtype, o->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
         const unsigned grid = tl_cuda_grid(tl_ceil_div(o->n, OPTIM_THREADS), o->at.sm_count);
         adam_kernel<E><<<grid, OPTIM_THREADS, 0, o->at.stream>>>(
-            (T *)o->param, (const T *)o->grad, (T *)o->state0, (T *)o->state1, o->n, a);
+            (T *)o->param, (const T *)o->grad, (T *)o->state0, (T *)o->state1, o->n, o->adam);
         return tl_cuda_check_launch(o->at.op);
     });
 }
 
 /* ---- the table -------------------------------------------------------------------------- */
-static tl_status cuda_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *buffer,
-                               tl_tensor *unused, const tl_optim_args *a) {
-    (void)unused;
+/* The description of a step of param with grad and the states (NULL where unused); the
+   hyper-parameters are the caller's to set. */
+static tl_cuda_optim optim_of(tl_tensor *param, const tl_tensor *grad, tl_tensor *state0,
+                              tl_tensor *state1) {
     tl_cuda_optim o{};
     o.dtype = tl_cuda_dtype_of(param);
     o.n = tl_numel(param);
     o.param = tl_data(param);
     o.grad = tl_data(grad);
-    o.state0 = buffer && a->momentum != 0 ? tl_data(buffer) : nullptr;
+    o.state0 = tl_cuda_data(state0);
+    o.state1 = tl_cuda_data(state1);
+    return o;
+}
+
+static tl_status cuda_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *buffer,
+                               tl_tensor *unused, const tl_optim_args *a) {
+    (void)unused;
+    tl_cuda_optim o = optim_of(param, grad, a->momentum != 0 ? buffer : nullptr, nullptr);
     o.weight_decay = a->weight_decay;
     o.momentum = a->momentum;
     o.keep = 1 - a->dampening;
@@ -140,26 +124,8 @@ static tl_status cuda_sgd_step(tl_tensor *param, const tl_tensor *grad, tl_tenso
 
 static tl_status cuda_adam_step(tl_tensor *param, const tl_tensor *grad, tl_tensor *exp_avg,
                                 tl_tensor *exp_avg_sq, const tl_optim_args *a) {
-    const double correction1 = 1 - pow(a->beta1, (double)a->step);
-    const double correction2 = 1 - pow(a->beta2, (double)a->step);
-    tl_cuda_optim o{};
-    o.dtype = tl_cuda_dtype_of(param);
-    o.n = tl_numel(param);
-    o.param = tl_data(param);
-    o.grad = tl_data(grad);
-    o.state0 = tl_data(exp_avg);
-    o.state1 = tl_data(exp_avg_sq);
-    o.weight_decay = a->weight_decay;
-    o.neg_step_size = -(a->lr / correction1);
-    o.correction2_sqrt = sqrt(correction2);
-    o.beta1 = a->beta1;
-    o.beta2 = a->beta2;
-    o.one_minus_beta1 = 1 - a->beta1;
-    o.one_minus_beta2 = 1 - a->beta2;
-    o.eps = a->eps;
-    o.shrink = 1 - a->lr * a->weight_decay;
-    o.decoupled = a->decoupled;
-    o.l2 = !a->decoupled && a->weight_decay != 0;
+    tl_cuda_optim o = optim_of(param, grad, exp_avg, exp_avg_sq);
+    o.adam = tl_cuda_adam_scalars_of(a);
     if (o.n == 0) return TL_OK;
     TL_TRY(tl_cuda_where_of(param, "adam_step", &o.at));
     return launch_adam(&o);

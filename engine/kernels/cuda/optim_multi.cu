@@ -4,12 +4,11 @@
    search of the descriptors' chunk offsets; 4-element vector accesses where the pointers allow; the
    arithmetic of cpu/optim_multi.c operation for operation (no FMA contraction), so both devices
    agree. */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "kernels/cuda/adam.cuh"
 #include "kernels/cuda/describe.cuh"
-#include "kernels/cuda/ops_common.cuh"
 
 #define OP_NAME      "adam_step_multi"
 #define ADAM_THREADS 256
@@ -31,40 +30,6 @@ typedef struct tl_cuda_adam_param {
     int32_t dtype, vec;
 } tl_cuda_adam_param;
 
-/* The step's scalars in double, as cpu/optim_multi.c computes them; the device rounds them to
-   the compute type. */
-typedef struct tl_cuda_adam_scalars {
-    double neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
-        shrink;
-    bool decoupled, l2;
-} tl_cuda_adam_scalars;
-
-/* The scalars in the compute type C. */
-template <typename C> struct adam_consts {
-    C neg_step_size, correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd,
-        shrink;
-    bool decoupled, l2;
-    __device__ explicit adam_consts(const tl_cuda_adam_scalars &s)
-        : neg_step_size((C)s.neg_step_size), correction2_sqrt((C)s.correction2_sqrt),
-          beta1((C)s.beta1), beta2((C)s.beta2), one_minus_beta1((C)s.one_minus_beta1),
-          one_minus_beta2((C)s.one_minus_beta2), eps((C)s.eps), wd((C)s.wd), shrink((C)s.shrink),
-          decoupled(s.decoupled), l2(s.l2) {}
-};
-
-/* One element: the moments updated in place, the new parameter returned. */
-template <typename C>
-__device__ __forceinline__ C adam_elem(C p, C g, C &m, C &v, const adam_consts<C> &k) {
-    if (k.decoupled) p = tl_mul(p, k.shrink);
-    if (k.l2) g = tl_add(g, tl_mul(k.wd, p));
-    C mi = tl_mul(m, k.beta1);
-    mi = tl_add(mi, tl_mul(k.one_minus_beta1, g));
-    C vi = tl_mul(v, k.beta2);
-    vi = tl_add(vi, tl_mul(tl_mul(k.one_minus_beta2, g), g));
-    const C denom = tl_add(tl_div(tl_sqrt(vi), k.correction2_sqrt), k.eps);
-    m = mi, v = vi;
-    return tl_add(p, tl_mul(k.neg_step_size, tl_div(mi, denom)));
-}
-
 /* Elements [lo, hi) of one parameter (lo a multiple of ADAM_VEC): E the param's tl_elem, M the
    moments' type (the compute type). */
 template <class E>
@@ -72,7 +37,7 @@ __device__ __forceinline__ void adam_range(const tl_cuda_adam_param &d, int64_t 
                                            const tl_cuda_adam_scalars &s) {
     typedef typename E::T T;
     typedef typename E::C C;
-    const adam_consts<C> k(s);
+    const tl_adam_consts<C> k(s);
     T *p = (T *)d.param;
     const T *g = (const T *)d.grad;
     C *m = (C *)d.exp_avg, *v = (C *)d.exp_avg_sq;
@@ -88,8 +53,8 @@ __device__ __forceinline__ void adam_range(const tl_cuda_adam_param &d, int64_t 
             if (w) wv = *(const tl_vec<float, ADAM_VEC> *)(w + i);
 #pragma unroll
             for (int j = 0; j < ADAM_VEC; j++) {
-                const C x = adam_elem<C>(w ? (C)wv.v[j] : E::load(pv.v[j]), E::load(gv.v[j]),
-                                         mv.v[j], vv.v[j], k);
+                const C x = tl_adam_elem<C>(w ? (C)wv.v[j] : E::load(pv.v[j]), E::load(gv.v[j]),
+                                            mv.v[j], vv.v[j], k);
                 if (w) wv.v[j] = (float)x;
                 pv.v[j] = E::store(x);
             }
@@ -104,7 +69,7 @@ __device__ __forceinline__ void adam_range(const tl_cuda_adam_param &d, int64_t 
         i = lo + threadIdx.x;
     }
     for (; i < hi; i += blockDim.x) {
-        const C x = adam_elem<C>(w ? (C)w[i] : E::load(p[i]), E::load(g[i]), m[i], v[i], k);
+        const C x = tl_adam_elem<C>(w ? (C)w[i] : E::load(p[i]), E::load(g[i]), m[i], v[i], k);
         if (w) w[i] = (float)x;
         p[i] = E::store(x);
     }
@@ -160,24 +125,6 @@ static tl_status launch_adam_multi(const tl_cuda_where *at, const tl_cuda_adam_p
 }
 
 /* ---- the table -------------------------------------------------------------------------- */
-static tl_cuda_adam_scalars scalars_of(const tl_optim_args *a) {
-    const double correction1 = 1 - pow(a->beta1, (double)a->step);
-    const double correction2 = 1 - pow(a->beta2, (double)a->step);
-    tl_cuda_adam_scalars s{};
-    s.neg_step_size = -(a->lr / correction1);
-    s.correction2_sqrt = sqrt(correction2);
-    s.beta1 = a->beta1;
-    s.beta2 = a->beta2;
-    s.one_minus_beta1 = 1 - a->beta1;
-    s.one_minus_beta2 = 1 - a->beta2;
-    s.eps = a->eps;
-    s.wd = a->weight_decay;
-    s.shrink = 1 - a->lr * a->weight_decay;
-    s.decoupled = a->decoupled;
-    s.l2 = !a->decoupled && a->weight_decay != 0;
-    return s;
-}
-
 /* p (NULL too) aligned for accesses of 4 elements of element_size bytes */
 static bool vec_aligned(const void *p, size_t element_size) {
     return tl_cuda_aligned(p, 4 * element_size);
@@ -221,7 +168,7 @@ static tl_status cuda_adam_step_multi(tl_tensor *const *params, const tl_tensor 
         if (status == TL_OK)
             status = descriptors.stage(at, bytes, host, bytes, "parameter descriptors");
         if (status == TL_OK) {
-            const tl_cuda_adam_scalars s = scalars_of(args);
+            const tl_cuda_adam_scalars s = tl_cuda_adam_scalars_of(args);
             status = launch_adam_multi(&at, (const tl_cuda_adam_param *)descriptors.ptr, count,
                                        chunks, &s);
         }
