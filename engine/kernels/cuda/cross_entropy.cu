@@ -38,11 +38,8 @@ __global__ void __launch_bounds__(CE_THREADS)
     typedef typename E::C C;
     __shared__ C smem_max[32];
     __shared__ tl_sum2 smem_sums[32];
-    const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
-    for (int64_t first = (int64_t)blockIdx.x * per_block; first < N;
-         first += (int64_t)gridDim.x * per_block) {
-        const int64_t i = first + (int)threadIdx.x / group;
-        const bool valid = i < N;
+    const int lane = (int)threadIdx.x % group;
+    tl_for_each_group_row(N, group, [&](int64_t i, bool valid) {
         const typename E::T *row = logits + (valid ? i : 0) * K;
         C m = -INFINITY;
         if (valid)
@@ -65,7 +62,7 @@ __global__ void __launch_bounds__(CE_THREADS)
             const double keep = tl_sub(1.0, smoothing), spread = tl_div(smoothing, (double)K);
             row_loss[i] = tl_sub(tl_sub(l, tl_mul(keep, picked)), tl_mul(spread, s.b));
         }
-    }
+    });
 }
 
 /* loss = the row losses summed in a fixed order, over N */

@@ -34,11 +34,8 @@ __global__ void __launch_bounds__(LN_THREADS)
                    int64_t rows, int64_t D, double eps, int group) {
     typedef typename E::C C;
     __shared__ double smem[32];
-    const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
-    for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows;
-         first += (int64_t)gridDim.x * per_block) {
-        const int64_t r = first + (int)threadIdx.x / group;
-        const bool valid = r < rows;
+    const int lane = (int)threadIdx.x % group;
+    tl_for_each_group_row(rows, group, [&](int64_t r, bool valid) {
         const typename E::T *x = in + (valid ? r : 0) * D;
         double sum = 0;
         if (valid)
@@ -52,7 +49,7 @@ __global__ void __launch_bounds__(LN_THREADS)
                 sq = tl_add(sq, tl_mul(d, d));
             }
         sq = tl_group_allreduce(sq, tl_sum_merge(), 0.0, smem, group);
-        if (!valid) continue;
+        if (!valid) return;
         const C m = (C)mu, s = (C)tl_div(1.0, tl_sqrt(tl_add(tl_div(sq, (double)D), eps)));
         if (lane == 0) mean[r] = m, rstd[r] = s;
         typename E::T *y = out + r * D;
@@ -62,27 +59,6 @@ __global__ void __launch_bounds__(LN_THREADS)
             if (bias) v = tl_add(v, E::load(bias[j]));
             y[j] = E::store(v);
         }
-    }
-}
-
-/* The launch of a kernel by rows for l's dtype: launch(e, grid, group) with a group of threads
-   (row_group) per row. */
-template <typename F> static tl_status launch_rows(const tl_cuda_layer_norm *l, F launch) {
-    return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
-        const int group = row_group(l->D);
-        launch(e, tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / group), l->at.sm_count), group);
-        return tl_cuda_check_launch(l->at.op);
-    });
-}
-
-static tl_status launch_layer_norm(const tl_cuda_layer_norm *l) {
-    return launch_rows(l, [&](auto e, unsigned grid, int group) {
-        typedef decltype(e) E;
-        typedef typename E::T T;
-        typedef typename E::C C;
-        forward_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
-            (T *)l->out, (C *)l->mean, (C *)l->rstd, (const T *)l->in, (const T *)l->weight,
-            (const T *)l->bias, l->rows, l->D, l->eps, group);
     });
 }
 
@@ -95,11 +71,8 @@ __global__ void __launch_bounds__(LN_THREADS)
                           int64_t D, int group) {
     typedef typename E::C C;
     __shared__ tl_sum2 smem[32];
-    const int lane = (int)threadIdx.x % group, per_block = (int)blockDim.x / group;
-    for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows;
-         first += (int64_t)gridDim.x * per_block) {
-        const int64_t r = first + (int)threadIdx.x / group;
-        const bool valid = r < rows;
+    const int lane = (int)threadIdx.x % group;
+    tl_for_each_group_row(rows, group, [&](int64_t r, bool valid) {
         const int64_t base = (valid ? r : 0) * D;
         const C m = mean[valid ? r : 0], s = rstd[valid ? r : 0];
         tl_sum2 sums = {0, 0};
@@ -111,7 +84,7 @@ __global__ void __launch_bounds__(LN_THREADS)
                 sums.b += (double)tl_mul(gw, tl_mul(tl_sub(E::load(in[base + j]), m), s));
             }
         sums = tl_group_allreduce(sums, tl_sum2_merge(), tl_sum2{0, 0}, smem, group);
-        if (!valid) continue;
+        if (!valid) return;
         const C a = (C)tl_div(sums.a, (double)D), c = (C)tl_div(sums.b, (double)D);
         for (int64_t j = lane; j < D; j += group) {
             C gw = E::load(grad_out[base + j]);
@@ -119,17 +92,30 @@ __global__ void __launch_bounds__(LN_THREADS)
             const C xhat = tl_mul(tl_sub(E::load(in[base + j]), m), s);
             grad_in[base + j] = E::store(tl_mul(s, tl_sub(tl_sub(gw, a), tl_mul(xhat, c))));
         }
-    }
+    });
 }
 
-static tl_status launch_layer_norm_backward_input(const tl_cuda_layer_norm *l) {
-    return launch_rows(l, [&](auto e, unsigned grid, int group) {
+/* The kernels by rows, a group of threads (row_group) per row: the forward and the input
+   gradient. */
+enum row_kernel { FORWARD_ROWS, INPUT_GRADIENT_ROWS };
+
+static tl_status launch_rows(const tl_cuda_layer_norm *l, row_kernel kernel) {
+    return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
         typedef typename E::C C;
-        backward_input_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
-            (T *)l->out, (const T *)l->grad_out, (const T *)l->in, (const C *)l->mean,
-            (const C *)l->rstd, (const T *)l->weight, l->rows, l->D, group);
+        const int group = row_group(l->D);
+        const unsigned grid =
+            tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / group), l->at.sm_count);
+        if (kernel == INPUT_GRADIENT_ROWS)
+            backward_input_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
+                (T *)l->out, (const T *)l->grad_out, (const T *)l->in, (const C *)l->mean,
+                (const C *)l->rstd, (const T *)l->weight, l->rows, l->D, group);
+        else
+            forward_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
+                (T *)l->out, (C *)l->mean, (C *)l->rstd, (const T *)l->in, (const T *)l->weight,
+                (const T *)l->bias, l->rows, l->D, l->eps, group);
+        return tl_cuda_check_launch(l->at.op);
     });
 }
 
@@ -222,14 +208,21 @@ static tl_status launch_layer_norm_backward_weight(const tl_cuda_layer_norm *l) 
 }
 
 /* ---- the table -------------------------------------------------------------------------- */
+/* The description of t's rows (of its last dim's D elements each): dtype, rows and D set, nothing
+   else. */
+static tl_cuda_layer_norm rows_of(const tl_tensor *t) {
+    const int64_t D = t->shape[t->ndim - 1];
+    tl_cuda_layer_norm l{};
+    l.dtype = tl_cuda_dtype_of(t);
+    l.rows = D > 0 ? tl_numel(t) / D : 0;
+    l.D = D;
+    return l;
+}
+
 static tl_status cuda_layer_norm(tl_tensor *out, tl_tensor *mean, tl_tensor *rstd,
                                  const tl_tensor *in, const tl_tensor *weight,
                                  const tl_tensor *bias, double eps) {
-    const int64_t D = in->shape[in->ndim - 1];
-    tl_cuda_layer_norm l{};
-    l.dtype = tl_cuda_dtype_of(in);
-    l.rows = D > 0 ? tl_numel(in) / D : 0;
-    l.D = D;
+    tl_cuda_layer_norm l = rows_of(in);
     l.eps = eps;
     l.in = tl_data(in);
     l.weight = tl_cuda_data(weight);
@@ -239,59 +232,41 @@ static tl_status cuda_layer_norm(tl_tensor *out, tl_tensor *mean, tl_tensor *rst
     l.rstd = tl_data(rstd);
     if (l.rows == 0) return TL_OK;
     TL_TRY(tl_cuda_where_of(in, "layer_norm", &l.at));
-    return launch_layer_norm(&l);
+    return launch_rows(&l, FORWARD_ROWS);
 }
 
-/* layer_norm_backward_input: first = grad_in; layer_norm_backward_weight: first = grad_weight,
-   second = grad_bias (either NULL). */
-static tl_status run_layer_norm_backward(const char *op, bool input, tl_tensor *first,
-                                         tl_tensor *second, const tl_tensor *grad_out,
-                                         const tl_tensor *in, const tl_tensor *mean,
-                                         const tl_tensor *rstd, const tl_tensor *weight) {
-    const int64_t D = grad_out->shape[grad_out->ndim - 1];
-    tl_cuda_layer_norm l{};
-    l.dtype = tl_cuda_dtype_of(grad_out);
-    l.rows = D > 0 ? tl_numel(grad_out) / D : 0;
-    l.D = D;
+/* layer_norm_backward_input (INPUT): first = grad_in; layer_norm_backward_weight: first =
+   grad_weight, second = grad_bias (either NULL). */
+template <bool INPUT>
+static tl_status cuda_layer_norm_backward(tl_tensor *first, tl_tensor *second,
+                                          const tl_tensor *grad_out, const tl_tensor *in,
+                                          const tl_tensor *mean, const tl_tensor *rstd,
+                                          const tl_tensor *weight) {
+    const char *op = INPUT ? "layer_norm_backward_input" : "layer_norm_backward_weight";
+    tl_cuda_layer_norm l = rows_of(grad_out);
     l.grad_out = tl_data(grad_out);
     l.in = tl_cuda_data(in);
     l.mean = tl_cuda_data(mean);
     l.rstd = tl_cuda_data(rstd);
     l.weight = tl_cuda_data(weight);
-    if (input) {
+    if (INPUT) {
         l.out = tl_data(first);
     } else {
         l.grad_weight = tl_cuda_data(first);
         l.grad_bias = tl_cuda_data(second);
         if (!first && !second) return TL_OK;
     }
-    if (D == 0 || (input && l.rows == 0)) return TL_OK;
+    if (l.D == 0 || (INPUT && l.rows == 0)) return TL_OK;
     TL_TRY(tl_cuda_where_of(grad_out, op, &l.at));
-    return input ? launch_layer_norm_backward_input(&l) : launch_layer_norm_backward_weight(&l);
-}
-
-static tl_status cuda_layer_norm_backward_input(tl_tensor *first, tl_tensor *second,
-                                                const tl_tensor *grad_out, const tl_tensor *in,
-                                                const tl_tensor *mean, const tl_tensor *rstd,
-                                                const tl_tensor *weight) {
-    return run_layer_norm_backward("layer_norm_backward_input", true, first, second, grad_out, in,
-                                   mean, rstd, weight);
-}
-
-static tl_status cuda_layer_norm_backward_weight(tl_tensor *first, tl_tensor *second,
-                                                 const tl_tensor *grad_out, const tl_tensor *in,
-                                                 const tl_tensor *mean, const tl_tensor *rstd,
-                                                 const tl_tensor *weight) {
-    return run_layer_norm_backward("layer_norm_backward_weight", false, first, second, grad_out, in,
-                                   mean, rstd, weight);
+    return INPUT ? launch_rows(&l, INPUT_GRADIENT_ROWS) : launch_layer_norm_backward_weight(&l);
 }
 
 static const tl_kernel_entry entries[] = {
     TL_KERNEL(layer_norm, TL_DTYPES_FLOATING, layer_norm, cuda_layer_norm),
     TL_KERNEL(layer_norm_backward_input, TL_DTYPES_FLOATING, layer_norm_backward,
-              cuda_layer_norm_backward_input),
+              cuda_layer_norm_backward<true>),
     TL_KERNEL(layer_norm_backward_weight, TL_DTYPES_FLOATING, layer_norm_backward,
-              cuda_layer_norm_backward_weight),
+              cuda_layer_norm_backward<false>),
 };
 
 TL_KERNEL_TABLE(tl_cuda_layer_norm_table, TL_DEVICE_CUDA, entries);

@@ -142,6 +142,21 @@ __device__ __forceinline__ S tl_group_allreduce(S s, M merge, S identity, S *sme
     return s;
 }
 
+/* ---- rows of a group of threads each ------------------------------------------------------ */
+/* The rows a block takes, grid-stride, a group of G consecutive threads per row (G = 32 or
+   blockDim.x): body(r, valid) for each of this thread's rows r, with valid false past the last
+   row. Every thread of a group makes the same calls, so the body may reduce over its group
+   (tl_group_reduce); the thread's place in its group is threadIdx.x % group. */
+template <typename F>
+__device__ __forceinline__ void tl_for_each_group_row(int64_t rows, int group, F body) {
+    const int per_block = (int)blockDim.x / group;
+    for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows;
+         first += (int64_t)gridDim.x * per_block) {
+        const int64_t r = first + (int)threadIdx.x / group;
+        body(r, r < rows);
+    }
+}
+
 /* ---- scratch memory of the device, given back after the launches that use it -------------- */
 struct tl_cuda_scratch {
     int device = -1;
