@@ -429,12 +429,17 @@ static tl_status weight_gradient(const tl_cuda_block_sparse *p, tl_dtype dtype) 
     return status;
 }
 
-static tl_status run(int mode, const char *op, tl_tensor *out, const tl_tensor *dense,
-                     const tl_tensor *other, const tl_tensor *bias, const tl_block_layout *layout) {
+/* The kernel of every op of the table, MODE saying which (TL_CUDA_BSL_*). */
+template <int MODE>
+static tl_status cuda_block_sparse(tl_tensor *out, const tl_tensor *dense, const tl_tensor *other,
+                                   const tl_tensor *bias, const tl_block_layout *layout) {
+    static const char *const op_names[] = {"block_sparse_linear",
+                                           "block_sparse_linear_backward_input",
+                                           "block_sparse_linear_backward_weight"};
     tl_cuda_block_sparse p = {};
-    TL_TRY(tl_cuda_where_of(out, op, &p.at));
+    TL_TRY(tl_cuda_where_of(out, op_names[MODE], &p.at));
     const int64_t R = layout->row_offsets->shape[0] - 1, C = layout->col_offsets->shape[0] - 1;
-    p.mode = mode;
+    p.mode = MODE;
     p.dtype = (int)dense->dtype;
     p.out = tl_data(out);
     p.dense = tl_data(dense);
@@ -443,7 +448,7 @@ static tl_status run(int mode, const char *op, tl_tensor *out, const tl_tensor *
     p.rows = dense->shape[0];
     p.dense_width = dense->shape[1];
     p.nnz = layout->coo_rows->shape[0];
-    if (mode == TL_CUDA_BSL_BACKWARD_WEIGHT) {
+    if (MODE == TL_CUDA_BSL_BACKWARD_WEIGHT) {
         p.block = out->shape[1];
         p.outputs = p.nnz;
         p.dense_index = indices(layout->coo_rows), p.dense_limit = R;
@@ -451,7 +456,7 @@ static tl_status run(int mode, const char *op, tl_tensor *out, const tl_tensor *
         p.other_width = other->shape[1];
         p.out_width = p.block;
     } else {
-        const bool forward = mode == TL_CUDA_BSL_FORWARD;
+        const bool forward = MODE == TL_CUDA_BSL_FORWARD;
         p.block = other->shape[1];
         p.outputs = forward ? R : C;
         p.offsets = indices(forward ? layout->row_offsets : layout->col_offsets);
@@ -462,38 +467,17 @@ static tl_status run(int mode, const char *op, tl_tensor *out, const tl_tensor *
         p.other_width = p.block;
         p.out_width = out->shape[1];
     }
-    if (mode == TL_CUDA_BSL_BACKWARD_WEIGHT) return weight_gradient(&p, dense->dtype);
+    if (MODE == TL_CUDA_BSL_BACKWARD_WEIGHT) return weight_gradient(&p, dense->dtype);
     return launch_block_sparse(&p);
 }
 
-static tl_status cuda_block_sparse_linear(tl_tensor *out, const tl_tensor *dense,
-                                          const tl_tensor *other, const tl_tensor *bias,
-                                          const tl_block_layout *layout) {
-    return run(TL_CUDA_BSL_FORWARD, "block_sparse_linear", out, dense, other, bias, layout);
-}
-
-static tl_status cuda_block_sparse_linear_backward_input(tl_tensor *out, const tl_tensor *dense,
-                                                         const tl_tensor *other,
-                                                         const tl_tensor *bias,
-                                                         const tl_block_layout *layout) {
-    return run(TL_CUDA_BSL_BACKWARD_INPUT, "block_sparse_linear_backward_input", out, dense, other,
-               bias, layout);
-}
-
-static tl_status cuda_block_sparse_linear_backward_weight(tl_tensor *out, const tl_tensor *dense,
-                                                          const tl_tensor *other,
-                                                          const tl_tensor *bias,
-                                                          const tl_block_layout *layout) {
-    return run(TL_CUDA_BSL_BACKWARD_WEIGHT, "block_sparse_linear_backward_weight", out, dense,
-               other, bias, layout);
-}
-
 static const tl_kernel_entry entries[] = {
-    TL_KERNEL(block_sparse_linear, TL_DTYPES_FLOATING, block_sparse, cuda_block_sparse_linear),
+    TL_KERNEL(block_sparse_linear, TL_DTYPES_FLOATING, block_sparse,
+              cuda_block_sparse<TL_CUDA_BSL_FORWARD>),
     TL_KERNEL(block_sparse_linear_backward_input, TL_DTYPES_FLOATING, block_sparse,
-              cuda_block_sparse_linear_backward_input),
+              cuda_block_sparse<TL_CUDA_BSL_BACKWARD_INPUT>),
     TL_KERNEL(block_sparse_linear_backward_weight, TL_DTYPES_FLOATING, block_sparse,
-              cuda_block_sparse_linear_backward_weight),
+              cuda_block_sparse<TL_CUDA_BSL_BACKWARD_WEIGHT>),
 };
 
 TL_KERNEL_TABLE(tl_cuda_block_sparse_table, TL_DEVICE_CUDA, entries);
