@@ -7,6 +7,14 @@
 
 #define CONV_THREADS 256
 
+/* The lowest digit of the mixed-radix index t, whose lowest place counts to size: t % size; t
+   becomes t / size, the index of the places above it. */
+template <typename I> __device__ __forceinline__ int64_t take_digit(I &t, int64_t size) {
+    const int64_t digit = t % (I)size;
+    t /= (I)size;
+    return digit;
+}
+
 /* One thread per column element (row r, sample b, position oh, ow), ow fastest. */
 template <typename T, typename I>
 __global__ void __launch_bounds__(CONV_THREADS)
@@ -14,12 +22,8 @@ __global__ void __launch_bounds__(CONV_THREADS)
     const I stride = (I)gridDim.x * blockDim.x;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         I t = e;
-        const int64_t ow = t % (I)w.out_w;
-        t /= (I)w.out_w;
-        const int64_t oh = t % (I)w.out_h;
-        t /= (I)w.out_h;
-        const int64_t b = t % (I)w.batch;
-        const int64_t r = t / (I)w.batch;
+        const int64_t ow = take_digit(t, w.out_w), oh = take_digit(t, w.out_h);
+        const int64_t b = take_digit(t, w.batch), r = t;
         const int64_t j = r % w.kernel_w, i = (r / w.kernel_w) % w.kernel_h;
         const int64_t c = r / (w.kernel_w * w.kernel_h);
         const int64_t ih = oh * w.stride_h - w.pad_h + i, iw = ow * w.stride_w - w.pad_w + j;
@@ -38,12 +42,8 @@ __global__ void __launch_bounds__(CONV_THREADS)
     const I stride = (I)gridDim.x * blockDim.x;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
         I t = e;
-        const int64_t x = t % (I)w.width;
-        t /= (I)w.width;
-        const int64_t h = t % (I)w.height;
-        t /= (I)w.height;
-        const int64_t c = t % (I)w.channels;
-        const int64_t b = t / (I)w.channels;
+        const int64_t x = take_digit(t, w.width), h = take_digit(t, w.height);
+        const int64_t c = take_digit(t, w.channels), b = t;
         A acc = A(0);
         for (int64_t i = 0; i < w.kernel_h; i++) {
             const int64_t ih = h + w.pad_h - i; /* = oh * stride_h */
