@@ -28,6 +28,32 @@ template <typename C> __device__ __forceinline__ C warp_sum(C x) {
     return x;
 }
 
+/* A row of B * H heads of n positions each (n = T: a query row, n = S: a key row):
+   row = bh * n + pos, bh = b * H + h. */
+struct head_row {
+    int64_t row, bh, pos, b, h;
+};
+
+/* The rows, a warp per row, `warps` warps a block, grid-stride: body(r) for each of this warp's
+   rows r. */
+template <typename F>
+__device__ __forceinline__ void for_each_head_row(const tl_cuda_attention &a, int64_t n, int warps,
+                                                  F body) {
+    const int64_t rows = a.B * a.H * n;
+    for (int64_t row = (int64_t)blockIdx.x * warps + threadIdx.x / 32; row < rows;
+         row += (int64_t)gridDim.x * warps) {
+        const int64_t bh = row / n;
+        body(head_row{row, bh, row % n, bh / a.H, bh % a.H});
+    }
+}
+
+/* This warp's share of a plain kernel's shared memory: per_warp compute-type elements (the launch
+   gives a block PLAIN_WARPS shares). */
+template <typename C> __device__ __forceinline__ C *warp_smem(int64_t per_warp) {
+    extern __shared__ __align__(16) unsigned char plain_smem[];
+    return (C *)plain_smem + threadIdx.x / 32 * per_warp;
+}
+
 /* sum over d of x[d] (shared) * row[d] (global, dtype) */
 template <typename E>
 __device__ __forceinline__ typename E::C dot(const typename E::C *x, const typename E::T *row,
@@ -42,14 +68,11 @@ __global__ void forward_plain(const tl_cuda_attention a, typename E::C scale, Dr
                               typename E::C drop_scale) {
     typedef typename E::T T;
     typedef typename E::C C;
-    extern __shared__ __align__(16) unsigned char plain_smem[];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int lane = threadIdx.x % 32;
     const int64_t D = a.D, S = a.S;
-    C *sq = (C *)plain_smem + warp * (2 * D + 32), *so = sq + D, *sp = so + D;
-    const int64_t rows = a.B * a.H * a.T;
-    for (int64_t row = (int64_t)blockIdx.x * PLAIN_WARPS + warp; row < rows;
-         row += (int64_t)gridDim.x * PLAIN_WARPS) {
-        const int64_t bh = row / a.T, i = row % a.T, b = bh / a.H, h = bh % a.H;
+    C *sq = warp_smem<C>(2 * D + 32), *so = sq + D, *sp = so + D;
+    for_each_head_row(a, a.T, PLAIN_WARPS, [&](const head_row &r) {
+        const int64_t row = r.row, i = r.pos, b = r.b, h = r.h;
         const T *q = at_bh<const T>(a, Q, b, h) + i * a.stride[Q][2];
         const T *k = at_bh<const T>(a, K, b, h), *v = at_bh<const T>(a, V, b, h);
         const int64_t k_row = a.stride[K][2], v_row = a.stride[V][2];
@@ -83,25 +106,23 @@ __global__ void forward_plain(const tl_cuda_attention a, typename E::C scale, Dr
         for (int64_t d = lane; d < D; d += 32) out[d] = E::store(so[d] * inv);
         if (lane == 0) ((C *)a.lse)[row] = l > 0 ? m + log(l) : -INFINITY;
         __syncwarp();
-    }
+    });
 }
 
 /* delta = rowsum(dO * O) per query, in the compute type (float32 stored for 16-bit dtypes) */
 template <typename E> __global__ void delta_kernel(const tl_cuda_attention a) {
     typedef typename E::T T;
     typedef typename E::C C;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    const int64_t rows = a.B * a.H * a.T;
-    for (int64_t row = (int64_t)blockIdx.x * warps + warp; row < rows;
-         row += (int64_t)gridDim.x * warps) {
-        const int64_t bh = row / a.T, i = row % a.T, b = bh / a.H, h = bh % a.H;
+    const int lane = threadIdx.x % 32;
+    for_each_head_row(a, a.T, blockDim.x / 32, [&](const head_row &r) {
+        const int64_t row = r.row, i = r.pos, b = r.b, h = r.h;
         const T *o = at_bh<const T>(a, OUT, b, h) + i * a.stride[OUT][2];
         const T *g = at_bh<const T>(a, GRAD_OUT, b, h) + i * a.stride[GRAD_OUT][2];
         C s = 0;
         for (int64_t d = lane; d < a.D; d += 32) s += E::load(o[d]) * E::load(g[d]);
         s = warp_sum(s);
         if (lane == 0) ((C *)a.delta)[row] = s;
-    }
+    });
 }
 
 /* dQ: one warp per query row */
@@ -110,14 +131,11 @@ __global__ void backward_dq_plain(const tl_cuda_attention a, typename E::C scale
                                   typename E::C drop_scale) {
     typedef typename E::T T;
     typedef typename E::C C;
-    extern __shared__ __align__(16) unsigned char plain_smem[];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int lane = threadIdx.x % 32;
     const int64_t D = a.D, S = a.S;
-    C *sq = (C *)plain_smem + warp * (3 * D + 32), *sdo = sq + D, *sdq = sdo + D, *sp = sdq + D;
-    const int64_t rows = a.B * a.H * a.T;
-    for (int64_t row = (int64_t)blockIdx.x * PLAIN_WARPS + warp; row < rows;
-         row += (int64_t)gridDim.x * PLAIN_WARPS) {
-        const int64_t bh = row / a.T, i = row % a.T, b = bh / a.H, h = bh % a.H;
+    C *sq = warp_smem<C>(3 * D + 32), *sdo = sq + D, *sdq = sdo + D, *sp = sdq + D;
+    for_each_head_row(a, a.T, PLAIN_WARPS, [&](const head_row &r) {
+        const int64_t row = r.row, i = r.pos, b = r.b, h = r.h;
         const T *q = at_bh<const T>(a, Q, b, h) + i * a.stride[Q][2];
         const T *g = at_bh<const T>(a, GRAD_OUT, b, h) + i * a.stride[GRAD_OUT][2];
         const T *k = at_bh<const T>(a, K, b, h), *v = at_bh<const T>(a, V, b, h);
@@ -150,7 +168,7 @@ __global__ void backward_dq_plain(const tl_cuda_attention a, typename E::C scale
         T *gq = at_bh<T>(a, GRAD_Q, b, h) + i * a.stride[GRAD_Q][2];
         for (int64_t d = lane; d < D; d += 32) gq[d] = E::store(sdq[d] * scale);
         __syncwarp();
-    }
+    });
 }
 
 /* dK and dV: one warp per key row */
@@ -159,15 +177,12 @@ __global__ void backward_dkv_plain(const tl_cuda_attention a, typename E::C scal
                                    typename E::C drop_scale) {
     typedef typename E::T T;
     typedef typename E::C C;
-    extern __shared__ __align__(16) unsigned char plain_smem[];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int lane = threadIdx.x % 32;
     const int64_t D = a.D, S = a.S, Tq = a.T;
-    C *sk = (C *)plain_smem + warp * (4 * D + 64), *sv = sk + D, *sdk = sv + D, *sdv = sdk + D;
+    C *sk = warp_smem<C>(4 * D + 64), *sv = sk + D, *sdk = sv + D, *sdv = sdk + D;
     C *sp = sdv + D, *sds = sp + 32;
-    const int64_t rows = a.B * a.H * S;
-    for (int64_t row = (int64_t)blockIdx.x * PLAIN_WARPS + warp; row < rows;
-         row += (int64_t)gridDim.x * PLAIN_WARPS) {
-        const int64_t bh = row / S, j = row % S, b = bh / a.H, h = bh % a.H;
+    for_each_head_row(a, S, PLAIN_WARPS, [&](const head_row &r) {
+        const int64_t bh = r.bh, j = r.pos, b = r.b, h = r.h;
         const T *kp = at_bh<const T>(a, K, b, h) + j * a.stride[K][2];
         const T *vp = at_bh<const T>(a, V, b, h) + j * a.stride[V][2];
         const T *q = at_bh<const T>(a, Q, b, h), *g = at_bh<const T>(a, GRAD_OUT, b, h);
@@ -210,7 +225,7 @@ __global__ void backward_dkv_plain(const tl_cuda_attention a, typename E::C scal
             for (int64_t d = lane; d < D; d += 32) gv[d] = E::store(sdv[d]);
         }
         __syncwarp();
-    }
+    });
 }
 
 /* A plain kernel's launch: shared memory of PLAIN_WARPS warps of `per_warp` compute-type
