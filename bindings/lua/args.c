@@ -208,11 +208,18 @@ int tlb_shape_args(lua_State *L, int first, const char *op, int64_t *shape, int 
     return ndim;
 }
 
-tl_dtype tlb_check_dtype(lua_State *L, int idx, const char *op) {
+/* The name of a dtype or a device at idx, a string: what ("dtype") and an example name say what
+   was expected otherwise. */
+static const char *check_name(lua_State *L, int idx, const char *op, const char *what,
+                              const char *example) {
     if (lua_type(L, idx) != LUA_TSTRING)
-        tlb_errorf(L, "%s: dtype expected a string such as \"float32\", got %s", op,
+        tlb_errorf(L, "%s: %s expected a string such as \"%s\", got %s", op, what, example,
                    tlb_typename(L, idx));
-    const char *name = lua_tostring(L, idx);
+    return lua_tostring(L, idx);
+}
+
+tl_dtype tlb_check_dtype(lua_State *L, int idx, const char *op) {
+    const char *name = check_name(L, idx, op, "dtype", "float32");
     tl_dtype dtype;
     if (tl_dtype_parse(name, &dtype) != TL_OK)
         tlb_errorf(L,
@@ -223,10 +230,7 @@ tl_dtype tlb_check_dtype(lua_State *L, int idx, const char *op) {
 }
 
 tl_device tlb_check_device(lua_State *L, int idx, const char *op) {
-    if (lua_type(L, idx) != LUA_TSTRING)
-        tlb_errorf(L, "%s: device expected a string such as \"cpu\", got %s", op,
-                   tlb_typename(L, idx));
-    const char *name = lua_tostring(L, idx);
+    const char *name = check_name(L, idx, op, "device", "cpu");
     tl_device device;
     if (tl_device_parse(name, &device) != TL_OK)
         tlb_errorf(L, "%s: unknown device '%s' (expected cpu, cuda or cuda:N)", op, name);
