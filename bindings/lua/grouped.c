@@ -6,14 +6,9 @@
 /* The tensors of the list at idx (a Lua array), in scratch memory the collector owns. */
 static tl_tensor **tensor_list(lua_State *L, int idx, const char *op, const char *what,
                                int *count) {
-    if (!lua_istable(L, idx) || tlb_is_tensor(L, idx))
-        tlb_type_error(L, idx, op, "a table of tensors");
-    lua_Unsigned n = lua_rawlen(L, idx);
-    if (n > 1u << 20)
-        tlb_errorf(L, "%s: %s holds %llu tensors, at most %u", op, what, (unsigned long long)n,
-                   1u << 20);
+    const size_t n = tlb_check_list_length(L, idx, op, what);
     tl_tensor **list = lua_newuserdatauv(L, sizeof *list * (n > 0 ? n : 1), 0);
-    for (lua_Unsigned i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         lua_rawgeti(L, idx, (lua_Integer)i + 1);
         list[i] = tlb_totensor(L, -1, op);
         if (!list[i])

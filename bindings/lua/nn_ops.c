@@ -48,6 +48,20 @@ static tl_status check_one_based(const tl_tensor *indices, const char *op, const
     return tl_check_index_range(indices, &range);
 }
 
+/* The index tensor indices (the Lua argument named what, counting from 1) as a new tensor that
+   counts from 0, the C API's way, after checking its dtype and, where range_of names what it
+   indexes, that it holds 1..count (NULL: not here, an operand the op itself refuses). Raises the
+   error; the caller releases the result. */
+static tl_tensor *zero_based_arg(lua_State *L, const char *op, const char *what,
+                                 const tl_tensor *indices, const char *range_of, int64_t count) {
+    check_index_dtype(L, op, what, indices);
+    tl_tensor *shifted = NULL;
+    tl_status status = range_of ? check_one_based(indices, op, what, range_of, count) : TL_OK;
+    if (status == TL_OK) status = zero_based(indices, &shifted);
+    if (status != TL_OK) tlb_fail(L);
+    return shifted;
+}
+
 /* ---- conv2d, max_pool2d ------------------------------------------------------------------------
  */
 /* conv2d(input, weight, bias?, {stride = 1, padding = 0}): stride and padding are numbers or
@@ -97,14 +111,13 @@ static int nn_max_pool2d(lua_State *L) {
 /* embedding(indices, weight): indices (int64/int32, any shape) count from 1 */
 static int nn_embedding(lua_State *L) {
     tl_tensor *indices = tlb_check(L, 1, "embedding"), *weight = tlb_check(L, 2, "embedding");
-    check_index_dtype(L, "embedding", "indices", indices);
-    tl_tensor *shifted = NULL, *out = NULL;
+    tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status = weight->ndim == 2 ? check_one_based(indices, "embedding", "indices",
-                                                           "the weight's rows", weight->shape[0])
-                                         : TL_OK;
-    if (status == TL_OK) status = zero_based(indices, &shifted);
-    if (status == TL_OK) status = tl_ag_embedding(shifted, weight, &out);
+    const bool matrix = weight->ndim == 2; /* else tl_ag_embedding refuses the weight */
+    tl_tensor *shifted =
+        zero_based_arg(L, "embedding", "indices", indices, matrix ? "the weight's rows" : NULL,
+                       matrix ? weight->shape[0] : 0);
+    tl_status status = tl_ag_embedding(shifted, weight, &out);
     tl_release(shifted);
     return tlb_result(L, box, status, out);
 }
@@ -130,14 +143,13 @@ static int nn_cross_entropy(lua_State *L) {
             return tlb_errorf(L, "cross_entropy: reduction '%s' is not supported (only 'mean')",
                               reduction);
     }
-    check_index_dtype(L, "cross_entropy", "target", target);
-    tl_tensor *shifted = NULL, *out = NULL;
+    tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status = logits->ndim == 2 ? check_one_based(target, "cross_entropy", "target",
-                                                           "the logits' classes", logits->shape[1])
-                                         : TL_OK;
-    if (status == TL_OK) status = zero_based(target, &shifted);
-    if (status == TL_OK) status = tl_ag_cross_entropy(logits, shifted, smoothing, &out);
+    const bool matrix = logits->ndim == 2; /* else tl_ag_cross_entropy refuses the logits */
+    tl_tensor *shifted =
+        zero_based_arg(L, "cross_entropy", "target", target, matrix ? "the logits' classes" : NULL,
+                       matrix ? logits->shape[1] : 0);
+    tl_status status = tl_ag_cross_entropy(logits, shifted, smoothing, &out);
     tl_release(shifted);
     return tlb_result(L, box, status, out);
 }
@@ -190,6 +202,21 @@ static int nn_sgd_step(lua_State *L) {
     return 0;
 }
 
+/* Adam's hyper-parameters, the Lua arguments first .. first + 4. */
+typedef struct adam_numbers {
+    double lr, beta1, beta2, eps, weight_decay;
+} adam_numbers;
+
+static adam_numbers check_adam_numbers(lua_State *L, int first, const char *op) {
+    adam_numbers a;
+    a.lr = tlb_check_number(L, first, op, "lr");
+    a.beta1 = tlb_check_number(L, first + 1, op, "beta1");
+    a.beta2 = tlb_check_number(L, first + 2, op, "beta2");
+    a.eps = tlb_check_number(L, first + 3, op, "eps");
+    a.weight_decay = tlb_check_number(L, first + 4, op, "weight_decay");
+    return a;
+}
+
 /* _adam_step(param, grad, exp_avg|nil, exp_avg_sq|nil, step, lr, beta1, beta2, eps,
    weight_decay, decoupled, check_only): in place; step counts from 1; check_only: the step's
    checks alone (missing moments are ones the step will create) */
@@ -199,17 +226,13 @@ static int nn_adam_step(lua_State *L) {
     tl_tensor *exp_avg = tlb_opt_tensor(L, 3, op, "exp_avg");
     tl_tensor *exp_avg_sq = tlb_opt_tensor(L, 4, op, "exp_avg_sq");
     int64_t step = tlb_check_int(L, 5, op, "step");
-    double lr = tlb_check_number(L, 6, op, "lr");
-    double beta1 = tlb_check_number(L, 7, op, "beta1");
-    double beta2 = tlb_check_number(L, 8, op, "beta2");
-    double eps = tlb_check_number(L, 9, op, "eps");
-    double weight_decay = tlb_check_number(L, 10, op, "weight_decay");
+    adam_numbers a = check_adam_numbers(L, 6, op);
     bool decoupled = lua_toboolean(L, 11);
     tl_status status = lua_toboolean(L, 12)
-                           ? tl_adam_step_check(param, grad, exp_avg, exp_avg_sq, step, lr, beta1,
-                                                beta2, eps, weight_decay, decoupled)
-                           : tl_adam_step(param, grad, exp_avg, exp_avg_sq, step, lr, beta1, beta2,
-                                          eps, weight_decay, decoupled);
+                           ? tl_adam_step_check(param, grad, exp_avg, exp_avg_sq, step, a.lr,
+                                                a.beta1, a.beta2, a.eps, a.weight_decay, decoupled)
+                           : tl_adam_step(param, grad, exp_avg, exp_avg_sq, step, a.lr, a.beta1,
+                                          a.beta2, a.eps, a.weight_decay, decoupled);
     if (status != TL_OK) return tlb_fail(L);
     return 0;
 }
@@ -242,26 +265,17 @@ static tl_tensor **optim_list(lua_State *L, int idx, const char *op, const char 
    parameter; masters[i] false or nil where a parameter has no master copy), in place */
 static int nn_adam_step_multi(lua_State *L) {
     const char *op = "_adam_step_multi";
-    if (!lua_istable(L, 1) || tlb_is_tensor(L, 1)) tlb_type_error(L, 1, op, "a table of tensors");
-    lua_Unsigned len = lua_rawlen(L, 1);
-    if (len > 1u << 20)
-        tlb_errorf(L, "%s: params holds %llu tensors, at most %u", op, (unsigned long long)len,
-                   1u << 20);
-    size_t n = (size_t)len;
+    size_t n = tlb_check_list_length(L, 1, op, "params");
     tl_tensor **params = optim_list(L, 1, op, "params", n, false);
     tl_tensor **grads = optim_list(L, 2, op, "grads", n, false);
     tl_tensor **exp_avg = optim_list(L, 3, op, "exp_avgs", n, false);
     tl_tensor **exp_avg_sq = optim_list(L, 4, op, "exp_avg_sqs", n, false);
     tl_tensor **master = optim_list(L, 5, op, "masters", n, true);
-    double lr = tlb_check_number(L, 6, op, "lr");
-    double beta1 = tlb_check_number(L, 7, op, "beta1");
-    double beta2 = tlb_check_number(L, 8, op, "beta2");
-    double eps = tlb_check_number(L, 9, op, "eps");
-    double weight_decay = tlb_check_number(L, 10, op, "weight_decay");
+    adam_numbers a = check_adam_numbers(L, 6, op);
     int64_t step = tlb_check_int(L, 11, op, "step");
     bool decoupled = lua_toboolean(L, 12);
     if (tl_adam_step_multi(params, (const tl_tensor *const *)grads, exp_avg, exp_avg_sq, master,
-                           (int64_t)n, step, lr, beta1, beta2, eps, weight_decay,
+                           (int64_t)n, step, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
                            decoupled) != TL_OK)
         return tlb_fail(L);
     return 0;
@@ -272,12 +286,7 @@ static int nn_adam_step_multi(lua_State *L) {
 static int nn_clip_grad_norm_multi(lua_State *L) {
     const char *op = "_clip_grad_norm_multi";
     lua_settop(L, 3); /* the list's scratch goes above the arguments */
-    if (!lua_istable(L, 1) || tlb_is_tensor(L, 1)) tlb_type_error(L, 1, op, "a table of tensors");
-    lua_Unsigned len = lua_rawlen(L, 1);
-    if (len > 1u << 20)
-        tlb_errorf(L, "%s: grads holds %llu tensors, at most %u", op, (unsigned long long)len,
-                   1u << 20);
-    size_t n = (size_t)len;
+    size_t n = tlb_check_list_length(L, 1, op, "grads");
     tl_tensor **grads = optim_list(L, 1, op, "grads", n, false);
     double max_norm = tlb_check_number(L, 2, op, "max_norm");
     double norm_type = lua_isnoneornil(L, 3) ? 2.0 : tlb_check_number(L, 3, op, "norm_type");

@@ -48,6 +48,16 @@ bool tlb_is_tensor(lua_State *L, int idx) {
     return lua_touserdata(L, idx) && has_tensor_metatable(L, idx);
 }
 
+size_t tlb_check_list_length(lua_State *L, int idx, const char *op, const char *what) {
+    if (!lua_istable(L, idx) || tlb_is_tensor(L, idx))
+        tlb_type_error(L, idx, op, "a table of tensors");
+    lua_Unsigned len = lua_rawlen(L, idx);
+    if (len > 1u << 20)
+        tlb_errorf(L, "%s: %s holds %llu tensors, at most %u", op, what, (unsigned long long)len,
+                   1u << 20);
+    return (size_t)len;
+}
+
 tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op) {
     tlb_box *box = lua_touserdata(L, idx);
     if (!box || !has_tensor_metatable(L, idx)) return NULL;
