@@ -8,22 +8,23 @@ static int inplace_result(lua_State *L, tl_status status) {
     return 1;
 }
 
+/* op_<name>_, the binding of tl_ag_<name>_ through form (unary or binary below) */
+#define INPLACE_BINDING(form, name)                                                                \
+    static int op_##name##_(lua_State *L) {                                                        \
+        return form(L, #name "_", tl_ag_##name##_);                                                \
+    }
+
 /* ---- x <- f(x) ------------------------------------------------------------------------------ */
 static int unary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *x)) {
     return inplace_result(L, fn(tlb_check(L, 1, op)));
 }
 
-#define UNARY(name)                                                                                \
-    static int op_##name##_(lua_State *L) {                                                        \
-        return unary(L, #name "_", tl_ag_##name##_);                                               \
-    }
-UNARY(neg)
-UNARY(abs)
-UNARY(relu)
+INPLACE_BINDING(unary, neg)
+INPLACE_BINDING(unary, abs)
+INPLACE_BINDING(unary, relu)
 /* every POINTWISE row of ops.def: t:exp_(), t:gelu_(), ... */
-#define POINTWISE_OP(name, differentiable, backward) UNARY(name)
+#define POINTWISE_OP(name, differentiable, backward) INPLACE_BINDING(unary, name)
 #include "tlua/ops.def"
-#undef UNARY
 
 /* t:clamp_(min?, max?): nil for an absent bound */
 static int op_clamp_(lua_State *L) {
@@ -48,18 +49,14 @@ static int binary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *x, tl
     return inplace_result(L, status);
 }
 
-#define BINARY(name)                                                                               \
-    static int op_##name##_(lua_State *L) {                                                        \
-        return binary(L, #name "_", tl_ag_##name##_);                                              \
-    }
-BINARY(add)
-BINARY(sub)
-BINARY(mul)
-BINARY(copy)
+INPLACE_BINDING(binary, add)
+INPLACE_BINDING(binary, sub)
+INPLACE_BINDING(binary, mul)
+INPLACE_BINDING(binary, copy)
 /* every POINTWISE_BINARY row of ops.def: t:div_(other), t:atan2_(other) */
-#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY(name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) INPLACE_BINDING(binary, name)
 #include "tlua/ops.def"
-#undef BINARY
+#undef INPLACE_BINDING
 
 /* t:fill_(value) -> t */
 static int op_fill_(lua_State *L) {
