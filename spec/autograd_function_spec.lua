@@ -19,23 +19,23 @@ end
 -- Lua reference of d sum(A @ B) / dA and / dB: dA[i][k] = sum_j B[k][j], dB[k][j] = sum_i A[i][k]
 local function sum_matmul_grads(A, B)
   local n, k, m = A.shape[1], A.shape[2], B.shape[2]
-  local dA, dB = {}, {}
-  for i = 1, n do
-    dA[i] = {}
-    for kk = 1, k do
-      local s = 0
-      for j = 1, m do s = s + B[kk][j] end
-      dA[i][kk] = s
+  -- a rows x cols table of value(r, c)
+  local function table_of(rows, cols, value)
+    local t = {}
+    for r = 1, rows do
+      t[r] = {}
+      for c = 1, cols do t[r][c] = value(r, c) end
     end
+    return t
   end
-  for kk = 1, k do
-    dB[kk] = {}
-    for j = 1, m do
-      local s = 0
-      for i = 1, n do s = s + A[i][kk] end
-      dB[kk][j] = s
-    end
+  -- term(1) + ... + term(count), in that order
+  local function sum_of(count, term)
+    local s = 0
+    for i = 1, count do s = s + term(i) end
+    return s
   end
+  local dA = table_of(n, k, function(_, kk) return sum_of(m, function(j) return B[kk][j] end) end)
+  local dB = table_of(k, m, function(kk, _) return sum_of(n, function(i) return A[i][kk] end) end)
   return dA, dB
 end
 

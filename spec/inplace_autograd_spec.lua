@@ -294,27 +294,26 @@ describe("in-place ops under autograd", function()
       end)
     end
 
-    it("mul_ saves other for x's gradient: a change of other in place fails at backward, naming mul_", function()
-      local rng = ref.rng(44)
-      local leaf = f64(rng, { 3, 4 }, -2, 2):requires_grad_()
-      local o = f64(rng, { 3, 4 }, -2, 2)
-      local h = leaf * 1
-      h:mul_(o)
-      o:add_(1)
-      local loss = h:sum()
-      assert.error_matches(function() loss:backward() end, { "mul_", "modified in place" })
-    end)
-
-    it("matmul_ saves w for x's gradient: a change of w in place fails at backward, naming matmul_", function()
-      local rng = ref.rng(45)
-      local leaf = f64(rng, { 3, 4 }, -2, 2):requires_grad_()
-      local w = f64(rng, { 4, 4 }, -1, 1)
-      local h = leaf * 1
-      h:matmul_(w)
-      w:mul_(2)
-      local loss = h:sum()
-      assert.error_matches(function() loss:backward() end, { "matmul_", "modified in place" })
-    end)
+    -- ops that save their operand for x's gradient: the operand (drawn in [lo, hi]) changed in place
+    for _, case in ipairs({
+      { op = "mul_", operand = "other", seed = 44, shape = { 3, 4 }, lo = -2, hi = 2,
+        change = function(o) o:add_(1) end },
+      { op = "matmul_", operand = "w", seed = 45, shape = { 4, 4 }, lo = -1, hi = 1,
+        change = function(w) w:mul_(2) end },
+    }) do
+      local op, operand = case.op, case.operand
+      it(op .. " saves " .. operand .. " for x's gradient: a change of " .. operand
+        .. " in place fails at backward, naming " .. op, function()
+        local rng = ref.rng(case.seed)
+        local leaf = f64(rng, { 3, 4 }, -2, 2):requires_grad_()
+        local o = f64(rng, case.shape, case.lo, case.hi)
+        local h = leaf * 1
+        h[op](h, o)
+        case.change(o)
+        local loss = h:sum()
+        assert.error_matches(function() loss:backward() end, { op, "modified in place" })
+      end)
+    end
 
     it("matmul_ saves no x: x may change in place after it", function()
       local rng = ref.rng(46)

@@ -230,27 +230,30 @@ describe("tlua --nproc (the launcher)", function()
     assert.truthy(seconds < 30, "the job took " .. seconds .. " s")
   end)
 
-  it("stops every node when a rank of node 1 fails", function()
+  -- a job of two nodes of nproc ranks each in which rank `rank` exits with `status` after 0.3 s
+  -- while the others run `rest` (Lua): the failing rank's node exits with that status, the other
+  -- node fails too, within 20 s; returns the two nodes' results (failing first)
+  local function one_rank_fails(nproc, rank, status, rest)
     local port = free_port()
-    local script = "if os.getenv('TLUA_RANK') == '2' then os.execute('sleep 0.3') os.exit(4) end "
-      .. "os.execute('sleep 1000')"
-    local node, seconds = two_nodes(2, "-e " .. sh_quote(script), port)
-    assert.equal(4, node[1].code, node[1].err)
-    assert.truthy(node[1].err:find("rank 2 %(pid %d+%) failed with exit status 4"), node[1].err)
-    assert.are_not.equal(0, node[0].code, node[0].err)
-    assert.truthy(node[0].err:find("tlua %-%-nproc: stopping: node 1: rank 2 %(pid %d+%) failed"), node[0].err)
+    local script = "if os.getenv('TLUA_RANK') == '" .. rank .. "' then os.execute('sleep 0.3') os.exit("
+      .. status .. ") end " .. rest
+    local node, seconds = two_nodes(nproc, "-e " .. sh_quote(script), port)
+    local failing, other = node[rank // nproc], node[1 - rank // nproc]
+    assert.equal(status, failing.code, failing.err)
+    assert.are_not.equal(0, other.code, other.err)
     assert.truthy(seconds < 20, "the job took " .. seconds .. " s")
+    return failing, other
+  end
+
+  it("stops every node when a rank of node 1 fails", function()
+    local failing, other = one_rank_fails(2, 2, 4, "os.execute('sleep 1000')")
+    assert.truthy(failing.err:find("rank 2 %(pid %d+%) failed with exit status 4"), failing.err)
+    assert.truthy(other.err:find("tlua %-%-nproc: stopping: node 1: rank 2 %(pid %d+%) failed"), other.err)
   end)
 
   it("stops node 1 when a rank of node 0 fails", function()
-    local port = free_port()
-    local script = "if os.getenv('TLUA_RANK') == '0' then os.execute('sleep 0.3') os.exit(6) end "
-      .. "while true do end"
-    local node, seconds = two_nodes(1, "-e " .. sh_quote(script), port)
-    assert.equal(6, node[0].code, node[0].err)
-    assert.are_not.equal(0, node[1].code, node[1].err)
-    assert.truthy(node[1].err:find("stopping: node 0: rank 0", 1, true), node[1].err)
-    assert.truthy(seconds < 20, "the job took " .. seconds .. " s")
+    local _, other = one_rank_fails(1, 0, 6, "while true do end")
+    assert.truthy(other.err:find("stopping: node 0: rank 0", 1, true), other.err)
   end)
 
   it("gives the ranks the job's secret: a new one per job, else TLUA_STORE_SECRET or --secret-file", function()
