@@ -3,6 +3,15 @@ local tl = require("tlua")
 
 local data = {}
 
+-- a new class named name (a table that is its instances' metatable and holds their methods),
+-- exported as data[name]
+local function class(name)
+  local cls = {}
+  cls.__index = cls
+  data[name] = cls
+  return cls
+end
+
 --- The default corpus: Debian's `fortunes` package (scripts/setup installs it), or the folder
 --- or file $TLUA_GPT_DATA names (a machine without the package).
 data.DEFAULT = os.getenv("TLUA_GPT_DATA") or "/usr/share/games/fortunes"
@@ -46,9 +55,7 @@ function data.text(path)
 end
 
 --- Vocabulary: the distinct bytes of a text, sorted; ids count from 1.
-local Vocab = {}
-Vocab.__index = Vocab
-data.Vocab = Vocab
+local Vocab = class("Vocab")
 
 function Vocab.of(text)
   local seen = {}
@@ -89,9 +96,7 @@ function Vocab:decode(ids)
 end
 
 --- A data set: train and validation ids on a device, and batches of windows of them.
-local Dataset = {}
-Dataset.__index = Dataset
-data.Dataset = Dataset
+local Dataset = class("Dataset")
 
 --- Dataset.load{path, device, val_fraction = 0.1} -> dataset (vocab, train, val)
 function Dataset.load(opts)
