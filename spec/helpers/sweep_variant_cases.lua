@@ -147,13 +147,15 @@ local dropout = {
 }
 
 -- ---- the paths of loops many kernels share -------------------------------------------------------
--- a binary elementwise op of dtype d (mul; ne for bool) on [3, 16] operands laid out by layout
-local function elementwise_through(layout)
+-- a binary elementwise op of dtype d (mul; ne for bool) on [3, cols] operands laid out by layout
+-- (16 columns fit vectors of every dtype, 5 none)
+local function elementwise_through(layout, cols)
+  cols = cols or 16
   return function(d)
     local op = d == "bool" and "ne" or "mul"
     return {
       layout = layouts[layout],
-      inputs = function(G) return { G.wide(3, 16), G.wide(3, 16) } end,
+      inputs = function(G) return { G.wide(3, cols), G.wide(3, cols) } end,
       run = sweep.cases[op].run,
       reference = sweep.cases[op].reference,
     }
@@ -228,7 +230,7 @@ local loops = {
     dense_vector = elementwise_through("as_is"),
     dense_scalar = elementwise_through("offset"),
     rows_vector = elementwise_through("padded"),
-    rows_scalar = elementwise_through("transposed"),
+    rows_scalar = elementwise_through("transposed", 5),
   },
   lines = { line = through(sweep.cases.sum), lanes = through(sweep.cases.min) },
   reduce = {
