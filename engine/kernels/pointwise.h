@@ -40,6 +40,8 @@ TL_POINTWISE(gelu_tanh,
 TL_POINTWISE(silu, x / (1.0f + expf(-x)), x / (1.0 + exp(-x)))
 TL_POINTWISE(sin, sinf(x), sin(x))
 TL_POINTWISE(cos, cosf(x), cos(x))
+/* the error function, 2 / sqrt(pi) times the integral of exp(-t^2) from 0 to x */
+TL_POINTWISE(erf, erff(x), erf(x))
 
 /* Two inputs: defines tl_pointwise_<name>_f(a, b) (float_expr) and tl_pointwise_<name>_d(a, b)
    (double_expr), the parameters named as the macro's a and b. */
@@ -69,6 +71,9 @@ TL_POINTWISE_BINARY(atan2, atan2f(a, b), atan2(a, b))
 TL_POINTWISE_BACKWARD(relu_backward, s > 0 ? g : 0.0f, s > 0 ? g : 0.0)
 TL_POINTWISE_BACKWARD(tanh_backward, g *(1.0f - s * s), g *(1.0 - s * s))
 TL_POINTWISE_BACKWARD(sigmoid_backward, g *s *(1.0f - s), g *s *(1.0 - s))
+/* s = x: erf' = 2 / sqrt(pi) exp(-x^2) */
+TL_POINTWISE_BACKWARD(erf_backward, g * 1.12837916709551257f * expf(-s * s),
+                      g * 1.12837916709551257 * exp(-s * s))
 /* s = x: gelu' = Phi(x) + x phi(x) */
 TL_POINTWISE_BACKWARD(gelu_backward,
                       g *(0.5f * (1.0f + erff(s * 0.70710678118654752f)) +

@@ -40,6 +40,10 @@ return {
   },
   sin = { lo = -7, hi = 7, reference = math.sin },
   cos = { lo = -7, hi = 7, reference = math.cos },
+  erf = {
+    lo = -4, hi = 4, reference = ref.erf,
+    derivative = function(x) return 2 / math.sqrt(math.pi) * math.exp(-x * x) end,
+  },
   -- binary
   div = { ranges = { { -5, 5 }, { 0.5, 5 } }, reference = function(a, b) return a / b end },
   atan2 = { ranges = { { -3, 3 }, { -3, 3 } }, reference = math.atan },
