@@ -2,6 +2,92 @@
 #include "autograd/autocast.h"
 #include "autograd/formula.h"
 
+/* ---- value reductions (REDUCE_OP rows) ----------------------------------------------------
+   A row's node: ints[d] = 1 for each reduced dim of the input, keepdim, scalar[0] the op's number;
+   it saves the input (slot 0) and the result (slot 1) as its gradient's FOLD_SAVES_* say. */
+enum { FOLD_SAVES_NOTHING = 0, FOLD_SAVES_INPUT = 1, FOLD_SAVES_RESULT = 2 };
+
+/* g (the result's shape) as a tensor of the input's rank with size 1 at the reduced dims */
+static tl_status fold_unreduce(tl_node *node, tl_tensor *g, tl_tensor **out) {
+    int64_t shape[TL_MAX_DIMS];
+    const int ndim = node->input_ndim[0];
+    for (int d = 0; d < ndim; d++) shape[d] = node->ints[d] ? 1 : node->input_shape[0][d];
+    return tl_reshape(g, shape, ndim, out);
+}
+
+/* g broadcast back over the input's shape (a view) */
+static tl_status fold_expand(tl_node *node, tl_tensor *g, tl_tensor **out) {
+    tl_tensor *kept;
+    TL_TRY(fold_unreduce(node, g, &kept));
+    tl_status status = tl_expand(kept, node->input_shape[0], node->input_ndim[0], out);
+    tl_release(kept);
+    return status;
+}
+
+/* the number of elements reduced into each result */
+static int64_t fold_count(const tl_node *node) {
+    int64_t count = 1;
+    for (int d = 0; d < node->input_ndim[0]; d++)
+        if (node->ints[d]) count *= node->input_shape[0][d];
+    return count;
+}
+
+/* The gradient of row `name` (backward COMPOSED): fold_<name>_backward with what it saves. */
+#define REDUCE_GRADIENT(name, saves)                                                               \
+    enum { fold_##name##_saves = (saves) };                                                        \
+    static tl_status fold_##name##_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi)
+
+REDUCE_GRADIENT(sum, FOLD_SAVES_NOTHING) {
+    return fold_expand(node, g[0], &gi[0]);
+}
+
+REDUCE_GRADIENT(mean, FOLD_SAVES_NOTHING) {
+    tl_tensor *scaled;
+    TL_TRY(tl_mul_number(g[0], 1.0 / (double)fold_count(node), &scaled));
+    tl_status status = fold_expand(node, scaled, &gi[0]);
+    tl_release(scaled);
+    return status;
+}
+
+static tl_status record_fold(const char *name, tl_backward_fn backward, int saves, tl_tensor *a,
+                             tl_tensor *out, const int *dims, int ndims, bool keepdim,
+                             double number) {
+    tl_node *node;
+    TL_TRY(tl_record(name, backward, 1, &a, out, &node));
+    if (!node) return TL_OK;
+    for (int d = 0; d < a->ndim; d++) node->ints[d] = ndims == 0;
+    for (int i = 0; i < ndims; i++) {
+        int d;
+        TL_TRY(tl_wrap_dim(name, dims[i], a->ndim, &d));
+        if (a->ndim > 0) node->ints[d] = 1;
+    }
+    node->keepdim = keepdim;
+    node->scalar[0] = number;
+    node->has_scalar[0] = true;
+    if (saves & FOLD_SAVES_INPUT) TL_TRY(tl_record_save(node, 0, "self", a, out));
+    if (saves & FOLD_SAVES_RESULT) TL_TRY(tl_record_save(node, 1, "result", out, out));
+    return TL_OK;
+}
+
+/* tl_ag_<name>_dims, _all and _dim of every row: recording for a differentiable row (backward
+   COMPOSED), the forward alone for the others (backward NONE) */
+#define FOLD_RECORD_COMPOSED(name)                                                                 \
+    TL_TRY(tl_##name##_dims(a, dims, ndims, keepdim, number, out));                                \
+    return record_fold(#name, fold_##name##_backward, fold_##name##_saves, a, *out, dims, ndims,   \
+                       keepdim, number);
+#define FOLD_RECORD_NONE(name) return tl_##name##_dims(a, dims, ndims, keepdim, number, out);
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    tl_status tl_ag_##name##_dims(tl_tensor *a, const int *dims, int ndims, bool keepdim,          \
+                                  double number, tl_tensor **out){FOLD_RECORD_##backward(          \
+        name)} tl_status tl_ag_##name##_all(tl_tensor *a, tl_tensor **out) {                       \
+        return tl_ag_##name##_dims(a, NULL, 0, false, param, out);                                 \
+    }                                                                                              \
+    tl_status tl_ag_##name##_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out) {           \
+        return tl_ag_##name##_dims(a, &dim, 1, keepdim, param, out);                               \
+    }
+#include "tlua/ops.def"
+
+/* ---- max, min ---------------------------------------------------------------------------- */
 /* grad of a dim reduction, broadcast back over the input's shape (a view) */
 static tl_status expand_back(tl_node *node, tl_tensor *g, tl_tensor **out) {
     tl_tensor *unsqueezed = NULL;
@@ -13,24 +99,6 @@ static tl_status expand_back(tl_node *node, tl_tensor *g, tl_tensor **out) {
     if (status == TL_OK)
         status = tl_expand(unsqueezed, node->input_shape[0], node->input_ndim[0], out);
     tl_release(unsqueezed);
-    return status;
-}
-
-static tl_status sum_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    return expand_back(node, g[0], &gi[0]);
-}
-
-static tl_status mean_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    int64_t count = 1;
-    if (node->dim >= 0) {
-        if (node->input_ndim[0] > 0) count = node->input_shape[0][node->dim];
-    } else {
-        for (int d = 0; d < node->input_ndim[0]; d++) count *= node->input_shape[0][d];
-    }
-    tl_tensor *scaled;
-    TL_TRY(tl_mul_number(g[0], 1.0 / (double)count, &scaled));
-    tl_status status = expand_back(node, scaled, &gi[0]);
-    tl_release(scaled);
     return status;
 }
 
@@ -48,31 +116,6 @@ static tl_status record_reduce(const char *name, tl_backward_fn backward, tl_ten
     }
     if (node_out) *node_out = node;
     return TL_OK;
-}
-
-tl_status tl_ag_sum_all(tl_tensor *a, tl_tensor **out) {
-    TL_TRY(tl_sum_all(a, out));
-    return record_reduce("sum", sum_backward, a, *out, -1, false, NULL);
-}
-
-tl_status tl_ag_sum_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out) {
-    TL_TRY(tl_sum_dim(a, dim, keepdim, out));
-    /* a negative C dim counts from the end: wrap it before storing */
-    int d;
-    TL_TRY(tl_wrap_dim("sum", dim, a->ndim, &d));
-    return record_reduce("sum", sum_backward, a, *out, d, keepdim, NULL);
-}
-
-tl_status tl_ag_mean_all(tl_tensor *a, tl_tensor **out) {
-    TL_TRY(tl_mean_all(a, out));
-    return record_reduce("mean", mean_backward, a, *out, -1, false, NULL);
-}
-
-tl_status tl_ag_mean_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out) {
-    TL_TRY(tl_mean_dim(a, dim, keepdim, out));
-    int d;
-    TL_TRY(tl_wrap_dim("mean", dim, a->ndim, &d));
-    return record_reduce("mean", mean_backward, a, *out, d, keepdim, NULL);
 }
 
 /* max()/min() over all elements: the gradient is shared evenly by every

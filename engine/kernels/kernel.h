@@ -42,6 +42,10 @@ typedef tl_status (*tl_copy_kernel)(tl_tensor *dst, const tl_tensor *src);
    NULL for sum/mean. For argmax/argmin `out` is NULL. */
 typedef tl_status (*tl_reduce_kernel)(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
                                       int dim);
+/* A value reduction (family FOLD) of dim of in into out (in's shape with dim of size 1, the
+   dtype of its row's output rule); args->scalar[0] is the op's number (kernels/reduction.h). */
+typedef tl_status (*tl_fold_kernel)(tl_tensor *out, const tl_tensor *in, int dim,
+                                    const tl_op_args *args);
 /* Inclusive prefix sum along dim: out (in's shape, any strides, not overlapping in) gets
    out[.., i, ..] = sum of in[.., 0..i, ..] ("="); in has any strides, ndim >= 1. Floating inputs
    give their dtype (float64 and float32 accumulate in double, bfloat16 and float16 in float32,
@@ -208,6 +212,7 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(fill, tl_fill_kernel)                                                                \
     SIGNATURE(copy, tl_copy_kernel)                                                                \
     SIGNATURE(reduce, tl_reduce_kernel)                                                            \
+    SIGNATURE(fold, tl_fold_kernel)                                                                \
     SIGNATURE(scan, tl_scan_kernel)                                                                \
     SIGNATURE(nonzero, tl_nonzero_kernel)                                                          \
     SIGNATURE(softmax, tl_softmax_kernel)                                                          \

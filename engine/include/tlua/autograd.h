@@ -86,10 +86,13 @@ tl_status tl_ag_pow(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_where(tl_tensor *cond, tl_tensor *a, tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_cast(tl_tensor *a, tl_dtype dtype, tl_tensor **out);
 tl_status tl_ag_to(tl_tensor *a, tl_dtype dtype, tl_device device, tl_tensor **out);
-tl_status tl_ag_sum_all(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_sum_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
-tl_status tl_ag_mean_all(tl_tensor *a, tl_tensor **out);
-tl_status tl_ag_mean_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+/* The recording forms of every REDUCE_OP row's functions (tlua/ops.h) */
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    tl_status tl_ag_##name##_dims(tl_tensor *a, const int *dims, int ndims, bool keepdim,          \
+                                  double number, tl_tensor **out);                                 \
+    tl_status tl_ag_##name##_all(tl_tensor *a, tl_tensor **out);                                   \
+    tl_status tl_ag_##name##_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+#include "tlua/ops.def"
 tl_status tl_ag_max_all(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_min_all(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_max_dim(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,

@@ -58,12 +58,18 @@ tl_status tl_to(tl_tensor *t, tl_dtype dtype, tl_device device, tl_tensor **out)
 tl_status tl_cast(tl_tensor *t, tl_dtype dtype, tl_tensor **out);
 
 /* ---- reductions ---------------------------------------------------------
-   *_all reduce every element to a 0-dim tensor; *_dim reduce one dim.
-   sum of integers or bool gives int64; mean needs a floating dtype. */
-tl_status tl_sum_all(const tl_tensor *a, tl_tensor **out);
-tl_status tl_sum_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
-tl_status tl_mean_all(const tl_tensor *a, tl_tensor **out);
-tl_status tl_mean_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+   For every REDUCE_OP row of tlua/ops.def (sum, mean, ...): tl_<name>_dims reduces the ndims
+   dims listed (0-based, negative from the end; ndims 0: every element, a 0-dim result without
+   keepdim) with the op's number (std's correction, norm's order); tl_<name>_all reduces every
+   element and tl_<name>_dim one dim, with the row's default number. The row says the dtypes
+   (sum: every dtype, integers and bool giving int64; mean: floating). */
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    tl_status tl_##name##_dims(const tl_tensor *a, const int *dims, int ndims, bool keepdim,       \
+                               double number, tl_tensor **out);                                    \
+    tl_status tl_##name##_all(const tl_tensor *a, tl_tensor **out);                                \
+    tl_status tl_##name##_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
+#include "tlua/ops.def"
+/* max, min, argmax, argmin: */
 tl_status tl_max_all(const tl_tensor *a, tl_tensor **out);
 tl_status tl_min_all(const tl_tensor *a, tl_tensor **out);
 /* values and int64 indices of the first extreme along dim. */

@@ -1,7 +1,7 @@
-/* CPU reduction kernels along one dim: sum, mean, max, min (argmax/argmin are max/min with
-   no values). Floating sums accumulate in double; integer and bool sums in uint64, so an
-   overflowing int64 sum wraps (two's complement) without undefined behaviour; bool bytes are
-   read as byte != 0. max/min propagate NaN and give the first index of the extreme. */
+/* CPU reduction kernels along one dim: the value reductions of the REDUCE_OP rows (sum, mean,
+   ...: their math in kernels/reduction.h, floating inputs in double, integer and bool inputs
+   exactly in int64, bool bytes read as byte != 0) and max, min (argmax/argmin are max/min with
+   no values), which propagate NaN and give the first index of the extreme. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -9,6 +9,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
+#include "kernels/reduction.h"
 
 #define PARALLEL_THRESHOLD 32768 /* elements read before OpenMP is worth it */
 #define SPLIT_MAX_ITEMS    16    /* with fewer work items a long dim is split in chunks */
@@ -32,29 +33,38 @@ typedef struct extreme_i {
     int64_t index;
 } extreme_i;
 typedef union lane_states {
-    double sum_f[TL_CPU_LANE_BLOCK];
-    uint64_t sum_i[TL_CPU_LANE_BLOCK];
+    tl_fold fold_f[TL_CPU_LANE_BLOCK];
+    tl_ifold fold_i[TL_CPU_LANE_BLOCK];
     extreme_f ext_f[TL_CPU_LANE_BLOCK];
     extreme_i ext_i[TL_CPU_LANE_BLOCK];
 } lane_states;
 
+typedef struct reduce_call reduce_call;
 typedef struct reduce_ops {
     size_t state_size; /* bytes of one lane's state */
     /* the state of `lanes` lanes over reduced elements [r0, r1) (r0 < r1 for extremes) */
     void (*block)(const tl_cpu_lines *p, const char *in, int64_t lanes, int64_t r0, int64_t r1,
-                  void *state);
+                  void *state, const reduce_call *call);
     /* folds the state of a later chunk of the reduced dim into an earlier one */
-    void (*merge)(void *into, const void *from, int64_t lanes);
+    void (*merge)(void *into, const void *from, int64_t lanes, const reduce_call *call);
     /* writes values (out, may be NULL) and indices (idx, may be NULL) */
-    void (*finish)(const tl_cpu_lines *p, const void *state, int64_t lanes, char *out, char *idx);
+    void (*finish)(const tl_cpu_lines *p, const void *state, int64_t lanes, char *out, char *idx,
+                   const reduce_call *call);
 } reduce_ops;
 
-/* One work item over the whole reduced dim (ctx: the reduce_ops). */
+/* A reduction's run: its functions, the op's number and the output's dtype. */
+struct reduce_call {
+    const reduce_ops *ops;
+    double param;
+    tl_dtype out_dtype;
+};
+
+/* One work item over the whole reduced dim (ctx: the reduce_call). */
 static void reduce_item(const tl_cpu_lines *p, char *const *at, int64_t lanes, const void *ctx) {
-    const reduce_ops *ops = ctx;
+    const reduce_call *call = ctx;
     lane_states state;
-    ops->block(p, at[IN], lanes, 0, p->len, &state);
-    ops->finish(p, &state, lanes, at[OUT], at[IDX]);
+    call->ops->block(p, at[IN], lanes, 0, p->len, &state, call);
+    call->ops->finish(p, &state, lanes, at[OUT], at[IDX], call);
 }
 
 /* A reduction's walk: the lines of the plan (kernels/cpu/loop.c reports lanes or line), or, for a
@@ -65,8 +75,9 @@ static const tl_kernel_variant reduce_variants[] = {
                     "parallel, their partial states merged in order"),
 };
 
-static tl_status run_reduce(const reduce_ops *ops, tl_tensor *out, tl_tensor *indices,
+static tl_status run_reduce(const reduce_call *call, tl_tensor *out, tl_tensor *indices,
                             const tl_tensor *in, int dim) {
+    const reduce_ops *ops = call->ops;
     tl_cpu_lines p;
     tl_cpu_lines_plan(&p, TENSORS, (const tl_tensor *[]){in, out, indices}, dim);
     const int64_t items = p.items;
@@ -80,7 +91,7 @@ static tl_status run_reduce(const reduce_ops *ops, tl_tensor *out, tl_tensor *in
     size_t block_bytes = TL_CPU_LANE_BLOCK * ops->state_size;
     char *partials = chunks > 1 ? malloc((size_t)(items * chunks) * block_bytes) : NULL;
     if (!partials) { /* one item's reduced dim at a time (also when the small allocation fails) */
-        tl_cpu_lines_for_each(&p, PARALLEL_THRESHOLD, reduce_item, ops);
+        tl_cpu_lines_for_each(&p, PARALLEL_THRESHOLD, reduce_item, call);
         return TL_OK;
     }
     /* a few items with long lines: chunks of the reduced dim in parallel, then merged in order */
@@ -93,36 +104,34 @@ static tl_status run_reduce(const reduce_ops *ops, tl_tensor *out, tl_tensor *in
         int64_t r1 = r0 + chunk_len < p.len ? r0 + chunk_len : p.len;
         char *at[TENSORS];
         int64_t lanes = tl_cpu_lines_locate(&p, item, at);
-        ops->block(&p, at[IN], lanes, r0, r1, partials + (size_t)w * block_bytes);
+        ops->block(&p, at[IN], lanes, r0, r1, partials + (size_t)w * block_bytes, call);
     }
     for (int64_t item = 0; item < items; item++) {
         char *first = partials + (size_t)(item * chunks) * block_bytes;
         char *at[TENSORS];
         int64_t lanes = tl_cpu_lines_locate(&p, item, at);
         for (int64_t c = 1; c < chunks; c++)
-            ops->merge(first, first + (size_t)c * block_bytes, lanes);
-        ops->finish(&p, first, lanes, at[OUT], at[IDX]);
+            ops->merge(first, first + (size_t)c * block_bytes, lanes, call);
+        ops->finish(&p, first, lanes, at[OUT], at[IDX], call);
     }
     free(partials);
     return TL_OK;
 }
 
 /* ---- element access ------------------------------------------------------ */
-#define LOAD_F32(x)       ((double)(x))
-#define LOAD_F64(x)       (x)
-#define LOAD_BF16(x)      ((double)tl_bf16_load(x))
-#define LOAD_F16(x)       ((double)tl_f16_load(x))
-#define LOAD_INT(x)       ((int64_t)(x))
-#define LOAD_BOOL(x)      ((int64_t)((x) != 0)) /* any non-zero byte is true */
-#define LOAD_WRAP(x)      ((uint64_t)(int64_t)(x))
-#define LOAD_WRAP_BOOL(x) ((uint64_t)((x) != 0))
-#define STORE_F32(x)      ((float)(x))
-#define STORE_F64(x)      (x)
-#define STORE_BF16(x)     tl_bf16_round((float)(x))
-#define STORE_F16(x)      tl_f16_round((float)(x))
-#define STORE_I32(x)      ((int32_t)(x))
-#define STORE_I64(x)      (x)
-#define STORE_BOOL(x)     ((uint8_t)((x) != 0))
+#define LOAD_F32(x)   ((double)(x))
+#define LOAD_F64(x)   (x)
+#define LOAD_BF16(x)  ((double)tl_bf16_load(x))
+#define LOAD_F16(x)   ((double)tl_f16_load(x))
+#define LOAD_INT(x)   ((int64_t)(x))
+#define LOAD_BOOL(x)  ((int64_t)((x) != 0)) /* any non-zero byte is true */
+#define STORE_F32(x)  ((float)(x))
+#define STORE_F64(x)  (x)
+#define STORE_BF16(x) tl_bf16_round((float)(x))
+#define STORE_F16(x)  tl_f16_round((float)(x))
+#define STORE_I32(x)  ((int32_t)(x))
+#define STORE_I64(x)  (x)
+#define STORE_BOOL(x) ((uint8_t)((x) != 0))
 
 /* the keys max and min compare: double for floating dtypes, int64 for integers and bool */
 static inline bool is_nan_f(double x) {
@@ -141,13 +150,6 @@ static tl_status check_out(const char *op, const tl_tensor *out, tl_dtype expect
     return TL_OK;
 }
 
-/* sum and mean; `out_dtype` is what the op layer allocates */
-#define DEFINE_SUM_KERNEL(name, sfx, out_dtype)                                                    \
-    static tl_status name##_##sfx(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,         \
-                                  int dim) {                                                       \
-        TL_TRY(check_out(#name, out, out_dtype));                                                  \
-        return run_reduce(&name##_ops_##sfx, out, indices, in, dim);                               \
-    }
 /* max and min also serve argmax and argmin (out NULL) */
 #define DEFINE_EXTREME_KERNEL(name, sfx, dtype)                                                    \
     static tl_status name##_##sfx(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,         \
@@ -155,94 +157,154 @@ static tl_status check_out(const char *op, const tl_tensor *out, tl_dtype expect
         TL_TRY(check_out(#name, out, dtype));                                                      \
         if (in->ndim > 0 && in->shape[dim] == 0)                                                   \
             return tl_error(TL_ERR_SHAPE, #name ": cannot reduce a dim of size 0");                \
-        return run_reduce(&name##_ops_##sfx, out, indices, in, dim);                               \
+        const reduce_call call = {&name##_ops_##sfx, 0, dtype};                                    \
+        return run_reduce(&call, out, indices, in, dim);                                           \
     }
 
-/* ---- sums: the state is the running sum per lane (ACC: double or uint64) ------ */
-#define DEFINE_SUM_BLOCK(sfx, T, ACC, LOAD)                                                        \
-    static void sum_block_##sfx(const tl_cpu_lines *p, const char *base, int64_t lanes,            \
-                                int64_t r0, int64_t r1, void *state) {                             \
+/* ---- value reductions: each REDUCE_OP row's math (kernels/reduction.h) per lane --------------
+   A line of one lane folds in four states (elements r, r + 4, ... in each, four loads in flight),
+   merged as (s0 + s1) + (s2 + s3); lanes side by side fold one state each. The result is stored
+   in the output's dtype (the row's output rule). */
+static void store_double(char *at, tl_dtype dtype, double v) {
+    switch (dtype) {
+    case TL_F32:
+        *(float *)at = STORE_F32(v);
+        break;
+    case TL_F64:
+        *(double *)at = STORE_F64(v);
+        break;
+    case TL_BF16:
+        *(uint16_t *)at = STORE_BF16(v);
+        break;
+    case TL_F16:
+        *(uint16_t *)at = STORE_F16(v);
+        break;
+    case TL_I32:
+        *(int32_t *)at = (int32_t)v;
+        break;
+    case TL_I64:
+        *(int64_t *)at = (int64_t)v;
+        break;
+    case TL_BOOL:
+        *(uint8_t *)at = STORE_BOOL(v);
+        break;
+    default:
+        break;
+    }
+}
+static void store_int(char *at, tl_dtype dtype, int64_t v) {
+    switch (dtype) {
+    case TL_I32:
+        *(int32_t *)at = STORE_I32(v);
+        break;
+    case TL_I64:
+        *(int64_t *)at = STORE_I64(v);
+        break;
+    case TL_BOOL:
+        *(uint8_t *)at = STORE_BOOL(v);
+        break;
+    default:
+        store_double(at, dtype, (double)v);
+        break;
+    }
+}
+
+/* The block, merge and finish of op `name` over states S (tl_fold or tl_ifold, functions
+   tl_<FOLD>_<name>_*): ARGS is the extra argument the functions take (the op's number q for
+   floating folds, nothing for integer ones), STORE writes a result of type R. */
+#define DEFINE_FOLD_OP(name, S, FOLD, R, STORE, ...)                                               \
+    static void FOLD##_##name##_merge_lanes(void *into, const void *from, int64_t lanes,           \
+                                            const reduce_call *call) {                             \
+        const double q = call->param;                                                              \
+        (void)q;                                                                                   \
+        S *a = into;                                                                               \
+        const S *b = from;                                                                         \
+        for (int64_t l = 0; l < lanes; l++) tl_##FOLD##_##name##_merge(&a[l], &b[l] __VA_ARGS__);  \
+    }                                                                                              \
+    static void FOLD##_##name##_finish_lanes(const tl_cpu_lines *p, const void *state,             \
+                                             int64_t lanes, char *out, char *idx,                  \
+                                             const reduce_call *call) {                            \
+        (void)idx;                                                                                 \
+        const double q = call->param;                                                              \
+        (void)q;                                                                                   \
+        const S *s = state;                                                                        \
+        const int64_t stride = p->lane[OUT] * p->size[OUT];                                        \
+        for (int64_t l = 0; l < lanes; l++) {                                                      \
+            const R v = tl_##FOLD##_##name##_finish(&s[l], p->len __VA_ARGS__);                    \
+            STORE(out + l * stride, call->out_dtype, v);                                           \
+        }                                                                                          \
+    }
+
+#define DEFINE_FOLD_KERNEL(name, sfx, T, LOAD, S, FOLD, ...)                                       \
+    static void FOLD##_##name##_block_##sfx(const tl_cpu_lines *p, const char *base,               \
+                                            int64_t lanes, int64_t r0, int64_t r1, void *state,    \
+                                            const reduce_call *call) {                             \
         const T *in = (const T *)base;                                                             \
-        ACC *acc = state;                                                                          \
-        int64_t step = p->step[IN];                                                                \
+        S *acc = state;                                                                            \
+        const double q = call->param;                                                              \
+        (void)q;                                                                                   \
+        const int64_t step = p->step[IN];                                                          \
         if (lanes == 1) {                                                                          \
-            ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                    \
+            S s0, s1, s2, s3;                                                                      \
+            tl_##FOLD##_##name##_init(&s0 __VA_ARGS__);                                            \
+            s1 = s2 = s3 = s0;                                                                     \
             int64_t r = r0;                                                                        \
             for (; r + 4 <= r1; r += 4) {                                                          \
-                s0 += LOAD(in[r * step]);                                                          \
-                s1 += LOAD(in[(r + 1) * step]);                                                    \
-                s2 += LOAD(in[(r + 2) * step]);                                                    \
-                s3 += LOAD(in[(r + 3) * step]);                                                    \
+                tl_##FOLD##_##name##_step(&s0, LOAD(in[r * step]) __VA_ARGS__);                    \
+                tl_##FOLD##_##name##_step(&s1, LOAD(in[(r + 1) * step]) __VA_ARGS__);              \
+                tl_##FOLD##_##name##_step(&s2, LOAD(in[(r + 2) * step]) __VA_ARGS__);              \
+                tl_##FOLD##_##name##_step(&s3, LOAD(in[(r + 3) * step]) __VA_ARGS__);              \
             }                                                                                      \
-            for (; r < r1; r++) s0 += LOAD(in[r * step]);                                          \
-            acc[0] = (s0 + s1) + (s2 + s3);                                                        \
+            for (; r < r1; r++) tl_##FOLD##_##name##_step(&s0, LOAD(in[r * step]) __VA_ARGS__);    \
+            tl_##FOLD##_##name##_merge(&s0, &s1 __VA_ARGS__);                                      \
+            tl_##FOLD##_##name##_merge(&s2, &s3 __VA_ARGS__);                                      \
+            tl_##FOLD##_##name##_merge(&s0, &s2 __VA_ARGS__);                                      \
+            acc[0] = s0;                                                                           \
             return;                                                                                \
         }                                                                                          \
-        for (int64_t l = 0; l < lanes; l++) acc[l] = 0;                                            \
-        int64_t lane_in = p->lane[IN];                                                             \
+        for (int64_t l = 0; l < lanes; l++) tl_##FOLD##_##name##_init(&acc[l] __VA_ARGS__);        \
+        const int64_t lane_in = p->lane[IN];                                                       \
         for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *row = in + r * step;                                                          \
-            if (lane_in == 1)                                                                      \
-                for (int64_t l = 0; l < lanes; l++) acc[l] += LOAD(row[l]);                        \
-            else                                                                                   \
-                for (int64_t l = 0; l < lanes; l++) acc[l] += LOAD(row[l * lane_in]);              \
+            for (int64_t l = 0; l < lanes; l++)                                                    \
+                tl_##FOLD##_##name##_step(&acc[l], LOAD(row[l * lane_in]) __VA_ARGS__);            \
         }                                                                                          \
+    }                                                                                              \
+    static const reduce_ops FOLD##_##name##_ops_##sfx = {sizeof(S), FOLD##_##name##_block_##sfx,   \
+                                                         FOLD##_##name##_merge_lanes,              \
+                                                         FOLD##_##name##_finish_lanes};            \
+    static tl_status fold_##name##_##sfx(tl_tensor *out, const tl_tensor *in, int dim,             \
+                                         const tl_op_args *args) {                                 \
+        const reduce_call call = {&FOLD##_##name##_ops_##sfx, args ? args->scalar[0] : 0,          \
+                                  out->dtype};                                                     \
+        return run_reduce(&call, out, NULL, in, dim);                                              \
     }
 
-static void merge_sum_f(void *into, const void *from, int64_t lanes) {
-    double *a = into;
-    const double *b = from;
-    for (int64_t l = 0; l < lanes; l++) a[l] += b[l];
-}
-static void merge_sum_i(void *into, const void *from, int64_t lanes) {
-    uint64_t *a = into;
-    const uint64_t *b = from;
-    for (int64_t l = 0; l < lanes; l++) a[l] += b[l];
-}
-
-/* floating sum and mean write the input's dtype (DTYPE) */
-#define DEFINE_FLOAT_SUM(sfx, T, DTYPE, LOAD, STORE)                                               \
-    DEFINE_SUM_BLOCK(sfx, T, double, LOAD)                                                         \
-    static void sum_finish_##sfx(const tl_cpu_lines *p, const void *state, int64_t lanes,          \
-                                 char *out, char *idx) {                                           \
-        (void)idx;                                                                                 \
-        const double *acc = state;                                                                 \
-        T *o = (T *)out;                                                                           \
-        for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = STORE(acc[l]);                   \
-    }                                                                                              \
-    static void mean_finish_##sfx(const tl_cpu_lines *p, const void *state, int64_t lanes,         \
-                                  char *out, char *idx) {                                          \
-        (void)idx;                                                                                 \
-        const double *acc = state;                                                                 \
-        T *o = (T *)out;                                                                           \
-        for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = STORE(acc[l] / (double)p->len);  \
-    }                                                                                              \
-    static const reduce_ops sum_ops_##sfx = {sizeof(double), sum_block_##sfx, merge_sum_f,         \
-                                             sum_finish_##sfx};                                    \
-    static const reduce_ops mean_ops_##sfx = {sizeof(double), sum_block_##sfx, merge_sum_f,        \
-                                              mean_finish_##sfx};                                  \
-    DEFINE_SUM_KERNEL(sum, sfx, DTYPE)                                                             \
-    DEFINE_SUM_KERNEL(mean, sfx, DTYPE)
-
-/* integer and bool sums write int64: the uint64 sum modulo 2^64, as two's complement */
-static void sum_finish_int(const tl_cpu_lines *p, const void *state, int64_t lanes, char *out,
-                           char *idx) {
-    (void)idx;
-    const uint64_t *acc = state;
-    int64_t *o = (int64_t *)out;
-    for (int64_t l = 0; l < lanes; l++) o[l * p->lane[OUT]] = tl_wrap_to_i64(acc[l]);
-}
-#define DEFINE_INT_SUM(sfx, T, LOAD)                                                               \
-    DEFINE_SUM_BLOCK(sfx, T, uint64_t, LOAD)                                                       \
-    static const reduce_ops sum_ops_##sfx = {sizeof(uint64_t), sum_block_##sfx, merge_sum_i,       \
-                                             sum_finish_int};                                      \
-    DEFINE_SUM_KERNEL(sum, sfx, TL_I64)
+/* The kernels of a row: floating dtypes fold in tl_fold (with the op's number q), integer and
+   bool ones (dtypes ALL) in tl_ifold. */
+#define FOLD_KERNELS_FLOATING(name)                                                                \
+    DEFINE_FOLD_OP(name, tl_fold, fold, double, store_double, , q)                                 \
+    DEFINE_FOLD_KERNEL(name, f32, float, LOAD_F32, tl_fold, fold, , q)                             \
+    DEFINE_FOLD_KERNEL(name, f64, double, LOAD_F64, tl_fold, fold, , q)                            \
+    DEFINE_FOLD_KERNEL(name, bf16, uint16_t, LOAD_BF16, tl_fold, fold, , q)                        \
+    DEFINE_FOLD_KERNEL(name, f16, uint16_t, LOAD_F16, tl_fold, fold, , q)
+#define FOLD_KERNELS_ALL(name)                                                                     \
+    FOLD_KERNELS_FLOATING(name)                                                                    \
+    DEFINE_FOLD_OP(name, tl_ifold, ifold, int64_t, store_int, )                                    \
+    DEFINE_FOLD_KERNEL(name, i32, int32_t, LOAD_INT, tl_ifold, ifold, )                            \
+    DEFINE_FOLD_KERNEL(name, i64, int64_t, LOAD_INT, tl_ifold, ifold, )                            \
+    DEFINE_FOLD_KERNEL(name, b8, uint8_t, LOAD_BOOL, tl_ifold, ifold, )
+#define FOLD_ENTRIES_FLOATING(name) TL_KERNELS_FLOATING(name, fold, fold_##name)
+#define FOLD_ENTRIES_ALL(name)                                                                     \
+    TL_KERNELS_FLOATING(name, fold, fold_##name), TL_KERNELS_INTEGER(name, fold, fold_##name),     \
+        TL_KERNEL(name, TL_DTYPES_BOOL, fold, fold_##name##_b8)
 
 /* ---- max and min: the state is the best value and its first index -------------
    CMP is > or <; a NaN beats any number and the first NaN stays. */
 #define DEFINE_EXTREME(name, sfx, T, STATE, KEY, LOAD, STORE, IS_NAN, CMP)                         \
     static void name##_block_##sfx(const tl_cpu_lines *p, const char *base, int64_t lanes,         \
-                                   int64_t r0, int64_t r1, void *state) {                          \
+                                   int64_t r0, int64_t r1, void *state, const reduce_call *call) { \
+        (void)call;                                                                                \
         const T *in = (const T *)base;                                                             \
         STATE *s = state;                                                                          \
         int64_t step = p->step[IN], lane_in = p->lane[IN];                                         \
@@ -262,7 +324,8 @@ static void sum_finish_int(const tl_cpu_lines *p, const void *state, int64_t lan
         }                                                                                          \
     }                                                                                              \
     static void name##_finish_##sfx(const tl_cpu_lines *p, const void *state, int64_t lanes,       \
-                                    char *out, char *idx) {                                        \
+                                    char *out, char *idx, const reduce_call *call) {               \
+        (void)call;                                                                                \
         const STATE *s = state;                                                                    \
         if (out)                                                                                   \
             for (int64_t l = 0; l < lanes; l++) ((T *)out)[l * p->lane[OUT]] = STORE(s[l].value);  \
@@ -271,7 +334,9 @@ static void sum_finish_int(const tl_cpu_lines *p, const void *state, int64_t lan
     }
 
 #define DEFINE_MERGE(name, STATE, IS_NAN, CMP)                                                     \
-    static void merge_##name(void *into, const void *from, int64_t lanes) {                        \
+    static void merge_##name(void *into, const void *from, int64_t lanes,                          \
+                             const reduce_call *call) {                                            \
+        (void)call;                                                                                \
         STATE *a = into;                                                                           \
         const STATE *b = from;                                                                     \
         for (int64_t l = 0; l < lanes; l++)                                                        \
@@ -294,13 +359,6 @@ DEFINE_MERGE(min_i, extreme_i, is_nan_i, <)
     DEFINE_EXTREME_KERNEL(max, sfx, DTYPE)                                                         \
     DEFINE_EXTREME_KERNEL(min, sfx, DTYPE)
 
-DEFINE_FLOAT_SUM(f32, float, TL_F32, LOAD_F32, STORE_F32)
-DEFINE_FLOAT_SUM(f64, double, TL_F64, LOAD_F64, STORE_F64)
-DEFINE_FLOAT_SUM(bf16, uint16_t, TL_BF16, LOAD_BF16, STORE_BF16)
-DEFINE_FLOAT_SUM(f16, uint16_t, TL_F16, LOAD_F16, STORE_F16)
-DEFINE_INT_SUM(i32, int32_t, LOAD_WRAP)
-DEFINE_INT_SUM(i64, int64_t, LOAD_WRAP)
-DEFINE_INT_SUM(b8, uint8_t, LOAD_WRAP_BOOL)
 DEFINE_EXTREMES(f32, float, TL_F32, f, LOAD_F32, STORE_F32)
 DEFINE_EXTREMES(f64, double, TL_F64, f, LOAD_F64, STORE_F64)
 DEFINE_EXTREMES(bf16, uint16_t, TL_BF16, f, LOAD_BF16, STORE_BF16)
@@ -309,9 +367,14 @@ DEFINE_EXTREMES(i32, int32_t, TL_I32, i, LOAD_INT, STORE_I32)
 DEFINE_EXTREMES(i64, int64_t, TL_I64, i, LOAD_INT, STORE_I64)
 DEFINE_EXTREMES(b8, uint8_t, TL_BOOL, i, LOAD_BOOL, STORE_BOOL)
 
+/* the value reductions' kernels, one set per REDUCE_OP row */
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param) FOLD_KERNELS_##dtypes(name)
+#include "tlua/ops.def"
+
 static const tl_kernel_entry entries[] = {
-    TL_CPU_KERNELS_ALL(sum, reduce, sum),
-    TL_KERNELS_FLOATING(mean, reduce, mean),
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    FOLD_ENTRIES_##dtypes(name),
+#include "tlua/ops.def"
     /* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
     TL_CPU_KERNELS_ALL(max, reduce, max),
     TL_CPU_KERNELS_ALL(min, reduce, min),

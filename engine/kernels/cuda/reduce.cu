@@ -1,26 +1,30 @@
-/* CUDA reductions along one dim (sum, mean, max, min, argmax, argmin) and their table, the dtypes
-   of cpu/reduce.c: floating sums in double, integer and bool sums in uint64 (an overflowing sum
-   wraps, two's complement, as on the CPU), max/min with NaN propagation and the first index of
-   the extreme (cpu/reduce.c's results); a fixed combination order, so every result is
-   deterministic. */
+/* CUDA reductions along one dim and their table, the dtypes of cpu/reduce.c: the value
+   reductions of the REDUCE_OP rows (sum, mean, ...: their math in kernels/reduction.h, floating
+   inputs in double, integer and bool inputs exactly in int64, sums wrapping as on the CPU), and
+   max/min (argmax/argmin) with NaN propagation and the first index of the extreme
+   (cpu/reduce.c's results); a fixed combination order, so every result is deterministic. */
 #include <type_traits>
 
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
+#include "kernels/reduction.h"
 
 #define REDUCE_THREADS 256
 #define COLS_X         32 /* outputs per block of the column kernel */
 #define COLS_Y         8  /* slices of the reduced dim per block of the column kernel */
 #define MAX_CHUNKS     1024
 
-enum { TL_CUDA_REDUCE_SUM, TL_CUDA_REDUCE_MEAN, TL_CUDA_REDUCE_MAX, TL_CUDA_REDUCE_MIN };
+enum { TL_CUDA_REDUCE_FOLD, TL_CUDA_REDUCE_MAX, TL_CUDA_REDUCE_MIN };
 
 /* out (may be NULL: argmax/argmin) and idx (int64, may be NULL: sum/mean) at position j get the
    reduction of in[pos(j) + r * step], r < len. pos's tensors: 0 in, 1 out, 2 idx. */
 typedef struct tl_cuda_reduce {
     tl_cuda_where at;
-    int kind;  /* TL_CUDA_REDUCE_* */
-    int dtype; /* the input's TL_CUDA_* */
+    int kind;      /* TL_CUDA_REDUCE_* */
+    int dtype;     /* the input's TL_CUDA_* */
+    int out_dtype; /* the output's TL_CUDA_* (a value reduction's row rule) */
+    int fold;      /* a value reduction: its row, FOLD_ROW_<name> */
+    double param;  /* its number */
     const void *in;
     void *out;
     int64_t *idx;
@@ -28,31 +32,117 @@ typedef struct tl_cuda_reduce {
     tl_cuda_positions pos;
 } tl_cuda_reduce;
 
-/* The sum's state: double for floating dtypes, uint64 (wrapping) for integer and bool ones. */
-template <typename V> struct sum_state { typedef V type; };
-template <> struct sum_state<int64_t> { typedef uint64_t type; };
-
-/* The uint64 sum modulo 2^64 as int64 (two's complement), with no implementation-defined
-   conversion. */
-__device__ __forceinline__ int64_t wrap_to_i64(uint64_t u) {
-    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+/* ---- value reductions: the REDUCE_OP rows' math (kernels/reduction.h) -------------------- */
+/* A result stored in the output's dtype (the row's output rule). */
+__device__ __forceinline__ void store_as(void *out, int64_t off, int dtype, double v) {
+    switch (dtype) {
+    case TL_CUDA_F32:
+        ((float *)out)[off] = (float)v;
+        break;
+    case TL_CUDA_F64:
+        ((double *)out)[off] = v;
+        break;
+    case TL_CUDA_BF16:
+        ((uint16_t *)out)[off] = tl_elem<TL_CUDA_BF16>::from_wide(v);
+        break;
+    case TL_CUDA_F16:
+        ((uint16_t *)out)[off] = tl_elem<TL_CUDA_F16>::from_wide(v);
+        break;
+    case TL_CUDA_I32:
+        ((int32_t *)out)[off] = (int32_t)v;
+        break;
+    case TL_CUDA_I64:
+        ((int64_t *)out)[off] = (int64_t)v;
+        break;
+    default:
+        ((uint8_t *)out)[off] = v != 0;
+        break;
+    }
+}
+__device__ __forceinline__ void store_as(void *out, int64_t off, int dtype, int64_t v) {
+    switch (dtype) {
+    case TL_CUDA_I32:
+        ((int32_t *)out)[off] = (int32_t)v;
+        break;
+    case TL_CUDA_I64:
+        ((int64_t *)out)[off] = v;
+        break;
+    case TL_CUDA_BOOL:
+        ((uint8_t *)out)[off] = v != 0;
+        break;
+    default:
+        store_as(out, off, dtype, (double)v);
+        break;
+    }
 }
 
-/* An op: the state S, its identity, make (one element at r), merge (operator()), finish. */
-template <int D> struct sum_op {
+/* Each row's functions as a type (floating ones; integer ones too for dtypes ALL), and its
+   index FOLD_ROW_<name>. */
+#define FOLD_FLOATING_FUNCTIONS(name)                                                              \
+    __device__ static void init(tl_fold *s, double q) {                                            \
+        tl_fold_##name##_init(s, q);                                                               \
+    }                                                                                              \
+    __device__ static void step(tl_fold *s, double x, double q) {                                  \
+        tl_fold_##name##_step(s, x, q);                                                            \
+    }                                                                                              \
+    __device__ static void merge(tl_fold *s, const tl_fold *t, double q) {                         \
+        tl_fold_##name##_merge(s, t, q);                                                           \
+    }                                                                                              \
+    __device__ static double finish(const tl_fold *s, int64_t n, double q) {                       \
+        return tl_fold_##name##_finish(s, n, q);                                                   \
+    }
+#define FOLD_FUNCTIONS_FLOATING(name)                                                              \
+    struct fold_##name {                                                                           \
+        FOLD_FLOATING_FUNCTIONS(name)                                                              \
+    };
+#define FOLD_FUNCTIONS_ALL(name)                                                                   \
+    struct fold_##name {                                                                           \
+        FOLD_FLOATING_FUNCTIONS(name)                                                              \
+        __device__ static void init(tl_ifold *s, double) { tl_ifold_##name##_init(s); }            \
+        __device__ static void step(tl_ifold *s, int64_t x, double) {                              \
+            tl_ifold_##name##_step(s, x);                                                          \
+        }                                                                                          \
+        __device__ static void merge(tl_ifold *s, const tl_ifold *t, double) {                     \
+            tl_ifold_##name##_merge(s, t);                                                         \
+        }                                                                                          \
+        __device__ static int64_t finish(const tl_ifold *s, int64_t n, double) {                   \
+            return tl_ifold_##name##_finish(s, n);                                                 \
+        }                                                                                          \
+    };
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    FOLD_FUNCTIONS_##dtypes(name)
+#include "tlua/ops.def"
+enum {
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param) FOLD_ROW_##name,
+#include "tlua/ops.def"
+};
+
+/* A value reduction as an op of the launch (below): floating inputs fold in tl_fold, integer and
+   bool ones in tl_ifold (F's functions for each); the result goes out in the output's dtype. */
+template <int D, class F> struct fold_op {
     typedef typename tl_elem<D>::T T;
-    typedef typename sum_state<typename tl_elem<D>::V>::type S;
-    bool mean;
+    static constexpr bool exact = std::is_integral<typename tl_elem<D>::V>::value;
+    typedef typename std::conditional<exact, tl_ifold, tl_fold>::type S;
+    typedef typename std::conditional<exact, int64_t, double>::type X;
+    double q;
     int64_t len;
-    __device__ S identity() const { return S(0); }
-    __device__ S make(T x, int64_t) const { return (S)tl_elem<D>::wide(x); }
-    __device__ S operator()(S a, S b) const { return a + b; }
-    /* floating sums and means write the input's dtype, integer and bool sums int64 */
+    int out_dtype;
+    __device__ S identity() const {
+        S s;
+        F::init(&s, q);
+        return s;
+    }
+    __device__ S make(T x, int64_t) const {
+        S s = identity();
+        F::step(&s, (X)tl_elem<D>::wide(x), q);
+        return s;
+    }
+    __device__ S operator()(S a, S b) const {
+        F::merge(&a, &b, q);
+        return a;
+    }
     __device__ void finish(S s, void *out, int64_t *, int64_t out_off, int64_t) const {
-        if constexpr (std::is_integral<S>::value)
-            ((int64_t *)out)[out_off] = wrap_to_i64(s);
-        else
-            ((T *)out)[out_off] = tl_elem<D>::from_wide(mean ? tl_div((double)s, (double)len) : s);
+        store_as(out, out_off, out_dtype, F::finish(&s, len, q));
     }
 };
 
@@ -275,15 +365,28 @@ template <class Op> static tl_status launch_op(const tl_cuda_reduce *r, Op op) {
     return TL_OK;
 }
 
-template <int D> static tl_status launch_dtype(const tl_cuda_reduce *r) {
-    if (r->kind == TL_CUDA_REDUCE_MAX || r->kind == TL_CUDA_REDUCE_MIN)
-        return launch_op(r, extreme_op<D>{r->kind == TL_CUDA_REDUCE_MAX});
-    return launch_op(r, sum_op<D>{r->kind == TL_CUDA_REDUCE_MEAN, r->len});
+/* A value reduction: its row's functions over the dtypes its row allows. */
+template <class F, unsigned DTYPES> static tl_status launch_fold_row(const tl_cuda_reduce *r) {
+    return tl_cuda_dispatch<DTYPES>(r->dtype, r->at.op, [&](auto e) -> tl_status {
+        return launch_op(r, fold_op<decltype(e)::dtype, F>{r->param, r->len, r->out_dtype});
+    });
+}
+static const unsigned FOLD_DTYPES_ALL = TL_CUDA_ALL, FOLD_DTYPES_FLOATING = TL_CUDA_FLOATING;
+static tl_status launch_fold(const tl_cuda_reduce *r) {
+    switch (r->fold) {
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    case FOLD_ROW_##name:                                                                          \
+        return launch_fold_row<fold_##name, FOLD_DTYPES_##dtypes>(r);
+#include "tlua/ops.def"
+    default:
+        return tl_error(TL_ERR_RUNTIME, "%s: no value reduction %d", r->at.op, r->fold);
+    }
 }
 
 static tl_status launch_reduce(const tl_cuda_reduce *r) {
+    if (r->kind == TL_CUDA_REDUCE_FOLD) return launch_fold(r);
     return tl_cuda_dispatch<TL_CUDA_ALL>(r->dtype, r->at.op, [&](auto e) -> tl_status {
-        return launch_dtype<decltype(e)::dtype>(r);
+        return launch_op(r, extreme_op<decltype(e)::dtype>{r->kind == TL_CUDA_REDUCE_MAX});
     });
 }
 
@@ -291,7 +394,8 @@ static tl_status launch_reduce(const tl_cuda_reduce *r) {
 /* The reduction of kind over dim of in into out (its dtype checked against out_dtype) and/or
    indices. */
 static tl_status run_reduce(const char *op, int kind, tl_dtype out_dtype, tl_tensor *out,
-                            tl_tensor *indices, const tl_tensor *in, int dim) {
+                            tl_tensor *indices, const tl_tensor *in, int dim, int fold = -1,
+                            double param = 0) {
     if (out && out->dtype != out_dtype)
         return tl_error(TL_ERR_DTYPE, "%s: kernel expected a %s output, got %s", op,
                         tl_dtype_name(out_dtype), tl_dtype_name(out->dtype));
@@ -301,6 +405,9 @@ static tl_status run_reduce(const char *op, int kind, tl_dtype out_dtype, tl_ten
     tl_cuda_reduce r{};
     r.kind = kind;
     r.dtype = tl_cuda_dtype_of(in);
+    r.out_dtype = out ? tl_cuda_dtype_of(out) : 0;
+    r.fold = fold;
+    r.param = param;
     r.in = tl_data(in);
     r.out = tl_cuda_data(out);
     r.idx = tl_cuda_data<int64_t>(indices);
@@ -312,15 +419,17 @@ static tl_status run_reduce(const char *op, int kind, tl_dtype out_dtype, tl_ten
     return launch_reduce(&r);
 }
 
-/* One kernel per op for every dtype (launch_reduce dispatches on it): sums of integers and bool
-   are int64, the rest keep the input's dtype. */
-static tl_status cuda_sum(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
-    tl_dtype out_dtype = tl_dtype_is_floating(in->dtype) ? in->dtype : TL_I64;
-    return run_reduce("sum", TL_CUDA_REDUCE_SUM, out_dtype, out, indices, in, dim);
-}
-static tl_status cuda_mean(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
-    return run_reduce("mean", TL_CUDA_REDUCE_MEAN, in->dtype, out, indices, in, dim);
-}
+/* One kernel per value reduction for its dtypes (launch_fold dispatches on the row and the
+   dtype); the op layer allocates out in the row's output dtype. */
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    static tl_status cuda_##name(tl_tensor *out, const tl_tensor *in, int dim,                     \
+                                 const tl_op_args *args) {                                         \
+        return run_reduce(#name, TL_CUDA_REDUCE_FOLD, out->dtype, out, NULL, in, dim,              \
+                          FOLD_ROW_##name, args ? args->scalar[0] : 0);                            \
+    }
+#include "tlua/ops.def"
+
+/* One kernel per op for every dtype (launch_reduce dispatches on it). */
 static tl_status cuda_max(tl_tensor *out, tl_tensor *indices, const tl_tensor *in, int dim) {
     return run_reduce("max", TL_CUDA_REDUCE_MAX, in->dtype, out, indices, in, dim);
 }
@@ -330,8 +439,9 @@ static tl_status cuda_min(tl_tensor *out, tl_tensor *indices, const tl_tensor *i
 
 /* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
 static const tl_kernel_entry entries[] = {
-    TL_KERNEL(sum, TL_DTYPES_ALL, reduce, cuda_sum),
-    TL_KERNEL(mean, TL_DTYPES_FLOATING, reduce, cuda_mean),
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+    TL_KERNEL(name, TL_DTYPES_##dtypes, fold, cuda_##name),
+#include "tlua/ops.def"
     TL_KERNEL(max, TL_DTYPES_ALL, reduce, cuda_max),
     TL_KERNEL(min, TL_DTYPES_ALL, reduce, cuda_min),
     TL_KERNEL(argmax, TL_DTYPES_ALL, reduce, cuda_max),

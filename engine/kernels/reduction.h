@@ -1,0 +1,88 @@
+/* The math of the value reductions (REDUCE_OP rows of tlua/ops.def), a few lines per op, shared by
+ * the CPU kernels (kernels/cpu/reduce.c) and the CUDA kernels (kernels/cuda/reduce.cu). */
+#ifndef TLUA_REDUCTION_H
+#define TLUA_REDUCTION_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define TL_FOLD_FN static __host__ __device__ __forceinline__
+#else
+#define TL_FOLD_FN static inline
+#endif
+
+/* A reduction folds the elements of a line into a state, in any grouping: init gives the state
+   of no element, step adds one element x, merge adds the state t of a later run of elements
+   (the kernels split lines in chunks and across threads, always merging in element order), and
+   finish turns the state of the whole line (n elements) into the result. p is the op's number
+   (std's correction, norm's order; 0 when it has none).
+   Floating inputs fold in double: a, b, c as the op uses them. Integer and bool inputs (for the
+   ops whose row allows them) fold exactly: in int64 v, or in uint64 u for sums and products,
+   which wrap modulo 2^64 and become two's complement int64 once, in finish (a wrap per step is
+   also what GCC 12 at -O3 vectorizes wrongly). */
+typedef struct tl_fold {
+    double a, b, c;
+} tl_fold;
+typedef struct tl_ifold {
+    int64_t v;
+    uint64_t u;
+} tl_ifold;
+
+/* Defines tl_fold_<name>_init, _step, _merge and _finish over s (tl_fold *), x (double),
+   t (const tl_fold *), n (int64_t) and p (double). */
+#define TL_FOLD(name, init, step, merge, finish)                                                   \
+    TL_FOLD_FN void tl_fold_##name##_init(tl_fold *s, double p) {                                  \
+        (void)p;                                                                                   \
+        s->a = s->b = s->c = 0;                                                                    \
+        init;                                                                                      \
+    }                                                                                              \
+    TL_FOLD_FN void tl_fold_##name##_step(tl_fold *s, double x, double p) {                        \
+        (void)p;                                                                                   \
+        step;                                                                                      \
+    }                                                                                              \
+    TL_FOLD_FN void tl_fold_##name##_merge(tl_fold *s, const tl_fold *t, double p) {               \
+        (void)p;                                                                                   \
+        merge;                                                                                     \
+    }                                                                                              \
+    TL_FOLD_FN double tl_fold_##name##_finish(const tl_fold *s, int64_t n, double p) {             \
+        (void)n, (void)p;                                                                          \
+        return finish;                                                                             \
+    }
+
+/* The same for integer and bool inputs, in tl_ifold (x: int64_t). */
+#define TL_IFOLD(name, init, step, merge, finish)                                                  \
+    TL_FOLD_FN void tl_ifold_##name##_init(tl_ifold *s) {                                          \
+        s->v = 0, s->u = 0;                                                                        \
+        init;                                                                                      \
+    }                                                                                              \
+    TL_FOLD_FN void tl_ifold_##name##_step(tl_ifold *s, int64_t x) {                               \
+        step;                                                                                      \
+    }                                                                                              \
+    TL_FOLD_FN void tl_ifold_##name##_merge(tl_ifold *s, const tl_ifold *t) {                      \
+        merge;                                                                                     \
+    }                                                                                              \
+    TL_FOLD_FN int64_t tl_ifold_##name##_finish(const tl_ifold *s, int64_t n) {                    \
+        (void)n;                                                                                   \
+        return finish;                                                                             \
+    }
+
+/* u as two's complement int64 (no implementation-defined conversion) */
+TL_FOLD_FN int64_t tl_fold_wrap(uint64_t u) {
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
+/* the larger (smaller) of a and b where a NaN wins: the NaN of either side stays */
+TL_FOLD_FN double tl_fold_max(double a, double b) {
+    return (b != b || b > a) ? b : a;
+}
+TL_FOLD_FN double tl_fold_min(double a, double b) {
+    return (b != b || b < a) ? b : a;
+}
+
+/* ---- sums ------------------------------------------------------------------------------- */
+TL_FOLD(sum, , s->a += x, s->a += t->a, s->a)
+TL_IFOLD(sum, , s->u += (uint64_t)x, s->u += t->u, tl_fold_wrap(s->u))
+/* the sum over n (a NaN for an empty line, as 0 / 0) */
+TL_FOLD(mean, , s->a += x, s->a += t->a, s->a / (double)n)
+
+#endif
