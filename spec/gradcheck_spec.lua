@@ -38,11 +38,6 @@ local cases = {
   -- through float32: finite differences need a coarser step and tolerance
   cast = { { function(x) return x:float() * 2 end, { input(3) }, { eps = 1e-3, atol = 1e-3, rtol = 1e-3 } },
            { function(x) return x:float():double() * x end, { input(3) }, { eps = 1e-3, atol = 1e-3, rtol = 1e-3 } } },
-  sum = { { function(x) return x:sum() end, { input(3, 4) } },
-          { function(x) return x:sum(2) end, { input(3, 4) } },
-          { function(x) return x:sum(-1, true) end, { input(2, 3) } } },
-  mean = { { function(x) return x:mean() end, { input(3, 4) } },
-           { function(x) return x:mean(1, true) end, { input(3, 4) } } },
   max = { { function(x) return x:max() end, { input(3, 4) } },
           { function(x) return (x:max(2)) end, { input(3, 4) } } },
   min = { { function(x) return x:min() end, { input(3, 4) } },
@@ -140,6 +135,16 @@ for name, case in pairs(require("helpers.pointwise_cases")) do
     cases[name] = { { tl[name], { draw(3, 4) } },
                     { function(x) return tl[name](x:transpose(1, 2)) end, { draw(2, 3) } } }
   end
+end
+
+-- value reductions: their line in helpers/reduce_cases.lua, over every element, one dim, several
+-- dims with keepdim, and with the op's other number
+for name, case in pairs(require("helpers.reduce_cases").cases) do
+  local draw = drawer(case.lo, case.hi)
+  local number = case.number and { keepdim = true, [case.number] = case.other } or true
+  cases[name] = { { function(x) return x[name](x) end, { draw(3, 4) } },
+                  { function(x) return x[name](x, 2) end, { draw(3, 4) } },
+                  { function(x) return x[name](x, { 1, 3 }, number) end, { draw(2, 3, 4) } } }
 end
 
 describe("gradcheck of every differentiable op in the op table", function()

@@ -1,4 +1,6 @@
 /* Op bindings: elementwise, comparisons, where, casts, reductions, softmax, matmul. */
+#include <string.h>
+
 #include "binding.h"
 
 typedef tl_status (*unary_fn)(tl_tensor *a, tl_tensor **out);
@@ -206,25 +208,52 @@ static int op_bool(lua_State *L) {
 
 /* ---- reductions --------------------------------------------------------- */
 typedef tl_status (*reduce_all_fn)(tl_tensor *a, tl_tensor **out);
-typedef tl_status (*reduce_dim_fn)(tl_tensor *a, int dim, bool keepdim, tl_tensor **out);
 
-/* sum(dim?, keepdim?), mean(dim?, keepdim?) */
-static int reduce(lua_State *L, const char *op, reduce_all_fn all, reduce_dim_fn by_dim) {
+/* Every REDUCE_OP row: tl.<name>(x, dims?, keepdim?) and x:<name>(...), dims a dim (1-based,
+   negative from the end), a table of dims or nil (every element); the last argument keepdim or
+   an options table {keepdim = false, <the row's number> = its default} ({correction = 1}). */
+typedef tl_status (*fold_fn)(tl_tensor *a, const int *dims, int ndims, bool keepdim, double number,
+                             tl_tensor **out);
+static int fold(lua_State *L, const char *op, fold_fn fn, const char *number_name, double number) {
     tl_tensor *a = tlb_check(L, 1, op), *out = NULL;
-    bool has_dim = !lua_isnoneornil(L, 2);
-    int dim = has_dim ? tlb_check_dim(L, 2, op) : 0;
-    bool keepdim = tlb_opt_bool(L, 3, op, false);
+    if (lua_gettop(L) > 3)
+        tlb_errorf(L, "%s: expected at most 3 arguments (x, dims, keepdim or options), got %d", op,
+                   lua_gettop(L));
+    int dims[TL_MAX_DIMS], ndims = 0;
+    if (lua_istable(L, 2)) {
+        lua_Integer n = luaL_len(L, 2);
+        if (n > TL_MAX_DIMS)
+            tlb_errorf(L, "%s: expected at most %d dims, got %lld", op, TL_MAX_DIMS, (long long)n);
+        for (int i = 0; i < (int)n; i++) {
+            lua_geti(L, 2, i + 1);
+            dims[ndims++] = tlb_check_dim(L, lua_gettop(L), op);
+            lua_pop(L, 1);
+        }
+        if (n == 0) tlb_errorf(L, "%s: expected a dim or a non-empty table of dims, got {}", op);
+    } else if (!lua_isnoneornil(L, 2)) {
+        dims[ndims++] = tlb_check_dim(L, 2, op);
+    }
+    bool keepdim = false;
+    if (lua_istable(L, 3)) {
+        const bool has_number = strcmp(number_name, "none") != 0;
+        const tlb_option accepted[] = {{"keepdim", TLB_OPTION_BOOLEAN},
+                                       {has_number ? number_name : NULL, TLB_OPTION_NUMBER},
+                                       {NULL, 0}};
+        tlb_check_options(L, 3, op, accepted);
+        tlb_option_bool(L, 3, op, "keepdim", &keepdim);
+        if (has_number) tlb_option_number(L, 3, op, number_name, &number);
+    } else {
+        keepdim = tlb_opt_bool(L, 3, op, false);
+    }
     tlb_box *box = tlb_newbox(L);
-    tl_status status = has_dim ? by_dim(a, dim, keepdim, &out) : all(a, &out);
+    tl_status status = fn(a, dims, ndims, keepdim, number, &out);
     return tlb_result(L, box, status, out);
 }
-
-static int op_sum(lua_State *L) {
-    return reduce(L, "sum", tl_ag_sum_all, tl_ag_sum_dim);
-}
-static int op_mean(lua_State *L) {
-    return reduce(L, "mean", tl_ag_mean_all, tl_ag_mean_dim);
-}
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
+    static int op_##name(lua_State *L) {                                                           \
+        return fold(L, #name, tl_ag_##name##_dims, #number_name, param);                           \
+    }
+#include "tlua/ops.def"
 
 typedef tl_status (*extreme_dim_fn)(tl_tensor *a, int dim, bool keepdim, tl_tensor **values,
                                     tl_tensor **indices);
@@ -342,7 +371,6 @@ const luaL_Reg tlb_op_methods[] = {
     {"double", op_double},   {"bfloat16", op_bfloat16},
     {"half", op_half},       {"int", op_int},
     {"long", op_long},       {"bool", op_bool},
-    {"sum", op_sum},         {"mean", op_mean},
     {"max", op_max},         {"min", op_min},
     {"argmax", op_argmax},   {"argmin", op_argmin},
     {"softmax", op_softmax}, {"log_softmax", op_log_softmax},
@@ -351,6 +379,8 @@ const luaL_Reg tlb_op_methods[] = {
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
+#include "tlua/ops.def"
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
     {NULL, NULL},
 };

@@ -16,7 +16,7 @@ typedef struct fold_rule {
     double param;
 } fold_rule;
 static const fold_rule fold_rules[TL_OP_COUNT] = {
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
     [TL_OP_##name] = {FOLD_##dtypes, OUTPUT_##output, param},
 #include "tlua/ops.def"
 };
@@ -172,8 +172,7 @@ static tl_status reduce_dims(tl_op op, const tl_tensor *a, const int *dims, int 
         int d;
         TL_TRY(tl_wrap_dim(name, dims[i], a->ndim, &d));
         if (reduced[d])
-            return tl_error(TL_ERR_ARGUMENT, "%s: dim %d is given twice", name,
-                            TL_DIM_FOR_USER(dims[i]));
+            return tl_error(TL_ERR_ARGUMENT, "%s: dim %d is given twice", name, TL_DIM_FOR_USER(d));
         reduced[d] = true;
         if (count++ == 0) first = dims[i];
     }
@@ -220,7 +219,7 @@ static tl_status reduce_dims(tl_op op, const tl_tensor *a, const int *dims, int 
 }
 
 /* tl_<name>_dims, and tl_<name>_all and tl_<name>_dim with the default number, of every row */
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, param)                           \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
     tl_status tl_##name##_dims(const tl_tensor *a, const int *dims, int ndims, bool keepdim,       \
                                double number, tl_tensor **out) {                                   \
         return reduce_dims(TL_OP_##name, a, dims, ndims, keepdim, number, out);                    \

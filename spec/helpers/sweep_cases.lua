@@ -198,35 +198,24 @@ cases.cast = {
 local function reduce_ref(x, kind, dim)
   return ref.reduce(map(x, as_number), kind, dim)
 end
-local function int_sum(x, dim)
-  local flat, shape = ref.flatten(map(x, as_number))
-  if not dim then
-    local s = 0
-    for _, v in ipairs(flat) do s = s + v end
-    return s
-  end
-  assert(dim == 2 and #shape == 2)
-  local out = {}
-  for i = 1, shape[1] do
-    local s = 0
-    for j = 1, shape[2] do s = s + flat[(i - 1) * shape[2] + j] end
-    out[i] = s
-  end
-  return out
+-- the value reductions (REDUCE_OP rows): each row's Lua fold (helpers/reduce_cases.lua) over
+-- dim 2 (one line at a time), every element and dim 1 (lines side by side) of a [rows, cols]
+local R = require("helpers.reduce_cases")
+for name, case in pairs(R.cases) do
+  cases[name] = {
+    inputs = function(G, d)
+      if floating[d] then return { G.uniform(case.lo, case.hi, 3, 5) } end
+      return { G.wide(3, 5) }
+    end,
+    run = function(x) return { x[name](x, 2), x[name](x), x[name](x, 1) } end,
+    reference = function(_, x)
+      local shape = { #x, #x[1] }
+      local function fold(v) return case.fold(v, #v, case.default) end
+      return { (R.reduce(x, shape, { [2] = true }, false, fold)), (R.reduce(x, shape, {}, false, fold)),
+        (R.reduce(x, shape, { [1] = true }, false, fold)) }
+    end,
+  }
 end
-cases.sum = {
-  inputs = function(G) return { G.wide(3, 5) } end,
-  run = function(x) return { x:sum(2), x:sum() } end,
-  reference = function(d, x)
-    if floating[d] then return { reduce_ref(x, "sum", 2), reduce_ref(x, "sum") } end
-    return { int_sum(x, 2), int_sum(x) }
-  end,
-}
-cases.mean = {
-  inputs = function(G) return { G.normal(3, 5) } end,
-  run = function(x) return { x:mean(1), x:mean() } end,
-  reference = function(_, x) return { reduce_ref(x, "mean", 1), reduce_ref(x, "mean") } end,
-}
 local function back(d, v) -- a reduced value in the input's kind (bool stays bool)
   if d == "bool" then return map(v, function(e) return e == 1 end) end
   return v

@@ -1,0 +1,82 @@
+-- One entry per value reduction (the REDUCE_OP rows of the op table, family "fold"): the range its floating inputs are drawn from, its number (the option's name, and a value other than its default to try), and a Lua reference over the values one result reduces: fold(values, n, number) with values float64 numbers (integers as Lua integers, bool as 0/1). reduce_spec (every dtype, one dim, several, all, keepdim, the number, bad input), gradcheck_spec and kernel_sweep_spec take their cases from here, and fail for a row without an entry.
+local M = {}
+
+M.cases = {
+  sum = {
+    lo = -3, hi = 3,
+    fold = function(v)
+      local s = 0
+      for _, x in ipairs(v) do s = s + x end -- Lua integers wrap as int64 sums do
+      return s
+    end,
+  },
+  mean = {
+    lo = -3, hi = 3,
+    fold = function(v)
+      local s = 0.0
+      for _, x in ipairs(v) do s = s + x end
+      return s / #v
+    end,
+  },
+}
+
+-- The reduction of the nested table x (shape `shape`) over the dims where reduced[d] (every
+-- dim when none is), keepdim as the ops do: fold(values) for each result, values in
+-- row-major order.
+function M.reduce(x, shape, reduced, keepdim, fold)
+  local ndim = #shape
+  local all = true
+  for d = 1, ndim do if reduced[d] then all = false end end
+  local function is_reduced(d) return all or reduced[d] == true end
+  -- results keyed by their kept coordinates
+  local groups, order = {}, {}
+  local index = {}
+  local function walk(t, d)
+    if d > ndim then
+      local key = {}
+      for k = 1, ndim do if not is_reduced(k) then key[#key + 1] = index[k] end end
+      local name = table.concat(key, ",")
+      if not groups[name] then
+        groups[name] = {}
+        order[#order + 1] = { name = name, at = key }
+      end
+      local v = t
+      if type(v) == "boolean" then v = v and 1 or 0 end
+      table.insert(groups[name], v)
+      return
+    end
+    for i = 1, shape[d] do
+      index[d] = i
+      walk(t[i], d + 1)
+    end
+  end
+  walk(x, 1)
+  -- the result's shape, then its nested table
+  local out_shape = {}
+  for d = 1, ndim do
+    if not is_reduced(d) then out_shape[#out_shape + 1] = shape[d]
+    elseif keepdim then out_shape[#out_shape + 1] = 1 end
+  end
+  if ndim == 0 or (#out_shape == 0) then
+    local values = groups[""] or {}
+    return fold(values), out_shape
+  end
+  local function build(d, key)
+    if d > ndim then return fold(groups[table.concat(key, ",")] or {}) end
+    local t = {}
+    if is_reduced(d) then
+      if not keepdim then return build(d + 1, key) end
+      t[1] = build(d + 1, key)
+      return t
+    end
+    for i = 1, shape[d] do
+      local k = { table.unpack(key) }
+      k[#k + 1] = i
+      t[i] = build(d + 1, k)
+    end
+    return t
+  end
+  return build(1, {}), out_shape
+end
+
+return M
