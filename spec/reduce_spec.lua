@@ -111,17 +111,26 @@ describe("value reductions on the cpu", function()
     end
   end)
 
-  it("an empty dim folds to the op's value of no element", function()
+  it("an empty dim folds to the op's value of no element, or is an error where there is none", function()
     local x = tl.zeros({ 0, 3 })
     for _, name in ipairs(folds()) do
       local case = R.cases[name]
-      local got = x[name](x, 1)
-      assert.are.same({ 3 }, got.shape)
       local expected = case.fold({}, 0, case.default)
-      local values = got:totable()
-      for j = 1, 3 do
-        local v = values[j]
-        if expected ~= expected then assert.is_true(v ~= v, name) else assert.are.equal(expected, v, name) end
+      if expected == nil then -- no value for no element (amax): an error, as torch
+        for _, call in ipairs({ function() return x[name](x, 1) end, function() return x[name](x, { 1, 2 }) end,
+          function() return x[name](x) end }) do
+          local ok, err = pcall(call)
+          assert.is_false(ok, name)
+          assert.matches(name .. ": cannot reduce", err, 1, true)
+        end
+      else
+        local got = x[name](x, 1)
+        assert.are.same({ 3 }, got.shape)
+        local values = got:totable()
+        for j = 1, 3 do
+          local v = values[j]
+          if expected ~= expected then assert.is_true(v ~= v, name) else assert.are.equal(expected, v, name) end
+        end
       end
     end
   end)

@@ -249,7 +249,7 @@ static int fold(lua_State *L, const char *op, fold_fn fn, const char *number_nam
     tl_status status = fn(a, dims, ndims, keepdim, number, &out);
     return tlb_result(L, box, status, out);
 }
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
     static int op_##name(lua_State *L) {                                                           \
         return fold(L, #name, tl_ag_##name##_dims, #number_name, param);                           \
     }
@@ -380,7 +380,7 @@ const luaL_Reg tlb_op_methods[] = {
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param) POINTWISE_ENTRY(name)
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
     {NULL, NULL},
 };

@@ -76,7 +76,7 @@ static tl_status record_fold(const char *name, tl_backward_fn backward, int save
     return record_fold(#name, fold_##name##_backward, fold_##name##_saves, a, *out, dims, ndims,   \
                        keepdim, number);
 #define FOLD_RECORD_NONE(name) return tl_##name##_dims(a, dims, ndims, keepdim, number, out);
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
     tl_status tl_ag_##name##_dims(tl_tensor *a, const int *dims, int ndims, bool keepdim,          \
                                   double number, tl_tensor **out){FOLD_RECORD_##backward(          \
         name)} tl_status tl_ag_##name##_all(tl_tensor *a, tl_tensor **out) {                       \

@@ -10,14 +10,16 @@ typedef enum reduce_kind { REDUCE_FOLD, REDUCE_EXTREME, REDUCE_ARG } reduce_kind
 /* A REDUCE_OP row's dtypes (ALL or FLOATING), output rule and default number. */
 typedef enum { FOLD_ALL = 1, FOLD_FLOATING } fold_dtypes;
 typedef enum { OUTPUT_SAME, OUTPUT_WIDE, OUTPUT_BOOL, OUTPUT_LONG } fold_output;
+typedef enum { EMPTY_ZERO_OK, EMPTY_ERROR } fold_empty;
 typedef struct fold_rule {
     fold_dtypes dtypes; /* 0: not a value reduction */
     fold_output output;
+    fold_empty empty;
     double param;
 } fold_rule;
 static const fold_rule fold_rules[TL_OP_COUNT] = {
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
-    [TL_OP_##name] = {FOLD_##dtypes, OUTPUT_##output, param},
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
+    [TL_OP_##name] = {FOLD_##dtypes, OUTPUT_##output, EMPTY_##empty, param},
 #include "tlua/ops.def"
 };
 
@@ -32,6 +34,18 @@ static tl_dtype fold_output_dtype(const fold_rule *rule, tl_dtype in) {
     default:
         return in;
     }
+}
+
+/* max, min, argmax, argmin and the value reductions without a result for no element */
+static bool needs_elements(tl_op op) {
+    return fold_rules[op].dtypes ? fold_rules[op].empty == EMPTY_ERROR : true;
+}
+
+/* what an empty dim has not, for the error */
+static const char *missing_result(tl_op op) {
+    if (op == TL_OP_max || op == TL_OP_argmax) return "maximum";
+    if (op == TL_OP_min || op == TL_OP_argmin) return "minimum";
+    return tl_op_info_of(op)->name;
 }
 
 static reduce_kind kind_of(tl_op op) {
@@ -78,12 +92,11 @@ static tl_status reduce_dim(tl_op op, const tl_tensor *a, int dim, bool keepdim,
                             tl_dtype_name(a->dtype));
         out_dtype = fold_output_dtype(&fold_rules[op], a->dtype);
     }
-    if ((kind == REDUCE_EXTREME || kind == REDUCE_ARG) && a->ndim > 0 && a->shape[d] == 0) {
+    if (needs_elements(op) && a->ndim > 0 && a->shape[d] == 0) {
         char buf[256];
-        return tl_error(TL_ERR_SHAPE,
-                        "%s: cannot reduce dim %d of size 0 (shape %s): an empty dim has no %s",
-                        name, TL_DIM_FOR_USER(dim), tl_shape_str(a, buf, sizeof buf),
-                        op == TL_OP_max || op == TL_OP_argmax ? "maximum" : "minimum");
+        return tl_error(
+            TL_ERR_SHAPE, "%s: cannot reduce dim %d of size 0 (shape %s): an empty dim has no %s",
+            name, TL_DIM_FOR_USER(dim), tl_shape_str(a, buf, sizeof buf), missing_result(op));
     }
 
     /* a 0-dim input is reduced as [1] and gives a 0-dim result */
@@ -140,14 +153,12 @@ static tl_status reduce_dim(tl_op op, const tl_tensor *a, int dim, bool keepdim,
 static tl_status reduce_all(tl_op op, const tl_tensor *a, double param, tl_tensor **values,
                             tl_tensor **indices) {
     const char *name = tl_op_info_of(op)->name;
-    reduce_kind kind = kind_of(op);
-    if ((kind == REDUCE_EXTREME || kind == REDUCE_ARG) && tl_numel(a) == 0) {
+    if (needs_elements(op) && tl_numel(a) == 0) {
         char buf[256];
         return tl_error(TL_ERR_SHAPE,
                         "%s: cannot reduce an empty tensor (shape %s) without a dim: it has no "
                         "%s",
-                        name, tl_shape_str(a, buf, sizeof buf),
-                        op == TL_OP_max || op == TL_OP_argmax ? "maximum" : "minimum");
+                        name, tl_shape_str(a, buf, sizeof buf), missing_result(op));
     }
     int64_t flat = -1;
     tl_tensor *flat_a;
@@ -175,6 +186,13 @@ static tl_status reduce_dims(tl_op op, const tl_tensor *a, const int *dims, int 
             return tl_error(TL_ERR_ARGUMENT, "%s: dim %d is given twice", name, TL_DIM_FOR_USER(d));
         reduced[d] = true;
         if (count++ == 0) first = dims[i];
+        if (needs_elements(op) && a->ndim > 0 && a->shape[d] == 0) {
+            char buf[256];
+            return tl_error(TL_ERR_SHAPE,
+                            "%s: cannot reduce dim %d of size 0 (shape %s): an empty dim has no %s",
+                            name, TL_DIM_FOR_USER(d), tl_shape_str(a, buf, sizeof buf),
+                            missing_result(op));
+        }
     }
     if (count == 1) return reduce_dim(op, a, first, keepdim, param, out, NULL);
     int64_t shape[TL_MAX_DIMS];
@@ -219,7 +237,7 @@ static tl_status reduce_dims(tl_op op, const tl_tensor *a, const int *dims, int 
 }
 
 /* tl_<name>_dims, and tl_<name>_all and tl_<name>_dim with the default number, of every row */
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     tl_status tl_##name##_dims(const tl_tensor *a, const int *dims, int ndims, bool keepdim,       \
                                double number, tl_tensor **out) {                                   \
         return reduce_dims(TL_OP_##name, a, dims, ndims, keepdim, number, out);                    \

@@ -63,7 +63,7 @@ tl_status tl_cast(tl_tensor *t, tl_dtype dtype, tl_tensor **out);
    keepdim) with the op's number (std's correction, norm's order); tl_<name>_all reduces every
    element and tl_<name>_dim one dim, with the row's default number. The row says the dtypes
    (sum: every dtype, integers and bool giving int64; mean: floating). */
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
     tl_status tl_##name##_dims(const tl_tensor *a, const int *dims, int ndims, bool keepdim,       \
                                double number, tl_tensor **out);                                    \
     tl_status tl_##name##_all(const tl_tensor *a, tl_tensor **out);                                \

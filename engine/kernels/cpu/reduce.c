@@ -368,12 +368,12 @@ DEFINE_EXTREMES(i64, int64_t, TL_I64, i, LOAD_INT, STORE_I64)
 DEFINE_EXTREMES(b8, uint8_t, TL_BOOL, i, LOAD_BOOL, STORE_BOOL)
 
 /* the value reductions' kernels, one set per REDUCE_OP row */
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
     FOLD_KERNELS_##dtypes(name)
 #include "tlua/ops.def"
 
 static const tl_kernel_entry entries[] = {
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
     FOLD_ENTRIES_##dtypes(name),
 #include "tlua/ops.def"
     /* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
