@@ -50,6 +50,9 @@ local function check(name, case, d, device, x, dims, keepdim, number)
   if floating[got.dtype] then
     assert.tensor_near(expected, got, tolerance[got.dtype], tolerance[got.dtype], what)
   else
+    if got.dtype == "bool" then -- the Lua folds give 1 and 0
+      expected = type(expected) == "number" and expected ~= 0 or ref.map(expected, function(v) return v ~= 0 end)
+    end
     assert.tensor_equal(expected, got, what)
   end
 end
