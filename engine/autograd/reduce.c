@@ -49,6 +49,32 @@ REDUCE_GRADIENT(mean, FOLD_SAVES_NOTHING) {
     return status;
 }
 
+/* amax, amin: g split evenly among the elements equal to the result (ties), as torch */
+static tl_status split_among_ties(tl_node *node, tl_tensor *g, tl_tensor **gi) {
+    tl_tensor *x, *y;
+    TL_TRY(tl_node_saved(node, 0, &x));
+    TL_TRY(tl_node_saved(node, 1, &y));
+    int dims[TL_MAX_DIMS], ndims = 0;
+    for (int d = 0; d < node->input_ndim[0]; d++)
+        if (node->ints[d]) dims[ndims++] = d;
+    tl_tensor *y_back = NULL, *ties = NULL, *mask = NULL, *count = NULL, *g_back = NULL,
+              *share = NULL;
+    tl_status status = fold_expand(node, y, &y_back);
+    if (status == TL_OK) status = tl_eq(x, y_back, &ties);
+    if (status == TL_OK) status = tl_cast(ties, x->dtype, &mask);
+    if (status == TL_OK) status = tl_sum_dims(mask, dims, ndims, true, 0, &count);
+    if (status == TL_OK) status = fold_expand(node, g, &g_back);
+    if (status == TL_OK) status = tl_mul(g_back, mask, &share);
+    if (status == TL_OK) status = tl_div(share, count, gi);
+    tl_release(y_back), tl_release(ties), tl_release(mask), tl_release(count);
+    tl_release(g_back), tl_release(share);
+    return status;
+}
+
+REDUCE_GRADIENT(amax, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
+    return split_among_ties(node, g[0], &gi[0]);
+}
+
 static tl_status record_fold(const char *name, tl_backward_fn backward, int saves, tl_tensor *a,
                              tl_tensor *out, const int *dims, int ndims, bool keepdim,
                              double number) {
@@ -76,7 +102,7 @@ static tl_status record_fold(const char *name, tl_backward_fn backward, int save
     return record_fold(#name, fold_##name##_backward, fold_##name##_saves, a, *out, dims, ndims,   \
                        keepdim, number);
 #define FOLD_RECORD_NONE(name) return tl_##name##_dims(a, dims, ndims, keepdim, number, out);
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     tl_status tl_ag_##name##_dims(tl_tensor *a, const int *dims, int ndims, bool keepdim,          \
                                   double number, tl_tensor **out){FOLD_RECORD_##backward(          \
         name)} tl_status tl_ag_##name##_all(tl_tensor *a, tl_tensor **out) {                       \

@@ -85,4 +85,8 @@ TL_IFOLD(sum, , s->u += (uint64_t)x, s->u += t->u, tl_fold_wrap(s->u))
 /* the sum over n (a NaN for an empty line, as 0 / 0) */
 TL_FOLD(mean, , s->a += x, s->a += t->a, s->a / (double)n)
 
+/* ---- extremes (NaN wins, as max's) -------------------------------------------------------- */
+TL_FOLD(amax, s->a = -INFINITY, s->a = tl_fold_max(s->a, x), s->a = tl_fold_max(s->a, t->a), s->a)
+TL_IFOLD(amax, s->v = INT64_MIN, s->v = x > s->v ? x : s->v, s->v = t->v > s->v ? t->v : s->v, s->v)
+
 #endif

@@ -18,6 +18,17 @@ M.cases = {
       return s / #v
     end,
   },
+  amax = {
+    lo = -3, hi = 3,
+    fold = function(v)
+      local m
+      for _, x in ipairs(v) do
+        if x ~= x or m == nil or x > m then m = x end
+        if m ~= m then break end -- NaN wins
+      end
+      return m -- nil for no element: an error
+    end,
+  },
 }
 
 -- The reduction of the nested table x (shape `shape`) over the dims where reduced[d] (every
