@@ -137,6 +137,20 @@ void tlb_push_tensor(lua_State *L, tl_tensor *t);
 /* The tensor of the tensor object at idx; NULL when the value is not one or was released. */
 tl_tensor *tlb_peek_tensor(lua_State *L, int idx);
 
+/* ---- indices.c: index tensors counted from 1 in Lua ---------------------------------------------
+   The indices (int64 or int32; the Lua argument named what) as a new tensor counting from 0, the C
+   API's way. Where range_of names what they index, their values are first checked to lie in
+   1..count (an error in Lua's terms: 1-based values and positions; on CUDA queued like the op,
+   raised by the next synchronization). Raises on a wrong dtype or a failed check. */
+tl_tensor *tlb_zero_based_indices(lua_State *L, const char *op, const char *what,
+                                  const tl_tensor *indices, const char *range_of, int64_t count);
+/* Its pieces: the dtype check (raises), the 1..count check, and indices - 1 as a new tensor. */
+void tlb_check_index_dtype(lua_State *L, const char *op, const char *what,
+                           const tl_tensor *indices);
+tl_status tlb_check_one_based(const tl_tensor *indices, const char *op, const char *what,
+                              const char *range_of, int64_t count);
+tl_status tlb_zero_based(const tl_tensor *indices, tl_tensor **out);
+
 /* ---- options.c: options tables (uses args.c and the box) ---------------------------------------
    Every binding function that takes an options table checks it with tlb_check_options against
    the keys it accepts, each with its kind, then reads it with the typed getters:

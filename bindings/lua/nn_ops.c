@@ -18,50 +18,6 @@ static const tlb_option window_options[] = {
 
 /* ---- 1-based index tensors ------------------------------------------------------------------ */
 /* Checks that indices (the Lua argument named what) is an integer tensor. */
-static void check_index_dtype(lua_State *L, const char *op, const char *what,
-                              const tl_tensor *indices) {
-    if (indices->dtype != TL_I64 && indices->dtype != TL_I32)
-        tlb_errorf(L, "%s: %s must be an int64 or int32 tensor of 1-based indices, got %s", op,
-                   what, tl_dtype_name(indices->dtype));
-}
-
-/* indices - 1 as a new tensor (the C API counts from 0). */
-static tl_status zero_based(const tl_tensor *indices, tl_tensor **out) {
-    tl_tensor *one = NULL;
-    tl_status status = tl_scalar_tensor(tl_scalar_int(1), indices, &one);
-    if (status == TL_OK) status = tl_sub(indices, one, out);
-    tl_release(one);
-    return status;
-}
-
-/* Checks that indices (the Lua argument named what) hold 1..count, before they are shifted:
-   an error then speaks Lua's terms (1-based values and positions). On CUDA the check is
-   queued like the op itself, and a failure is raised by the next synchronization. */
-static tl_status check_one_based(const tl_tensor *indices, const char *op, const char *what,
-                                 const char *range_of, int64_t count) {
-    const tl_index_range range = {.op = op,
-                                  .what = what,
-                                  .range_of = range_of,
-                                  .note = "indices count from 1",
-                                  .first = 1,
-                                  .count = count};
-    return tl_check_index_range(indices, &range);
-}
-
-/* The index tensor indices (the Lua argument named what, counting from 1) as a new tensor that
-   counts from 0, the C API's way, after checking its dtype and, where range_of names what it
-   indexes, that it holds 1..count (NULL: not here, an operand the op itself refuses). Raises the
-   error; the caller releases the result. */
-static tl_tensor *zero_based_arg(lua_State *L, const char *op, const char *what,
-                                 const tl_tensor *indices, const char *range_of, int64_t count) {
-    check_index_dtype(L, op, what, indices);
-    tl_tensor *shifted = NULL;
-    tl_status status = range_of ? check_one_based(indices, op, what, range_of, count) : TL_OK;
-    if (status == TL_OK) status = zero_based(indices, &shifted);
-    if (status != TL_OK) tlb_fail(L);
-    return shifted;
-}
-
 /* ---- conv2d, max_pool2d ------------------------------------------------------------------------
  */
 /* conv2d(input, weight, bias?, {stride = 1, padding = 0}): stride and padding are numbers or
@@ -115,8 +71,8 @@ static int nn_embedding(lua_State *L) {
     tlb_box *box = tlb_newbox(L);
     const bool matrix = weight->ndim == 2; /* else tl_ag_embedding refuses the weight */
     tl_tensor *shifted =
-        zero_based_arg(L, "embedding", "indices", indices, matrix ? "the weight's rows" : NULL,
-                       matrix ? weight->shape[0] : 0);
+        tlb_zero_based_indices(L, "embedding", "indices", indices,
+                               matrix ? "the weight's rows" : NULL, matrix ? weight->shape[0] : 0);
     tl_status status = tl_ag_embedding(shifted, weight, &out);
     tl_release(shifted);
     return tlb_result(L, box, status, out);
@@ -146,9 +102,9 @@ static int nn_cross_entropy(lua_State *L) {
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     const bool matrix = logits->ndim == 2; /* else tl_ag_cross_entropy refuses the logits */
-    tl_tensor *shifted =
-        zero_based_arg(L, "cross_entropy", "target", target, matrix ? "the logits' classes" : NULL,
-                       matrix ? logits->shape[1] : 0);
+    tl_tensor *shifted = tlb_zero_based_indices(L, "cross_entropy", "target", target,
+                                                matrix ? "the logits' classes" : NULL,
+                                                matrix ? logits->shape[1] : 0);
     tl_status status = tl_ag_cross_entropy(logits, shifted, smoothing, &out);
     tl_release(shifted);
     return tlb_result(L, box, status, out);
@@ -342,7 +298,7 @@ static tl_status gather_rows_device(tl_tensor *src, const tl_tensor *rows0, tl_t
 static int nn_gather_rows(lua_State *L) {
     const char *op = "_gather_rows";
     tl_tensor *src = tlb_check(L, 1, op), *indices = tlb_check(L, 2, op);
-    check_index_dtype(L, op, "indices", indices);
+    tlb_check_index_dtype(L, op, "indices", indices);
     if (src->ndim < 1) return tlb_errorf(L, "%s: a 0-dim tensor has no rows", op);
     if (indices->ndim != 1) {
         char s[256];
@@ -399,8 +355,8 @@ static int nn_gather_rows(lua_State *L) {
         return tlb_result(L, box, status, out);
     }
     tl_tensor *shifted = NULL;
-    status = check_one_based(indices, op, "indices", "the rows", rows);
-    if (status == TL_OK) status = zero_based(indices, &shifted);
+    status = tlb_check_one_based(indices, op, "indices", "the rows", rows);
+    if (status == TL_OK) status = tlb_zero_based(indices, &shifted);
     if (status == TL_OK) status = gather_rows_device(src, shifted, &out);
     tl_release(shifted);
     return tlb_result(L, box, status, out);

@@ -24,6 +24,7 @@ typedef struct tl_op_args {
     bool has_scalar[2];
     uint64_t seed;
     uint64_t counter;
+    int dim; /* the dim an op works along (0-based), for the kernels that take one */
 } tl_op_args;
 
 /* Elementwise kernels get inputs already broadcast (expanded, stride 0) to
@@ -42,6 +43,11 @@ typedef tl_status (*tl_copy_kernel)(tl_tensor *dst, const tl_tensor *src);
    NULL for sum/mean. For argmax/argmin `out` is NULL. */
 typedef tl_status (*tl_reduce_kernel)(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
                                       int dim);
+/* The signature of a family that has none of its own (family rows naming `tensors`): outputs
+   (written, or accumulated into where the op says so) and inputs, as the family's ops order
+   them, and args (the op's numbers and dim). */
+typedef tl_status (*tl_tensors_kernel)(tl_tensor *const *out, const tl_tensor *const *in,
+                                       const tl_op_args *args);
 /* A value reduction (family FOLD) of dim of in into out (in's shape with dim of size 1, the
    dtype of its row's output rule); args->scalar[0] is the op's number (kernels/reduction.h). */
 typedef tl_status (*tl_fold_kernel)(tl_tensor *out, const tl_tensor *in, int dim,
@@ -213,6 +219,7 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(copy, tl_copy_kernel)                                                                \
     SIGNATURE(reduce, tl_reduce_kernel)                                                            \
     SIGNATURE(fold, tl_fold_kernel)                                                                \
+    SIGNATURE(tensors, tl_tensors_kernel)                                                          \
     SIGNATURE(scan, tl_scan_kernel)                                                                \
     SIGNATURE(nonzero, tl_nonzero_kernel)                                                          \
     SIGNATURE(softmax, tl_softmax_kernel)                                                          \
