@@ -147,6 +147,9 @@ for name, case in pairs(require("helpers.reduce_cases").cases) do
                   { function(x) return x[name](x, { 1, 3 }, number) end, { draw(2, 3, 4) } } }
 end
 
+-- the cases families keep beside their specs (helpers/family_cases.lua)
+for name, list in pairs(require("helpers.family_cases").gradcheck) do cases[name] = list end
+
 describe("gradcheck of every differentiable op in the op table", function()
   tl.manual_seed(1234)
   for _, op in ipairs(tl.ops()) do

@@ -16,6 +16,7 @@ local variant_cases = require("helpers.sweep_variant_cases")
 local cases = {}
 for name, case in pairs(sweep_cases.cases) do cases[name] = case end
 for name, case in pairs(nn_cases.cases) do cases[name] = case end
+for name, case in pairs(require("helpers.family_cases").sweep) do cases[name] = case end
 local case_of_op = nn_cases.case_of_op
 local random_ops = { rand = true, randn = true, randint = true }
 
