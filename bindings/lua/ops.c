@@ -249,7 +249,7 @@ static int fold(lua_State *L, const char *op, fold_fn fn, const char *number_nam
     tl_status status = fn(a, dims, ndims, keepdim, number, &out);
     return tlb_result(L, box, status, out);
 }
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     static int op_##name(lua_State *L) {                                                           \
         return fold(L, #name, tl_ag_##name##_dims, #number_name, param);                           \
     }
@@ -330,6 +330,37 @@ static int op_log_softmax(lua_State *L) {
     return softmax(L, "log_softmax", tl_ag_log_softmax);
 }
 
+/* ---- indexing along a dim -------------------------------------------------------------------
+   gather(x, dim, index) and scatter_add(x, dim, index, src): index holds 1-based positions along
+   dim, checked against x's size there before they are shifted for the C API. */
+static tl_tensor *index_arg(lua_State *L, const char *op, const tl_tensor *x, int dim) {
+    const int d = dim < 0 ? dim + x->ndim : dim;
+    const bool valid = x->ndim > 0 && d >= 0 && d < x->ndim; /* else the op names the bad dim */
+    return tlb_zero_based_indices(L, op, "index", tlb_check(L, 3, op),
+                                  valid ? "the size along dim" : NULL, valid ? x->shape[d] : 0);
+}
+static int op_gather(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "gather"), *out = NULL;
+    const int dim = tlb_check_dim(L, 2, "gather");
+    tlb_check(L, 3, "gather");
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *index = index_arg(L, "gather", x, dim);
+    tl_status status = tl_ag_gather(x, dim, index, &out);
+    tl_release(index);
+    return tlb_result(L, box, status, out);
+}
+static int op_scatter_add(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "scatter_add"), *src = tlb_check(L, 4, "scatter_add");
+    const int dim = tlb_check_dim(L, 2, "scatter_add");
+    tlb_check(L, 3, "scatter_add");
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *index = index_arg(L, "scatter_add", x, dim);
+    tl_status status = tl_ag_scatter_add(x, dim, index, src, &out);
+    tl_release(index);
+    return tlb_result(L, box, status, out);
+}
+
 /* ---- matmul and friends ------------------------------------------------- */
 static int op_matmul(lua_State *L) {
     tl_tensor *a = tlb_check(L, 1, "matmul"), *b = tlb_check(L, 2, "matmul"), *out = NULL;
@@ -376,6 +407,7 @@ const luaL_Reg tlb_op_methods[] = {
     {"softmax", op_softmax}, {"log_softmax", op_log_softmax},
     {"matmul", op_matmul},   {"linear", op_linear},
     {"outer", op_outer},
+    {"gather", op_gather},   {"scatter_add", op_scatter_add},
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)

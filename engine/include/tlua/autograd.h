@@ -103,6 +103,10 @@ tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out);
 tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out);
 /* cumsum along dim; its gradient is composed of forward ops: sum(g, dim) - cumsum(g, dim) + g */
 tl_status tl_ag_cumsum(tl_tensor *x, int dim, tl_tensor **out);
+/* gather and scatter_add (tlua/ops.h): each one's gradient is the other */
+tl_status tl_ag_gather(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
+tl_status tl_ag_scatter_add(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,
+                            tl_tensor **out);
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* input [..., in], weight [out, in], bias [out] or NULL -> [..., out] */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);

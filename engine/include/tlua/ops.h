@@ -91,6 +91,17 @@ tl_status tl_cumsum(const tl_tensor *x, int dim, tl_tensor **out);
    order, as torch.nonzero; NaN is non-zero. Any dtype. On CUDA the count comes back to the
    host to size the result: the host waits for the device once. */
 tl_status tl_nonzero(const tl_tensor *x, tl_tensor **out);
+
+/* ---- indexing along a dim (0-based dim and index values, int64 or int32 index) -------------
+   gather: out (index's shape, x's dtype) at p = x at p with its dim-th coordinate replaced by
+   index[p]; index has x's rank and no larger size than x but along dim. scatter_add: a copy of x
+   with src[p] added at p with its dim-th coordinate replaced by index[p] (duplicates add up: in
+   index order on the CPU, in any order on CUDA); index no larger than src anywhere, nor than x
+   but along dim; src has x's dtype. An index value outside [0, size of x along dim) is an error
+   (tl_check_index_range: on CUDA raised at the next synchronization). */
+tl_status tl_gather(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out);
+tl_status tl_scatter_add(const tl_tensor *x, int dim, const tl_tensor *index,
+                         const tl_tensor *src, tl_tensor **out);
 /* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
    Takes t's reference (returns it as is when nothing needs summing). */
 tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);

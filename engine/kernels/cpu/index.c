@@ -1,0 +1,123 @@
+/* CPU index kernels along a dim: gather (bytes moved, one version per element size) and scatter_add
+ * (added in index order, deterministic). */
+#include <string.h>
+
+#include "core/half.h"
+#include "kernels/arith.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/loop.h"
+
+/* The walk over the index tensor's elements by rows of its last dim: for a row, the offsets
+   (in elements) of its first element in each tensor (0: out or target, 1: index, 2: source),
+   the tensor indexed along `dim` taking none for that dim (the index value adds it). */
+typedef struct index_walk {
+    int ndim, dim, skip; /* skip: the tensor indexed along dim (0 or 2) */
+    int64_t shape[TL_MAX_DIMS];
+    int64_t strides[3][TL_MAX_DIMS]; /* out-or-target, index, source */
+    int64_t rows, width;
+} index_walk;
+
+static void walk_plan(index_walk *w, const tl_tensor *index, const tl_tensor *const *t, int dim,
+                      int skip) {
+    w->ndim = index->ndim;
+    w->dim = dim;
+    w->skip = skip;
+    w->width = index->ndim ? index->shape[index->ndim - 1] : 1;
+    w->rows = 1;
+    for (int d = 0; d < index->ndim; d++) {
+        w->shape[d] = index->shape[d];
+        for (int k = 0; k < 3; k++) w->strides[k][d] = t[k]->strides[d];
+        if (d < index->ndim - 1) w->rows *= index->shape[d];
+    }
+}
+
+/* offsets of row r's first element in the three tensors */
+static void walk_row(const index_walk *w, int64_t r, int64_t off[3]) {
+    off[0] = off[1] = off[2] = 0;
+    for (int d = w->ndim - 2; d >= 0; d--) {
+        const int64_t i = r % w->shape[d];
+        r /= w->shape[d];
+        for (int k = 0; k < 3; k++)
+            if (k != w->skip || d != w->dim) off[k] += i * w->strides[k][d];
+    }
+}
+
+static inline int64_t index_at(const tl_tensor *index, int64_t offset) {
+    return index->dtype == TL_I64 ? ((const int64_t *)tl_data(index))[offset]
+                                  : ((const int32_t *)tl_data(index))[offset];
+}
+
+/* ---- gather: out[p] = src[p with its dim-th coordinate replaced by index[p]] ------------------
+ */
+static tl_status cpu_gather(tl_tensor *const *out, const tl_tensor *const *in,
+                            const tl_op_args *args) {
+    tl_tensor *o = out[0];
+    const tl_tensor *src = in[0], *index = in[1];
+    if (tl_numel(index) == 0) return TL_OK;
+    index_walk w;
+    walk_plan(&w, index, (const tl_tensor *[]){o, index, src}, args->dim, 2);
+    const int64_t size = tl_dtype_size(src->dtype), along = src->ndim ? src->strides[w.dim] : 0;
+    const int last = w.ndim - 1;
+    char *obase = tl_data(o);
+    const char *sbase = tl_data(src);
+#pragma omp parallel for schedule(static) if (w.rows * w.width > TL_CPU_PARALLEL_THRESHOLD)
+    for (int64_t r = 0; r < w.rows; r++) {
+        int64_t off[3];
+        walk_row(&w, r, off);
+        for (int64_t j = 0; j < w.width; j++) {
+            const int64_t jo = last >= 0 ? j * w.strides[0][last] : 0;
+            const int64_t ji = last >= 0 ? j * w.strides[1][last] : 0;
+            int64_t js = last >= 0 && last != w.dim ? j * w.strides[2][last] : 0;
+            js += index_at(index, off[1] + ji) * along;
+            memcpy(obase + (off[0] + jo) * size, sbase + (off[2] + js) * size, (size_t)size);
+        }
+    }
+    return TL_OK;
+}
+
+/* ---- scatter_add: target[p with its dim-th coordinate replaced by index[p]] += src[p] ----------
+   In row-major order of the index, one element at a time: duplicates add in that order. */
+#define SCATTER_ADD(sfx, T, C, LOAD, STORE)                                                        \
+    static tl_status cpu_scatter_add_##sfx(tl_tensor *const *out, const tl_tensor *const *in,      \
+                                           const tl_op_args *args) {                               \
+        tl_tensor *target = out[0];                                                                \
+        const tl_tensor *index = in[0], *src = in[1];                                              \
+        if (tl_numel(index) == 0) return TL_OK;                                                    \
+        index_walk w;                                                                              \
+        walk_plan(&w, index, (const tl_tensor *[]){target, index, src}, args->dim, 0);             \
+        const int64_t along = target->ndim ? target->strides[w.dim] : 0;                           \
+        const int last = w.ndim - 1;                                                               \
+        T *t = tl_data(target);                                                                    \
+        const T *s = tl_data(src);                                                                 \
+        for (int64_t r = 0; r < w.rows; r++) {                                                     \
+            int64_t off[3];                                                                        \
+            walk_row(&w, r, off);                                                                  \
+            for (int64_t j = 0; j < w.width; j++) {                                                \
+                int64_t jt = last >= 0 && last != w.dim ? j * w.strides[0][last] : 0;              \
+                const int64_t ji = last >= 0 ? j * w.strides[1][last] : 0;                         \
+                const int64_t js = last >= 0 ? j * w.strides[2][last] : 0;                         \
+                jt += index_at(index, off[1] + ji) * along;                                        \
+                T *at = t + off[0] + jt;                                                           \
+                *at = STORE((C)LOAD(*at) + (C)LOAD(s[off[2] + js]));                               \
+            }                                                                                      \
+        }                                                                                          \
+        return TL_OK;                                                                              \
+    }
+#define SAME(x) (x)
+/* integers wrap: the sum in uint64, stored back as its low bits (two's complement) */
+#define WRAP_I32(x) ((int32_t)(uint32_t)(x))
+#define WRAP_I64(x) tl_wrap_to_i64(x)
+SCATTER_ADD(f32, float, float, SAME, SAME)
+SCATTER_ADD(f64, double, double, SAME, SAME)
+SCATTER_ADD(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
+SCATTER_ADD(f16, uint16_t, float, tl_f16_load, tl_f16_round)
+SCATTER_ADD(i32, int32_t, uint64_t, SAME, WRAP_I32)
+SCATTER_ADD(i64, int64_t, uint64_t, SAME, WRAP_I64)
+
+static const tl_kernel_entry entries[] = {
+    TL_KERNEL(gather, TL_DTYPES_ALL, tensors, cpu_gather),
+    TL_KERNELS_FLOATING(scatter_add, tensors, cpu_scatter_add),
+    TL_KERNELS_INTEGER(scatter_add, tensors, cpu_scatter_add),
+};
+
+TL_KERNEL_TABLE(tl_cpu_index_table, TL_DEVICE_CPU, entries);
