@@ -32,9 +32,31 @@ typedef struct extreme_i {
     key_i value;
     int64_t index;
 } extreme_i;
+/* A value reduction's states of a block of lanes, field by field: the loop over the lanes of
+   one row reads and writes each field as an array, which vectorizes. */
+typedef struct fold_lanes {
+    double a[TL_CPU_LANE_BLOCK], b[TL_CPU_LANE_BLOCK], c[TL_CPU_LANE_BLOCK];
+} fold_lanes;
+typedef struct ifold_lanes {
+    int64_t v[TL_CPU_LANE_BLOCK];
+    uint64_t u[TL_CPU_LANE_BLOCK];
+} ifold_lanes;
+static inline tl_fold fold_get(const fold_lanes *s, int64_t l) {
+    return (tl_fold){s->a[l], s->b[l], s->c[l]};
+}
+static inline void fold_put(fold_lanes *s, int64_t l, const tl_fold *t) {
+    s->a[l] = t->a, s->b[l] = t->b, s->c[l] = t->c;
+}
+static inline tl_ifold ifold_get(const ifold_lanes *s, int64_t l) {
+    return (tl_ifold){s->v[l], s->u[l]};
+}
+static inline void ifold_put(ifold_lanes *s, int64_t l, const tl_ifold *t) {
+    s->v[l] = t->v, s->u[l] = t->u;
+}
+
 typedef union lane_states {
-    tl_fold fold_f[TL_CPU_LANE_BLOCK];
-    tl_ifold fold_i[TL_CPU_LANE_BLOCK];
+    fold_lanes fold_f;
+    ifold_lanes fold_i;
     extreme_f ext_f[TL_CPU_LANE_BLOCK];
     extreme_i ext_i[TL_CPU_LANE_BLOCK];
 } lane_states;
@@ -217,9 +239,13 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
                                             const reduce_call *call) {                             \
         const double q = call->param;                                                              \
         (void)q;                                                                                   \
-        S *a = into;                                                                               \
-        const S *b = from;                                                                         \
-        for (int64_t l = 0; l < lanes; l++) tl_##FOLD##_##name##_merge(&a[l], &b[l] __VA_ARGS__);  \
+        FOLD##_lanes *a = into;                                                                    \
+        const FOLD##_lanes *b = from;                                                              \
+        for (int64_t l = 0; l < lanes; l++) {                                                      \
+            S x = FOLD##_get(a, l), y = FOLD##_get(b, l);                                          \
+            tl_##FOLD##_##name##_merge(&x, &y __VA_ARGS__);                                        \
+            FOLD##_put(a, l, &x);                                                                  \
+        }                                                                                          \
     }                                                                                              \
     static void FOLD##_##name##_finish_lanes(const tl_cpu_lines *p, const void *state,             \
                                              int64_t lanes, char *out, char *idx,                  \
@@ -227,10 +253,11 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
         (void)idx;                                                                                 \
         const double q = call->param;                                                              \
         (void)q;                                                                                   \
-        const S *s = state;                                                                        \
+        const FOLD##_lanes *s = state;                                                             \
         const int64_t stride = p->lane[OUT] * p->size[OUT];                                        \
         for (int64_t l = 0; l < lanes; l++) {                                                      \
-            const R v = tl_##FOLD##_##name##_finish(&s[l], p->len __VA_ARGS__);                    \
+            const S x = FOLD##_get(s, l);                                                          \
+            const R v = tl_##FOLD##_##name##_finish(&x, p->len __VA_ARGS__);                       \
             STORE(out + l * stride, call->out_dtype, v);                                           \
         }                                                                                          \
     }
@@ -240,7 +267,7 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
                                             int64_t lanes, int64_t r0, int64_t r1, void *state,    \
                                             const reduce_call *call) {                             \
         const T *in = (const T *)base;                                                             \
-        S *acc = state;                                                                            \
+        FOLD##_lanes *acc = state;                                                                 \
         const double q = call->param;                                                              \
         (void)q;                                                                                   \
         const int64_t step = p->step[IN];                                                          \
@@ -259,15 +286,20 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
             tl_##FOLD##_##name##_merge(&s0, &s1 __VA_ARGS__);                                      \
             tl_##FOLD##_##name##_merge(&s2, &s3 __VA_ARGS__);                                      \
             tl_##FOLD##_##name##_merge(&s0, &s2 __VA_ARGS__);                                      \
-            acc[0] = s0;                                                                           \
+            FOLD##_put(acc, 0, &s0);                                                               \
             return;                                                                                \
         }                                                                                          \
-        for (int64_t l = 0; l < lanes; l++) tl_##FOLD##_##name##_init(&acc[l] __VA_ARGS__);        \
+        S first;                                                                                   \
+        tl_##FOLD##_##name##_init(&first __VA_ARGS__);                                             \
+        for (int64_t l = 0; l < lanes; l++) FOLD##_put(acc, l, &first);                            \
         const int64_t lane_in = p->lane[IN];                                                       \
         for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *row = in + r * step;                                                          \
-            for (int64_t l = 0; l < lanes; l++)                                                    \
-                tl_##FOLD##_##name##_step(&acc[l], LOAD(row[l * lane_in]) __VA_ARGS__);            \
+            for (int64_t l = 0; l < lanes; l++) {                                                  \
+                S x = FOLD##_get(acc, l);                                                          \
+                tl_##FOLD##_##name##_step(&x, LOAD(row[l * lane_in]) __VA_ARGS__);                 \
+                FOLD##_put(acc, l, &x);                                                            \
+            }                                                                                      \
         }                                                                                          \
     }                                                                                              \
     static const reduce_ops FOLD##_##name##_ops_##sfx = {sizeof(S), FOLD##_##name##_block_##sfx,   \
@@ -368,12 +400,12 @@ DEFINE_EXTREMES(i64, int64_t, TL_I64, i, LOAD_INT, STORE_I64)
 DEFINE_EXTREMES(b8, uint8_t, TL_BOOL, i, LOAD_BOOL, STORE_BOOL)
 
 /* the value reductions' kernels, one set per REDUCE_OP row */
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     FOLD_KERNELS_##dtypes(name)
 #include "tlua/ops.def"
 
 static const tl_kernel_entry entries[] = {
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     FOLD_ENTRIES_##dtypes(name),
 #include "tlua/ops.def"
     /* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
