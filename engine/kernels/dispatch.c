@@ -44,6 +44,7 @@ typedef struct registry {
     int variant_count;
     variant_list *lists;
     int list_count;
+    uint64_t generation; /* which build: a registry at a freed one's address is another */
     /* index into kernels + 1, 0 when absent */
     int lookup[TL_OP_COUNT][TL_DEVICE_TYPE_COUNT][TL_DTYPE_COUNT];
     char problem[256]; /* the first bad entry, "" when the tables are sound */
@@ -95,8 +96,10 @@ static void register_variants(registry *r, const tl_variant_table *table);
 static registry *registry_build(const tl_kernel_table *const *tables, int table_count,
                                 const tl_variant_table *const *variant_tables,
                                 int variant_table_count) {
+    static uint64_t builds;
     registry *r = calloc(1, sizeof *r);
     if (!r) return NULL;
+    r->generation = ++builds;
     int total = 0, variants = 0;
     for (int t = 0; t < table_count; t++)
         for (int i = 0; i < tables[t]->count; i++)
@@ -214,8 +217,10 @@ static void registry_free(registry *r) {
 }
 
 static void build_registry(void) {
-    current = registry_build(tl_kernel_tables, tl_kernel_table_count, tl_variant_tables,
-                             tl_variant_table_count);
+    __atomic_store_n(&current,
+                     registry_build(tl_kernel_tables, tl_kernel_table_count, tl_variant_tables,
+                                    tl_variant_table_count),
+                     __ATOMIC_RELEASE);
 }
 
 static registry *get_registry(void) {
@@ -225,9 +230,10 @@ static registry *get_registry(void) {
 
 void tl_registry_use_tables(const tl_kernel_table *const *tables, int count) {
     registry *old = get_registry();
-    current = tables ? registry_build(tables, count, NULL, 0)
-                     : registry_build(tl_kernel_tables, tl_kernel_table_count, tl_variant_tables,
-                                      tl_variant_table_count);
+    registry *built = tables ? registry_build(tables, count, NULL, 0)
+                             : registry_build(tl_kernel_tables, tl_kernel_table_count,
+                                              tl_variant_tables, tl_variant_table_count);
+    __atomic_store_n(&current, built, __ATOMIC_RELEASE);
     registry_free(old);
 }
 
@@ -357,15 +363,34 @@ const tl_kernel_entry *tl_dispatch_shapes(tl_op op, tl_device device, tl_dtype d
     return &k->entry;
 }
 
+/* The thread's last lookup: a loop reports the same path run after run (a small op's walk), so
+   a report costs one comparison then. */
+static _Thread_local struct {
+    const registry *r;
+    uint64_t generation;
+    const tl_kernel_variant *variant;
+    tl_dtype dtype;
+    registered_variant *found;
+} last_lookup;
+
 /* The registered (variant, dtype), or NULL. */
 static registered_variant *find_variant(const tl_kernel_variant *variant, tl_dtype dtype) {
-    registry *r = get_registry();
+    /* built once a kernel was dispatched: no pthread_once on the way of a repeated report */
+    registry *r = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+    if (r && last_lookup.r == r && last_lookup.generation == r->generation &&
+        last_lookup.variant == variant && last_lookup.dtype == dtype)
+        return last_lookup.found;
+    r = get_registry();
     if (!r || !variant || (unsigned)dtype >= TL_DTYPE_COUNT) return NULL;
     for (int l = 0; l < r->list_count; l++) {
         const variant_list *list = &r->lists[l];
         if (variant < list->first || variant >= list->first + list->count) continue;
         int index = list->slot[(variant - list->first) * TL_DTYPE_COUNT + dtype];
-        return index ? &r->variants[index - 1] : NULL;
+        registered_variant *found = index ? &r->variants[index - 1] : NULL;
+        last_lookup.r = r, last_lookup.generation = r->generation;
+        last_lookup.variant = variant, last_lookup.dtype = dtype;
+        last_lookup.found = found;
+        return found;
     }
     return NULL;
 }

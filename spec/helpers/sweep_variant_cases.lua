@@ -105,7 +105,7 @@ local block_sparse = { mma_b64 = block_sparse_case(64), mma_b32 = block_sparse_c
 -- ---- input layouts --------------------------------------------------------------------------------
 -- Input layouts with the values a reference reads back: a view one element into a buffer
 -- (misaligned for vectors), rows of a wider buffer (unit stride, aligned rows), the transpose of
--- a transposed copy (no unit stride), the second operand expanded along its last dim, one element.
+-- a transposed copy (no unit stride), the second operand expanded along its last dim.
 local layouts = {
   as_is = function(x) return x end,
   offset = function(x)
@@ -125,7 +125,6 @@ local layouts = {
     if i == 1 then return x end
     return x:narrow(2, 1, 1):expand(table.unpack(x.shape))
   end,
-  single = function(x) return x:narrow(1, 1, 1):narrow(2, 1, 1) end,
 }
 
 -- ---- dropout: the mask from Philox4x32-10 in Lua ------------------------------------------------
@@ -225,7 +224,6 @@ local loops = {
     dense = elementwise_through("as_is"),
     broadcast = elementwise_through("broadcast"),
     strided = elementwise_through("transposed"),
-    single = elementwise_through("single"),
     -- the CUDA launch (kernels/cuda/elementwise.cuh)
     dense_vector = elementwise_through("as_is"),
     dense_scalar = elementwise_through("offset"),
