@@ -187,48 +187,12 @@ static tl_status check_out(const char *op, const tl_tensor *out, tl_dtype expect
    A line of one lane folds in four states (elements r, r + 4, ... in each, four loads in flight),
    merged as (s0 + s1) + (s2 + s3); lanes side by side fold one state each. The result is stored
    in the output's dtype (the row's output rule). */
+/* a result in the output's dtype (tl_dtype_store: floats rounded as the kernels' STORE_*) */
 static void store_double(char *at, tl_dtype dtype, double v) {
-    switch (dtype) {
-    case TL_F32:
-        *(float *)at = STORE_F32(v);
-        break;
-    case TL_F64:
-        *(double *)at = STORE_F64(v);
-        break;
-    case TL_BF16:
-        *(uint16_t *)at = STORE_BF16(v);
-        break;
-    case TL_F16:
-        *(uint16_t *)at = STORE_F16(v);
-        break;
-    case TL_I32:
-        *(int32_t *)at = (int32_t)v;
-        break;
-    case TL_I64:
-        *(int64_t *)at = (int64_t)v;
-        break;
-    case TL_BOOL:
-        *(uint8_t *)at = STORE_BOOL(v);
-        break;
-    default:
-        break;
-    }
+    tl_dtype_store(dtype, at, tl_scalar_float(v));
 }
 static void store_int(char *at, tl_dtype dtype, int64_t v) {
-    switch (dtype) {
-    case TL_I32:
-        *(int32_t *)at = STORE_I32(v);
-        break;
-    case TL_I64:
-        *(int64_t *)at = STORE_I64(v);
-        break;
-    case TL_BOOL:
-        *(uint8_t *)at = STORE_BOOL(v);
-        break;
-    default:
-        store_double(at, dtype, (double)v);
-        break;
-    }
+    tl_dtype_store(dtype, at, tl_scalar_int(v));
 }
 
 /* The block, merge and finish of op `name` over states S (tl_fold or tl_ifold, functions
