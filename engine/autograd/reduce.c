@@ -1,4 +1,6 @@
 /* Recording reductions (gradients by composition) and softmax (its fused backward kernels). */
+#include <math.h>
+
 #include "autograd/autocast.h"
 #include "autograd/formula.h"
 
@@ -73,6 +75,63 @@ static tl_status split_among_ties(tl_node *node, tl_tensor *g, tl_tensor **gi) {
 
 REDUCE_GRADIENT(amax, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
     return split_among_ties(node, g[0], &gi[0]);
+}
+
+REDUCE_GRADIENT(amin, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
+    return split_among_ties(node, g[0], &gi[0]);
+}
+
+/* logsumexp: g exp(x - y), the softmax of x over the reduced dims */
+REDUCE_GRADIENT(logsumexp, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
+    tl_tensor *x, *y;
+    TL_TRY(tl_node_saved(node, 0, &x));
+    TL_TRY(tl_node_saved(node, 1, &y));
+    tl_tensor *y_back = NULL, *shifted = NULL, *soft = NULL, *g_back = NULL;
+    tl_status status = fold_expand(node, y, &y_back);
+    if (status == TL_OK) status = tl_sub(x, y_back, &shifted);
+    if (status == TL_OK) status = tl_exp(shifted, &soft);
+    if (status == TL_OK) status = fold_expand(node, g[0], &g_back);
+    if (status == TL_OK) status = tl_mul(g_back, soft, &gi[0]);
+    tl_release(y_back), tl_release(shifted), tl_release(soft), tl_release(g_back);
+    return status;
+}
+
+/* (x - mean over the reduced dims) / max(0, n - correction): var's gradient is 2 g times it,
+   std's g times it over std */
+static tl_status deviation_share(tl_node *node, tl_tensor *x, double factor, tl_tensor **out) {
+    int dims[TL_MAX_DIMS], ndims = 0;
+    for (int d = 0; d < node->input_ndim[0]; d++)
+        if (node->ints[d]) dims[ndims++] = d;
+    const double divisor = fmax(0.0, (double)fold_count(node) - node->scalar[0]);
+    tl_tensor *mean = NULL, *deviation = NULL;
+    tl_status status = tl_mean_dims(x, dims, ndims, true, 0, &mean);
+    if (status == TL_OK) status = tl_sub(x, mean, &deviation);
+    if (status == TL_OK) status = tl_mul_number(deviation, factor / divisor, out);
+    tl_release(mean), tl_release(deviation);
+    return status;
+}
+
+REDUCE_GRADIENT(var, FOLD_SAVES_INPUT) {
+    tl_tensor *x, *share = NULL, *g_back = NULL;
+    TL_TRY(tl_node_saved(node, 0, &x));
+    tl_status status = deviation_share(node, x, 2.0, &share);
+    if (status == TL_OK) status = fold_expand(node, g[0], &g_back);
+    if (status == TL_OK) status = tl_mul(g_back, share, &gi[0]);
+    tl_release(share), tl_release(g_back);
+    return status;
+}
+
+REDUCE_GRADIENT(std, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
+    tl_tensor *x, *y, *share = NULL, *g_back = NULL, *y_back = NULL, *scaled = NULL;
+    TL_TRY(tl_node_saved(node, 0, &x));
+    TL_TRY(tl_node_saved(node, 1, &y));
+    tl_status status = deviation_share(node, x, 1.0, &share);
+    if (status == TL_OK) status = fold_expand(node, g[0], &g_back);
+    if (status == TL_OK) status = fold_expand(node, y, &y_back);
+    if (status == TL_OK) status = tl_mul(g_back, share, &scaled);
+    if (status == TL_OK) status = tl_div(scaled, y_back, &gi[0]);
+    tl_release(share), tl_release(g_back), tl_release(y_back), tl_release(scaled);
+    return status;
 }
 
 static tl_status record_fold(const char *name, tl_backward_fn backward, int saves, tl_tensor *a,

@@ -89,4 +89,72 @@ TL_FOLD(mean, , s->a += x, s->a += t->a, s->a / (double)n)
 TL_FOLD(amax, s->a = -INFINITY, s->a = tl_fold_max(s->a, x), s->a = tl_fold_max(s->a, t->a), s->a)
 TL_IFOLD(amax, s->v = INT64_MIN, s->v = x > s->v ? x : s->v, s->v = t->v > s->v ? t->v : s->v, s->v)
 
+TL_FOLD(amin, s->a = INFINITY, s->a = tl_fold_min(s->a, x), s->a = tl_fold_min(s->a, t->a), s->a)
+TL_IFOLD(amin, s->v = INT64_MAX, s->v = x < s->v ? x : s->v, s->v = t->v < s->v ? t->v : s->v, s->v)
+
+/* ---- truth: all (of none: true), any, count_nonzero; NaN is non-zero ----------------------- */
+TL_FOLD(all, s->a = 1, s->a = s->a != 0 && x != 0, s->a = s->a != 0 && t->a != 0, s->a)
+TL_IFOLD(all, s->v = 1, s->v = s->v && x != 0, s->v = s->v && t->v, s->v)
+TL_FOLD(any, , s->a = s->a != 0 || x != 0, s->a = s->a != 0 || t->a != 0, s->a)
+TL_IFOLD(any, , s->v = s->v || x != 0, s->v = s->v || t->v, s->v)
+TL_FOLD(count_nonzero, , s->a += x != 0, s->a += t->a, s->a)
+TL_IFOLD(count_nonzero, , s->u += x != 0, s->u += t->u, tl_fold_wrap(s->u))
+
+/* ---- logsumexp: a the largest element so far, b the sum of exp(x - a) (0: no element) ------
+   log sum exp(x) = a + log b. A NaN stays; equal infinities add exp(0) = 1. */
+TL_FOLD_FN void tl_fold_lse_step(tl_fold *s, double x) {
+    if (x != x || s->a != s->a) {
+        s->a = x + s->a, s->b = 1;
+    } else if (x > s->a) {
+        s->b = s->b * exp(s->a - x) + 1;
+        s->a = x;
+    } else if (x == s->a) {
+        s->b += 1;
+    } else if (x > -INFINITY) {
+        s->b += exp(x - s->a);
+    }
+}
+TL_FOLD_FN void tl_fold_lse_merge(tl_fold *s, const tl_fold *t) {
+    if (t->a != t->a || s->a != s->a) {
+        s->a = s->a + t->a, s->b = 1;
+    } else if (t->b == 0) {
+    } else if (s->b == 0) {
+        *s = *t;
+    } else if (t->a > s->a) {
+        s->b = s->b * exp(s->a - t->a) + t->b;
+        s->a = t->a;
+    } else {
+        s->b += t->a == s->a ? t->b : t->b * exp(t->a - s->a);
+    }
+}
+TL_FOLD(logsumexp, s->a = -INFINITY, tl_fold_lse_step(s, x), tl_fold_lse_merge(s, t),
+        s->b == 0 ? -INFINITY : s->a + log(s->b))
+
+/* ---- var, std (Welford): a the count, b the mean, c the sum of squared deviations; the
+   variance is c / max(0, n - p), p the correction (1: the unbiased estimate) ----------------- */
+TL_FOLD_FN void tl_fold_welford_step(tl_fold *s, double x) {
+    s->a += 1;
+    const double d = x - s->b;
+    s->b += d / s->a;
+    s->c += d * (x - s->b);
+}
+/* Chan's combination of two runs' (count, mean, M2) */
+TL_FOLD_FN void tl_fold_welford_merge(tl_fold *s, const tl_fold *t) {
+    if (t->a == 0) return;
+    if (s->a == 0) {
+        *s = *t;
+        return;
+    }
+    const double n = s->a + t->a, d = t->b - s->b;
+    s->b += d * (t->a / n);
+    s->c += t->c + d * d * (s->a * t->a / n);
+    s->a = n;
+}
+TL_FOLD_FN double tl_fold_variance(const tl_fold *s, double correction) {
+    return s->c / fmax(0.0, s->a - correction);
+}
+TL_FOLD(var, , tl_fold_welford_step(s, x), tl_fold_welford_merge(s, t), tl_fold_variance(s, p))
+TL_FOLD(std, , tl_fold_welford_step(s, x), tl_fold_welford_merge(s, t),
+        sqrt(tl_fold_variance(s, p)))
+
 #endif

@@ -1,6 +1,16 @@
 -- One entry per value reduction (the REDUCE_OP rows of the op table, family "fold"): the range its floating inputs are drawn from, its number (the option's name, and a value other than its default to try), and a Lua reference over the values one result reduces: fold(values, n, number) with values float64 numbers (integers as Lua integers, bool as 0/1). reduce_spec (every dtype, one dim, several, all, keepdim, the number, bad input), gradcheck_spec and kernel_sweep_spec take their cases from here, and fail for a row without an entry.
 local M = {}
 
+-- the sum of squared deviations from the mean over max(0, n - correction) (0 / 0 for none)
+local function variance(v, n, correction)
+  local mean = 0.0
+  for _, x in ipairs(v) do mean = mean + x end
+  mean = mean / n
+  local squares = 0.0
+  for _, x in ipairs(v) do squares = squares + (x - mean) ^ 2 end
+  return squares / math.max(0, n - correction)
+end
+
 M.cases = {
   sum = {
     lo = -3, hi = 3,
@@ -29,6 +39,44 @@ M.cases = {
       return m -- nil for no element: an error
     end,
   },
+  amin = {
+    lo = -3, hi = 3,
+    fold = function(v)
+      local m
+      for _, x in ipairs(v) do
+        if x ~= x or m == nil or x < m then m = x end
+        if m ~= m then break end
+      end
+      return m
+    end,
+  },
+  all = { lo = -1, hi = 1, fold = function(v)
+    for _, x in ipairs(v) do if x == 0 then return 0 end end
+    return 1
+  end },
+  any = { lo = -1, hi = 1, fold = function(v)
+    for _, x in ipairs(v) do if x ~= 0 then return 1 end end
+    return 0
+  end },
+  count_nonzero = { lo = -1, hi = 1, fold = function(v)
+    local n = 0
+    for _, x in ipairs(v) do if x ~= 0 then n = n + 1 end end
+    return n
+  end },
+  logsumexp = {
+    lo = -3, hi = 3,
+    fold = function(v)
+      local m = -math.huge
+      for _, x in ipairs(v) do if x > m then m = x end end
+      if m == -math.huge then return m end
+      local s = 0.0
+      for _, x in ipairs(v) do s = s + math.exp(x - m) end
+      return m + math.log(s)
+    end,
+  },
+  var = { lo = -3, hi = 3, number = "correction", default = 1, other = 0, fold = function(v, n, c) return variance(v, n, c) end },
+  std = { lo = -3, hi = 3, number = "correction", default = 1, other = 0,
+          fold = function(v, n, c) return math.sqrt(variance(v, n, c)) end },
 }
 
 -- The reduction of the nested table x (shape `shape`) over the dims where reduced[d] (every
