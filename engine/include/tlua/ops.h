@@ -63,7 +63,7 @@ tl_status tl_cast(tl_tensor *t, tl_dtype dtype, tl_tensor **out);
    keepdim) with the op's number (std's correction, norm's order); tl_<name>_all reduces every
    element and tl_<name>_dim one dim, with the row's default number. The row says the dtypes
    (sum: every dtype, integers and bool giving int64; mean: floating). */
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     tl_status tl_##name##_dims(const tl_tensor *a, const int *dims, int ndims, bool keepdim,       \
                                double number, tl_tensor **out);                                    \
     tl_status tl_##name##_all(const tl_tensor *a, tl_tensor **out);                                \
@@ -100,8 +100,8 @@ tl_status tl_nonzero(const tl_tensor *x, tl_tensor **out);
    but along dim; src has x's dtype. An index value outside [0, size of x along dim) is an error
    (tl_check_index_range: on CUDA raised at the next synchronization). */
 tl_status tl_gather(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out);
-tl_status tl_scatter_add(const tl_tensor *x, int dim, const tl_tensor *index,
-                         const tl_tensor *src, tl_tensor **out);
+tl_status tl_scatter_add(const tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src,
+                         tl_tensor **out);
 /* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
    Takes t's reference (returns it as is when nothing needs summing). */
 tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);

@@ -109,11 +109,11 @@ __device__ __forceinline__ void store_as(void *out, int64_t off, int dtype, int6
             return tl_ifold_##name##_finish(s, n);                                                 \
         }                                                                                          \
     };
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     FOLD_FUNCTIONS_##dtypes(name)
 #include "tlua/ops.def"
 enum {
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     FOLD_ROW_##name,
 #include "tlua/ops.def"
 };
@@ -375,7 +375,7 @@ template <class F, unsigned DTYPES> static tl_status launch_fold_row(const tl_cu
 static const unsigned FOLD_DTYPES_ALL = TL_CUDA_ALL, FOLD_DTYPES_FLOATING = TL_CUDA_FLOATING;
 static tl_status launch_fold(const tl_cuda_reduce *r) {
     switch (r->fold) {
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     case FOLD_ROW_##name:                                                                          \
         return launch_fold_row<fold_##name, FOLD_DTYPES_##dtypes>(r);
 #include "tlua/ops.def"
@@ -422,7 +422,7 @@ static tl_status run_reduce(const char *op, int kind, tl_dtype out_dtype, tl_ten
 
 /* One kernel per value reduction for its dtypes (launch_fold dispatches on the row and the
    dtype); the op layer allocates out in the row's output dtype. */
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     static tl_status cuda_##name(tl_tensor *out, const tl_tensor *in, int dim,                     \
                                  const tl_op_args *args) {                                         \
         return run_reduce(#name, TL_CUDA_REDUCE_FOLD, out->dtype, out, NULL, in, dim,              \
@@ -440,7 +440,7 @@ static tl_status cuda_min(tl_tensor *out, tl_tensor *indices, const tl_tensor *i
 
 /* argmax/argmin: the max/min kernels, which set only the indices when out is NULL */
 static const tl_kernel_entry entries[] = {
-#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)              \
+#define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     TL_KERNEL(name, TL_DTYPES_##dtypes, fold, cuda_##name),
 #include "tlua/ops.def"
     TL_KERNEL(max, TL_DTYPES_ALL, reduce, cuda_max),
