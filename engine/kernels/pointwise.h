@@ -42,6 +42,24 @@ TL_POINTWISE(sin, sinf(x), sin(x))
 TL_POINTWISE(cos, cosf(x), cos(x))
 /* the error function, 2 / sqrt(pi) times the integral of exp(-t^2) from 0 to x */
 TL_POINTWISE(erf, erff(x), erf(x))
+/* logarithms and exponentials, reciprocals, hyperbolic and inverse trigonometric functions */
+TL_POINTWISE(log1p, log1pf(x), log1p(x))
+TL_POINTWISE(expm1, expm1f(x), expm1(x))
+TL_POINTWISE(log2, log2f(x), log2(x))
+TL_POINTWISE(log10, log10f(x), log10(x))
+TL_POINTWISE(exp2, exp2f(x), exp2(x))
+TL_POINTWISE(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
+TL_POINTWISE(reciprocal, 1.0f / x, 1.0 / x)
+TL_POINTWISE(erfc, erfcf(x), erfc(x))
+TL_POINTWISE(sinh, sinhf(x), sinh(x))
+TL_POINTWISE(cosh, coshf(x), cosh(x))
+TL_POINTWISE(tan, tanf(x), tan(x))
+TL_POINTWISE(asin, asinf(x), asin(x))
+TL_POINTWISE(acos, acosf(x), acos(x))
+TL_POINTWISE(atan, atanf(x), atan(x))
+TL_POINTWISE(asinh, asinhf(x), asinh(x))
+TL_POINTWISE(acosh, acoshf(x), acosh(x))
+TL_POINTWISE(atanh, atanhf(x), atanh(x))
 
 /* Two inputs: defines tl_pointwise_<name>_f(a, b) (float_expr) and tl_pointwise_<name>_d(a, b)
    (double_expr), the parameters named as the macro's a and b. */
@@ -99,5 +117,26 @@ TL_POINTWISE_BACKWARD(silu_backward,
                       g *tl_pointwise_sigmoid_f(s) *
                           (1.0f + s * (1.0f - tl_pointwise_sigmoid_f(s))),
                       g *tl_pointwise_sigmoid_d(s) * (1.0 + s * (1.0 - tl_pointwise_sigmoid_d(s))))
+
+/* s = x: the derivatives of the functions above, times g */
+TL_POINTWISE_BACKWARD(log1p_backward, g / (1.0f + s), g / (1.0 + s))
+TL_POINTWISE_BACKWARD(expm1_backward, g *expf(s), g *exp(s))
+TL_POINTWISE_BACKWARD(log2_backward, g / (s * 0.69314718055994531f), g / (s * 0.69314718055994531))
+TL_POINTWISE_BACKWARD(log10_backward, g / (s * 2.30258509299404568f), g / (s * 2.30258509299404568))
+TL_POINTWISE_BACKWARD(exp2_backward, g *exp2f(s) * 0.69314718055994531f,
+                      g *exp2(s) * 0.69314718055994531)
+TL_POINTWISE_BACKWARD(rsqrt_backward, -0.5f * g / (s * sqrtf(s)), -0.5 * g / (s * sqrt(s)))
+TL_POINTWISE_BACKWARD(reciprocal_backward, -g / (s * s), -g / (s * s))
+TL_POINTWISE_BACKWARD(erfc_backward, g * -1.12837916709551257f * expf(-s * s),
+                      g * -1.12837916709551257 * exp(-s * s))
+TL_POINTWISE_BACKWARD(sinh_backward, g *coshf(s), g *cosh(s))
+TL_POINTWISE_BACKWARD(cosh_backward, g *sinhf(s), g *sinh(s))
+TL_POINTWISE_BACKWARD(tan_backward, g *(1.0f + tanf(s) * tanf(s)), g *(1.0 + tan(s) * tan(s)))
+TL_POINTWISE_BACKWARD(asin_backward, g / sqrtf(1.0f - s * s), g / sqrt(1.0 - s * s))
+TL_POINTWISE_BACKWARD(acos_backward, -g / sqrtf(1.0f - s * s), -g / sqrt(1.0 - s * s))
+TL_POINTWISE_BACKWARD(atan_backward, g / (1.0f + s * s), g / (1.0 + s * s))
+TL_POINTWISE_BACKWARD(asinh_backward, g / sqrtf(s * s + 1.0f), g / sqrt(s * s + 1.0))
+TL_POINTWISE_BACKWARD(acosh_backward, g / sqrtf(s * s - 1.0f), g / sqrt(s * s - 1.0))
+TL_POINTWISE_BACKWARD(atanh_backward, g / (1.0f - s * s), g / (1.0 - s * s))
 
 #endif
