@@ -130,6 +130,10 @@ bool tlb_is_tensor(lua_State *L, int idx);
 /* The length of the list of tensors at idx (a table, not a tensor; the argument named what), at
    most 2^20; anything else raises naming op. */
 size_t tlb_check_list_length(lua_State *L, int idx, const char *op, const char *what);
+/* The tensors of that list, in scratch memory the collector owns; *count their number. Anything
+   but a tensor in it raises "op: what[i] expected a tensor, got ...". */
+tl_tensor **tlb_check_tensor_list(lua_State *L, int idx, const char *op, const char *what,
+                                  int *count);
 /* For C code that runs outside the module's functions (the embedding library), where TLB_MT is
    not at hand: the tensor metatable comes from the registry (tlua.core must be loaded, else a
    Lua error). Pushes a tensor object holding a new reference to t. */

@@ -3,29 +3,12 @@
 
 #include "binding.h"
 
-/* The tensors of the list at idx (a Lua array), in scratch memory the collector owns. */
-static tl_tensor **tensor_list(lua_State *L, int idx, const char *op, const char *what,
-                               int *count) {
-    const size_t n = tlb_check_list_length(L, idx, op, what);
-    tl_tensor **list = lua_newuserdatauv(L, sizeof *list * (n > 0 ? n : 1), 0);
-    for (size_t i = 0; i < n; i++) {
-        lua_rawgeti(L, idx, (lua_Integer)i + 1);
-        list[i] = tlb_totensor(L, -1, op);
-        if (!list[i])
-            tlb_errorf(L, "%s: %s[%llu] expected a tensor, got %s", op, what,
-                       (unsigned long long)i + 1, tlb_typename(L, -1));
-        lua_pop(L, 1);
-    }
-    *count = (int)n;
-    return list;
-}
-
 /* tl.grouped_matmul(As, Bs) -> Cs with Cs[i] = As[i] @ Bs[i] (2-D, free sizes per group) */
 static int grouped_matmul(lua_State *L) {
     const char *op = "grouped_matmul";
     int na, nb;
-    tl_tensor **a = tensor_list(L, 1, op, "As", &na);
-    tl_tensor **b = tensor_list(L, 2, op, "Bs", &nb);
+    tl_tensor **a = tlb_check_tensor_list(L, 1, op, "As", &na);
+    tl_tensor **b = tlb_check_tensor_list(L, 2, op, "Bs", &nb);
     if (na != nb)
         return tlb_errorf(L, "%s: As and Bs must have one matrix per group, got %d and %d", op, na,
                           nb);

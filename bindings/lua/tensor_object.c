@@ -58,6 +58,22 @@ size_t tlb_check_list_length(lua_State *L, int idx, const char *op, const char *
     return (size_t)len;
 }
 
+tl_tensor **tlb_check_tensor_list(lua_State *L, int idx, const char *op, const char *what,
+                                  int *count) {
+    const size_t n = tlb_check_list_length(L, idx, op, what);
+    tl_tensor **list = lua_newuserdatauv(L, sizeof *list * (n > 0 ? n : 1), 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, (lua_Integer)i + 1);
+        list[i] = tlb_totensor(L, -1, op);
+        if (!list[i])
+            tlb_errorf(L, "%s: %s[%llu] expected a tensor, got %s", op, what,
+                       (unsigned long long)i + 1, tlb_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    *count = (int)n;
+    return list;
+}
+
 tl_tensor *tlb_totensor(lua_State *L, int idx, const char *op) {
     tlb_box *box = lua_touserdata(L, idx);
     if (!box || !has_tensor_metatable(L, idx)) return NULL;
