@@ -330,6 +330,45 @@ static int op_log_softmax(lua_State *L) {
     return softmax(L, "log_softmax", tl_ag_log_softmax);
 }
 
+/* ---- joining ---------------------------------------------------------------------------------
+   tl.cat(list, dim = 1) joins along dim; tl.stack(list, dim = 1) joins along a new dim (each
+   tensor unsqueezed there; every one must have the same shape). */
+static int op_cat(lua_State *L) {
+    const int dim = lua_isnoneornil(L, 2) ? 0 : tlb_check_dim(L, 2, "cat");
+    int n;
+    tl_tensor **list = tlb_check_tensor_list(L, 1, "cat", "list", &n); /* pushes its scratch */
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    const tl_status status = tl_ag_cat(list, n, dim, &out);
+    return tlb_result(L, box, status, out);
+}
+static int op_stack(lua_State *L) {
+    const int dim = lua_isnoneornil(L, 2) ? 0 : tlb_check_dim(L, 2, "stack");
+    int n;
+    tl_tensor **list = tlb_check_tensor_list(L, 1, "stack", "list", &n); /* pushes its scratch */
+    if (n == 0) return tlb_errorf(L, "stack: expected a non-empty list of tensors, got {}");
+    char s0[256], si[256];
+    for (int i = 1; i < n; i++) {
+        bool same = list[i]->ndim == list[0]->ndim;
+        for (int k = 0; same && k < list[0]->ndim; k++)
+            same = list[i]->shape[k] == list[0]->shape[k];
+        if (!same)
+            return tlb_errorf(L, "stack: tensor %d has shape %s, expected tensor 1's shape %s",
+                              i + 1, tl_shape_str(list[i], si, sizeof si),
+                              tl_shape_str(list[0], s0, sizeof s0));
+    }
+    tl_tensor **pieces = lua_newuserdatauv(L, sizeof *pieces * (size_t)n, 0);
+    for (int i = 0; i < n; i++) pieces[i] = NULL;
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = TL_OK;
+    for (int i = 0; i < n && status == TL_OK; i++)
+        status = tl_ag_unsqueeze(list[i], dim, &pieces[i]);
+    if (status == TL_OK) status = tl_ag_cat(pieces, n, dim, &out);
+    for (int i = 0; i < n; i++) tl_release(pieces[i]);
+    return tlb_result(L, box, status, out);
+}
+
 /* ---- indexing along a dim -------------------------------------------------------------------
    gather(x, dim, index) and scatter_add(x, dim, index, src): index holds 1-based positions along
    dim, checked against x's size there before they are shifted for the C API. */
@@ -408,6 +447,7 @@ const luaL_Reg tlb_op_methods[] = {
     {"matmul", op_matmul},   {"linear", op_linear},
     {"outer", op_outer},
     {"gather", op_gather},   {"scatter_add", op_scatter_add},
+    {"cat", op_cat},         {"stack", op_stack},
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)

@@ -103,6 +103,8 @@ tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out);
 tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out);
 /* cumsum along dim; its gradient is composed of forward ops: sum(g, dim) - cumsum(g, dim) + g */
 tl_status tl_ag_cumsum(tl_tensor *x, int dim, tl_tensor **out);
+/* cat (tlua/ops.h): each piece's gradient a view of the result's */
+tl_status tl_ag_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out);
 /* gather and scatter_add (tlua/ops.h): each one's gradient is the other */
 tl_status tl_ag_gather(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
 tl_status tl_ag_scatter_add(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,

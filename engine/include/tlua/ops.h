@@ -92,6 +92,12 @@ tl_status tl_cumsum(const tl_tensor *x, int dim, tl_tensor **out);
    host to size the result: the host waits for the device once. */
 tl_status tl_nonzero(const tl_tensor *x, tl_tensor **out);
 
+/* ---- joining ---------------------------------------------------------------------------------
+   cat: the n tensors of list joined along dim (0-based, negative from the end) into a new tensor:
+   same dtype, device, rank and sizes but along dim; tensors without elements are skipped
+   whatever their shape, as torch does. */
+tl_status tl_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out);
+
 /* ---- indexing along a dim (0-based dim and index values, int64 or int32 index) -------------
    gather: out (index's shape, x's dtype) at p = x at p with its dim-th coordinate replaced by
    index[p]; index has x's rank and no larger size than x but along dim. scatter_add: a copy of x
