@@ -90,6 +90,18 @@ static int m_transpose(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* t(): a matrix transposed; a tensor of 0 or 1 dims as it is (a view either way), as torch */
+static int m_t(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "t"), *out = NULL;
+    if (t->ndim > 2)
+        return tlb_errorf(L, "t: expected a tensor of at most 2 dims, got %d (use transpose)",
+                          t->ndim);
+    tlb_box *box = tlb_newbox(L);
+    tl_status status =
+        t->ndim == 2 ? tl_ag_transpose(t, 0, 1, &out) : tl_ag_reshape(t, t->shape, t->ndim, &out);
+    return tlb_result(L, box, status, out);
+}
+
 /* permute(d1, d2, ...) or permute({d1, d2, ...}) */
 static int m_permute(lua_State *L) {
     tl_tensor *t = tlb_check(L, 1, "permute"), *out = NULL;
@@ -202,6 +214,7 @@ const luaL_Reg tlb_view_methods[] = {
     {"reshape", m_reshape},
     {"expand", m_expand},
     {"transpose", m_transpose},
+    {"t", m_t},
     {"permute", m_permute},
     {"narrow", m_narrow},
     {"select", m_select},
