@@ -1,6 +1,16 @@
 -- One entry per value reduction (the REDUCE_OP rows of the op table, family "fold"): the range its floating inputs are drawn from, its number (the option's name, and a value other than its default to try), and a Lua reference over the values one result reduces: fold(values, n, number) with values float64 numbers (integers as Lua integers, bool as 0/1). reduce_spec (every dtype, one dim, several, all, keepdim, the number, bad input), gradcheck_spec and kernel_sweep_spec take their cases from here, and fail for a row without an entry.
 local M = {}
 
+-- the element that beats every other (a NaN wins); nil for no element (an error)
+local function extreme(v, beats)
+  local m
+  for _, x in ipairs(v) do
+    if m == nil or x ~= x or beats(x, m) then m = x end
+    if m ~= m then return m end
+  end
+  return m
+end
+
 -- the sum of squared deviations from the mean over max(0, n - correction) (0 / 0 for none)
 local function variance(v, n, correction)
   local mean = 0.0
@@ -28,28 +38,8 @@ M.cases = {
       return s / #v
     end,
   },
-  amax = {
-    lo = -3, hi = 3,
-    fold = function(v)
-      local m
-      for _, x in ipairs(v) do
-        if x ~= x or m == nil or x > m then m = x end
-        if m ~= m then break end -- NaN wins
-      end
-      return m -- nil for no element: an error
-    end,
-  },
-  amin = {
-    lo = -3, hi = 3,
-    fold = function(v)
-      local m
-      for _, x in ipairs(v) do
-        if x ~= x or m == nil or x < m then m = x end
-        if m ~= m then break end
-      end
-      return m
-    end,
-  },
+  amax = { lo = -3, hi = 3, fold = function(v) return extreme(v, function(x, m) return x > m end) end },
+  amin = { lo = -3, hi = 3, fold = function(v) return extreme(v, function(x, m) return x < m end) end },
   all = { lo = -1, hi = 1, fold = function(v)
     for _, x in ipairs(v) do if x == 0 then return 0 end end
     return 1
