@@ -82,8 +82,50 @@ local function compare(device)
   end
 end
 
+-- index_select and masked_fill on device against Lua loops, with their gradients (CPU)
+local function select_and_fill(device)
+  for _, d in ipairs(dtypes_of("gather", device)) do
+    it("index_select and masked_fill in " .. d .. " match the Lua loops", function()
+      local rng = ref.rng(41 + #d)
+      local x = values(d, rng, { 3, 4 })
+      local t = x:totable()
+      local pick = tl.tensor({ 4, 1, 4, 2 })
+      local got = x:to(device):index_select(2, pick:to(device)):to("cpu")
+      near(ref.build({ 3, 4 }, function(i, j) return t[i][({ 4, 1, 4, 2 })[j]] end), got, d, "index_select dim 2")
+      got = x:to(device):index_select(-2, tl.tensor({ 3, 3 }):to(device)):to("cpu")
+      near({ t[3], t[3] }, got, d, "index_select dim -2")
+      local mask = tl.tensor({ { true, false, false, true } })
+      local fill = d == "bool" and true or 2
+      got = x:to(device):masked_fill(mask:to(device), fill):to("cpu")
+      near(ref.build({ 3, 4 }, function(i, j) return (j == 1 or j == 4) and fill or t[i][j] end), got, d, "masked_fill")
+    end)
+  end
+end
+
 describe("gather and scatter_add on the cpu", function()
   compare("cpu")
+  select_and_fill("cpu")
+
+  it("index_select's and masked_fill's gradients (against finite differences) and bad input", function()
+    local gradcheck = tl.autograd.gradcheck
+    local x = tl.randn(3, 4):double():requires_grad_()
+    assert.is_true(gradcheck(function(a) return a:index_select(2, tl.tensor({ 2, 2, 4 })) end, { x }))
+    assert.is_true(gradcheck(function(a) return a:masked_fill(tl.tensor({ true, false, true, false }), 0.5) end, { x }))
+    local function fails(pattern, f)
+      local ok, err = pcall(f)
+      assert.is_false(ok, pattern)
+      assert.matches(pattern, err, 1, true)
+    end
+    local y = tl.zeros(2, 3)
+    fails("index_select: index holds 0", function() return y:index_select(2, tl.tensor({ 0 })) end)
+    fails("index_select: index must be a 1-d tensor of positions, got 2 dims",
+      function() return y:index_select(2, tl.tensor({ { 1 } })) end)
+    fails("index_select: dim 3 is out of range", function() return y:index_select(3, tl.tensor({ 1 })) end)
+    fails("masked_fill: mask must be a bool tensor, got float32", function() return y:masked_fill(y, 1) end)
+    fails("masked_fill: mask of shape [2] does not broadcast to x's shape [2, 3]",
+      function() return y:masked_fill(tl.tensor({ true, false }), 1) end)
+    fails("expected a number or a boolean, got string", function() return y:masked_fill(y:gt(0), "a") end)
+  end)
 
   it("duplicates add in index order on the cpu: the same bits every run", function()
     local x = tl.zeros({ 1, 3 })
@@ -138,6 +180,7 @@ describe("gather and scatter_add on cuda #cuda", function()
     return
   end
   compare("cuda")
+  select_and_fill("cuda")
 
   it("an index out of range is raised at the next synchronization, in Lua's terms", function()
     local x = tl.ones({ 2, 3 }, { device = "cuda" })

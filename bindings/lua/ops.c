@@ -400,6 +400,45 @@ static int op_scatter_add(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* index_select(x, dim, index): index a 1-d tensor of 1-based positions along dim */
+static int op_index_select(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "index_select"), *out = NULL;
+    const int dim = tlb_check_dim(L, 2, "index_select");
+    tlb_check(L, 3, "index_select");
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *index = index_arg(L, "index_select", x, dim);
+    tl_status status = tl_ag_index_select(x, dim, index, &out);
+    tl_release(index);
+    return tlb_result(L, box, status, out);
+}
+
+/* masked_fill(x, mask, value): x with value where the bool mask (broadcasting to x) is true */
+static int op_masked_fill(lua_State *L) {
+    const char *op = "masked_fill";
+    tl_tensor *x = tlb_check(L, 1, op), *mask = tlb_check(L, 2, op), *out = NULL;
+    tl_scalar value;
+    if (!tlb_to_scalar(L, 3, &value)) return tlb_type_error(L, 3, op, "a number or a boolean");
+    if (mask->dtype != TL_BOOL)
+        return tlb_errorf(L, "%s: mask must be a bool tensor, got %s", op,
+                          tl_dtype_name(mask->dtype));
+    bool fits = mask->ndim <= x->ndim;
+    for (int k = 1; fits && k <= mask->ndim; k++) {
+        const int64_t m = mask->shape[mask->ndim - k], s = x->shape[x->ndim - k];
+        fits = m == s || m == 1;
+    }
+    if (!fits) {
+        char sm[256], sx[256];
+        return tlb_errorf(L, "%s: mask of shape %s does not broadcast to x's shape %s", op,
+                          tl_shape_str(mask, sm, sizeof sm), tl_shape_str(x, sx, sizeof sx));
+    }
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *filler = NULL;
+    tl_status status = tl_scalar_tensor(value, x, &filler);
+    if (status == TL_OK) status = tl_ag_where(mask, filler, x, &out);
+    tl_release(filler);
+    return tlb_result(L, box, status, out);
+}
+
 /* ---- matmul and friends ------------------------------------------------- */
 static int op_matmul(lua_State *L) {
     tl_tensor *a = tlb_check(L, 1, "matmul"), *b = tlb_check(L, 2, "matmul"), *out = NULL;
@@ -448,6 +487,7 @@ const luaL_Reg tlb_op_methods[] = {
     {"outer", op_outer},
     {"gather", op_gather},   {"scatter_add", op_scatter_add},
     {"cat", op_cat},         {"stack", op_stack},
+    {"index_select", op_index_select}, {"masked_fill", op_masked_fill},
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)

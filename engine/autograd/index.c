@@ -67,3 +67,11 @@ tl_status tl_ag_scatter_add(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *
     TL_TRY(tl_wrap_dim("scatter_add", dim, x->ndim, &node->dim));
     return tl_record_save(node, 0, "index", index, *out);
 }
+
+tl_status tl_ag_index_select(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out) {
+    tl_tensor *positions;
+    TL_TRY(tl_index_select_as_gather(x, dim, index, &positions));
+    tl_status status = tl_ag_gather(x, dim, positions, out);
+    tl_release(positions);
+    return status;
+}

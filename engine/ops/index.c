@@ -96,3 +96,42 @@ tl_status tl_scatter_add(const tl_tensor *x, int dim, const tl_tensor *index, co
     *out = y;
     return TL_OK;
 }
+
+/* index_select through gather: index (1-d, or 0-d as one position) seen with x's rank, its
+   values along dim and size 1 elsewhere, expanded to the result's shape (a view: nothing copied) */
+tl_status tl_index_select_as_gather(const tl_tensor *x, int dim, const tl_tensor *index,
+                                    tl_tensor **positions) {
+    const char *op = "index_select";
+    TL_TRY(tl_check_tensor_arg(op, "x", x));
+    TL_TRY(tl_check_tensor_arg(op, "index", index));
+    if (x->ndim == 0)
+        return tl_error(TL_ERR_SHAPE, "%s: x must have at least one dim, got a 0-dim tensor", op);
+    int d;
+    TL_TRY(tl_wrap_dim(op, dim, x->ndim, &d));
+    if (index->ndim > 1)
+        return tl_error(TL_ERR_SHAPE, "%s: index must be a 1-d tensor of positions, got %d dims",
+                        op, index->ndim);
+    if (index->dtype != TL_I64 && index->dtype != TL_I32)
+        return tl_error(TL_ERR_DTYPE, "%s: index must be an int64 or int32 tensor, got %s", op,
+                        tl_dtype_name(index->dtype));
+    TL_TRY(check_range(op, index, x, d));
+    int64_t along[TL_MAX_DIMS], shape[TL_MAX_DIMS];
+    const int64_t n = tl_numel(index);
+    for (int k = 0; k < x->ndim; k++) {
+        along[k] = k == d ? n : 1;
+        shape[k] = k == d ? n : x->shape[k];
+    }
+    tl_tensor *column;
+    TL_TRY(tl_reshape((tl_tensor *)index, along, x->ndim, &column));
+    tl_status status = tl_expand(column, shape, x->ndim, positions);
+    tl_release(column);
+    return status;
+}
+
+tl_status tl_index_select(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out) {
+    tl_tensor *positions;
+    TL_TRY(tl_index_select_as_gather(x, dim, index, &positions));
+    tl_status status = tl_gather(x, dim, positions, out);
+    tl_release(positions);
+    return status;
+}

@@ -109,6 +109,8 @@ tl_status tl_ag_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out);
 tl_status tl_ag_gather(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
 tl_status tl_ag_scatter_add(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,
                             tl_tensor **out);
+/* index_select as a recorded gather (its gradient a scatter_add) */
+tl_status tl_ag_index_select(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* input [..., in], weight [out, in], bias [out] or NULL -> [..., out] */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);

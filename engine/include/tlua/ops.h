@@ -108,6 +108,12 @@ tl_status tl_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out);
 tl_status tl_gather(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out);
 tl_status tl_scatter_add(const tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src,
                          tl_tensor **out);
+/* index_select: x's slices along dim at the positions of index (1-d, int64 or int32), in
+   index's order (repeats allowed); it is a gather through tl_index_select_as_gather's view of
+   index (x's rank, expanded: nothing copied), which the recording form uses too. */
+tl_status tl_index_select(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out);
+tl_status tl_index_select_as_gather(const tl_tensor *x, int dim, const tl_tensor *index,
+                                    tl_tensor **positions);
 /* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
    Takes t's reference (returns it as is when nothing needs summing). */
 tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
