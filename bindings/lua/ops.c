@@ -14,17 +14,17 @@ static int unary(lua_State *L, const char *op, unary_fn fn) {
     return tlb_result(L, box, status, out);
 }
 
-#define UNARY(name)                                                                                \
+/* op_<name>: the binding of tl_ag_<name> through unary or binary (below) */
+#define OP_BINDING(kind, name)                                                                     \
     static int op_##name(lua_State *L) {                                                           \
-        return unary(L, #name, tl_ag_##name);                                                      \
+        return kind(L, #name, tl_ag_##name);                                                       \
     }
-UNARY(neg)
-UNARY(abs)
-UNARY(relu)
+OP_BINDING(unary, neg)
+OP_BINDING(unary, abs)
+OP_BINDING(unary, relu)
 /* every POINTWISE row of ops.def: tl.<name>(t) and t:<name>() */
-#define POINTWISE_OP(name, differentiable, backward) UNARY(name)
+#define POINTWISE_OP(name, differentiable, backward) OP_BINDING(unary, name)
 #include "tlua/ops.def"
-#undef UNARY
 
 /* a op b where either side may be a Lua number or boolean (the hot path of
    `a + b`: two type checks, the call, one userdata) */
@@ -52,17 +52,12 @@ static int binary(lua_State *L, const char *op, binary_fn fn) {
     return tlb_result(L, box, status, out);
 }
 
-#define BINARY(name)                                                                               \
-    static int op_##name(lua_State *L) {                                                           \
-        return binary(L, #name, tl_ag_##name);                                                     \
-    }
-BINARY(add)
-BINARY(sub)
-BINARY(mul)
+OP_BINDING(binary, add)
+OP_BINDING(binary, sub)
+OP_BINDING(binary, mul)
 /* every POINTWISE_BINARY row of ops.def: tl.<name>(a, b) and a:<name>(b) */
-#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY(name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward) OP_BINDING(binary, name)
 #include "tlua/ops.def"
-#undef BINARY
 
 #define COMPARE(name)                                                                              \
     static tl_status compare_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out) {                 \
@@ -378,15 +373,20 @@ static tl_tensor *index_arg(lua_State *L, const char *op, const tl_tensor *x, in
     return tlb_zero_based_indices(L, op, "index", tlb_check(L, 3, op),
                                   valid ? "the size along dim" : NULL, valid ? x->shape[d] : 0);
 }
-static int op_gather(lua_State *L) {
-    tl_tensor *x = tlb_check(L, 1, "gather"), *out = NULL;
-    const int dim = tlb_check_dim(L, 2, "gather");
-    tlb_check(L, 3, "gather");
+/* op(x, dim, index) for gather and index_select */
+typedef tl_status (*indexed_fn)(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
+static int read_at(lua_State *L, const char *op, indexed_fn fn) {
+    tl_tensor *x = tlb_check(L, 1, op), *out = NULL;
+    const int dim = tlb_check_dim(L, 2, op);
+    tlb_check(L, 3, op);
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = index_arg(L, "gather", x, dim);
-    tl_status status = tl_ag_gather(x, dim, index, &out);
+    tl_tensor *index = index_arg(L, op, x, dim);
+    tl_status status = fn(x, dim, index, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);
+}
+static int op_gather(lua_State *L) {
+    return read_at(L, "gather", tl_ag_gather);
 }
 static int op_scatter_add(lua_State *L) {
     tl_tensor *x = tlb_check(L, 1, "scatter_add"), *src = tlb_check(L, 4, "scatter_add");
@@ -402,14 +402,7 @@ static int op_scatter_add(lua_State *L) {
 
 /* index_select(x, dim, index): index a 1-d tensor of 1-based positions along dim */
 static int op_index_select(lua_State *L) {
-    tl_tensor *x = tlb_check(L, 1, "index_select"), *out = NULL;
-    const int dim = tlb_check_dim(L, 2, "index_select");
-    tlb_check(L, 3, "index_select");
-    tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = index_arg(L, "index_select", x, dim);
-    tl_status status = tl_ag_index_select(x, dim, index, &out);
-    tl_release(index);
-    return tlb_result(L, box, status, out);
+    return read_at(L, "index_select", tl_ag_index_select);
 }
 
 /* masked_fill(x, mask, value): x with value where the bool mask (broadcasting to x) is true */
