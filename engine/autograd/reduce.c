@@ -9,12 +9,20 @@
    it saves the input (slot 0) and the result (slot 1) as its gradient's FOLD_SAVES_* say. */
 enum { FOLD_SAVES_NOTHING = 0, FOLD_SAVES_INPUT = 1, FOLD_SAVES_RESULT = 2 };
 
-/* g (the result's shape) as a tensor of the input's rank with size 1 at the reduced dims */
+/* g (the result's shape) as a view of the input's rank with size 1 at the reduced dims: as it
+   is with keepdim, else unsqueezed at each reduced dim in increasing order */
 static tl_status fold_unreduce(tl_node *node, tl_tensor *g, tl_tensor **out) {
-    int64_t shape[TL_MAX_DIMS];
-    const int ndim = node->input_ndim[0];
-    for (int d = 0; d < ndim; d++) shape[d] = node->ints[d] ? 1 : node->input_shape[0][d];
-    return tl_reshape(g, shape, ndim, out);
+    tl_tensor *kept = tl_retain(g);
+    for (int d = 0; d < node->input_ndim[0] && !node->keepdim; d++) {
+        if (!node->ints[d]) continue;
+        tl_tensor *wider = NULL;
+        tl_status status = tl_unsqueeze(kept, d, &wider);
+        tl_release(kept);
+        if (status != TL_OK) return status;
+        kept = wider;
+    }
+    *out = kept;
+    return TL_OK;
 }
 
 /* g broadcast back over the input's shape (a view) */
@@ -173,21 +181,8 @@ static tl_status record_fold(const char *name, tl_backward_fn backward, int save
 #include "tlua/ops.def"
 
 /* ---- max, min ---------------------------------------------------------------------------- */
-/* grad of a dim reduction, broadcast back over the input's shape (a view) */
-static tl_status expand_back(tl_node *node, tl_tensor *g, tl_tensor **out) {
-    tl_tensor *unsqueezed = NULL;
-    tl_status status = TL_OK;
-    if (node->dim >= 0 && !node->keepdim && node->input_ndim[0] > 0)
-        status = tl_unsqueeze(g, node->dim, &unsqueezed);
-    else
-        unsqueezed = tl_retain(g);
-    if (status == TL_OK)
-        status = tl_expand(unsqueezed, node->input_shape[0], node->input_ndim[0], out);
-    tl_release(unsqueezed);
-    return status;
-}
-
-/* dim = -1 marks an all-elements reduction */
+/* dim = -1 marks an all-elements reduction; the node marks its reduced dims in ints, as a value
+   reduction's does (fold_expand serves both) */
 static tl_status record_reduce(const char *name, tl_backward_fn backward, tl_tensor *a,
                                tl_tensor *out, int dim, bool keepdim, tl_node **node_out) {
     tl_node *node;
@@ -197,25 +192,17 @@ static tl_status record_reduce(const char *name, tl_backward_fn backward, tl_ten
             TL_TRY(tl_wrap_dim(name, dim, a->ndim, &node->dim));
         else
             node->dim = -1;
+        for (int d = 0; d < a->ndim; d++) node->ints[d] = dim < 0 || d == node->dim;
         node->keepdim = keepdim;
     }
     if (node_out) *node_out = node;
     return TL_OK;
 }
 
-/* max()/min() over all elements: the gradient is shared evenly by every
-   element equal to the result (as PyTorch); slots: self, result */
+/* max()/min() over all elements: the gradient is shared evenly by every element equal to the
+   result (as PyTorch, and as amax/amin); slots: self, result */
 static tl_status extreme_all_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *self, *result, *mask = NULL, *mask_f = NULL, *count = NULL, *share = NULL;
-    TL_TRY(tl_node_saved(node, 0, &self));
-    TL_TRY(tl_node_saved(node, 1, &result));
-    tl_status status = tl_eq(self, result, &mask);
-    if (status == TL_OK) status = tl_cast(mask, g[0]->dtype, &mask_f);
-    if (status == TL_OK) status = tl_sum_all(mask_f, &count);
-    if (status == TL_OK) status = tl_div(g[0], count, &share);
-    if (status == TL_OK) status = tl_mul(mask_f, share, &gi[0]);
-    tl_release(mask), tl_release(mask_f), tl_release(count), tl_release(share);
-    return status;
+    return split_among_ties(node, g[0], &gi[0]);
 }
 
 static tl_status extreme_all(const char *name, tl_status forward_status, tl_tensor *a,
@@ -252,8 +239,8 @@ static tl_status extreme_dim_backward(tl_node *node, tl_tensor *const *g, tl_ten
               *grad_b = NULL;
     tl_status status = tl_arange(0, (double)size, 1, TL_I64, tl_tensor_device(g[0]), &positions);
     if (status == TL_OK) status = tl_view(positions, position_shape, ndim, &shaped);
-    if (status == TL_OK) status = expand_back(node, indices, &index_k);
-    if (status == TL_OK) status = expand_back(node, g[0], &grad_k);
+    if (status == TL_OK) status = fold_expand(node, indices, &index_k);
+    if (status == TL_OK) status = fold_expand(node, g[0], &grad_k);
     if (status == TL_OK) status = tl_eq(shaped, index_k, &mask);
     if (status == TL_OK) status = tl_mask_or_zero(mask, grad_k, &gi[0]);
     tl_release(positions), tl_release(shaped), tl_release(index_k), tl_release(grad_k);
