@@ -156,6 +156,98 @@ static int m_select(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* ---- splitting: Lua tables of views ----------------------------------------------------------
+   Pushes a table of n empty boxes, then runs make (which fills out with n new references) and
+   puts each piece into its box: no reference is held outside the collector's reach when a Lua
+   error strikes. */
+typedef tl_status (*pieces_fn)(tl_tensor *t, int dim, const int64_t *sizes, int n, tl_tensor **out);
+
+static int push_pieces(lua_State *L, tl_tensor *t, int dim, const int64_t *sizes, int n,
+                       pieces_fn make) {
+    tl_tensor **out = lua_newuserdatauv(L, sizeof *out * (size_t)(n > 0 ? n : 1), 0);
+    tlb_box **boxes = lua_newuserdatauv(L, sizeof *boxes * (size_t)(n > 0 ? n : 1), 0);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        boxes[i] = tlb_newbox(L);
+        lua_rawseti(L, -2, i + 1);
+    }
+    if (make(t, dim, sizes, n, out) != TL_OK) return tlb_fail(L);
+    for (int i = 0; i < n; i++) {
+        boxes[i]->tensor = out[i];
+        tlb_account(L, out[i]);
+    }
+    return 1;
+}
+
+static tl_status split_pieces(tl_tensor *t, int dim, const int64_t *sizes, int n, tl_tensor **out) {
+    return tl_ag_split(t, dim, sizes, n, out);
+}
+static tl_status unbind_pieces(tl_tensor *t, int dim, const int64_t *sizes, int n,
+                               tl_tensor **out) {
+    (void)sizes, (void)n;
+    return tl_ag_unbind(t, dim, out);
+}
+
+/* split(size, dim = 1): pieces of size (the last what is left); split({sizes}, dim = 1): pieces
+   of those sizes, which add up to the dim's size */
+static int m_split(lua_State *L) {
+    const char *op = "split";
+    tl_tensor *t = tlb_check(L, 1, op);
+    const int dim = tlb_opt_dim(L, 3, op, 0);
+    int n;
+    int64_t *sizes;
+    if (lua_istable(L, 2) && !tlb_is_tensor(L, 2)) {
+        const size_t count = tlb_check_list_length(L, 2, op, "sizes");
+        if (count == 0 || count > TL_SPLIT_MAX_PIECES)
+            return tlb_errorf(L, "%s: expected 1 to %d sizes, got %d", op, TL_SPLIT_MAX_PIECES,
+                              (int)count);
+        n = (int)count;
+        sizes = lua_newuserdatauv(L, sizeof *sizes * count, 0);
+        for (int i = 0; i < n; i++) {
+            lua_rawgeti(L, 2, i + 1);
+            if (!lua_isinteger(L, -1))
+                return tlb_errorf(L, "%s: sizes[%d] expected an integer, got %s", op, i + 1,
+                                  tlb_typename(L, -1));
+            sizes[i] = (int64_t)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+        }
+    } else {
+        const int64_t size = tlb_check_int(L, 2, op, "size");
+        if (tl_split_count(t, dim, size, &n) != TL_OK) return tlb_fail(L);
+        sizes = lua_newuserdatauv(L, sizeof *sizes * (size_t)n, 0);
+        tl_split_sizes(t, dim, size, n, sizes);
+    }
+    return push_pieces(L, t, dim, sizes, n, split_pieces);
+}
+
+/* chunk(chunks, dim = 1): at most chunks pieces of equal size (the last smaller), as torch */
+static int m_chunk(lua_State *L) {
+    const char *op = "chunk";
+    tl_tensor *t = tlb_check(L, 1, op);
+    const int64_t chunks = tlb_check_int(L, 2, op, "chunks");
+    const int dim = tlb_opt_dim(L, 3, op, 0);
+    int n;
+    int64_t size;
+    if (tl_chunk_count(t, dim, chunks, &n, &size) != TL_OK) return tlb_fail(L);
+    int64_t *sizes = lua_newuserdatauv(L, sizeof *sizes * (size_t)n, 0);
+    tl_split_sizes(t, dim, size, n, sizes);
+    return push_pieces(L, t, dim, sizes, n, split_pieces);
+}
+
+/* unbind(dim = 1): the slices along dim, each without it */
+static int m_unbind(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "unbind");
+    const int dim = tlb_opt_dim(L, 2, "unbind", 0);
+    int d;
+    if (t->ndim == 0)
+        return tlb_errorf(L, "unbind: expected a tensor with at least 1 dim, got a 0-dim one");
+    if (tl_wrap_dim("unbind", dim, t->ndim, &d) != TL_OK) return tlb_fail(L);
+    if (t->shape[d] > TL_SPLIT_MAX_PIECES)
+        return tlb_errorf(L, "unbind: dim %d has %lld slices, more than %d", d + 1,
+                          (long long)t->shape[d], TL_SPLIT_MAX_PIECES);
+    return push_pieces(L, t, dim, NULL, (int)t->shape[d], unbind_pieces);
+}
+
 /* squeeze() drops every size-1 dim; squeeze(dim) that one if its size is 1 */
 static int m_squeeze(lua_State *L) {
     tl_tensor *t = tlb_check(L, 1, "squeeze"), *out = NULL;
@@ -218,6 +310,9 @@ const luaL_Reg tlb_view_methods[] = {
     {"permute", m_permute},
     {"narrow", m_narrow},
     {"select", m_select},
+    {"split", m_split},
+    {"chunk", m_chunk},
+    {"unbind", m_unbind},
     {"squeeze", m_squeeze},
     {"unsqueeze", m_unsqueeze},
     {"flatten", m_flatten},

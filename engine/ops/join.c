@@ -1,4 +1,6 @@
-/* cat: tensors joined along a dim, each copied into its slice of the result. */
+/* Joining and splitting: cat copies tensors into slices of one result; split, chunk and unbind
+   cut a tensor into views along a dim. */
+#include "core/size.h"
 #include "core/storage.h"
 #include "ops/checks.h"
 #include "tlua/ops.h"
@@ -72,5 +74,107 @@ tl_status tl_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out) {
         return status;
     }
     *out = y;
+    return TL_OK;
+}
+
+/* ---- splitting ------------------------------------------------------------------------------ */
+
+static tl_status split_dim(const char *op, const tl_tensor *t, int dim, int *d) {
+    TL_TRY(tl_check_tensor_arg(op, "x", t));
+    if (t->ndim == 0)
+        return tl_error(TL_ERR_SHAPE, "%s: expected a tensor with at least 1 dim, got a 0-dim one",
+                        op);
+    return tl_wrap_dim(op, dim, t->ndim, d);
+}
+
+tl_status tl_split_count(const tl_tensor *t, int dim, int64_t size, int *n) {
+    int d;
+    TL_TRY(split_dim("split", t, dim, &d));
+    const int64_t length = t->shape[d];
+    if (size < 0 || (size == 0 && length > 0))
+        return tl_error(TL_ERR_ARGUMENT,
+                        "split: size %lld cannot cut dim %d of size %lld (expected a size >= 1, "
+                        "or 0 for an empty dim)",
+                        (long long)size, d + 1, (long long)length);
+    const int64_t count = length == 0 ? 1 : (length + size - 1) / size;
+    if (count > TL_SPLIT_MAX_PIECES)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "split: size %lld cuts dim %d of size %lld into %lld pieces, more than "
+                        "%d",
+                        (long long)size, d + 1, (long long)length, (long long)count,
+                        TL_SPLIT_MAX_PIECES);
+    *n = (int)count;
+    return TL_OK;
+}
+
+void tl_split_sizes(const tl_tensor *t, int dim, int64_t size, int n, int64_t *sizes) {
+    const int64_t length = t->shape[dim < 0 ? dim + t->ndim : dim];
+    for (int i = 0; i < n; i++) {
+        const int64_t at = (int64_t)i * size;
+        sizes[i] = length - at < size ? length - at : size;
+    }
+}
+
+tl_status tl_chunk_count(const tl_tensor *t, int dim, int64_t chunks, int *n, int64_t *size) {
+    int d;
+    TL_TRY(split_dim("chunk", t, dim, &d));
+    const int64_t length = t->shape[d];
+    if (chunks <= 0 || chunks > TL_SPLIT_MAX_PIECES)
+        return tl_error(TL_ERR_ARGUMENT, "chunk: expected 1 to %d chunks, got %lld",
+                        TL_SPLIT_MAX_PIECES, (long long)chunks);
+    /* as torch: pieces of ceil(length / chunks), so fewer than chunks may come out (6 into 4
+       gives 2, 2, 2); an empty dim gives chunks empty pieces */
+    if (length == 0) {
+        *n = (int)chunks, *size = 0;
+        return TL_OK;
+    }
+    *size = (length + chunks - 1) / chunks;
+    *n = (int)((length + *size - 1) / *size);
+    return TL_OK;
+}
+
+tl_status tl_split(tl_tensor *t, int dim, const int64_t *sizes, int n, tl_tensor **out) {
+    const char *op = "split";
+    int d;
+    TL_TRY(split_dim(op, t, dim, &d));
+    if (n <= 0 || n > TL_SPLIT_MAX_PIECES)
+        return tl_error(TL_ERR_ARGUMENT, "%s: expected 1 to %d sizes, got %d", op,
+                        TL_SPLIT_MAX_PIECES, n);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0 || !tl_size_add(total, sizes[i], &total))
+            return tl_error(TL_ERR_ARGUMENT, "%s: size %d is %lld, expected a size >= 0", op, i + 1,
+                            (long long)sizes[i]);
+    }
+    if (total != t->shape[d])
+        return tl_error(TL_ERR_SHAPE, "%s: the sizes add up to %lld, expected dim %d's size %lld",
+                        op, (long long)total, d + 1, (long long)t->shape[d]);
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        out[i] = NULL;
+        tl_status status = tl_narrow(t, d, at, sizes[i], &out[i]);
+        if (status != TL_OK) {
+            for (int k = 0; k < i; k++) tl_release(out[k]), out[k] = NULL;
+            return status;
+        }
+        at += sizes[i];
+    }
+    return TL_OK;
+}
+
+tl_status tl_unbind(tl_tensor *t, int dim, tl_tensor **out) {
+    int d;
+    TL_TRY(split_dim("unbind", t, dim, &d));
+    if (t->shape[d] > TL_SPLIT_MAX_PIECES)
+        return tl_error(TL_ERR_ARGUMENT, "unbind: dim %d has %lld slices, more than %d", d + 1,
+                        (long long)t->shape[d], TL_SPLIT_MAX_PIECES);
+    for (int64_t i = 0; i < t->shape[d]; i++) {
+        out[i] = NULL;
+        tl_status status = tl_select(t, d, i, &out[i]);
+        if (status != TL_OK) {
+            for (int64_t k = 0; k < i; k++) tl_release(out[k]), out[k] = NULL;
+            return status;
+        }
+    }
     return TL_OK;
 }

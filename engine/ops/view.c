@@ -259,3 +259,63 @@ tl_status tl_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **ou
     TL_TRY(tl_shape_numel("expand", new_shape, ndim, &numel)); /* sizes >= 0, no overflow */
     return tl_make_view(t, new_shape, strides, ndim, t->offset, out);
 }
+
+bool tl_is_dense_layout(const int64_t *shape, const int64_t *strides, int ndim) {
+    int order[TL_MAX_DIMS + 1], n = 0;
+    for (int k = 0; k < ndim; k++) {
+        if (shape[k] == 1) continue;
+        int at = n++;
+        while (at > 0 && strides[order[at - 1]] > strides[k]) order[at] = order[at - 1], at--;
+        order[at] = k;
+    }
+    int64_t expected = 1;
+    for (int i = 0; i < n; i++) {
+        if (strides[order[i]] != expected) return false;
+        expected *= shape[order[i]];
+    }
+    return true;
+}
+
+/* The step between like[i] and like[i + 1] when the n tensors are siblings (see view.h), else 0. */
+static int64_t sibling_step(const tl_tensor *const *like, int n) {
+    const tl_tensor *f = like[0];
+    if (n < 2 || f->ndim + 1 > TL_MAX_DIMS || tl_numel(f) == 0) return 0;
+    const int64_t step = like[1]->offset - f->offset;
+    if (step <= 0) return 0;
+    for (int i = 1; i < n; i++) {
+        const tl_tensor *t = like[i];
+        if (t->storage != f->storage || t->dtype != f->dtype || t->ndim != f->ndim ||
+            t->offset != f->offset + i * step ||
+            memcmp(t->shape, f->shape, sizeof t->shape[0] * (size_t)t->ndim) != 0 ||
+            memcmp(t->strides, f->strides, sizeof t->strides[0] * (size_t)t->ndim) != 0)
+            return 0;
+    }
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    shape[0] = n, strides[0] = step;
+    for (int k = 0; k < f->ndim; k++) shape[k + 1] = f->shape[k], strides[k + 1] = f->strides[k];
+    return tl_is_dense_layout(shape, strides, f->ndim + 1) ? step : 0;
+}
+
+tl_status tl_empty_siblings(const tl_tensor *const *like, int n, tl_tensor **out) {
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    const tl_tensor *f = like[0];
+    const int64_t step = sibling_step(like, n);
+    tl_status status = TL_OK;
+    if (!step) {
+        for (int i = 0; i < n && status == TL_OK; i++)
+            status = tl_empty(like[i]->shape, like[i]->ndim, like[i]->dtype,
+                              tl_tensor_device(like[i]), &out[i]);
+    } else {
+        /* one block of n * numel elements; the first sibling starts where the block does, as
+           its smallest offset is element 0 of a dense layout with positive strides */
+        const int64_t flat = (int64_t)n * tl_numel(f);
+        tl_tensor *block;
+        status = tl_empty(&flat, 1, f->dtype, tl_tensor_device(f), &block);
+        for (int i = 0; i < n && status == TL_OK; i++)
+            status = tl_make_view(block, f->shape, f->strides, f->ndim, i * step, &out[i]);
+        tl_release(block); /* the views hold the storage */
+    }
+    if (status != TL_OK)
+        for (int i = 0; i < n; i++) tl_release(out[i]), out[i] = NULL;
+    return status;
+}

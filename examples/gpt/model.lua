@@ -66,9 +66,10 @@ end
 function CausalSelfAttention:forward(x)
   local B, T, C = x.shape[1], x.shape[2], x.shape[3]
   local H = self.heads
-  -- [B, T, 3C] -> [3, B, H, T, D]: q, k, v are strided views, the kernel reads them in place
+  -- [B, T, 3C] -> [3, B, H, T, D] unbound into q, k, v: strided views the kernel reads in place;
+  -- its backward writes their gradients side by side, which unbind's takes without a copy
   local qkv = self.c_attn(x):view(B, T, 3, H, C // H):permute(3, 1, 4, 2, 5)
-  local q, k, v = qkv:select(1, 1), qkv:select(1, 2), qkv:select(1, 3)
+  local q, k, v = table.unpack(qkv:unbind(1))
   local p = self.training and self.dropout or 0
   local y
   if self.fused then

@@ -105,6 +105,12 @@ tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out);
 tl_status tl_ag_cumsum(tl_tensor *x, int dim, tl_tensor **out);
 /* cat (tlua/ops.h): each piece's gradient a view of the result's */
 tl_status tl_ag_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out);
+/* split and unbind (tlua/ops.h) recorded as one node whose outputs are the pieces: the input's
+   gradient is one buffer holding each piece's gradient in its slice (a view, without a kernel,
+   when those gradients already lie side by side in one dense buffer); a piece cannot be changed
+   in place while it requires grad */
+tl_status tl_ag_split(tl_tensor *x, int dim, const int64_t *sizes, int n, tl_tensor **out);
+tl_status tl_ag_unbind(tl_tensor *x, int dim, tl_tensor **out);
 /* gather and scatter_add (tlua/ops.h): each one's gradient is the other */
 tl_status tl_ag_gather(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
 tl_status tl_ag_scatter_add(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,

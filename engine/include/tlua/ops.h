@@ -98,6 +98,20 @@ tl_status tl_nonzero(const tl_tensor *x, tl_tensor **out);
    whatever their shape, as torch does. */
 tl_status tl_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out);
 
+/* ---- splitting: views of x along dim (0-based, negative from the end) -------------------------
+   split: n views of the given sizes (each >= 0, adding up to x's size along dim), in order.
+   tl_split_count: how many pieces split(size) makes (ceil(length / size); one for an empty dim)
+   and tl_split_sizes their sizes (size each, the last what is left). tl_chunk_count: the pieces
+   chunk(chunks) makes, as torch: *size = ceil(length / chunks) each (the last smaller), so fewer
+   than chunks may come (6 into 4 gives 2, 2, 2); an empty dim gives chunks empty pieces. unbind:
+   x's shape[dim] slices without dim. At most TL_SPLIT_MAX_PIECES pieces. */
+#define TL_SPLIT_MAX_PIECES 65536
+tl_status tl_split(tl_tensor *x, int dim, const int64_t *sizes, int n, tl_tensor **out);
+tl_status tl_split_count(const tl_tensor *x, int dim, int64_t size, int *n);
+void tl_split_sizes(const tl_tensor *x, int dim, int64_t size, int n, int64_t *sizes);
+tl_status tl_chunk_count(const tl_tensor *x, int dim, int64_t chunks, int *n, int64_t *size);
+tl_status tl_unbind(tl_tensor *x, int dim, tl_tensor **out);
+
 /* ---- indexing along a dim (0-based dim and index values, int64 or int32 index) -------------
    gather: out (index's shape, x's dtype) at p = x at p with its dim-th coordinate replaced by
    index[p]; index has x's rank and no larger size than x but along dim. scatter_add: a copy of x

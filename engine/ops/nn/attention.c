@@ -6,6 +6,7 @@
 
 #include "core/storage.h"
 #include "ops/nn/nn_common.h"
+#include "ops/view.h"
 #include "ops/random.h"
 
 /* The sizes of one call: q [lead..., T, D], k and v [lead..., S, D]; B H = the leading dims'
@@ -255,9 +256,18 @@ tl_status tl_scaled_dot_product_attention_backward(const tl_tensor *grad, const 
     tl_status status = TL_OK;
     tl_status (*make)(const int64_t *, int, tl_dtype, tl_device, tl_tensor **) =
         run ? tl_empty : tl_zeros;
-    if (grad_q) status = make(q->shape, q->ndim, dtype, device, &gq);
-    if (status == TL_OK && grad_k) status = make(k->shape, k->ndim, dtype, device, &gk);
-    if (status == TL_OK && grad_v) status = make(v->shape, v->ndim, dtype, device, &gv);
+    if (run && grad_q && grad_k && grad_v) {
+        /* q, k and v cut from one projection get their gradients side by side in one buffer
+           laid out as theirs, which the cut's backward takes as it is (no copy) */
+        const tl_tensor *like[3] = {q, k, v};
+        tl_tensor *made[3];
+        status = tl_empty_siblings(like, 3, made);
+        gq = made[0], gk = made[1], gv = made[2];
+    } else {
+        if (grad_q) status = make(q->shape, q->ndim, dtype, device, &gq);
+        if (status == TL_OK && grad_k) status = make(k->shape, k->ndim, dtype, device, &gk);
+        if (status == TL_OK && grad_v) status = make(v->shape, v->ndim, dtype, device, &gv);
+    }
     if (status == TL_OK && run) {
         const int64_t dshape[3] = {s.B, s.H, s.T};
         status = as_4d(q, &s, q4);
