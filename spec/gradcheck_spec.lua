@@ -139,12 +139,15 @@ end
 
 -- value reductions: their line in helpers/reduce_cases.lua, over every element, one dim, several
 -- dims with keepdim, and with the op's other number
-for name, case in pairs(require("helpers.reduce_cases").cases) do
+local R = require("helpers.reduce_cases")
+for name, case in pairs(R.cases) do
   local draw = drawer(case.lo, case.hi)
-  local number = case.number and { keepdim = true, [case.number] = case.other } or true
-  cases[name] = { { function(x) return x[name](x) end, { draw(3, 4) } },
-                  { function(x) return x[name](x, 2) end, { draw(3, 4) } },
-                  { function(x) return x[name](x, { 1, 3 }, number) end, { draw(2, 3, 4) } } }
+  cases[name] = { { function(x) return R.call(x, name) end, { draw(3, 4) } },
+                  { function(x) return R.call(x, name, 2) end, { draw(3, 4) } } }
+  for _, other in ipairs(case.number and (case.others or { case.other }) or { true }) do
+    local last = case.number and { keepdim = true, [case.number] = other } or true
+    table.insert(cases[name], { function(x) return R.call(x, name, { 1, 3 }, last) end, { draw(2, 3, 4) } })
+  end
 end
 
 -- the cases families keep beside their specs (helpers/family_cases.lua)

@@ -206,43 +206,91 @@ typedef tl_status (*reduce_all_fn)(tl_tensor *a, tl_tensor **out);
 
 /* Every REDUCE_OP row: tl.<name>(x, dims?, keepdim?) and x:<name>(...), dims a dim (1-based,
    negative from the end), a table of dims or nil (every element); the last argument keepdim or
-   an options table {keepdim = false, <the row's number> = its default} ({correction = 1}). */
+   an options table {keepdim = false, <the row's number> = its default} ({correction = 1}). An op
+   whose number is an order p takes it first, as torch's x:norm(p, dim, keepdim): p a number
+   (math.huge for inf) or "fro" (2), nil for the row's default. */
 typedef tl_status (*fold_fn)(tl_tensor *a, const int *dims, int ndims, bool keepdim, double number,
                              tl_tensor **out);
-static int fold(lua_State *L, const char *op, fold_fn fn, const char *number_name, double number) {
-    tl_tensor *a = tlb_check(L, 1, op), *out = NULL;
-    if (lua_gettop(L) > 3)
-        tlb_errorf(L, "%s: expected at most 3 arguments (x, dims, keepdim or options), got %d", op,
-                   lua_gettop(L));
-    int dims[TL_MAX_DIMS], ndims = 0;
-    if (lua_istable(L, 2)) {
-        lua_Integer n = luaL_len(L, 2);
+typedef struct fold_args {
+    int dims[TL_MAX_DIMS], ndims;
+    bool keepdim;
+    double number;
+} fold_args;
+
+/* Reads a fold's arguments after x (number: the row's default, replaced when given). */
+static void fold_parse(lua_State *L, const char *op, const char *number_name, double number,
+                       fold_args *f) {
+    const bool has_number = strcmp(number_name, "none") != 0;
+    const int lead = has_number && strcmp(number_name, "p") == 0; /* the order comes first */
+    if (lua_gettop(L) > 3 + lead)
+        tlb_errorf(L, "%s: expected at most %d arguments (x, %sdims, keepdim or options), got %d",
+                   op, 3 + lead, lead ? "p, " : "", lua_gettop(L));
+    if (lead && lua_type(L, 2) == LUA_TSTRING) {
+        if (strcmp(lua_tostring(L, 2), "fro") != 0)
+            tlb_errorf(L, "%s: p expected a number or \"fro\", got \"%s\"", op, lua_tostring(L, 2));
+        number = 2;
+    } else if (lead && !lua_isnoneornil(L, 2)) {
+        number = tlb_check_number(L, 2, op, "p");
+    }
+    const int at = 2 + lead; /* dims, then keepdim or options */
+    f->ndims = 0;
+    if (lua_istable(L, at)) {
+        lua_Integer n = luaL_len(L, at);
         if (n > TL_MAX_DIMS)
             tlb_errorf(L, "%s: expected at most %d dims, got %lld", op, TL_MAX_DIMS, (long long)n);
         for (int i = 0; i < (int)n; i++) {
-            lua_geti(L, 2, i + 1);
-            dims[ndims++] = tlb_check_dim(L, lua_gettop(L), op);
+            lua_geti(L, at, i + 1);
+            f->dims[f->ndims++] = tlb_check_dim(L, lua_gettop(L), op);
             lua_pop(L, 1);
         }
         if (n == 0) tlb_errorf(L, "%s: expected a dim or a non-empty table of dims, got {}", op);
-    } else if (!lua_isnoneornil(L, 2)) {
-        dims[ndims++] = tlb_check_dim(L, 2, op);
+    } else if (!lua_isnoneornil(L, at)) {
+        f->dims[f->ndims++] = tlb_check_dim(L, at, op);
     }
-    bool keepdim = false;
-    if (lua_istable(L, 3)) {
-        const bool has_number = strcmp(number_name, "none") != 0;
+    f->keepdim = false;
+    if (lua_istable(L, at + 1)) {
         const tlb_option accepted[] = {{"keepdim", TLB_OPTION_BOOLEAN},
                                        {has_number ? number_name : NULL, TLB_OPTION_NUMBER},
                                        {NULL, 0}};
-        tlb_check_options(L, 3, op, accepted);
-        tlb_option_bool(L, 3, op, "keepdim", &keepdim);
-        if (has_number) tlb_option_number(L, 3, op, number_name, &number);
+        tlb_check_options(L, at + 1, op, accepted);
+        tlb_option_bool(L, at + 1, op, "keepdim", &f->keepdim);
+        if (has_number) tlb_option_number(L, at + 1, op, number_name, &number);
     } else {
-        keepdim = tlb_opt_bool(L, 3, op, false);
+        f->keepdim = tlb_opt_bool(L, at + 1, op, false);
     }
+    f->number = number;
+}
+
+static int fold(lua_State *L, const char *op, fold_fn fn, const char *number_name, double number) {
+    tl_tensor *a = tlb_check(L, 1, op), *out = NULL;
+    fold_args f;
+    fold_parse(L, op, number_name, number, &f);
     tlb_box *box = tlb_newbox(L);
-    tl_status status = fn(a, dims, ndims, keepdim, number, &out);
+    tl_status status = fn(a, f.dims, f.ndims, f.keepdim, f.number, &out);
     return tlb_result(L, box, status, out);
+}
+
+/* std_mean, var_mean (as torch): the statistic and the mean over the same dims, from std's
+   arguments (dims, keepdim or {keepdim, correction = 1}) */
+static int fold_with_mean(lua_State *L, const char *op, fold_fn statistic) {
+    tl_tensor *a = tlb_check(L, 1, op), *out = NULL, *mean = NULL;
+    fold_args f;
+    fold_parse(L, op, "correction", 1, &f);
+    tlb_box *box = tlb_newbox(L);
+    tlb_box *mean_box = tlb_newbox(L);
+    if (statistic(a, f.dims, f.ndims, f.keepdim, f.number, &out) != TL_OK) return tlb_fail(L);
+    box->tensor = out;
+    tlb_account(L, out);
+    if (tl_ag_mean_dims(a, f.dims, f.ndims, f.keepdim, 0, &mean) != TL_OK) return tlb_fail(L);
+    mean_box->tensor = mean;
+    tlb_account(L, mean);
+    return 2;
+}
+static int op_std_mean(lua_State *L) {
+    return fold_with_mean(L, "std_mean", tl_ag_std_dims);
+}
+static int op_var_mean(lua_State *L) {
+    return fold_with_mean(L, "var_mean", tl_ag_var_dims);
 }
 #define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
     static int op_##name(lua_State *L) {                                                           \
@@ -481,6 +529,7 @@ const luaL_Reg tlb_op_methods[] = {
     {"gather", op_gather},   {"scatter_add", op_scatter_add},
     {"cat", op_cat},         {"stack", op_stack},
     {"index_select", op_index_select}, {"masked_fill", op_masked_fill},
+    {"std_mean", op_std_mean}, {"var_mean", op_var_mean},
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)

@@ -142,6 +142,118 @@ REDUCE_GRADIENT(std, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
     return status;
 }
 
+/* the reduced dims of node's input, 0-based, in dims; returns their count */
+static int fold_dims(const tl_node *node, int *dims) {
+    int n = 0;
+    for (int d = 0; d < node->input_ndim[0]; d++)
+        if (node->ints[d]) dims[n++] = d;
+    return n;
+}
+
+/* a 0-dim tensor holding v, in t's dtype on t's device */
+static tl_status number_like(const tl_tensor *t, double v, tl_tensor **out) {
+    return tl_full(NULL, 0, tl_scalar_float(v), t->dtype, tl_tensor_device(t), out);
+}
+
+/* prod: g times the product of the other elements of the line. With z zeros in the line, from
+   pn, the product of its non-zero elements: a non-zero x gets pn / x when z = 0 (else 0), a zero
+   x gets pn when z = 1 (else 0), as torch. */
+REDUCE_GRADIENT(prod, FOLD_SAVES_INPUT) {
+    tl_tensor *x;
+    TL_TRY(tl_node_saved(node, 0, &x));
+    int dims[TL_MAX_DIMS];
+    const int ndims = fold_dims(node, dims);
+    tl_tensor *zero = NULL, *one = NULL, *is_zero = NULL, *zero_mask = NULL, *nonzero_x = NULL,
+              *pn = NULL, *zeros_in_line = NULL, *lone_zero = NULL, *no_zero = NULL,
+              *for_zero = NULL, *kept = NULL, *for_rest = NULL, *share = NULL, *g_back = NULL;
+    tl_status status = number_like(x, 0, &zero);
+    if (status == TL_OK) status = number_like(x, 1, &one);
+    if (status == TL_OK) status = tl_eq(x, zero, &is_zero);
+    if (status == TL_OK) status = tl_where(is_zero, one, x, &nonzero_x);
+    if (status == TL_OK) status = tl_prod_dims(nonzero_x, dims, ndims, true, 0, &pn);
+    if (status == TL_OK) status = tl_cast(is_zero, x->dtype, &zero_mask);
+    if (status == TL_OK) status = tl_sum_dims(zero_mask, dims, ndims, true, 0, &zeros_in_line);
+    if (status == TL_OK) status = tl_eq(zeros_in_line, one, &lone_zero);
+    if (status == TL_OK) status = tl_eq(zeros_in_line, zero, &no_zero);
+    if (status == TL_OK) status = tl_mask_or_zero(lone_zero, pn, &for_zero);
+    if (status == TL_OK) status = tl_mask_or_zero(no_zero, pn, &kept);
+    if (status == TL_OK) status = tl_div(kept, nonzero_x, &for_rest);
+    if (status == TL_OK) status = tl_where(is_zero, for_zero, for_rest, &share);
+    if (status == TL_OK) status = fold_expand(node, g[0], &g_back);
+    if (status == TL_OK) status = tl_mul(g_back, share, &gi[0]);
+    tl_release(zero), tl_release(one), tl_release(is_zero), tl_release(zero_mask);
+    tl_release(nonzero_x), tl_release(pn), tl_release(zeros_in_line), tl_release(lone_zero);
+    tl_release(no_zero), tl_release(for_zero), tl_release(kept), tl_release(for_rest);
+    tl_release(share), tl_release(g_back);
+    return status;
+}
+
+/* sign(x) as x's dtype: (x > 0) - (x < 0) */
+static tl_status sign_of(const tl_tensor *x, tl_tensor **out) {
+    tl_tensor *zero = NULL, *pos = NULL, *neg = NULL, *pos_f = NULL, *neg_f = NULL;
+    tl_status status = number_like(x, 0, &zero);
+    if (status == TL_OK) status = tl_gt(x, zero, &pos);
+    if (status == TL_OK) status = tl_lt(x, zero, &neg);
+    if (status == TL_OK) status = tl_cast(pos, x->dtype, &pos_f);
+    if (status == TL_OK) status = tl_cast(neg, x->dtype, &neg_f);
+    if (status == TL_OK) status = tl_sub(pos_f, neg_f, out);
+    tl_release(zero), tl_release(pos), tl_release(neg), tl_release(pos_f), tl_release(neg_f);
+    return status;
+}
+
+/* norm of order p, d norm / dx:
+     p = inf, -inf: sign(x) split evenly among the elements whose |x| is the norm (ties);
+     p = 0: 0;  p = 2: x / y;  else: x |x|^(p - 2) / y^(p - 1);
+   0 where x is 0 (as torch; the formula's 0 * inf there is not taken). */
+static tl_status norm_share(tl_node *node, tl_tensor *x, tl_tensor *y_back, double p,
+                            tl_tensor **out) {
+    tl_tensor *zero = NULL, *is_zero = NULL, *ax = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL,
+              *share = NULL;
+    tl_status status = number_like(x, 0, &zero);
+    if (status == TL_OK) status = tl_eq(x, zero, &is_zero);
+    if (status == TL_OK) status = tl_abs(x, &ax);
+    if (status == TL_OK && isinf(p)) {
+        int dims[TL_MAX_DIMS];
+        const int ndims = fold_dims(node, dims);
+        tl_tensor *ties = NULL, *mask = NULL, *count = NULL;
+        status = tl_eq(ax, y_back, &ties);
+        if (status == TL_OK) status = tl_cast(ties, x->dtype, &mask);
+        if (status == TL_OK) status = tl_sum_dims(mask, dims, ndims, true, 0, &count);
+        if (status == TL_OK) status = sign_of(x, &t1);
+        if (status == TL_OK) status = tl_mul(t1, mask, &t2);
+        if (status == TL_OK) status = tl_div(t2, count, &share);
+        tl_release(ties), tl_release(mask), tl_release(count);
+    } else if (status == TL_OK && p == 2) {
+        status = tl_div(x, y_back, &share);
+    } else if (status == TL_OK) {
+        status = tl_pow_scalar(ax, p - 2, &t1);
+        if (status == TL_OK) status = tl_mul(x, t1, &t2);
+        if (status == TL_OK) status = tl_pow_scalar(y_back, p - 1, &t3);
+        if (status == TL_OK) status = tl_div(t2, t3, &share);
+    }
+    if (status == TL_OK) status = tl_where(is_zero, zero, share, out);
+    tl_release(zero), tl_release(is_zero), tl_release(ax), tl_release(t1), tl_release(t2);
+    tl_release(t3), tl_release(share);
+    return status;
+}
+
+REDUCE_GRADIENT(norm, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
+    tl_tensor *x, *y;
+    TL_TRY(tl_node_saved(node, 0, &x));
+    TL_TRY(tl_node_saved(node, 1, &y));
+    const double p = node->scalar[0];
+    if (p == 0)
+        return tl_zeros(node->input_shape[0], node->input_ndim[0], x->dtype, tl_tensor_device(x),
+                        &gi[0]);
+    tl_tensor *y_back = NULL, *share = NULL, *g_back = NULL;
+    tl_status status = fold_expand(node, y, &y_back);
+    if (status == TL_OK) status = norm_share(node, x, y_back, p, &share);
+    if (status == TL_OK) status = fold_expand(node, g[0], &g_back);
+    if (status == TL_OK) status = tl_mul(g_back, share, &gi[0]);
+    tl_release(y_back), tl_release(share), tl_release(g_back);
+    return status;
+}
+
 static tl_status record_fold(const char *name, tl_backward_fn backward, int saves, tl_tensor *a,
                              tl_tensor *out, const int *dims, int ndims, bool keepdim,
                              double number) {

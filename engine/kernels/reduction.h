@@ -157,4 +157,29 @@ TL_FOLD(var, , tl_fold_welford_step(s, x), tl_fold_welford_merge(s, t), tl_fold_
 TL_FOLD(std, , tl_fold_welford_step(s, x), tl_fold_welford_merge(s, t),
         sqrt(tl_fold_variance(s, p)))
 
+/* ---- prod: wrapping for integers (of none: 1) ----------------------------------------------- */
+TL_FOLD(prod, s->a = 1, s->a *= x, s->a *= t->a, s->a)
+TL_IFOLD(prod, s->u = 1, s->u *= (uint64_t)x, s->u *= t->u, tl_fold_wrap(s->u))
+
+/* ---- norm of order p: a the running value, by p:
+     inf: max |x| (of none: 0);  -inf: min |x| (of none: +inf);  0: the count of non-zero x;
+     1: sum |x|;  2: sqrt(sum x^2);  else: (sum |x|^p)^(1/p).
+   A NaN element makes the result NaN (tl_fold_max and tl_fold_min keep it). ----------------- */
+TL_FOLD_FN double tl_fold_norm_start(double p) {
+    return p == -INFINITY ? INFINITY : 0;
+}
+TL_FOLD_FN double tl_fold_norm_term(double x, double p) {
+    const double m = fabs(x);
+    return isinf(p) || p == 1 ? m : p == 2 ? m * m : p == 0 ? (double)(x != 0) : pow(m, p);
+}
+TL_FOLD_FN double tl_fold_norm_add(double a, double b, double p) {
+    return p == INFINITY ? tl_fold_max(a, b) : p == -INFINITY ? tl_fold_min(a, b) : a + b;
+}
+TL_FOLD_FN double tl_fold_norm_end(double a, double p) {
+    return isinf(p) || p == 0 || p == 1 ? a : p == 2 ? sqrt(a) : pow(a, 1 / p);
+}
+TL_FOLD(norm, s->a = tl_fold_norm_start(p),
+        s->a = tl_fold_norm_add(s->a, tl_fold_norm_term(x, p), p),
+        s->a = tl_fold_norm_add(s->a, t->a, p), tl_fold_norm_end(s->a, p))
+
 #endif

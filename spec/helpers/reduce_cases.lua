@@ -1,4 +1,4 @@
--- One entry per value reduction (the REDUCE_OP rows of the op table, family "fold"): the range its floating inputs are drawn from, its number (the option's name, and a value other than its default to try), and a Lua reference over the values one result reduces: fold(values, n, number) with values float64 numbers (integers as Lua integers, bool as 0/1). reduce_spec (every dtype, one dim, several, all, keepdim, the number, bad input), gradcheck_spec and kernel_sweep_spec take their cases from here, and fail for a row without an entry.
+-- One entry per value reduction (the REDUCE_OP rows of the op table, family "fold"): the range its floating inputs are drawn from, its number (the option's name, and values other than its default to try: other, and others for more), whether the number comes first in Lua (number_first: x:norm(p, dims, keepdim)), and a Lua reference over the values one result reduces: fold(values, n, number) with values float64 numbers (integers as Lua integers, bool as 0/1). reduce_spec (every dtype, one dim, several, all, keepdim, the number, bad input), gradcheck_spec and kernel_sweep_spec take their cases from here (calling through M.call), and fail for a row without an entry.
 local M = {}
 
 -- the element that beats every other (a NaN wins); nil for no element (an error)
@@ -67,7 +67,42 @@ M.cases = {
   var = { lo = -3, hi = 3, number = "correction", default = 1, other = 0, fold = function(v, n, c) return variance(v, n, c) end },
   std = { lo = -3, hi = 3, number = "correction", default = 1, other = 0,
           fold = function(v, n, c) return math.sqrt(variance(v, n, c)) end },
+  prod = {
+    lo = -2, hi = 2,
+    fold = function(v)
+      local s = 1
+      for _, x in ipairs(v) do s = s * x end -- Lua integers wrap as int64 products do
+      return s
+    end,
+  },
+  norm = {
+    lo = -3, hi = 3, number = "p", number_first = true, default = 2, other = 1,
+    others = { 1, 0, 3, 0.5, -1, math.huge, -math.huge },
+    fold = function(v, _, p)
+      if p == math.huge or p == -math.huge then
+        local m = p > 0 and 0.0 or math.huge
+        for _, x in ipairs(v) do
+          local a = math.abs(x)
+          if a ~= a then return a end
+          if (p > 0 and a > m) or (p < 0 and a < m) then m = a end
+        end
+        return m
+      end
+      local s = 0.0
+      for _, x in ipairs(v) do
+        if p == 0 then s = s + (x ~= 0 and 1 or 0) else s = s + math.abs(x) ^ p end
+      end
+      if p == 0 or p == 1 then return s end
+      return s ^ (1 / p)
+    end,
+  },
 }
+
+-- x:<name>(dims, last) for the row name, with a leading nil order where the number comes first
+function M.call(x, name, ...)
+  if M.cases[name].number_first then return x[name](x, nil, ...) end
+  return x[name](x, ...)
+end
 
 -- The reduction of the nested table x (shape `shape`) over the dims where reduced[d] (every
 -- dim when none is), keepdim as the ops do: fold(values) for each result, values in

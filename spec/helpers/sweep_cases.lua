@@ -207,7 +207,7 @@ for name, case in pairs(R.cases) do
       if floating[d] then return { G.uniform(case.lo, case.hi, 3, 5) } end
       return { G.wide(3, 5) }
     end,
-    run = function(x) return { x[name](x, 2), x[name](x), x[name](x, 1) } end,
+    run = function(x) return { R.call(x, name, 2), R.call(x, name), R.call(x, name, 1) } end,
     reference = function(_, x)
       local shape = { #x, #x[1] }
       local function fold(v) return case.fold(v, #v, case.default) end

@@ -14,7 +14,7 @@ sandbox.allowed = {
   "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "float", "double", "half",
   "int", "long", "dtypes",
   -- functional ops written by hand and in-place forms (tl.ops() lists the table's rows)
-  "linear", "outer", "cat", "stack", "index_select", "masked_fill", "conv2d", "layer_norm_", "matmul_", "copy_", "fill_",
+  "linear", "outer", "cat", "stack", "index_select", "masked_fill", "std_mean", "var_mean", "conv2d", "layer_norm_", "matmul_", "copy_", "fill_",
   "block_layout_validate",
   -- autograd and modes
   "backward", "detach", "requires_grad_", "zero_grad", "no_grad", "enable_grad", "is_grad_enabled",
