@@ -103,6 +103,13 @@ tl_status tl_ag_softmax(tl_tensor *a, int dim, tl_tensor **out);
 tl_status tl_ag_log_softmax(tl_tensor *a, int dim, tl_tensor **out);
 /* cumsum along dim; its gradient is composed of forward ops: sum(g, dim) - cumsum(g, dim) + g */
 tl_status tl_ag_cumsum(tl_tensor *x, int dim, tl_tensor **out);
+/* cumprod, logcumsumexp, cummax and cummin (tlua/ops.h), their gradients composed of forward ops:
+   cumprod's exact with zeros, logcumsumexp's in the log domain, cummax's and cummin's g scattered
+   back to the indices */
+tl_status tl_ag_cumprod(tl_tensor *x, int dim, tl_tensor **out);
+tl_status tl_ag_logcumsumexp(tl_tensor *x, int dim, tl_tensor **out);
+tl_status tl_ag_cummax(tl_tensor *x, int dim, tl_tensor **values, tl_tensor **indices);
+tl_status tl_ag_cummin(tl_tensor *x, int dim, tl_tensor **values, tl_tensor **indices);
 /* cat (tlua/ops.h): each piece's gradient a view of the result's */
 tl_status tl_ag_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out);
 /* split and unbind (tlua/ops.h) recorded as one node whose outputs are the pieces: the input's

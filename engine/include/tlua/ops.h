@@ -87,6 +87,15 @@ tl_status tl_argmin_dim(const tl_tensor *a, int dim, bool keepdim, tl_tensor **o
    their dtype (bfloat16/float16 accumulate in float32, each output rounded once), integer and
    bool inputs give int64 (wrapping). Any strides; the result is contiguous. */
 tl_status tl_cumsum(const tl_tensor *x, int dim, tl_tensor **out);
+/* Cumulative ops along dim (0-based, negative from the end; a 0-dim x is one line): cumprod
+   (floating inputs keep their dtype, integers and bool multiply in int64, wrapping), logcumsumexp
+   (log of the running sum of exp, floating only), cummax / cummin (the running extreme and the
+   0-based int64 index where it was last reached: ties take the later index and a NaN stays, with
+   the latest NaN's index, as torch's). */
+tl_status tl_cumprod(const tl_tensor *x, int dim, tl_tensor **out);
+tl_status tl_logcumsumexp(const tl_tensor *x, int dim, tl_tensor **out);
+tl_status tl_cummax(const tl_tensor *x, int dim, tl_tensor **values, tl_tensor **indices);
+tl_status tl_cummin(const tl_tensor *x, int dim, tl_tensor **values, tl_tensor **indices);
 /* The coordinates (0-based, int64 [count, ndim]) of x's non-zero (true) elements in row-major
    order, as torch.nonzero; NaN is non-zero. Any dtype. On CUDA the count comes back to the
    host to size the result: the host waits for the device once. */

@@ -1,4 +1,4 @@
--- Statement makers of the API fuzzer for the tensor vocabulary: joining and splitting, indexing along a dim, the value reductions.
+-- Statement makers of the API fuzzer for the tensor vocabulary: joining and splitting, indexing along a dim, the value reductions and the cumulative ops.
 local Gen = require("gen")
 local literal = Gen.literal
 
@@ -98,6 +98,17 @@ local reductions = {
     return fmt("%s = %s:%s(%s%s)", g:target(), a.ref, op, dims, keep)
   end,
 }
+
+reductions.cumulative = function(g)
+  local a = g:tensor()
+  if not a then return nil end
+  local op = g:pick { "cumprod", "logcumsumexp", "cummax", "cummin" }
+  local dim = g:chance(0.95) and g:dim(a.ndim) or g:pick { "nil", "'1'", "1.5" }
+  if op == "cummax" or op == "cummin" then
+    return fmt("%s, %s = %s:%s(%s)", g:target(), g:target(), a.ref, op, dim)
+  end
+  return fmt("%s = tl.%s(%s, %s)", g:target(), op, a.ref, dim)
+end
 
 return {
   { name = "join", weight = 3, variants = join },
