@@ -173,6 +173,7 @@ static int op_masked_fill_(lua_State *L) {
         if (status == TL_OK) status = tl_full(NULL, 0, s, x->dtype, tl_tensor_device(x), &owned);
     } else if (value->dtype != x->dtype) {
         status = tl_ag_cast(value, x->dtype, &owned);
+        if (status != TL_OK) owned = NULL; /* released by the failed cast */
     }
     if (status == TL_OK) status = tl_ag_masked_fill_(x, mask, owned ? owned : value);
     tl_release(owned);

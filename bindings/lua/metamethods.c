@@ -70,6 +70,12 @@ static int index_set(lua_State *L) {
     return 0;
 }
 
+/* status, with *out cleared when it failed: a recording op that fails has released its result */
+static tl_status made(tl_status status, tl_tensor **out) {
+    if (status != TL_OK) *out = NULL;
+    return status;
+}
+
 /* ---- t[index], t[mask] ------------------------------------------------------------------------
    An int64/int32 tensor key selects along dim 1 (1-based positions: index_select, any shape of
    index giving index's shape then t's other dims), a bool key of t's shape selects the elements
@@ -112,7 +118,7 @@ static int tensor_key_get(lua_State *L, tl_tensor *t) {
     for (int d = 0; d < key->ndim; d++) shape[ndim++] = key->shape[d];
     for (int d = 1; d < t->ndim; d++) shape[ndim++] = t->shape[d];
     tl_status status = tl_reshape(index, &n, 1, &flat);
-    if (status == TL_OK) status = tl_ag_index_select(t, 0, flat, &rows);
+    if (status == TL_OK) status = made(tl_ag_index_select(t, 0, flat, &rows), &rows);
     if (status == TL_OK) status = tl_ag_reshape(rows, shape, ndim, &out);
     tl_release(index), tl_release(flat), tl_release(rows);
     return tlb_result(L, box, status, out);
@@ -133,10 +139,11 @@ static tl_status masked_assign(tl_tensor *t, tl_tensor *mask, tl_tensor *v) {
                         "(the mask's true ones), got %lld",
                         (long long)count, (long long)tl_numel(v));
     }
-    tl_status status = tl_ag_reshape(v, &count, 1, &flat_v);
+    tl_status status = made(tl_ag_reshape(v, &count, 1, &flat_v), &flat_v);
     if (status == TL_OK) status = tl_zeros(&n, 1, t->dtype, tl_tensor_device(t), &zeros);
-    if (status == TL_OK) status = tl_ag_index_copy(zeros, 0, positions, flat_v, &spread);
-    if (status == TL_OK) status = tl_ag_reshape(spread, t->shape, t->ndim, &shaped);
+    if (status == TL_OK)
+        status = made(tl_ag_index_copy(zeros, 0, positions, flat_v, &spread), &spread);
+    if (status == TL_OK) status = made(tl_ag_reshape(spread, t->shape, t->ndim, &shaped), &shaped);
     if (status == TL_OK) status = tl_ag_masked_fill_(t, mask, shaped);
     tl_release(positions), tl_release(flat_v), tl_release(zeros), tl_release(spread);
     tl_release(shaped);
@@ -156,7 +163,7 @@ static int tensor_key_set(lua_State *L, tl_tensor *t) {
     tlb_box *box = tlb_newbox(L); /* holds the index shifted to 0-based, whatever is raised */
     if (key->dtype != TL_BOOL) box->tensor = tlb_index_along(L, "index", t, 0, 2);
     tl_status status = TL_OK;
-    if (v && v->dtype != t->dtype) status = tl_ag_cast(v, t->dtype, &cast);
+    if (v && v->dtype != t->dtype) status = made(tl_ag_cast(v, t->dtype, &cast), &cast);
     if (cast) v = cast;
     if (status == TL_OK && key->dtype == TL_BOOL) {
         tl_tensor *filler = NULL;
@@ -168,7 +175,7 @@ static int tensor_key_set(lua_State *L, tl_tensor *t) {
         } else if (status == TL_OK) {
             tl_tensor *one = NULL;
             const int64_t none[1] = {1};
-            if (v) status = tl_ag_reshape(v, none, 0, &one); /* one element: 0-dim */
+            if (v) status = made(tl_ag_reshape(v, none, 0, &one), &one); /* one element: 0-dim */
             if (status == TL_OK) status = tl_ag_masked_fill_(t, key, v ? one : filler);
             tl_release(one);
         }
@@ -181,7 +188,7 @@ static int tensor_key_set(lua_State *L, tl_tensor *t) {
         if (!v) {
             status = tl_ag_index_fill_(t, 0, index, value);
         } else {
-            status = tl_ag_expand(v, shape, t->ndim, &rows);
+            status = made(tl_ag_expand(v, shape, t->ndim, &rows), &rows);
             if (status == TL_OK) status = tl_ag_index_copy_(t, 0, index, rows);
         }
         tl_release(rows);

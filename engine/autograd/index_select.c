@@ -6,6 +6,12 @@
 #include "autograd/formula.h"
 #include "ops/checks.h"
 
+/* status, with *out cleared when it failed: a recording op that fails has released its result */
+static tl_status made(tl_status status, tl_tensor **out) {
+    if (status != TL_OK) *out = NULL;
+    return status;
+}
+
 /* ---- along a dim ----------------------------------------------------------------------------- */
 /* alpha * src, recorded (src itself, retained, when alpha is 1) */
 static tl_status scaled_src(const char *op, tl_tensor *x, tl_tensor *src, double alpha,
@@ -21,7 +27,7 @@ static tl_status scaled_src(const char *op, tl_tensor *x, tl_tensor *src, double
     const tl_scalar a =
         tl_dtype_is_floating(x->dtype) ? tl_scalar_float(alpha) : tl_scalar_int((int64_t)alpha);
     TL_TRY(tl_full(NULL, 0, a, x->dtype, tl_tensor_device(x), &factor));
-    tl_status status = tl_ag_mul(src, factor, out);
+    tl_status status = made(tl_ag_mul(src, factor, out), out);
     tl_release(factor);
     return status;
 }
@@ -99,7 +105,7 @@ static tl_status flat_of(tl_tensor *x, const int64_t *shape, int ndim, tl_tensor
     for (int k = 0; k < ndim; k++) n *= shape[k];
     tl_tensor *spread;
     TL_TRY(tl_ag_expand(x, shape, ndim, &spread));
-    tl_status status = tl_ag_reshape(spread, &n, 1, flat);
+    tl_status status = made(tl_ag_reshape(spread, &n, 1, flat), flat);
     tl_release(spread);
     return status;
 }
@@ -107,8 +113,8 @@ static tl_status flat_of(tl_tensor *x, const int64_t *shape, int ndim, tl_tensor
 tl_status tl_ag_take(tl_tensor *x, tl_tensor *index, tl_tensor **out) {
     tl_tensor *positions, *flat = NULL, *picked = NULL;
     TL_TRY(tl_take_positions(x, index, &positions));
-    tl_status status = flat_of(x, x->shape, x->ndim, &flat);
-    if (status == TL_OK) status = tl_ag_gather(flat, 0, positions, &picked);
+    tl_status status = made(flat_of(x, x->shape, x->ndim, &flat), &flat);
+    if (status == TL_OK) status = made(tl_ag_gather(flat, 0, positions, &picked), &picked);
     if (status == TL_OK) status = tl_ag_reshape(picked, index->shape, index->ndim, out);
     tl_release(positions), tl_release(flat), tl_release(picked);
     return status;
@@ -119,7 +125,7 @@ tl_status tl_ag_masked_select(tl_tensor *x, tl_tensor *mask, tl_tensor **out) {
     int ndim;
     tl_tensor *positions, *flat = NULL;
     TL_TRY(tl_masked_positions(x, mask, shape, &ndim, &positions));
-    tl_status status = flat_of(x, shape, ndim, &flat);
+    tl_status status = made(flat_of(x, shape, ndim, &flat), &flat);
     if (status == TL_OK) status = tl_ag_gather(flat, 0, positions, out);
     tl_release(positions), tl_release(flat);
     return status;
@@ -130,7 +136,8 @@ tl_status tl_ag_masked_select(tl_tensor *x, tl_tensor *mask, tl_tensor **out) {
 static tl_status masked_fill_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *mask, *zero = NULL;
     TL_TRY(tl_node_saved(node, 0, &mask));
-    tl_status status = tl_full(NULL, 0, tl_scalar_int(0), g[0]->dtype, tl_tensor_device(g[0]), &zero);
+    tl_status status =
+        tl_full(NULL, 0, tl_scalar_int(0), g[0]->dtype, tl_tensor_device(g[0]), &zero);
     if (status == TL_OK && node->needs_input_grad[0]) status = tl_where(mask, zero, g[0], &gi[0]);
     if (status == TL_OK && node->needs_input_grad[1])
         status = tl_reduce_to_input(node, 1, tl_where(mask, g[0], zero, &gi[1]), gi);

@@ -11,7 +11,8 @@ enum { SAVED_INDEX, SAVED_SELF, SAVED_SRC, SAVED_RESULT };
 static tl_status zeros_to_one(const tl_tensor *t, tl_tensor **out) {
     tl_tensor *zero = NULL, *one = NULL, *is_zero = NULL;
     tl_status status = tl_full(NULL, 0, tl_scalar_int(0), t->dtype, tl_tensor_device(t), &zero);
-    if (status == TL_OK) status = tl_full(NULL, 0, tl_scalar_int(1), t->dtype, tl_tensor_device(t), &one);
+    if (status == TL_OK)
+        status = tl_full(NULL, 0, tl_scalar_int(1), t->dtype, tl_tensor_device(t), &one);
     if (status == TL_OK) status = tl_eq(t, zero, &is_zero);
     if (status == TL_OK) status = tl_where(is_zero, one, t, out);
     tl_release(zero), tl_release(one), tl_release(is_zero);
@@ -62,8 +63,7 @@ static tl_status prod_grads(tl_node *node, const tl_tensor *g, const tl_tensor *
         status = tl_full(NULL, 0, tl_scalar_int(0), src->dtype, dev, &zero);
         if (status == TL_OK) status = tl_eq(src, zero, &src_zero);
         if (status == TL_OK) status = tl_cast(src_zero, src->dtype, &zeros_as);
-        if (status == TL_OK)
-            status = tl_zeros(self->shape, self->ndim, self->dtype, dev, &zeros);
+        if (status == TL_OK) status = tl_zeros(self->shape, self->ndim, self->dtype, dev, &zeros);
         if (status == TL_OK) status = tl_scatter_add(zeros, dim, index, zeros_as, &t[1]);
         if (status == TL_OK) status = tl_gather(t[1], dim, index, &count); /* zeros at the place */
         if (status == TL_OK) status = tl_full(NULL, 0, tl_scalar_int(1), src->dtype, dev, &one);

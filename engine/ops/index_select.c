@@ -19,7 +19,8 @@ static tl_status check_same_device(const char *op, const char *name, const tl_te
     if (tl_device_equal(tl_tensor_device(t), tl_tensor_device(x))) return TL_OK;
     char dt[16], dx[16];
     return tl_error(TL_ERR_DEVICE, "%s: %s is on %s but x is on %s", op, name,
-                    tl_device_name(tl_tensor_device(t), dt), tl_device_name(tl_tensor_device(x), dx));
+                    tl_device_name(tl_tensor_device(t), dt),
+                    tl_device_name(tl_tensor_device(x), dx));
 }
 
 /* index values within [0, count) (count: what range_of names) */
