@@ -116,6 +116,57 @@ case { op = "layer_norm_", label = "layer_norm_(weight) of a 3-dim x", dtypes = 
        args = function(rng, shape, dtype) return table.pack(draw(rng, { shape[#shape] }, dtype, -2, 2)) end,
        twin = layer_norm_twin }
 
+-- the index family: positions counting from 1 (distinct where a write would keep any one of
+-- duplicates on CUDA), index tensors made on the CPU and moved with the other operands
+local function distinct_rows(rng, rows, width, limit)
+  local out = {}
+  for r = 1, rows do
+    local pool = {}
+    for i = 1, limit do pool[i] = i end
+    for i = 1, width do
+      local j = rng:int(i, limit)
+      pool[i], pool[j] = pool[j], pool[i]
+    end
+    out[r] = { table.unpack(pool, 1, width) }
+  end
+  return tl.tensor(out)
+end
+local function value_of(dtype) return is_floating(dtype) and -1.25 or 4 end
+case { op = "scatter_", label = "scatter_(2, index, src)", dtypes = NUMERIC_DTYPES, lo = -5, hi = 5,
+       args = function(rng, shape, dtype)
+         return table.pack(2, distinct_rows(rng, shape[1], 3, shape[2]), draw(rng, { shape[1], 3 }, dtype, -5, 5))
+       end }
+case { op = "scatter_", label = "scatter_(1, index, value)", dtypes = NUMERIC_DTYPES, lo = -5, hi = 5,
+       args = function(rng, shape, dtype)
+         return table.pack(1, distinct_rows(rng, shape[2], 2, shape[1]):t():contiguous(), value_of(dtype))
+       end }
+case { op = "scatter_add_", label = "scatter_add_ with duplicate places", dtypes = NUMERIC_DTYPES, lo = -5, hi = 5,
+       args = function(rng, shape, dtype)
+         local index = tl.tensor(ref.build({ 4, shape[2] }, function() return rng:int(1, shape[1]) end))
+         return table.pack(1, index, draw(rng, { 4, shape[2] }, dtype, -5, 5))
+       end }
+case { op = "index_add_", label = "index_add_ with a repeated position and alpha", dtypes = NUMERIC_DTYPES,
+       lo = -5, hi = 5,
+       args = function(rng, shape, dtype)
+         return table.pack(2, tl.tensor({ 1, shape[2], 1 }), draw(rng, { shape[1], 3 }, dtype, -5, 5), { alpha = 2 })
+       end }
+case { op = "index_copy_", dtypes = NUMERIC_DTYPES, lo = -5, hi = 5,
+       args = function(rng, shape, dtype)
+         return table.pack(1, tl.tensor({ shape[1], 2 }), draw(rng, { 2, shape[2] }, dtype, -5, 5))
+       end }
+case { op = "index_fill_", dtypes = NUMERIC_DTYPES, lo = -5, hi = 5,
+       args = function(_, _, dtype) return table.pack(2, tl.tensor({ 3, 2 }), value_of(dtype)) end }
+case { op = "masked_fill_", label = "masked_fill_ of a row mask", dtypes = NUMERIC_DTYPES, lo = -5, hi = 5,
+       args = function(rng, shape, dtype)
+         return table.pack(tl.tensor({ ref.build({ shape[2] }, function() return rng:int(0, 1) == 1 end) }),
+           value_of(dtype))
+       end }
+case { op = "masked_fill_", label = "masked_fill_ of a tensor value", dtypes = NUMERIC_DTYPES, lo = -5, hi = 5,
+       args = function(rng, shape, dtype)
+         return table.pack(draw(rng, shape, "float32", -1, 1):gt(0), draw(rng, { shape[2] }, dtype, -5, 5))
+       end,
+       twin = function(x, mask, value) return tl.where(mask, value, x) end }
+
 -- strided views of a larger base, by x's number of dims: the base's shape and the view
 local VIEWS = {
   -- [8, 9] transposed to [9, 8], then rows 2..7 and columns 3..7: a [6, 5] view
@@ -416,6 +467,31 @@ describe("in-place ops refuse bad arguments and leave x unchanged", function()
     { "layer_norm_", "floating" })
   err("int32 matmul_(int32 w)", function() return i32(2, 3) end,
     function(x) x:matmul_(tl.ones(3, 3):to("int32")) end, { "matmul_", "floating" })
+  -- the index family: a bad index, src or value leaves x as it was (checked before any write)
+  local function index(t) return tl.tensor(t) end
+  err("scatter_ with an index out of range", function() return f32(3, 4) end,
+    function(x) x:scatter_(2, index({ { 1, 5 } }), tl.ones(1, 2)) end, { "scatter_", "index holds 5" })
+  err("scatter_add_ of a src of another dtype", function() return f32(3, 4) end,
+    function(x) x:scatter_add_(1, index({ { 1 } }), tl.ones({ 1, 1 }, { dtype = "float64" })) end,
+    { "scatter_add_", "src must have x's dtype float32, got float64" })
+  err("index_add_ with a src of the wrong shape", function() return f32(3, 4) end,
+    function(x) x:index_add_(1, index({ 1, 2 }), tl.ones(3, 4)) end,
+    { "index_add_", "src must have x's shape [3, 4] with index's length 2 along dim 1, got shape [3, 4]" })
+  err("index_add_ with a fractional alpha into int32", function() return i32(3, 4) end,
+    function(x) x:index_add_(1, index({ 1 }), tl.ones({ 1, 4 }, { dtype = "int32" }), { alpha = 0.5 }) end,
+    { "index_add_", "alpha must be an integer" })
+  err("index_add_ with an unknown option", function() return f32(3, 4) end,
+    function(x) x:index_add_(1, index({ 1 }), tl.ones(1, 4), { alpah = 2 }) end, { "index_add_", "alpah" })
+  err("index_copy_ with an index holding 0", function() return f32(3, 4) end,
+    function(x) x:index_copy_(1, index({ 0 }), tl.ones(1, 4)) end, { "index_copy_", "index holds 0" })
+  err("index_fill_ of 1e10 into int32 (overflow)", function() return i32(3, 4) end,
+    function(x) x:index_fill_(2, index({ 1 }), 1e10) end, { "index_fill_", "cannot be converted to int32" })
+  err("masked_fill_ with a float mask", function() return f32(3, 4) end,
+    function(x) x:masked_fill_(tl.ones(4), 1) end, { "masked_fill_", "mask must be a bool tensor" })
+  err("masked_fill_ with a mask that would grow x", function() return f32(3, 1) end,
+    function(x) x:masked_fill_(tl.ones(3, 4):gt(0), 1) end, { "masked_fill_", "does not broadcast" })
+  err("scatter_ into an expanded x", expanded,
+    function(x) x:scatter_(2, index({ { 1 } }), tl.ones(1, 1)) end, { "scatter_" })
   -- an integer result into a bool x
   err("bool add_(1)", function() return bools(4) end, function(x) x:add_(1) end, { "add_", "bool" })
   err("bool add_(bool tensor)", function() return bools(4) end, function(x) x:add_(bools(4)) end, { "add_", "bool" })

@@ -154,6 +154,9 @@ void tlb_check_index_dtype(lua_State *L, const char *op, const char *what,
 tl_status tlb_check_one_based(const tl_tensor *indices, const char *op, const char *what,
                               const char *range_of, int64_t count);
 tl_status tlb_zero_based(const tl_tensor *indices, tl_tensor **out);
+/* The index argument at idx of an op along dim of x (1-based positions, checked against x's size
+   there; a dim out of range is left to the op) as a new 0-based tensor. Raises. */
+tl_tensor *tlb_index_along(lua_State *L, const char *op, const tl_tensor *x, int dim, int idx);
 
 /* ---- options.c: options tables (uses args.c and the box) ---------------------------------------
    Every binding function that takes an options table checks it with tlb_check_options against

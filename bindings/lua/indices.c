@@ -45,3 +45,12 @@ tl_tensor *tlb_zero_based_indices(lua_State *L, const char *op, const char *what
     if (status != TL_OK) tlb_fail(L);
     return shifted;
 }
+
+/* The index argument at idx (1-based positions along dim of x) as a 0-based tensor, checked
+   against x's size along dim; a dim out of range is left to the op, which names it. */
+tl_tensor *tlb_index_along(lua_State *L, const char *op, const tl_tensor *x, int dim, int idx) {
+    const int d = dim < 0 ? dim + x->ndim : dim;
+    const bool valid = x->ndim > 0 && d >= 0 && d < x->ndim;
+    return tlb_zero_based_indices(L, op, "index", tlb_check(L, idx, op),
+                                  valid ? "the size along dim" : NULL, valid ? x->shape[d] : 0);
+}

@@ -1,4 +1,5 @@
-/* In-place op bindings: t:add_(other), t:exp_(), t:softmax_(dim), t:matmul_(w), ... return t. */
+/* In-place op bindings: t:add_(other), t:exp_(), t:softmax_(dim), t:matmul_(w), t:scatter_(dim,
+ * index, src), ... return t. */
 #include "binding.h"
 
 /* Finishes an in-place call: raises the engine's error, else returns x (argument 1) itself. */
@@ -99,16 +100,98 @@ static int op_dropout_(lua_State *L) {
     return inplace_result(L, tl_ag_dropout_(x, p));
 }
 
+/* ---- indexing: x's places at an index (1-based) written, added or filled --------------------- */
+/* t:scatter_(dim, index, src_or_value), t:scatter_add_(dim, index, src),
+   t:index_copy_(dim, index, src), t:index_fill_(dim, index, value),
+   t:index_add_(dim, index, src, {alpha = 1}) */
+static int write_at_(lua_State *L, const char *op, int kind) {
+    tl_tensor *x = tlb_check(L, 1, op);
+    const int dim = tlb_check_dim(L, 2, op);
+    tlb_check(L, 3, op);
+    tl_tensor *src = kind == 'f' ? NULL : tlb_totensor(L, 4, op);
+    tl_scalar value = tl_scalar_int(0);
+    if (kind == 's' && !src && !tlb_to_scalar(L, 4, &value))
+        return tlb_type_error(L, 4, op, "a tensor, a number or a boolean");
+    if (kind == 'f' && !tlb_to_scalar(L, 4, &value))
+        return tlb_type_error(L, 4, op, "a number or a boolean");
+    if ((kind == 'a' || kind == 'c' || kind == 'i') && !src) tlb_check(L, 4, op);
+    double alpha = 1;
+    static const tlb_option accepted[] = {{"alpha", TLB_OPTION_NUMBER}, {NULL, 0}};
+    if (kind == 'i' && tlb_check_options(L, 5, op, accepted))
+        tlb_option_number(L, 5, op, "alpha", &alpha);
+    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_status status;
+    switch (kind) {
+    case 's': /* scatter_ */
+        status =
+            src ? tl_ag_scatter_(x, dim, index, src) : tl_ag_scatter_value_(x, dim, index, value);
+        break;
+    case 'a':
+        status = tl_ag_scatter_add_(x, dim, index, src);
+        break;
+    case 'c':
+        status = tl_ag_index_copy_(x, dim, index, src);
+        break;
+    case 'i':
+        status = tl_ag_index_add_(x, dim, index, src, alpha);
+        break;
+    default:
+        status = tl_ag_index_fill_(x, dim, index, value);
+        break;
+    }
+    tl_release(index);
+    return inplace_result(L, status);
+}
+static int op_scatter_(lua_State *L) {
+    return write_at_(L, "scatter_", 's');
+}
+static int op_scatter_add_(lua_State *L) {
+    return write_at_(L, "scatter_add_", 'a');
+}
+static int op_index_copy_(lua_State *L) {
+    return write_at_(L, "index_copy_", 'c');
+}
+static int op_index_add_(lua_State *L) {
+    return write_at_(L, "index_add_", 'i');
+}
+static int op_index_fill_(lua_State *L) {
+    return write_at_(L, "index_fill_", 'f');
+}
+
+/* t:masked_fill_(mask, value): value a number, a boolean or a tensor (broadcasting to t, cast to
+   its dtype) */
+static int op_masked_fill_(lua_State *L) {
+    const char *op = "masked_fill_";
+    tl_tensor *x = tlb_check(L, 1, op), *mask = tlb_check(L, 2, op);
+    tl_tensor *value = tlb_totensor(L, 3, op), *owned = NULL;
+    tl_scalar s;
+    if (!value && !tlb_to_scalar(L, 3, &s))
+        return tlb_type_error(L, 3, op, "a tensor, a number or a boolean");
+    tl_status status = TL_OK;
+    if (!value) {
+        status = tl_scalar_check_fits(op, x->dtype, s);
+        if (status == TL_OK) status = tl_full(NULL, 0, s, x->dtype, tl_tensor_device(x), &owned);
+    } else if (value->dtype != x->dtype) {
+        status = tl_ag_cast(value, x->dtype, &owned);
+        if (status != TL_OK) owned = NULL; /* released by the failed cast */
+    }
+    if (status == TL_OK) status = tl_ag_masked_fill_(x, mask, owned ? owned : value);
+    tl_release(owned);
+    return inplace_result(L, status);
+}
+
 #define INPLACE_ENTRY(name) {#name "_", op_##name##_},
 
 const luaL_Reg tlb_inplace_methods[] = {
     INPLACE_ENTRY(add) INPLACE_ENTRY(sub) INPLACE_ENTRY(mul) INPLACE_ENTRY(copy) INPLACE_ENTRY(fill)
         INPLACE_ENTRY(neg) INPLACE_ENTRY(abs) INPLACE_ENTRY(relu) INPLACE_ENTRY(clamp)
             INPLACE_ENTRY(softmax) INPLACE_ENTRY(log_softmax) INPLACE_ENTRY(layer_norm)
-                INPLACE_ENTRY(matmul) INPLACE_ENTRY(dropout)
+                INPLACE_ENTRY(matmul) INPLACE_ENTRY(dropout) INPLACE_ENTRY(scatter)
+                    INPLACE_ENTRY(scatter_add) INPLACE_ENTRY(index_copy) INPLACE_ENTRY(index_add)
+                        INPLACE_ENTRY(index_fill) INPLACE_ENTRY(masked_fill)
 #define POINTWISE_OP(name, differentiable, backward) INPLACE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) INPLACE_ENTRY(name)
 #include "tlua/ops.def"
-                    {NULL, NULL},
+                            {NULL, NULL},
 };

@@ -1,4 +1,5 @@
-/* Tensor metamethods: __index (fields, methods, t[i]), __newindex (t[i] = v), __len. */
+/* Tensor metamethods: __index (fields, methods, t[i], t[index], t[mask]), __newindex (t[i] = v,
+ * t[index] = v, t[mask] = v), __len. */
 #include <string.h>
 
 #include "binding.h"
@@ -69,6 +70,134 @@ static int index_set(lua_State *L) {
     return 0;
 }
 
+/* status, with *out cleared when it failed: a recording op that fails has released its result */
+static tl_status made(tl_status status, tl_tensor **out) {
+    if (status != TL_OK) *out = NULL;
+    return status;
+}
+
+/* ---- t[index], t[mask] ------------------------------------------------------------------------
+   An int64/int32 tensor key selects along dim 1 (1-based positions: index_select, any shape of
+   index giving index's shape then t's other dims), a bool key of t's shape selects the elements
+   where it is true (masked_select, 1-d). Assignments write through the recorded in-place ops:
+   t[index] = v is index_fill_ (a number) or index_copy_ (a tensor broadcast to the selected
+   slices), t[mask] = v is masked_fill_ (a number or a one-element tensor) or, for a tensor of as
+   many elements as the mask has true ones, those values in order (masked_fill_ with them spread
+   to t's places by an index_copy, so their gradient flows). */
+static tl_tensor *tensor_key(lua_State *L, tl_tensor *t) {
+    tl_tensor *key = tlb_check(L, 2, "index");
+    if (key->dtype == TL_BOOL) {
+        bool same = key->ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = key->shape[d] == t->shape[d];
+        if (!same) {
+            char sk[256], st[256];
+            tlb_errorf(L, "index: a bool mask must have the tensor's shape %s, got %s",
+                       tl_shape_str(t, st, sizeof st), tl_shape_str(key, sk, sizeof sk));
+        }
+    } else if (key->dtype != TL_I64 && key->dtype != TL_I32) {
+        tlb_errorf(L,
+                   "index: a tensor key must hold int64 or int32 positions or be a bool mask, "
+                   "got %s",
+                   tl_dtype_name(key->dtype));
+    }
+    return key;
+}
+
+static int tensor_key_get(lua_State *L, tl_tensor *t) {
+    tl_tensor *key = tensor_key(L, t), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    if (key->dtype == TL_BOOL) {
+        const tl_status status = tl_ag_masked_select(t, key, &out);
+        return tlb_result(L, box, status, out);
+    }
+    if (key->ndim + t->ndim - 1 > TL_MAX_DIMS)
+        return tlb_errorf(L, "index: the result would have more than %d dims", TL_MAX_DIMS);
+    tl_tensor *index = tlb_index_along(L, "index", t, 0, 2), *flat = NULL, *rows = NULL;
+    int64_t n = tl_numel(index), shape[TL_MAX_DIMS];
+    int ndim = 0;
+    for (int d = 0; d < key->ndim; d++) shape[ndim++] = key->shape[d];
+    for (int d = 1; d < t->ndim; d++) shape[ndim++] = t->shape[d];
+    tl_status status = tl_reshape(index, &n, 1, &flat);
+    if (status == TL_OK) status = made(tl_ag_index_select(t, 0, flat, &rows), &rows);
+    if (status == TL_OK) status = tl_ag_reshape(rows, shape, ndim, &out);
+    tl_release(index), tl_release(flat), tl_release(rows);
+    return tlb_result(L, box, status, out);
+}
+
+/* t[mask] = tensor of count elements: x <- masked_fill_(x, mask, those values spread to the
+   mask's true places) */
+static tl_status masked_assign(tl_tensor *t, tl_tensor *mask, tl_tensor *v) {
+    int64_t shape[TL_MAX_DIMS];
+    int ndim;
+    tl_tensor *positions = NULL, *flat_v = NULL, *zeros = NULL, *spread = NULL, *shaped = NULL;
+    TL_TRY(tl_masked_positions(t, mask, shape, &ndim, &positions));
+    const int64_t count = tl_numel(positions), n = tl_numel(t);
+    if (tl_numel(v) != count) {
+        tl_release(positions);
+        return tl_error(TL_ERR_SHAPE,
+                        "index: t[mask] = v takes a number or a tensor of 1 or %lld elements "
+                        "(the mask's true ones), got %lld",
+                        (long long)count, (long long)tl_numel(v));
+    }
+    tl_status status = made(tl_ag_reshape(v, &count, 1, &flat_v), &flat_v);
+    if (status == TL_OK) status = tl_zeros(&n, 1, t->dtype, tl_tensor_device(t), &zeros);
+    if (status == TL_OK)
+        status = made(tl_ag_index_copy(zeros, 0, positions, flat_v, &spread), &spread);
+    if (status == TL_OK) status = made(tl_ag_reshape(spread, t->shape, t->ndim, &shaped), &shaped);
+    if (status == TL_OK) status = tl_ag_masked_fill_(t, mask, shaped);
+    tl_release(positions), tl_release(flat_v), tl_release(zeros), tl_release(spread);
+    tl_release(shaped);
+    return status;
+}
+
+static int tensor_key_set(lua_State *L, tl_tensor *t) {
+    tl_tensor *key = tensor_key(L, t), *v = tlb_totensor(L, 3, "index"), *cast = NULL;
+    tl_scalar value;
+    if (!v && !tlb_to_scalar(L, 3, &value))
+        return tlb_errorf(L,
+                          "index: cannot assign a %s to tensor elements (expected a number, a "
+                          "boolean or a tensor)",
+                          tlb_typename(L, 3));
+    if (key->dtype != TL_BOOL && key->ndim > 1)
+        return tlb_errorf(L, "index: t[index] = v takes a 1-d index, got %d dims", key->ndim);
+    tlb_box *box = tlb_newbox(L); /* holds the index shifted to 0-based, whatever is raised */
+    if (key->dtype != TL_BOOL) box->tensor = tlb_index_along(L, "index", t, 0, 2);
+    tl_status status = TL_OK;
+    if (v && v->dtype != t->dtype) status = made(tl_ag_cast(v, t->dtype, &cast), &cast);
+    if (cast) v = cast;
+    if (status == TL_OK && key->dtype == TL_BOOL) {
+        tl_tensor *filler = NULL;
+        if (!v) status = tl_scalar_check_fits("index", t->dtype, value);
+        if (status == TL_OK && !v)
+            status = tl_full(NULL, 0, value, t->dtype, tl_tensor_device(t), &filler);
+        if (status == TL_OK && v && tl_numel(v) != 1) {
+            status = masked_assign(t, key, v);
+        } else if (status == TL_OK) {
+            tl_tensor *one = NULL;
+            const int64_t none[1] = {1};
+            if (v) status = made(tl_ag_reshape(v, none, 0, &one), &one); /* one element: 0-dim */
+            if (status == TL_OK) status = tl_ag_masked_fill_(t, key, v ? one : filler);
+            tl_release(one);
+        }
+        tl_release(filler);
+    } else if (status == TL_OK) {
+        tl_tensor *index = box->tensor, *rows = NULL;
+        int64_t shape[TL_MAX_DIMS];
+        shape[0] = tl_numel(index);
+        for (int d = 1; d < t->ndim; d++) shape[d] = t->shape[d];
+        if (!v) {
+            status = tl_ag_index_fill_(t, 0, index, value);
+        } else {
+            status = made(tl_ag_expand(v, shape, t->ndim, &rows), &rows);
+            if (status == TL_OK) status = tl_ag_index_copy_(t, 0, index, rows);
+        }
+        tl_release(rows);
+    }
+    tl_release(cast);
+    if (status != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
 /* ---- fields ------------------------------------------------------------- */
 static int field(lua_State *L, tl_tensor *t, const char *key) {
     char buf[16];
@@ -118,7 +247,10 @@ int tlb_meta_index(lua_State *L) {
         return field(L, t, lua_tostring(L, 2));
     }
     if (type == LUA_TNUMBER) return index_get(L);
-    return tlb_errorf(L, "index: expected an integer index or a field name, got %s",
+    if (type == LUA_TUSERDATA && tlb_peek_tensor(L, 2)) return tensor_key_get(L, indexable(L));
+    return tlb_errorf(L,
+                      "index: expected an integer index, a field name, a tensor of positions or a "
+                      "bool mask, got %s",
                       tlb_typename(L, 2));
 }
 
@@ -135,7 +267,10 @@ static int meta_newindex(lua_State *L) {
                           "t[i] = value)",
                           key);
     }
-    return tlb_errorf(L, "index: expected an integer index, got %s", tlb_typename(L, 2));
+    if (type == LUA_TUSERDATA && tlb_peek_tensor(L, 2)) return tensor_key_set(L, indexable(L));
+    return tlb_errorf(
+        L, "index: expected an integer index, a tensor of positions or a bool mask, got %s",
+        tlb_typename(L, 2));
 }
 
 /* #t: the size of dim 1 */

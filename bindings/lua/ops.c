@@ -1,4 +1,5 @@
-/* Op bindings: elementwise, comparisons, where, casts, reductions, softmax, matmul. */
+/* Op bindings: elementwise, comparisons, where, casts, reductions, softmax, joining, indexing,
+ * matmul. */
 #include <string.h>
 
 #include "binding.h"
@@ -412,15 +413,9 @@ static int op_stack(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
-/* ---- indexing along a dim -------------------------------------------------------------------
-   gather(x, dim, index) and scatter_add(x, dim, index, src): index holds 1-based positions along
-   dim, checked against x's size there before they are shifted for the C API. */
-static tl_tensor *index_arg(lua_State *L, const char *op, const tl_tensor *x, int dim) {
-    const int d = dim < 0 ? dim + x->ndim : dim;
-    const bool valid = x->ndim > 0 && d >= 0 && d < x->ndim; /* else the op names the bad dim */
-    return tlb_zero_based_indices(L, op, "index", tlb_check(L, 3, op),
-                                  valid ? "the size along dim" : NULL, valid ? x->shape[d] : 0);
-}
+/* ---- indexing ---------------------------------------------------------------------------------
+   index tensors hold 1-based positions (along dim, or flat for take), checked against the size
+   they index before they are shifted for the C API. */
 /* op(x, dim, index) for gather and index_select */
 typedef tl_status (*indexed_fn)(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
 static int read_at(lua_State *L, const char *op, indexed_fn fn) {
@@ -428,7 +423,7 @@ static int read_at(lua_State *L, const char *op, indexed_fn fn) {
     const int dim = tlb_check_dim(L, 2, op);
     tlb_check(L, 3, op);
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = index_arg(L, op, x, dim);
+    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
     tl_status status = fn(x, dim, index, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);
@@ -436,21 +431,113 @@ static int read_at(lua_State *L, const char *op, indexed_fn fn) {
 static int op_gather(lua_State *L) {
     return read_at(L, "gather", tl_ag_gather);
 }
-static int op_scatter_add(lua_State *L) {
-    tl_tensor *x = tlb_check(L, 1, "scatter_add"), *src = tlb_check(L, 4, "scatter_add");
-    const int dim = tlb_check_dim(L, 2, "scatter_add");
-    tlb_check(L, 3, "scatter_add");
-    tl_tensor *out = NULL;
+/* index_select(x, dim, index): index a 1-d tensor of 1-based positions along dim */
+static int op_index_select(lua_State *L) {
+    return read_at(L, "index_select", tl_ag_index_select);
+}
+
+/* op(x, dim, index, src) for scatter_add, index_copy and scatter with a tensor */
+typedef tl_status (*write_fn)(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,
+                              tl_tensor **out);
+static int write_at(lua_State *L, const char *op, write_fn fn) {
+    tl_tensor *x = tlb_check(L, 1, op), *src = tlb_check(L, 4, op), *out = NULL;
+    const int dim = tlb_check_dim(L, 2, op);
+    tlb_check(L, 3, op);
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = index_arg(L, "scatter_add", x, dim);
-    tl_status status = tl_ag_scatter_add(x, dim, index, src, &out);
+    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_status status = fn(x, dim, index, src, &out);
+    tl_release(index);
+    return tlb_result(L, box, status, out);
+}
+static int op_scatter_add(lua_State *L) {
+    return write_at(L, "scatter_add", tl_ag_scatter_add);
+}
+static int op_index_copy(lua_State *L) {
+    return write_at(L, "index_copy", tl_ag_index_copy);
+}
+
+/* op(x, dim, index, value) for scatter and index_fill with a number or a boolean */
+typedef tl_status (*fill_fn)(tl_tensor *x, int dim, tl_tensor *index, tl_scalar value,
+                             tl_tensor **out);
+static int fill_at(lua_State *L, const char *op, fill_fn fn) {
+    tl_tensor *x = tlb_check(L, 1, op), *out = NULL;
+    const int dim = tlb_check_dim(L, 2, op);
+    tlb_check(L, 3, op);
+    tl_scalar value;
+    if (!tlb_to_scalar(L, 4, &value))
+        return tlb_type_error(L, 4, op, "a tensor, a number or a boolean");
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_status status = fn(x, dim, index, value, &out);
+    tl_release(index);
+    return tlb_result(L, box, status, out);
+}
+/* scatter(x, dim, index, src_or_value) */
+static int op_scatter(lua_State *L) {
+    if (tlb_totensor(L, 4, "scatter")) return write_at(L, "scatter", tl_ag_scatter);
+    return fill_at(L, "scatter", tl_ag_scatter_value);
+}
+/* index_fill(x, dim, index, value) */
+static int op_index_fill(lua_State *L) {
+    return fill_at(L, "index_fill", tl_ag_index_fill);
+}
+
+/* scatter_reduce(x, dim, index, src, reduce, {include_self = true}) */
+static int op_scatter_reduce(lua_State *L) {
+    const char *op = "scatter_reduce";
+    static const tlb_option accepted[] = {{"include_self", TLB_OPTION_BOOLEAN}, {NULL, 0}};
+    tl_tensor *x = tlb_check(L, 1, op), *src = tlb_check(L, 4, op), *out = NULL;
+    const int dim = tlb_check_dim(L, 2, op);
+    tlb_check(L, 3, op);
+    if (lua_type(L, 5) != LUA_TSTRING)
+        return tlb_type_error(L, 5, op,
+                              "a reduction (\"sum\", \"prod\", \"mean\", \"amax\", \"amin\")");
+    const char *reduce = lua_tostring(L, 5);
+    bool include_self = true;
+    if (tlb_check_options(L, 6, op, accepted))
+        tlb_option_bool(L, 6, op, "include_self", &include_self);
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_status status = tl_ag_scatter_reduce(x, dim, index, src, reduce, include_self, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);
 }
 
-/* index_select(x, dim, index): index a 1-d tensor of 1-based positions along dim */
-static int op_index_select(lua_State *L) {
-    return read_at(L, "index_select", tl_ag_index_select);
+/* index_add(x, dim, index, src, {alpha = 1}) */
+static int op_index_add(lua_State *L) {
+    const char *op = "index_add";
+    static const tlb_option accepted[] = {{"alpha", TLB_OPTION_NUMBER}, {NULL, 0}};
+    tl_tensor *x = tlb_check(L, 1, op), *src = tlb_check(L, 4, op), *out = NULL;
+    const int dim = tlb_check_dim(L, 2, op);
+    tlb_check(L, 3, op);
+    double alpha = 1;
+    if (tlb_check_options(L, 5, op, accepted)) tlb_option_number(L, 5, op, "alpha", &alpha);
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_status status = tl_ag_index_add(x, dim, index, src, alpha, &out);
+    tl_release(index);
+    return tlb_result(L, box, status, out);
+}
+
+/* take(x, index): x's elements at 1-based flat positions, in index's shape */
+static int op_take(lua_State *L) {
+    const char *op = "take";
+    tl_tensor *x = tlb_check(L, 1, op), *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_tensor *index = tlb_zero_based_indices(L, op, "index", tlb_check(L, 2, op),
+                                              "x's number of elements", tl_numel(x));
+    tl_status status = tl_ag_take(x, index, &out);
+    tl_release(index);
+    return tlb_result(L, box, status, out);
+}
+
+/* masked_select(x, mask): x's elements where mask (bool, broadcast with x) is true, 1-d */
+static int op_masked_select(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "masked_select"), *mask = tlb_check(L, 2, "masked_select");
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_masked_select(x, mask, &out);
+    return tlb_result(L, box, status, out);
 }
 
 /* masked_fill(x, mask, value): x with value where the bool mask (broadcasting to x) is true */
@@ -530,6 +617,10 @@ const luaL_Reg tlb_op_methods[] = {
     {"cat", op_cat},         {"stack", op_stack},
     {"index_select", op_index_select}, {"masked_fill", op_masked_fill},
     {"std_mean", op_std_mean}, {"var_mean", op_var_mean},
+    {"scatter", op_scatter}, {"scatter_reduce", op_scatter_reduce},
+    {"index_add", op_index_add}, {"index_copy", op_index_copy},
+    {"index_fill", op_index_fill}, {"take", op_take},
+    {"masked_select", op_masked_select},
 #define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
 #define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)

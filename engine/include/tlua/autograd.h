@@ -122,8 +122,35 @@ tl_status tl_ag_unbind(tl_tensor *x, int dim, tl_tensor **out);
 tl_status tl_ag_gather(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
 tl_status tl_ag_scatter_add(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,
                             tl_tensor **out);
-/* index_select as a recorded gather (its gradient a scatter_add) */
+/* scatter (tlua/ops.h): x's gradient g with the written places zeroed, src's g gathered there;
+   the in-place forms (scatter_, scatter_add_) record the same gradients on x's history */
+tl_status tl_ag_scatter(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src, tl_tensor **out);
+tl_status tl_ag_scatter_value(tl_tensor *x, int dim, tl_tensor *index, tl_scalar value,
+                              tl_tensor **out);
+tl_status tl_ag_scatter_(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src);
+tl_status tl_ag_scatter_value_(tl_tensor *x, int dim, tl_tensor *index, tl_scalar value);
+tl_status tl_ag_scatter_add_(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src);
+/* scatter_reduce (tlua/ops.h), torch's gradients: sum and mean pass g through (mean divided by
+   the count), prod divides the product by each factor, amax and amin split g evenly among the
+   values equal to the result (x's own only when include_self) */
+tl_status tl_ag_scatter_reduce(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,
+                               const char *reduce, bool include_self, tl_tensor **out);
+/* index_select as a recorded gather (its gradient a scatter_add); index_add, index_copy and
+   index_fill (in place too) as recorded scatters; take and masked_select as recorded reshapes and
+   gathers; masked_fill_ (x's old values get g where the mask is false, value where it is true) */
 tl_status tl_ag_index_select(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out);
+tl_status tl_ag_index_add(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src, double alpha,
+                          tl_tensor **out);
+tl_status tl_ag_index_add_(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src, double alpha);
+tl_status tl_ag_index_copy(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src,
+                           tl_tensor **out);
+tl_status tl_ag_index_copy_(tl_tensor *x, int dim, tl_tensor *index, tl_tensor *src);
+tl_status tl_ag_index_fill(tl_tensor *x, int dim, tl_tensor *index, tl_scalar value,
+                           tl_tensor **out);
+tl_status tl_ag_index_fill_(tl_tensor *x, int dim, tl_tensor *index, tl_scalar value);
+tl_status tl_ag_take(tl_tensor *x, tl_tensor *index, tl_tensor **out);
+tl_status tl_ag_masked_select(tl_tensor *x, tl_tensor *mask, tl_tensor **out);
+tl_status tl_ag_masked_fill_(tl_tensor *x, tl_tensor *mask, tl_tensor *value);
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* input [..., in], weight [out, in], bias [out] or NULL -> [..., out] */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);

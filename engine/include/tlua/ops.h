@@ -131,12 +131,84 @@ tl_status tl_unbind(tl_tensor *x, int dim, tl_tensor **out);
 tl_status tl_gather(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out);
 tl_status tl_scatter_add(const tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src,
                          tl_tensor **out);
-/* index_select: x's slices along dim at the positions of index (1-d, int64 or int32), in
-   index's order (repeats allowed); it is a gather through tl_index_select_as_gather's view of
-   index (x's rank, expanded: nothing copied), which the recording form uses too. */
+/* scatter: a copy of x with src[p] written at p with its dim-th coordinate replaced by index[p]
+   (the shapes and checks of scatter_add); of duplicate places one written value stays (the last
+   in index order on the CPU, any one on CUDA). tl_scatter_value writes one value (it must fit
+   x's dtype). The in-place forms write x itself (writable; src and index that share its memory
+   are read from copies) and bump its version; everything is checked before the first write. */
+tl_status tl_scatter(const tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src,
+                     tl_tensor **out);
+tl_status tl_scatter_value(const tl_tensor *x, int dim, const tl_tensor *index, tl_scalar value,
+                           tl_tensor **out);
+tl_status tl_scatter_(tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src);
+tl_status tl_scatter_value_(tl_tensor *x, int dim, const tl_tensor *index, tl_scalar value);
+tl_status tl_scatter_add_(tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src);
+/* scatter_reduce: a copy of x with src folded in at the places of scatter by reduce ("sum",
+   "prod", "mean", "amax", "amin"; NaN wins amax/amin); with include_self false, the places src
+   reaches start without x's value (a place nothing reaches keeps it). mean divides by the count
+   of values folded in (integers floored, as torch, exact while the sums stay within 2^53). Number
+   dtypes (not bool); integer sums and products wrap. */
+typedef enum tl_scatter_reduction {
+    TL_SCATTER_REDUCE_SUM,
+    TL_SCATTER_REDUCE_PROD,
+    TL_SCATTER_REDUCE_MEAN,
+    TL_SCATTER_REDUCE_AMAX,
+    TL_SCATTER_REDUCE_AMIN,
+} tl_scatter_reduction;
+tl_status tl_scatter_reduction_parse(const char *reduce, tl_scatter_reduction *out);
+tl_status tl_scatter_reduce(const tl_tensor *x, int dim, const tl_tensor *index,
+                            const tl_tensor *src, const char *reduce, bool include_self,
+                            tl_tensor **out);
+/* mean's divisor: how many values were folded in at each place of x (x's own when include_self),
+   at least 1; x's shape and dtype */
+tl_status tl_scatter_reduce_count(const tl_tensor *x, int dim, const tl_tensor *index,
+                                  const tl_tensor *src, bool include_self, tl_tensor **count);
+
+/* ---- indexing by a list of positions (ops/index_select.c) ----------------------------------
+   index: 1-d (or 0-d: one position), int64 or int32, values in [0, size of x along dim).
+   index_select: x's slices along dim at the positions of index, in index's order (repeats
+   allowed); it is a gather through tl_index_select_as_gather's view of index (x's rank,
+   expanded: nothing copied), which the recording form uses too. index_add: x plus alpha * src's
+   slices added at index's positions along dim (src: x's shape but index's length along dim;
+   duplicates add up as in scatter_add; an integer x takes an integer alpha); index_copy: src's
+   slices written there (of duplicates one stays); index_fill: value written in x's slices at
+   index. Each is a scatter through tl_index_positions' view of index (x's rank, src's shape, or
+   x's with index's length along dim: *d gets the wrapped dim), as the recording forms do. */
 tl_status tl_index_select(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out);
 tl_status tl_index_select_as_gather(const tl_tensor *x, int dim, const tl_tensor *index,
                                     tl_tensor **positions);
+tl_status tl_index_positions(const char *op, const tl_tensor *x, int dim, const tl_tensor *index,
+                             const tl_tensor *src, int *d, tl_tensor **positions);
+/* src * alpha in x's dtype (src itself, retained, when alpha is 1) */
+tl_status tl_index_add_scaled(const char *op, const tl_tensor *x, const tl_tensor *src,
+                              double alpha, tl_tensor **scaled);
+tl_status tl_index_add(const tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src,
+                       double alpha, tl_tensor **out);
+tl_status tl_index_add_(tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src,
+                        double alpha);
+tl_status tl_index_copy(const tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src,
+                        tl_tensor **out);
+tl_status tl_index_copy_(tl_tensor *x, int dim, const tl_tensor *index, const tl_tensor *src);
+tl_status tl_index_fill(const tl_tensor *x, int dim, const tl_tensor *index, tl_scalar value,
+                        tl_tensor **out);
+tl_status tl_index_fill_(tl_tensor *x, int dim, const tl_tensor *index, tl_scalar value);
+/* take: x's elements at flat (row-major) positions index (any shape, values in [0, numel(x))),
+   in index's shape; tl_take_positions checks index and gives it 1-d. */
+tl_status tl_take(const tl_tensor *x, const tl_tensor *index, tl_tensor **out);
+tl_status tl_take_positions(const tl_tensor *x, const tl_tensor *index, tl_tensor **flat);
+/* masked_select: the elements of x where the bool mask is true, x and mask broadcast together,
+   in row-major order, as a 1-d tensor. tl_masked_positions gives the broadcast shape and the
+   flat positions of the true elements (int64, 1-d; on CUDA their count comes back to the host:
+   one wait). */
+tl_status tl_masked_select(const tl_tensor *x, const tl_tensor *mask, tl_tensor **out);
+tl_status tl_masked_positions(const tl_tensor *x, const tl_tensor *mask, int64_t *shape, int *ndim,
+                              tl_tensor **positions);
+/* masked_fill_: x <- value where mask (bool) is true; mask and value (x's dtype, 0-dim or any
+   shape) broadcast to x's shape. tl_masked_fill_check makes its checks (the recording form
+   too). */
+tl_status tl_masked_fill_(tl_tensor *x, const tl_tensor *mask, const tl_tensor *value);
+tl_status tl_masked_fill_check(const char *op, const tl_tensor *x, const tl_tensor *mask,
+                               const tl_tensor *value);
 /* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
    Takes t's reference (returns it as is when nothing needs summing). */
 tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);

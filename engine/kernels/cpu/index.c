@@ -1,11 +1,13 @@
-/* CPU index kernels along a dim: gather (bytes moved, one version per element size) and scatter_add
- * (added in index order, deterministic). */
+/* CPU index kernels along a dim: gather (bytes moved, one version per element size), scatter
+ * (bytes moved), scatter_add and scatter_reduce (in index order: deterministic, the last
+ * duplicate's write wins). */
 #include <string.h>
 
 #include "core/half.h"
 #include "kernels/arith.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
+#include "kernels/scatter_reduce.h"
 
 /* The walk over the index tensor's elements by rows of its last dim: for a row, the offsets
    (in elements) of its first element in each tensor (0: out or target, 1: index, 2: source),
@@ -103,6 +105,76 @@ static tl_status cpu_gather(tl_tensor *const *out, const tl_tensor *const *in,
         }                                                                                          \
         return TL_OK;                                                                              \
     }
+/* Element j of row r of the index (row-major order): its target (along dim at the index value)
+   and source offsets, in elements. */
+static inline void scatter_at(const index_walk *w, const tl_tensor *index, const int64_t off[3],
+                              int64_t j, int64_t along, int64_t *at_target, int64_t *at_src) {
+    const int last = w->ndim - 1;
+    int64_t jt = last >= 0 && last != w->dim ? j * w->strides[0][last] : 0;
+    const int64_t ji = last >= 0 ? j * w->strides[1][last] : 0;
+    *at_src = off[2] + (last >= 0 ? j * w->strides[2][last] : 0);
+    *at_target = off[0] + jt + index_at(index, off[1] + ji) * along;
+}
+
+/* ---- scatter: target[p with its dim-th coordinate replaced by index[p]] = src[p] --------------
+   Elements move as bytes, in row-major order of the index: of duplicates the last one wins. A
+   value (index_fill, scatter of a number) is a src expanded to the index's shape (stride 0). */
+static tl_status cpu_scatter(tl_tensor *const *out, const tl_tensor *const *in,
+                             const tl_op_args *args) {
+    tl_tensor *target = out[0];
+    const tl_tensor *index = in[0], *src = in[1];
+    if (tl_numel(index) == 0) return TL_OK;
+    index_walk w;
+    walk_plan(&w, index, (const tl_tensor *[]){target, index, src}, args->dim, 0);
+    const int64_t size = tl_dtype_size(target->dtype);
+    const int64_t along = target->ndim ? target->strides[w.dim] : 0;
+    char *t = tl_data(target);
+    const char *s = tl_data(src);
+    for (int64_t r = 0; r < w.rows; r++) {
+        int64_t off[3];
+        walk_row(&w, r, off);
+        for (int64_t j = 0; j < w.width; j++) {
+            int64_t at, from;
+            scatter_at(&w, index, off, j, along, &at, &from);
+            memcpy(t + at * size, s + from * size, (size_t)size);
+        }
+    }
+    return TL_OK;
+}
+
+/* ---- scatter_reduce (prod, amax, amin): target[at index[p]] = fold(target[..], src[p]) ------
+   In index order, one element at a time (deterministic); kernels/scatter_reduce.h has the folds.
+   Each fold is a variant of the kernel. */
+static const tl_kernel_variant scatter_reduce_variants[] = {
+    TL_VARIANT(scatter_reduce, TL_DTYPES_NUMERIC, "prod", "reduce = \"prod\""),
+    TL_VARIANT(scatter_reduce, TL_DTYPES_NUMERIC, "amax", "reduce = \"amax\""),
+    TL_VARIANT(scatter_reduce, TL_DTYPES_NUMERIC, "amin", "reduce = \"amin\""),
+};
+
+#define SCATTER_REDUCE(sfx, dtype, T, LOAD, FOLD, STORE)                                           \
+    static tl_status cpu_scatter_reduce_##sfx(tl_tensor *const *out, const tl_tensor *const *in,   \
+                                              const tl_op_args *args) {                            \
+        tl_tensor *target = out[0];                                                                \
+        const tl_tensor *index = in[0], *src = in[1];                                              \
+        const int mode = (int)args->scalar[0];                                                     \
+        tl_variant_ran(&scatter_reduce_variants[mode - TL_SCATTER_PROD], dtype);                   \
+        if (tl_numel(index) == 0) return TL_OK;                                                    \
+        index_walk w;                                                                              \
+        walk_plan(&w, index, (const tl_tensor *[]){target, index, src}, args->dim, 0);             \
+        const int64_t along = target->ndim ? target->strides[w.dim] : 0;                           \
+        T *t = tl_data(target);                                                                    \
+        const T *s = tl_data(src);                                                                 \
+        for (int64_t r = 0; r < w.rows; r++) {                                                     \
+            int64_t off[3];                                                                        \
+            walk_row(&w, r, off);                                                                  \
+            for (int64_t j = 0; j < w.width; j++) {                                                \
+                int64_t at, from;                                                                  \
+                scatter_at(&w, index, off, j, along, &at, &from);                                  \
+                t[at] = STORE(FOLD(mode, LOAD(t[at]), LOAD(s[from])));                             \
+            }                                                                                      \
+        }                                                                                          \
+        return TL_OK;                                                                              \
+    }
 #define SAME(x) (x)
 /* integers wrap: the sum in uint64, stored back as its low bits (two's complement) */
 #define WRAP_I32(x) ((int32_t)(uint32_t)(x))
@@ -113,11 +185,22 @@ SCATTER_ADD(bf16, uint16_t, float, tl_bf16_load, tl_bf16_round)
 SCATTER_ADD(f16, uint16_t, float, tl_f16_load, tl_f16_round)
 SCATTER_ADD(i32, int32_t, uint64_t, SAME, WRAP_I32)
 SCATTER_ADD(i64, int64_t, uint64_t, SAME, WRAP_I64)
+#define TO_I32(x) ((int32_t)(uint32_t)(uint64_t)(x))
+SCATTER_REDUCE(f32, TL_F32, float, SAME, tl_scatter_fold_f, SAME)
+SCATTER_REDUCE(f64, TL_F64, double, SAME, tl_scatter_fold_d, SAME)
+SCATTER_REDUCE(bf16, TL_BF16, uint16_t, tl_bf16_load, tl_scatter_fold_f, tl_bf16_round)
+SCATTER_REDUCE(f16, TL_F16, uint16_t, tl_f16_load, tl_scatter_fold_f, tl_f16_round)
+SCATTER_REDUCE(i32, TL_I32, int32_t, (int64_t), tl_scatter_fold_i, TO_I32)
+SCATTER_REDUCE(i64, TL_I64, int64_t, SAME, tl_scatter_fold_i, SAME)
 
 static const tl_kernel_entry entries[] = {
     TL_KERNEL(gather, TL_DTYPES_ALL, tensors, cpu_gather),
     TL_KERNELS_FLOATING(scatter_add, tensors, cpu_scatter_add),
     TL_KERNELS_INTEGER(scatter_add, tensors, cpu_scatter_add),
+    TL_KERNEL(scatter, TL_DTYPES_ALL, tensors, cpu_scatter),
+    TL_KERNELS_FLOATING(scatter_reduce, tensors, cpu_scatter_reduce),
+    TL_KERNELS_INTEGER(scatter_reduce, tensors, cpu_scatter_reduce),
 };
 
 TL_KERNEL_TABLE(tl_cpu_index_table, TL_DEVICE_CPU, entries);
+TL_VARIANT_TABLE(tl_cpu_scatter_reduce_variants, TL_DEVICE_CPU, scatter_reduce_variants);

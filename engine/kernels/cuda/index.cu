@@ -1,10 +1,14 @@
-/* CUDA index kernels along a dim and their table, the dtypes of cpu/index.c: gather (elements moved
- * by size) and scatter_add (atomic adds: duplicates add in any order). */
+/* CUDA index kernels along a dim and their table, the dtypes of cpu/index.c: gather and scatter
+ * (elements moved by size; of duplicates in scatter any one wins), scatter_add (atomic adds:
+ * duplicates add in any order) and scatter_reduce's prod, amax and amin (compare-and-swap loops).
+ */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/describe.cuh"
+#include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/ops_common.cuh"
+#include "kernels/scatter_reduce.h"
 
 #define INDEX_THREADS 256
 
@@ -77,6 +81,71 @@ __global__ void __launch_bounds__(INDEX_THREADS)
         walk_offsets(w, p, off);
         const int64_t v = index_value(w, index, off[1]);
         if (v >= 0 && v < w.size) add_at(target + off[0] + v * w.along, src[off[2]]);
+    }
+}
+
+/* target[p along dim at index[p]] = src[p]; duplicates race (one of them wins); an index out of
+   range writes nothing */
+template <typename U>
+__global__ void __launch_bounds__(INDEX_THREADS)
+    scatter_kernel(U *target, const U *src, const void *index,
+                   const __grid_constant__ index_walk w) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < w.n; p += stride) {
+        int64_t off[3];
+        walk_offsets(w, p, off);
+        const int64_t v = index_value(w, index, off[1]);
+        if (v >= 0 && v < w.size) target[off[0] + v * w.along] = src[off[2]];
+    }
+}
+
+/* The unsigned type of an element's bits, for atomicCAS (16-bit CAS needs compute 7.0) */
+template <int Bytes> struct cas_bits;
+template <> struct cas_bits<2> { typedef unsigned short U; };
+template <> struct cas_bits<4> { typedef unsigned int U; };
+template <> struct cas_bits<8> { typedef unsigned long long U; };
+
+/* the fold of kernels/scatter_reduce.h in E's compute type */
+template <class E>
+__device__ __forceinline__ typename E::C fold(int mode, typename E::C t, typename E::C s) {
+    typedef typename E::C C;
+    if constexpr (E::dtype == TL_CUDA_F64)
+        return tl_scatter_fold_d(mode, t, s);
+    else if constexpr (E::dtype == TL_CUDA_I32 || E::dtype == TL_CUDA_I64)
+        return (C)tl_scatter_fold_i(mode, (int64_t)t, (int64_t)s); /* int32 keeps its low bits */
+    else
+        return tl_scatter_fold_f(mode, t, s);
+}
+
+/* *at = fold(*at, s) atomically: a compare-and-swap loop on the element's bits */
+template <class E>
+__device__ __forceinline__ void fold_at(typename E::T *at, typename E::T s, int mode) {
+    typedef typename E::T T;
+    typedef typename cas_bits<sizeof(T)>::U U;
+    U *bits = (U *)at;
+    U seen = *(volatile U *)bits, expected;
+    do {
+        expected = seen;
+        T current;
+        memcpy(&current, &expected, sizeof current);
+        const T next = E::store(fold<E>(mode, E::load(current), E::load(s)));
+        U wanted;
+        memcpy(&wanted, &next, sizeof wanted);
+        if (wanted == expected) return;
+        seen = atomicCAS(bits, expected, wanted);
+    } while (seen != expected);
+}
+
+template <class E>
+__global__ void __launch_bounds__(INDEX_THREADS)
+    scatter_reduce_kernel(typename E::T *target, const typename E::T *src, const void *index,
+                          const __grid_constant__ index_walk w, int mode) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < w.n; p += stride) {
+        int64_t off[3];
+        walk_offsets(w, p, off);
+        const int64_t v = index_value(w, index, off[1]);
+        if (v >= 0 && v < w.size) fold_at<E>(target + off[0] + v * w.along, src[off[2]], mode);
     }
 }
 
@@ -170,9 +239,74 @@ static tl_status cuda_scatter_add(tl_tensor *const *out, const tl_tensor *const 
     }
 }
 
+static tl_status cuda_scatter(tl_tensor *const *out, const tl_tensor *const *in,
+                              const tl_op_args *args) {
+    tl_tensor *target = out[0];
+    const tl_tensor *index = in[0], *src = in[1];
+    index_walk w;
+    walk_of(&w, index, target, src, args->dim, 0);
+    if (w.n == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(target, "scatter", &at));
+    const unsigned grid = tl_cuda_grid(tl_ceil_div(w.n, INDEX_THREADS), at.sm_count);
+    void *t = tl_data(target);
+    const void *s = tl_data(src), *i = tl_data(index);
+    switch (tl_dtype_size(target->dtype)) { /* elements move as bits */
+    case 1:
+        scatter_kernel<<<grid, INDEX_THREADS, 0, at.stream>>>((uint8_t *)t, (const uint8_t *)s, i,
+                                                              w);
+        break;
+    case 2:
+        scatter_kernel<<<grid, INDEX_THREADS, 0, at.stream>>>((uint16_t *)t, (const uint16_t *)s, i,
+                                                              w);
+        break;
+    case 4:
+        scatter_kernel<<<grid, INDEX_THREADS, 0, at.stream>>>((uint32_t *)t, (const uint32_t *)s, i,
+                                                              w);
+        break;
+    default:
+        scatter_kernel<<<grid, INDEX_THREADS, 0, at.stream>>>((uint64_t *)t, (const uint64_t *)s, i,
+                                                              w);
+        break;
+    }
+    return tl_cuda_check_launch(at.op);
+}
+
+/* each fold of scatter_reduce is a variant (args->scalar[0]: a tl_scatter_mode) */
+static const tl_kernel_variant scatter_reduce_variants[] = {
+    TL_VARIANT(scatter_reduce, TL_DTYPES_NUMERIC, "prod", "reduce = \"prod\""),
+    TL_VARIANT(scatter_reduce, TL_DTYPES_NUMERIC, "amax", "reduce = \"amax\""),
+    TL_VARIANT(scatter_reduce, TL_DTYPES_NUMERIC, "amin", "reduce = \"amin\""),
+};
+
+static tl_status cuda_scatter_reduce(tl_tensor *const *out, const tl_tensor *const *in,
+                                     const tl_op_args *args) {
+    tl_tensor *target = out[0];
+    const tl_tensor *index = in[0], *src = in[1];
+    const int mode = (int)args->scalar[0];
+    tl_variant_ran(&scatter_reduce_variants[mode - TL_SCATTER_PROD], target->dtype);
+    index_walk w;
+    walk_of(&w, index, target, src, args->dim, 0);
+    if (w.n == 0) return TL_OK;
+    tl_cuda_where at;
+    TL_TRY(tl_cuda_where_of(target, "scatter_reduce", &at));
+    const unsigned grid = tl_cuda_grid(tl_ceil_div(w.n, INDEX_THREADS), at.sm_count);
+    return tl_cuda_dispatch<TL_CUDA_NUMERIC>(
+        tl_cuda_dtype_of(target), "scatter_reduce", [&](auto e) {
+            typedef decltype(e) E;
+            typedef typename E::T T;
+            scatter_reduce_kernel<E><<<grid, INDEX_THREADS, 0, at.stream>>>(
+                (T *)tl_data(target), (const T *)tl_data(src), tl_data(index), w, mode);
+            return tl_cuda_check_launch(at.op);
+        });
+}
+
 static const tl_kernel_entry entries[] = {
     TL_KERNEL(gather, TL_DTYPES_ALL, tensors, cuda_gather),
     TL_KERNEL(scatter_add, TL_DTYPES_NUMERIC, tensors, cuda_scatter_add),
+    TL_KERNEL(scatter, TL_DTYPES_ALL, tensors, cuda_scatter),
+    TL_KERNEL(scatter_reduce, TL_DTYPES_NUMERIC, tensors, cuda_scatter_reduce),
 };
 
 TL_KERNEL_TABLE(tl_cuda_index_table, TL_DEVICE_CUDA, entries);
+TL_VARIANT_TABLE(tl_cuda_scatter_reduce_variants, TL_DEVICE_CUDA, scatter_reduce_variants);

@@ -1,4 +1,4 @@
--- Statement makers of the API fuzzer for computing ops: elementwise, casts and queries, reductions, matmul.
+-- Statement makers of the API fuzzer for computing ops: elementwise, casts and queries, reductions, matmul, indexing.
 local Gen = require("gen")
 local literal = Gen.literal
 
@@ -178,6 +178,77 @@ local reduce = {
   end,
 }
 
+--- an int64 index tensor of shape, its values 1-based positions below limit (rarely 0 or past it)
+local function positions(g, shape, limit)
+  local function build(d)
+    if d > #shape then
+      if g:chance(0.03) then return g:pick { 0, limit + 1, -1 } end
+      return limit > 0 and g:int(1, limit) or 1
+    end
+    local out = {}
+    for i = 1, shape[d] do out[i] = build(d + 1) end
+    return out
+  end
+  if #shape == 0 then return fmt("tl.tensor(%d)", build(1)) end
+  return fmt("tl.tensor(%s, {dtype = 'int64'})", literal(build(1)))
+end
+
+-- the index family: gather and the scatters along a dim (an index no larger than x, mostly),
+-- index_select and the index_* ops by a 1-d index, take, masked_select, their in-place forms on
+-- a clone, and the subscripts
+local indexing = {
+  along_dim = function(g)
+    local a = g:tensor(function(i) return i.ndim >= 1 and i.ndim <= 3 and i.numel <= 200 end)
+    if not a then return nil end
+    local d = g:int(1, a.ndim)
+    local shape = {}
+    for k = 1, a.ndim do shape[k] = math.min(a.shape[k], g:int(0, 3)) + (g:chance(0.05) and 1 or 0) end
+    local index = positions(g, shape, a.shape[d])
+    local src = g:chance(0.9) and g:fresh(shape, g:chance(0.9) and a.dtype or g:dtype()) or g:number()
+    local op = g:pick { "gather", "scatter", "scatter_add", "scatter_reduce", "scatter_", "scatter_add_" }
+    local x = op:sub(-1) == "_" and a.ref .. ":detach():clone()" or a.ref
+    if op == "gather" then return fmt("%s = %s:gather(%d, %s)", g:target(), x, d, index) end
+    if op == "scatter_reduce" then
+      local reduce = g:pick { "sum", "prod", "mean", "amax", "amin", "max" }
+      return fmt("%s = %s:scatter_reduce(%d, %s, %s, %q, {include_self = %s})", g:target(), x, d, index, src,
+        reduce, tostring(g:chance(0.5)))
+    end
+    return fmt("%s = %s:%s(%d, %s, %s)", g:target(), x, op, d, index, src)
+  end,
+  by_positions = function(g)
+    local a = g:tensor(function(i) return i.ndim >= 1 and i.numel <= 200 end)
+    if not a then return nil end
+    local d = g:int(1, a.ndim)
+    local n = g:int(0, 4)
+    local index = positions(g, { n }, a.shape[d])
+    local shape = { table.unpack(a.shape) }
+    shape[d] = g:chance(0.95) and n or n + 1
+    local src = g:fresh(shape, g:chance(0.9) and a.dtype or g:dtype())
+    local op = g:pick { "index_select", "index_add", "index_copy", "index_fill", "index_add_", "index_copy_",
+      "index_fill_" }
+    local x = op:sub(-1) == "_" and a.ref .. ":detach():clone()" or a.ref
+    if op == "index_select" then return fmt("%s = %s:index_select(%s, %s)", g:target(), x, g:dim(a.ndim), index) end
+    if op:find("fill") then return fmt("%s = %s:%s(%d, %s, %s)", g:target(), x, op, d, index, g:number()) end
+    local alpha = op:find("add") and g:chance(0.3) and fmt(", {alpha = %s}", g:number()) or ""
+    return fmt("%s = %s:%s(%d, %s, %s%s)", g:target(), x, op, d, index, src, alpha)
+  end,
+  flat_and_masks = function(g)
+    local a = g:tensor(function(i) return i.numel <= 200 end)
+    if not a then return nil end
+    local mask = g:chance(0.9) and fmt("%s:ne(0)", a.ref) or g:fresh(g:broadcastable(a.shape), "bool")
+    return g:weighted {
+      { 2, function() return fmt("%s = %s:take(%s)", g:target(), a.ref, positions(g, { g:int(0, 4) }, a.numel)) end },
+      { 2, function() return fmt("%s = %s:masked_select(%s)", g:target(), a.ref, mask) end },
+      { 1, function() return fmt("%s = %s:detach():clone():masked_fill_(%s, %s)", g:target(), a.ref, mask, g:number()) end },
+      { 1, function()
+        if a.ndim == 0 then return nil end
+        return fmt("%s = %s[%s]", g:target(), a.ref, positions(g, { g:int(0, 3) }, a.shape[1]))
+      end },
+      { 1, function() return fmt("%s = %s[%s:ne(0)]", g:target(), a.ref, a.ref) end },
+    }()
+  end,
+}
+
 --- shapes for matmul: a's and b's, compatible most of the time (1-D, 2-D, batched)
 local function matmul_shapes(g)
   local n, k, m = g:int(0, 6), g:int(0, 6), g:int(0, 6)
@@ -286,4 +357,5 @@ return {
   { name = "casts", weight = 4, variants = casts },
   { name = "reduce", weight = 6, variants = reduce },
   { name = "matmul", weight = 4, variants = matmul },
+  { name = "indexing", weight = 4, variants = indexing },
 }
