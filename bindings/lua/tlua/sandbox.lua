@@ -15,6 +15,7 @@ sandbox.allowed = {
   "int", "long", "dtypes",
   -- functional ops written by hand and in-place forms (tl.ops() lists the table's rows)
   "linear", "outer", "cat", "stack", "index_select", "masked_fill", "conv2d", "layer_norm_", "matmul_", "copy_", "fill_",
+  "diag", "einsum", "tensordot", "meshgrid", "isclose", "allclose", "equal", "expand_as", "view_as",
   "block_layout_validate",
   -- autograd and modes
   "backward", "detach", "requires_grad_", "zero_grad", "no_grad", "enable_grad", "is_grad_enabled",
