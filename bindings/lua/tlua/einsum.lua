@@ -257,7 +257,9 @@ end
 -- by the product of the sizes of their labels), each contraction one batched matmul over
 -- permuted views; the result is permuted to the output's order.
 function M.einsum(spec, ...)
-  if type(spec) ~= "string" then fail(1, "einsum", "argument 1 expected a spec (a string), got %s", type(spec)) end
+  if type(spec) ~= "string" then
+    fail(1, "einsum", "argument 1 expected a spec (a string), got %s", tl.is_tensor(spec) and "a tensor" or type(spec))
+  end
   local operands = { ... }
   if #operands == 1 and type(operands[1]) == "table" and not tl.is_tensor(operands[1]) then
     operands = operands[1]
