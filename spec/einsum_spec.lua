@@ -140,6 +140,9 @@ describe("einsum and tensordot on the cpu", function()
     fails("einsum: the subscripts of operand 1 ('...i...') has two ellipses", function() return tl.einsum("...i...", a) end)
     fails("einsum: label 'i' has size 2 in operand 1 but 3 in operand 1", function() return tl.einsum("ii", a) end)
     fails("einsum: operand 2 expected a tensor, got number", function() return tl.einsum("ij,j", a, 3) end)
+    fails("einsum: operand 2 is float64 on cpu, expected operand 1's float32 on cpu",
+      function() return tl.einsum("ij,jk", a, b:double()) end)
+    fails("tensordot: b is float64 on cpu, expected a's float32 on cpu", function() return tl.tensordot(a, b:double(), 1) end)
     fails("einsum: argument 1 expected a spec (a string), got a tensor", function() return tl.einsum(a, b) end)
     fails("einsum: the spec 'i->i->i' has more than one '->'", function() return tl.einsum("i->i->i", tl.ones(2)) end)
     fails("tensordot: dim 2 of a has size 3 but dim 1 of b has size 2",

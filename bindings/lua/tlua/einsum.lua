@@ -267,6 +267,10 @@ function M.einsum(spec, ...)
   if #operands == 0 then fail(1, "einsum", "expected at least one operand after the spec") end
   for i, t in ipairs(operands) do
     if not tl.is_tensor(t) then fail(1, "einsum", "operand %d expected a tensor, got %s", i, type(t)) end
+    if t.dtype ~= operands[1].dtype or t.device ~= operands[1].device then
+      fail(1, "einsum", "operand %d is %s on %s, expected operand 1's %s on %s", i, t.dtype, t.device,
+        operands[1].dtype, operands[1].device)
+    end
   end
   local inputs, output = parse(spec, operands)
   local size = label_sizes(operands, inputs)
@@ -305,6 +309,9 @@ function M.tensordot(a, b, dims)
   local who = "tensordot"
   if not tl.is_tensor(a) then fail(1, who, "argument 1 expected a tensor, got %s", type(a)) end
   if not tl.is_tensor(b) then fail(1, who, "argument 2 expected a tensor, got %s", type(b)) end
+  if a.dtype ~= b.dtype or a.device ~= b.device then
+    fail(1, who, "b is %s on %s, expected a's %s on %s", b.dtype, b.device, a.dtype, a.device)
+  end
   dims = dims == nil and 2 or dims
   local da, db = {}, {}
   if math.type(dims) == "integer" or (type(dims) == "number" and dims == math.floor(dims)) then
