@@ -7,14 +7,15 @@
 
 /* An integer, or a table of integers (the argument named what), into values (at most max);
    returns their count. */
-static int check_integers(lua_State *L, int idx, const char *op, const char *what,
-                          int64_t *values, int max) {
+static int check_integers(lua_State *L, int idx, const char *op, const char *what, int64_t *values,
+                          int max) {
     if (!lua_istable(L, idx)) {
         values[0] = tlb_check_int(L, idx, op, what);
         return 1;
     }
     const lua_Unsigned n = lua_rawlen(L, idx);
-    if (n > (lua_Unsigned)max) tlb_errorf(L, "%s: expected at most %d %s, got %d", op, max, what, (int)n);
+    if (n > (lua_Unsigned)max)
+        tlb_errorf(L, "%s: expected at most %d %s, got %d", op, max, what, (int)n);
     for (int i = 0; i < (int)n; i++) {
         lua_rawgeti(L, idx, i + 1);
         values[i] = tlb_check_int(L, lua_gettop(L), op, what);
@@ -30,7 +31,8 @@ static int check_dims(lua_State *L, int idx, const char *op, int *dims) {
         return 1;
     }
     const lua_Unsigned n = lua_rawlen(L, idx);
-    if (n > TL_MAX_DIMS) tlb_errorf(L, "%s: expected at most %d dims, got %d", op, TL_MAX_DIMS, (int)n);
+    if (n > TL_MAX_DIMS)
+        tlb_errorf(L, "%s: expected at most %d dims, got %d", op, TL_MAX_DIMS, (int)n);
     for (int i = 0; i < (int)n; i++) {
         lua_rawgeti(L, idx, i + 1);
         dims[i] = tlb_check_dim(L, lua_gettop(L), op);
@@ -82,8 +84,7 @@ static int op_roll(lua_State *L) {
     const int n = check_integers(L, 2, op, "shifts", shifts, TL_MAX_DIMS);
     int ndims = 0;
     if (lua_isnoneornil(L, 3)) {
-        if (n != 1)
-            return tlb_errorf(L, "%s: without dims expected one shift, got %d", op, n);
+        if (n != 1) return tlb_errorf(L, "%s: without dims expected one shift, got %d", op, n);
     } else {
         ndims = check_dims(L, 3, op, dims);
         if (ndims != n)
@@ -118,9 +119,8 @@ static int op_repeat_interleave(lua_State *L) {
     const bool flatten = lua_isnoneornil(L, 3);
     const int dim = flatten ? 0 : tlb_check_dim(L, 3, op);
     tlb_box *box = tlb_newbox(L);
-    const tl_status status =
-        counts ? tl_ag_repeat_interleave_counts(x, counts, dim, flatten, &out)
-               : tl_ag_repeat_interleave(x, repeats, dim, flatten, &out);
+    const tl_status status = counts ? tl_ag_repeat_interleave_counts(x, counts, dim, flatten, &out)
+                                    : tl_ag_repeat_interleave(x, repeats, dim, flatten, &out);
     return tlb_result(L, box, status, out);
 }
 
@@ -153,10 +153,9 @@ static int op_pad(lua_State *L) {
         return tlb_errorf(L, "%s: a value is only used by constant mode, got mode '%s'", op,
                           mode_name);
     lua_Integer as_integer;
-    const tl_scalar fill =
-        lua_numbertointeger(value, &as_integer) && (double)as_integer == value
-            ? tl_scalar_int((int64_t)as_integer)
-            : tl_scalar_float(value);
+    const tl_scalar fill = lua_numbertointeger(value, &as_integer) && (double)as_integer == value
+                               ? tl_scalar_int((int64_t)as_integer)
+                               : tl_scalar_float(value);
     tlb_box *box = tlb_newbox(L);
     const tl_status status = tl_ag_pad(x, pads, n, (tl_pad_mode)mode, fill, &out);
     return tlb_result(L, box, status, out);
@@ -198,8 +197,8 @@ static int op_movedim(lua_State *L) {
     int from[TL_MAX_DIMS], to[TL_MAX_DIMS];
     const int n = check_dims(L, 2, op, from), m = check_dims(L, 3, op, to);
     if (n != m)
-        return tlb_errorf(L, "%s: got %d source dims and %d destinations (expected as many)", op,
-                          n, m);
+        return tlb_errorf(L, "%s: got %d source dims and %d destinations (expected as many)", op, n,
+                          m);
     tlb_box *box = tlb_newbox(L);
     const tl_status status = tl_ag_movedim(x, from, to, n, &out);
     return tlb_result(L, box, status, out);
@@ -207,8 +206,7 @@ static int op_movedim(lua_State *L) {
 
 /* ---- diagonal(x, offset = 0, dim1 = 1, dim2 = 2), diag_embed(x, offset = 0, dim1 = -2,
    dim2 = -1), diag(x, k = 0) --------------------------------------------------------------- */
-typedef tl_status (*diagonal_fn)(tl_tensor *x, int64_t offset, int dim1, int dim2,
-                                 tl_tensor **out);
+typedef tl_status (*diagonal_fn)(tl_tensor *x, int64_t offset, int dim1, int dim2, tl_tensor **out);
 static int diagonal(lua_State *L, const char *op, diagonal_fn fn, int dim1, int dim2) {
     tl_tensor *x = tlb_check(L, 1, op), *out = NULL;
     const int64_t offset = lua_isnoneornil(L, 2) ? 0 : tlb_check_int(L, 2, op, "offset");
@@ -243,18 +241,11 @@ static int op_unfold(lua_State *L) {
 }
 
 const luaL_Reg tlb_shape_methods[] = {
-    {"tril", op_tril},
-    {"triu", op_triu},
-    {"flip", op_flip},
-    {"roll", op_roll},
-    {"tile", op_tile},
-    {"repeat_interleave", op_repeat_interleave},
-    {"pad", op_pad},
-    {"one_hot", op_one_hot},
-    {"movedim", op_movedim},
-    {"diagonal", op_diagonal},
-    {"diag", op_diag},
-    {"diag_embed", op_diag_embed},
-    {"unfold", op_unfold},
-    {NULL, NULL},
+    {"tril", op_tril},       {"triu", op_triu},
+    {"flip", op_flip},       {"roll", op_roll},
+    {"tile", op_tile},       {"repeat_interleave", op_repeat_interleave},
+    {"pad", op_pad},         {"one_hot", op_one_hot},
+    {"movedim", op_movedim}, {"diagonal", op_diagonal},
+    {"diag", op_diag},       {"diag_embed", op_diag_embed},
+    {"unfold", op_unfold},   {NULL, NULL},
 };

@@ -105,8 +105,8 @@ static tl_status pad_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
     return tl_pad(g[0], back, 2 * node->dim, TL_PAD_CONSTANT, tl_scalar_int(0), &gi[0]);
 }
 
-tl_status tl_ag_pad(tl_tensor *x, const int64_t *pads, int npads, tl_pad_mode mode,
-                    tl_scalar value, tl_tensor **out) {
+tl_status tl_ag_pad(tl_tensor *x, const int64_t *pads, int npads, tl_pad_mode mode, tl_scalar value,
+                    tl_tensor **out) {
     if (mode != TL_PAD_CONSTANT) return tl_pad_edges_with(&recording, x, pads, npads, mode, out);
     TL_TRY(tl_pad(x, pads, npads, mode, value, out));
     tl_node *node;

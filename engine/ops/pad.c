@@ -8,10 +8,14 @@
 
 static const char *mode_name(tl_pad_mode mode) {
     switch (mode) {
-    case TL_PAD_CONSTANT: return "constant";
-    case TL_PAD_REFLECT: return "reflect";
-    case TL_PAD_REPLICATE: return "replicate";
-    case TL_PAD_CIRCULAR: return "circular";
+    case TL_PAD_CONSTANT:
+        return "constant";
+    case TL_PAD_REFLECT:
+        return "reflect";
+    case TL_PAD_REPLICATE:
+        return "replicate";
+    case TL_PAD_CIRCULAR:
+        return "circular";
     }
     return "unknown";
 }
@@ -33,9 +37,9 @@ static tl_status check_pads(const tl_tensor *x, const int64_t *pads, int npads, 
         const int d = x->ndim - 1 - i;
         const int64_t n = x->shape[d], before = pads[2 * i], after = pads[2 * i + 1];
         if (mode != TL_PAD_CONSTANT) {
-            const bool fits = mode == TL_PAD_REFLECT     ? before < n && after < n
-                              : mode == TL_PAD_CIRCULAR  ? before <= n && after <= n
-                                                         : n > 0 || (before == 0 && after == 0);
+            const bool fits = mode == TL_PAD_REFLECT    ? before < n && after < n
+                              : mode == TL_PAD_CIRCULAR ? before <= n && after <= n
+                                                        : n > 0 || (before == 0 && after == 0);
             if (before < 0 || after < 0)
                 return tl_error(TL_ERR_ARGUMENT,
                                 "%s: %s mode takes pads >= 0, got %lld and %lld for dim %d", op,
@@ -55,8 +59,8 @@ static tl_status check_pads(const tl_tensor *x, const int64_t *pads, int npads, 
         if (before < -limit || before > limit || after < -limit || after > limit ||
             n + before > limit || n + before + after > limit || n + before + after < 0)
             return tl_error(TL_ERR_SHAPE,
-                            "%s: dim %d of size %lld padded by %lld and %lld has no valid size",
-                            op, d + 1, (long long)n, (long long)before, (long long)after);
+                            "%s: dim %d of size %lld padded by %lld and %lld has no valid size", op,
+                            d + 1, (long long)n, (long long)before, (long long)after);
         shape[d] = n + before + after;
     }
     int64_t numel;

@@ -58,8 +58,8 @@ static tl_status positions(int64_t n, position_fn position, const int64_t *arg, 
 
 /* ---- tril, triu ---------------------------------------------------------------------------- */
 /* bool [rows, cols]: column - row <= k (lower) or >= k (upper), from two ranges */
-static tl_status triangle_mask(int64_t rows, int64_t cols, int64_t k, bool upper,
-                               tl_device device, tl_tensor **mask) {
+static tl_status triangle_mask(int64_t rows, int64_t cols, int64_t k, bool upper, tl_device device,
+                               tl_tensor **mask) {
     tl_tensor *row = NULL, *col = NULL, *column = NULL, *diff = NULL, *bound = NULL;
     const int64_t as_column[2] = {rows, 1};
     tl_status status = tl_arange_int(0, rows, 1, TL_I64, device, &row);
@@ -264,8 +264,9 @@ tl_status tl_tile_with(const tl_composer *c, tl_tensor *x, const int64_t *reps, 
             return tl_error(TL_ERR_ARGUMENT, "%s: reps[%d] is %lld, expected >= 0", op, ri + 1,
                             (long long)r[d]);
         if (!tl_size_mul(shape[d], r[d], &result[d]))
-            return tl_error(TL_ERR_SHAPE, "%s: dim %d of size %lld repeated %lld times is too "
-                                          "large",
+            return tl_error(TL_ERR_SHAPE,
+                            "%s: dim %d of size %lld repeated %lld times is too "
+                            "large",
                             op, d + 1, (long long)shape[d], (long long)r[d]);
         moved += r[d] != 1;
     }
@@ -308,8 +309,9 @@ static tl_status interleave_source(const tl_composer *c, tl_tensor *x, int dim, 
         return c->reshape(x, &numel, 1, source);
     }
     if (x->ndim == 0)
-        return tl_error(TL_ERR_SHAPE, "%s: a 0-dim tensor has no dim %d (give no dim to repeat "
-                                      "its element)",
+        return tl_error(TL_ERR_SHAPE,
+                        "%s: a 0-dim tensor has no dim %d (give no dim to repeat "
+                        "its element)",
                         op, TL_DIM_FOR_USER(dim));
     TL_TRY(tl_wrap_dim(op, dim, x->ndim, d));
     *source = tl_retain(x);
@@ -449,8 +451,8 @@ tl_status tl_repeat_interleave_counts_with(const tl_composer *c, tl_tensor *x,
     return TL_OK;
 }
 
-tl_status tl_repeat_interleave_counts(tl_tensor *x, const tl_tensor *repeats, int dim,
-                                      bool flatten, tl_tensor **out) {
+tl_status tl_repeat_interleave_counts(tl_tensor *x, const tl_tensor *repeats, int dim, bool flatten,
+                                      tl_tensor **out) {
     return tl_repeat_interleave_counts_with(&tl_plain_composer, x, repeats, dim, flatten, out);
 }
 
@@ -465,8 +467,7 @@ tl_status tl_diag_embed(tl_tensor *x, int64_t offset, int dim1, int dim2, tl_ten
     int d1, d2;
     TL_TRY(tl_wrap_dim(op, dim1, rank, &d1));
     TL_TRY(tl_wrap_dim(op, dim2, rank, &d2));
-    if (d1 == d2)
-        return tl_error(TL_ERR_ARGUMENT, "%s: dim1 and dim2 are both dim %d", op, d1 + 1);
+    if (d1 == d2) return tl_error(TL_ERR_ARGUMENT, "%s: dim1 and dim2 are both dim %d", op, d1 + 1);
     const int64_t n = x->shape[x->ndim - 1];
     int64_t m, shape[TL_MAX_DIMS];
     if (offset < -TL_MAX_NUMEL || offset > TL_MAX_NUMEL ||
@@ -492,8 +493,7 @@ tl_status tl_diag_with(const tl_composer *c, tl_tensor *x, int64_t k, tl_tensor 
     TL_TRY(tl_check_tensor_arg("diag", "x", x));
     if (x->ndim == 1) return c->diag_embed(x, k, 0, 1, out);
     if (x->ndim != 2)
-        return tl_error(TL_ERR_SHAPE, "diag: expected a 1-d or 2-d tensor, got %d dims",
-                        x->ndim);
+        return tl_error(TL_ERR_SHAPE, "diag: expected a 1-d or 2-d tensor, got %d dims", x->ndim);
     tl_tensor *diagonal = NULL;
     TL_TRY(c->diagonal(x, k, 0, 1, &diagonal));
     tl_status status = c->clone(diagonal, out);
@@ -540,8 +540,8 @@ tl_status tl_one_hot(const tl_tensor *index, int64_t classes, tl_tensor **out) {
     tl_tensor *column = NULL, *classes_range = NULL, *hit = NULL;
     tl_status status = tl_reshape((tl_tensor *)index, shape, index->ndim + 1, &column);
     if (status == TL_OK)
-        status = tl_arange_int(0, classes, 1, index->dtype, tl_tensor_device(index),
-                               &classes_range);
+        status =
+            tl_arange_int(0, classes, 1, index->dtype, tl_tensor_device(index), &classes_range);
     if (status == TL_OK) status = tl_eq(column, classes_range, &hit);
     if (status == TL_OK) status = tl_cast(hit, TL_I64, out);
     tl_release(column), tl_release(classes_range), tl_release(hit);
