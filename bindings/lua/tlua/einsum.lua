@@ -5,10 +5,45 @@ local options = require("tlua.options")
 local M = {}
 
 -- raises at the user's line: depth is how many calls the raising function is below the user's
--- (1 for einsum and tensordot themselves), for a sandbox where the stack cannot be read
+-- (1 for einsum and tensordot themselves, 3 for einsum's planning steps), for a sandbox where the
+-- stack cannot be read
 local function fail(depth, who, fmt, ...)
   options.error(string.format(who .. ": " .. fmt, ...), depth + 2)
 end
+
+-- ---- the tape: einsum's tensor ops as it plans a call, replayed by later calls of the same spec
+-- and shapes (planning is Lua work of the order of the ops' own launch cost on a GPU)
+local tape -- while einsum plans: {steps = {}, slot = tensor -> its slot (operands 1..n)}
+
+-- t:method(...) (tl.matmul(t, other) for "matmul"), written on the tape when one is running
+local function op(method, t, ...)
+  local out
+  if method == "matmul" then out = tl.matmul(t, ...) else out = t[method](t, ...) end
+  if tape then
+    local args = table.pack(...)
+    if method == "matmul" then args = { n = 0, other = tape.slot[args[1]] } end
+    tape.steps[#tape.steps + 1] = { method = method, input = tape.slot[t], args = args }
+    tape.slot[out] = tape.operands + #tape.steps
+  end
+  return out
+end
+
+-- the result of the steps on new operands (of the shapes they were planned for)
+local function replay(plan, operands)
+  local values = { table.unpack(operands) }
+  local n = #values
+  for i, s in ipairs(plan.steps) do
+    local t = values[s.input]
+    if s.method == "matmul" then
+      values[n + i] = tl.matmul(t, values[s.args.other])
+    else
+      values[n + i] = t[s.method](t, table.unpack(s.args, 1, s.args.n))
+    end
+  end
+  return values[plan.result]
+end
+
+local plans, plan_count = {}, 0 -- spec and shapes -> plan; cleared when it holds 256
 
 -- the positions (1-based) of labels in list, as a table label -> position
 local function positions(list)
@@ -33,12 +68,12 @@ local function arrange(t, list, want)
   local at, perm = positions(list), {}
   for i, label in ipairs(want) do perm[i] = at[label] end
   if #perm == 0 or is_identity(perm) then return t end
-  return t:permute(perm)
+  return op("permute", t, perm)
 end
 
 local function reshaped(t, shape)
   if same_shape(t, shape) then return t end
-  return t:reshape(shape)
+  return op("reshape", t, shape)
 end
 
 -- t with the labels of list that keep does not hold summed away: the tensor and its labels
@@ -48,7 +83,7 @@ local function sum_unneeded(t, list, keep)
     if keep[label] then rest[#rest + 1] = label else dims[#dims + 1] = i end
   end
   if #dims == 0 then return t, list end
-  return t:sum(dims), rest
+  return op("sum", t, dims), rest
 end
 
 --- contract(a, la, b, lb, keep, size) -> the product of a (labels la) and b (labels lb) summed
@@ -91,7 +126,7 @@ local function contract(a, la, b, lb, keep, size)
   local m, k, n = product(a_own), product(shared), product(b_own)
   local am = reshaped(arrange(a, la, ordered_a), with_lead(m, k))
   local bm = reshaped(arrange(b, lb, ordered_b), with_lead(k, n))
-  local c = tl.matmul(am, bm)
+  local c = op("matmul", am, bm)
   local labels, shape = { table.unpack(batch) }, { table.unpack(lead) }
   for _, label in ipairs(a_own) do labels[#labels + 1], shape[#shape + 1] = label, size[label] end
   for _, label in ipairs(b_own) do labels[#labels + 1], shape[#shape + 1] = label, size[label] end
@@ -128,24 +163,24 @@ local function parse(spec, operands)
   local body = spec:gsub("%s", "")
   local lhs, rhs = body:match("^(.-)%->(.*)$")
   if not lhs then lhs = body end
-  if rhs and rhs:find("->", 1, true) then fail(2, who, "the spec '%s' has more than one '->'", spec) end
+  if rhs and rhs:find("->", 1, true) then fail(3, who, "the spec '%s' has more than one '->'", spec) end
   local terms = {}
   for term in (lhs .. ","):gmatch("([^,]*),") do terms[#terms + 1] = term end
   if #terms ~= #operands then
-    fail(2, who, "the spec '%s' names %d operand%s but %d tensor%s given", spec, #terms,
+    fail(3, who, "the spec '%s' names %d operand%s but %d tensor%s given", spec, #terms,
       #terms == 1 and "" or "s", #operands, #operands == 1 and " was" or "s were")
   end
   local inputs, ellipsis_rank = {}, 0
   for i, term in ipairs(terms) do
     local labels, message = parse_term(term, string.format("the subscripts of operand %d ('%s')", i, term))
-    if not labels then fail(2, who, "%s", message) end
+    if not labels then fail(3, who, "%s", message) end
     local named, has_ellipsis = 0, false
     for _, label in ipairs(labels) do
       if label == "..." then has_ellipsis = true else named = named + 1 end
     end
     local ndim = operands[i]:dim()
     if (has_ellipsis and named > ndim) or (not has_ellipsis and named ~= ndim) then
-      fail(2, who, "operand %d has %d dims but its subscripts '%s' name %s%d", i, ndim, term,
+      fail(3, who, "operand %d has %d dims but its subscripts '%s' name %s%d", i, ndim, term,
         has_ellipsis and "at least " or "", named)
     end
     local count = has_ellipsis and ndim - named or 0
@@ -171,13 +206,13 @@ local function parse(spec, operands)
   local output
   if rhs then
     local labels, message = parse_term(rhs, string.format("the output's subscripts ('%s')", rhs))
-    if not labels then fail(2, who, "%s", message) end
+    if not labels then fail(3, who, "%s", message) end
     output = expand_ellipsis(labels, ellipsis_rank)
     local seen = {}
     for _, label in ipairs(output) do
-      if seen[label] then fail(2, who, "label '%s' appears twice in the output '%s'", label, rhs) end
+      if seen[label] then fail(3, who, "label '%s' appears twice in the output '%s'", label, rhs) end
       if not uses[label] then
-        fail(2, who, "output label '%s' appears in no operand", label:sub(1, 3) == "..." and "..." or label)
+        fail(3, who, "output label '%s' appears in no operand", label:sub(1, 3) == "..." and "..." or label)
       end
       seen[label] = true
     end
@@ -205,7 +240,7 @@ local function label_sizes(operands, inputs)
         if known == nil or s ~= 1 then size[label], where[label] = s, i end
       elseif s ~= known and s ~= 1 then
         local name = label:sub(1, 3) == "..." and "the ellipsis's dim " .. label:sub(4) or "label '" .. label .. "'"
-        fail(2, "einsum", "%s has size %d in operand %d but %d in operand %d", name, known, where[label], s, i)
+        fail(3, "einsum", "%s has size %d in operand %d but %d in operand %d", name, known, where[label], s, i)
       end
     end
   end
@@ -224,10 +259,10 @@ local function prepare(t, labels, i, size, keep)
     end
     if not d1 then break end
     if t:size(d1) ~= t:size(d2) then
-      fail(2, "einsum", "label '%s' repeats in operand %d with sizes %d and %d", labels[d1], i, t:size(d1), t:size(d2))
+      fail(3, "einsum", "label '%s' repeats in operand %d with sizes %d and %d", labels[d1], i, t:size(d1), t:size(d2))
     end
     local label = labels[d1]
-    t = t:diagonal(0, d1, d2)
+    t = op("diagonal", t, 0, d1, d2)
     table.remove(labels, d2)
     table.remove(labels, d1)
     labels[#labels + 1] = label
@@ -237,7 +272,7 @@ local function prepare(t, labels, i, size, keep)
     shape[d] = size[label]
     if t:size(d) ~= size[label] then grows = true end
   end
-  if grows then t = t:expand(shape) end
+  if grows then t = op("expand", t, shape) end
   return sum_unneeded(t, labels, keep)
 end
 
@@ -272,6 +307,33 @@ function M.einsum(spec, ...)
         operands[1].dtype, operands[1].device)
     end
   end
+  local parts, shared = { spec }, false
+  for i, t in ipairs(operands) do
+    parts[i + 1] = table.concat(t:size(), ",")
+    for j = 1, i - 1 do shared = shared or rawequal(operands[j], t) end
+  end
+  local key = table.concat(parts, "|")
+  local plan = plans[key]
+  if plan then return replay(plan, operands) end
+  -- an operand given twice would be one slot of the tape: such calls are planned every time (a
+  -- planning that raised leaves its tape behind, weak, until the next call)
+  tape = nil
+  if not shared then
+    tape = { steps = {}, slot = setmetatable({}, { __mode = "k" }), operands = #operands }
+    for i, t in ipairs(operands) do tape.slot[t] = i end
+  end
+  local result = M._plan(spec, operands)
+  local recorded = tape
+  tape = nil
+  if recorded then
+    if plan_count >= 256 then plans, plan_count = {}, 0 end
+    plans[key], plan_count = { steps = recorded.steps, result = recorded.slot[result] }, plan_count + 1
+  end
+  return result
+end
+
+-- einsum's work on checked operands, its tensor ops through op (on the tape while one runs)
+function M._plan(spec, operands)
   local inputs, output = parse(spec, operands)
   local size = label_sizes(operands, inputs)
   local list = {}
@@ -307,6 +369,7 @@ end
 -- the result has a's other dims, then b's. One matmul.
 function M.tensordot(a, b, dims)
   local who = "tensordot"
+  tape = nil
   if not tl.is_tensor(a) then fail(1, who, "argument 1 expected a tensor, got %s", type(a)) end
   if not tl.is_tensor(b) then fail(1, who, "argument 2 expected a tensor, got %s", type(b)) end
   if a.dtype ~= b.dtype or a.device ~= b.device then
