@@ -76,6 +76,9 @@ local lua_cases = {
     function() require("tlua.cli").parse({}, { program = "t.lua", usage = "", numerc = {} }) end },
   { "distributed.init", "tl.distributed.init", "timout", function() tl.distributed.init { timout = 5 } end },
   { "buckets.assign", "buckets.assign", "cap", function() require("tlua.nn.buckets").assign({}, { cap = 8 }) end },
+  { "shapes.meshgrid", "meshgrid", "index", function() tl.meshgrid({ tl.ones(2) }, { index = "xy" }) end },
+  { "shapes.isclose", "isclose", "rtoll", function() tl.isclose(tl.ones(2), tl.ones(2), { rtoll = 1 }) end },
+  { "shapes.allclose", "allclose", "equalnan", function() tl.allclose(tl.ones(2), tl.ones(2), { equalnan = true }) end },
 }
 
 -- each activation class (one per one-tensor op of the op table) takes no options
@@ -256,6 +259,7 @@ local c_cases = {
   { "to", "requires_grad", function() like:to({ dtype = "float64", requires_grad = true }) end },
   { "scaled_dot_product_attention", "casual",
     function() tl.scaled_dot_product_attention(q, q, q, { casual = true }) end },
+  { "pad", "mod", function() tl.pad(like, { 1, 1 }, { mod = "reflect" }) end },
   { "conv2d", "strides", function() tl.conv2d(tl.randn(1, 1, 4, 4), tl.randn(1, 1, 2, 2), { strides = 2 }) end },
   { "max_pool2d", "padd", function() tl.max_pool2d(tl.randn(1, 1, 4, 4), 2, { padd = 1 }) end },
   { "cross_entropy", "smoothing",

@@ -224,6 +224,8 @@ extern const luaL_Reg tlb_attention_functions[];    /* attention.c */
 extern const luaL_Reg tlb_inplace_methods[];        /* inplace.c: t:add_(x), t:softmax_(dim), ... */
 /* scan.c: t:cumsum(dim), t:nonzero() */
 extern const luaL_Reg tlb_scan_methods[];
+/* shapes.c: t:tril(k), t:flip(dims), t:pad(pads, options), t:diagonal(...), ... */
+extern const luaL_Reg tlb_shape_methods[];
 extern const luaL_Reg tlb_autograd_methods[];
 extern const luaL_Reg tlb_autograd_functions[];
 extern const luaL_Reg tlb_runtime_functions[];

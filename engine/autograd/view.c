@@ -1,7 +1,9 @@
 /* Recording views; their backward maps the gradient back onto the input's shape. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/formula.h"
+#include "ops/view.h"
 
 /* view, reshape, flatten, squeeze, unsqueeze: the same elements, another shape */
 static tl_status reshape_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
@@ -147,4 +149,85 @@ tl_status tl_ag_contiguous(tl_tensor *t, tl_tensor **out) {
 tl_status tl_ag_clone(tl_tensor *t, tl_tensor **out) {
     TL_TRY(tl_clone(t, out));
     return record_view("clone", identity_backward, t, *out, NULL);
+}
+
+/* diagonal: zeros of the input's shape with g copied onto the diagonal the view looked at */
+static tl_status diagonal_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_tensor *full, *diagonal = NULL;
+    TL_TRY(tl_zeros(node->input_shape[0], node->input_ndim[0], g[0]->dtype, tl_tensor_device(g[0]),
+                    &full));
+    tl_status status =
+        tl_diagonal(full, node->ints[0], (int)node->ints[1], (int)node->ints[2], &diagonal);
+    if (status == TL_OK) status = tl_copy_(diagonal, g[0]);
+    tl_release(diagonal);
+    if (status != TL_OK) {
+        tl_release(full);
+        return status;
+    }
+    gi[0] = full;
+    return TL_OK;
+}
+
+tl_status tl_ag_diagonal(tl_tensor *t, int64_t offset, int dim1, int dim2, tl_tensor **out) {
+    TL_TRY(tl_diagonal(t, offset, dim1, dim2, out));
+    tl_node *node;
+    TL_TRY(record_view("diagonal", diagonal_backward, t, *out, &node));
+    if (node) node->ints[0] = offset, node->ints[1] = dim1, node->ints[2] = dim2;
+    return TL_OK;
+}
+
+/* unfold: element j of window w came from position w * step + j along dim, windows overlap:
+   g [.., W, .., size] with its last dim moved after dim and merged with it ([.., W size, ..]),
+   scatter-added along dim at those positions into zeros of the input's shape */
+static tl_status unfold_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    const int d = node->dim, n = node->input_ndim[0];
+    const int64_t size = node->ints[0], step = node->ints[1];
+    const int64_t windows = g[0]->shape[d], count = windows * size;
+    int perm[TL_MAX_DIMS];
+    int64_t merged[TL_MAX_DIMS], along[TL_MAX_DIMS];
+    for (int k = 0, p = 0; k < n; k++) {
+        perm[p++] = k;
+        if (k == d) perm[p++] = n;
+        merged[k] = k == d ? count : g[0]->shape[k];
+        along[k] = k == d ? count : 1;
+    }
+    int64_t *values = malloc(sizeof *values * (size_t)(count > 0 ? count : 1));
+    if (!values) return tl_error(TL_ERR_MEMORY, "unfold: out of memory for its gradient");
+    for (int64_t w = 0; w < windows; w++)
+        for (int64_t j = 0; j < size; j++) values[w * size + j] = w * step + j;
+    tl_tensor *moved = NULL, *flat = NULL, *line = NULL, *column = NULL, *index = NULL;
+    tl_tensor *zeros = NULL;
+    tl_status status = tl_permute(g[0], perm, n + 1, &moved);
+    if (status == TL_OK) status = tl_reshape(moved, merged, n, &flat);
+    if (status == TL_OK)
+        status = tl_from_host(values, &count, 1, TL_I64, tl_tensor_device(g[0]), &line);
+    if (status == TL_OK) status = tl_view(line, along, n, &column);
+    if (status == TL_OK) status = tl_expand(column, merged, n, &index);
+    if (status == TL_OK)
+        status = tl_zeros(node->input_shape[0], n, g[0]->dtype, tl_tensor_device(g[0]), &zeros);
+    if (status == TL_OK) status = tl_scatter_add(zeros, d, index, flat, &gi[0]);
+    free(values);
+    tl_release(moved), tl_release(flat), tl_release(line), tl_release(column);
+    tl_release(index), tl_release(zeros);
+    return status;
+}
+
+tl_status tl_ag_unfold(tl_tensor *t, int dim, int64_t size, int64_t step, tl_tensor **out) {
+    TL_TRY(tl_unfold(t, dim, size, step, out));
+    tl_node *node;
+    TL_TRY(record_view("unfold", unfold_backward, t, *out, &node));
+    if (!node) return TL_OK;
+    node->ints[0] = size, node->ints[1] = step;
+    return tl_wrap_dim("unfold", dim, t->ndim, &node->dim);
+}
+
+tl_status tl_ag_movedim(tl_tensor *t, const int *from, const int *to, int n, tl_tensor **out) {
+    int perm[TL_MAX_DIMS];
+    TL_TRY(tl_movedim_order(t, from, to, n, perm));
+    TL_TRY(tl_permute(t, perm, t->ndim, out));
+    tl_node *node;
+    TL_TRY(record_view("movedim", permute_backward, t, *out, &node));
+    if (node)
+        for (int i = 0; i < t->ndim; i++) node->ints[i] = perm[i];
+    return TL_OK;
 }

@@ -319,3 +319,94 @@ tl_status tl_empty_siblings(const tl_tensor *const *like, int n, tl_tensor **out
         for (int i = 0; i < n; i++) tl_release(out[i]), out[i] = NULL;
     return status;
 }
+
+tl_status tl_diagonal(tl_tensor *t, int64_t offset, int dim1, int dim2, tl_tensor **out) {
+    const char *op = "diagonal";
+    if (t->ndim < 2)
+        return tl_error(TL_ERR_SHAPE, "%s: expected a tensor of at least 2 dims, got %d", op,
+                        t->ndim);
+    int d1, d2;
+    TL_TRY(tl_wrap_dim(op, dim1, t->ndim, &d1));
+    TL_TRY(tl_wrap_dim(op, dim2, t->ndim, &d2));
+    if (d1 == d2) return tl_error(TL_ERR_ARGUMENT, "%s: dim1 and dim2 are both dim %d", op, d1 + 1);
+    /* element i of the diagonal is (i, i + offset) of (d1, d2) for offset >= 0, (i - offset, i)
+       below: its length is what fits in both dims */
+    const int64_t n1 = t->shape[d1], n2 = t->shape[d2];
+    int64_t length = 0, start = t->offset;
+    if (offset >= 0 && offset < n2) {
+        length = n1 < n2 - offset ? n1 : n2 - offset;
+        start += offset * t->strides[d2];
+    } else if (offset < 0 && -offset < n1) {
+        length = n1 + offset < n2 ? n1 + offset : n2;
+        start += -offset * t->strides[d1];
+    }
+    if (length == 0) start = t->offset;
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        if (k == d1 || k == d2) continue;
+        shape[n] = t->shape[k];
+        strides[n++] = t->strides[k];
+    }
+    shape[n] = length;
+    strides[n++] = t->strides[d1] + t->strides[d2];
+    return tl_make_view(t, shape, strides, n, start, out);
+}
+
+tl_status tl_unfold(tl_tensor *t, int dim, int64_t size, int64_t step, tl_tensor **out) {
+    const char *op = "unfold";
+    TL_TRY(need_dims(op, t));
+    if (t->ndim >= TL_MAX_DIMS)
+        return tl_error(TL_ERR_SHAPE, "%s: a tensor cannot have more than %d dims", op,
+                        TL_MAX_DIMS);
+    int d;
+    TL_TRY(tl_wrap_dim(op, dim, t->ndim, &d));
+    if (size < 0 || size > t->shape[d])
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: size %lld does not fit dim %d of size %lld (expected 0 to %lld)", op,
+                        (long long)size, d + 1, (long long)t->shape[d], (long long)t->shape[d]);
+    if (step <= 0)
+        return tl_error(TL_ERR_ARGUMENT, "%s: step must be > 0, got %lld", op, (long long)step);
+    int64_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[d] = (t->shape[d] - size) / step + 1;
+    strides[d] = t->strides[d] * (shape[d] > 1 ? step : 1);
+    shape[t->ndim] = size;
+    strides[t->ndim] = t->strides[d];
+    return tl_make_view(t, shape, strides, t->ndim + 1, t->offset, out);
+}
+
+tl_status tl_movedim_order(const tl_tensor *t, const int *from, const int *to, int n, int *perm) {
+    const char *op = "movedim";
+    if (n < 0 || n > t->ndim)
+        return tl_error(TL_ERR_ARGUMENT, "%s: expected at most %d dims to move, got %d", op,
+                        t->ndim, n);
+    /* perm[position] = the source dim placed there: the moved dims at their targets, the others
+       in their order in the places left */
+    bool taken_source[TL_MAX_DIMS] = {false}, taken_place[TL_MAX_DIMS] = {false};
+    for (int i = 0; i < t->ndim; i++) perm[i] = -1;
+    for (int i = 0; i < n; i++) {
+        int s, p;
+        TL_TRY(tl_wrap_dim(op, from[i], t->ndim, &s));
+        TL_TRY(tl_wrap_dim(op, to[i], t->ndim, &p));
+        if (taken_source[s])
+            return tl_error(TL_ERR_ARGUMENT, "%s: source dim %d appears twice", op, s + 1);
+        if (taken_place[p])
+            return tl_error(TL_ERR_ARGUMENT, "%s: destination dim %d appears twice", op, p + 1);
+        taken_source[s] = taken_place[p] = true;
+        perm[p] = s;
+    }
+    for (int p = 0, s = 0; p < t->ndim; p++) {
+        if (perm[p] >= 0) continue;
+        while (taken_source[s]) s++;
+        perm[p] = s++;
+    }
+    return TL_OK;
+}
+
+tl_status tl_movedim(tl_tensor *t, const int *from, const int *to, int n, tl_tensor **out) {
+    int perm[TL_MAX_DIMS];
+    TL_TRY(tl_movedim_order(t, from, to, n, perm));
+    return tl_permute(t, perm, t->ndim, out);
+}

@@ -1,5 +1,5 @@
 /* Internal: layouts shared by views and the ops that allocate for them: the view half of reshape
-   (view.c, reshape.c), dense layouts, buffers laid out as their siblings. */
+   (view.c, reshape.c), movedim's permutation, dense layouts, buffers laid out as their siblings. */
 #ifndef TLUA_OPS_VIEW_H
 #define TLUA_OPS_VIEW_H
 
@@ -23,5 +23,8 @@ bool tl_is_dense_layout(const int64_t *shape, const int64_t *strides, int ndim);
    consumes them side by side (split's backward) finds them joined; else n contiguous tensors
    of their shapes and dtypes. */
 tl_status tl_empty_siblings(const tl_tensor *const *like, int n, tl_tensor **out);
+
+/* movedim's permutation (tl_permute's dims: perm[i] = the dim of t placed at i). */
+tl_status tl_movedim_order(const tl_tensor *t, const int *from, const int *to, int n, int *perm);
 
 #endif

@@ -35,6 +35,16 @@ do
   tl.autocast, tl.autocast_dtype = autocast.autocast, autocast.autocast_dtype
 end
 
+-- written in Lua of the engine's ops: tl.einsum, tl.tensordot (tlua/einsum.lua), tl.meshgrid and
+-- tl.isclose, allclose, equal, expand_as, view_as, also as methods (tlua/shapes.lua)
+do
+  local shapes, einsum = require("tlua.shapes"), require("tlua.einsum")
+  tl.einsum, tl.tensordot, tl.meshgrid = einsum.einsum, einsum.tensordot, shapes.meshgrid
+  for _, name in ipairs({ "isclose", "allclose", "equal", "expand_as", "view_as" }) do
+    tl[name], tl.Tensor[name] = shapes[name], shapes[name]
+  end
+end
+
 -- tl.memory_stats(device?) and tl.reset_peak_memory_stats(device?): "cpu" (the
 -- default) counts the storages of live tensors ({allocated, peak, active_blocks,
 -- alloc_count, free_count}, bytes as requested); "cuda[:N]" is tl.cuda.memory_stats.

@@ -17,6 +17,7 @@ sandbox.allowed = {
   "linear", "outer", "cat", "stack", "index_select", "masked_fill", "std_mean", "var_mean", "conv2d", "layer_norm_", "matmul_", "copy_", "fill_",
   "index_add", "index_copy", "index_fill", "take", "masked_select", "index_add_", "index_copy_", "index_fill_",
   "masked_fill_",
+  "diag", "einsum", "tensordot", "meshgrid", "isclose", "allclose", "equal", "expand_as", "view_as",
   "block_layout_validate",
   -- autograd and modes
   "backward", "detach", "requires_grad_", "zero_grad", "no_grad", "enable_grad", "is_grad_enabled",

@@ -175,6 +175,25 @@ tl_status tl_ag_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor *
 tl_status tl_ag_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **out);
 tl_status tl_ag_contiguous(tl_tensor *t, tl_tensor **out);
 tl_status tl_ag_clone(tl_tensor *t, tl_tensor **out);
+tl_status tl_ag_diagonal(tl_tensor *t, int64_t offset, int dim1, int dim2, tl_tensor **out);
+tl_status tl_ag_unfold(tl_tensor *t, int dim, int64_t size, int64_t step, tl_tensor **out);
+tl_status tl_ag_movedim(tl_tensor *t, const int *from, const int *to, int n, tl_tensor **out);
+/* shapes (tlua/ops.h), recorded: flip, roll, pad (constant) and diag_embed with nodes of their
+   own (flip(g), roll(g, -shifts), pad(g, -pads), diagonal(g)); the others through the recorded
+   ops they are made of */
+tl_status tl_ag_tril(tl_tensor *x, int64_t k, tl_tensor **out);
+tl_status tl_ag_triu(tl_tensor *x, int64_t k, tl_tensor **out);
+tl_status tl_ag_flip(tl_tensor *x, const int *dims, int ndims, tl_tensor **out);
+tl_status tl_ag_roll(tl_tensor *x, const int64_t *shifts, const int *dims, int n, tl_tensor **out);
+tl_status tl_ag_tile(tl_tensor *x, const int64_t *reps, int n, tl_tensor **out);
+tl_status tl_ag_repeat_interleave(tl_tensor *x, int64_t repeats, int dim, bool flatten,
+                                  tl_tensor **out);
+tl_status tl_ag_repeat_interleave_counts(tl_tensor *x, const tl_tensor *repeats, int dim,
+                                         bool flatten, tl_tensor **out);
+tl_status tl_ag_pad(tl_tensor *x, const int64_t *pads, int npads, tl_pad_mode mode, tl_scalar value,
+                    tl_tensor **out);
+tl_status tl_ag_diag_embed(tl_tensor *x, int64_t offset, int dim1, int dim2, tl_tensor **out);
+tl_status tl_ag_diag(tl_tensor *x, int64_t k, tl_tensor **out);
 
 /* ---- in place, recorded: same contract as tlua/ops.h's tl_<name>_, plus the graph --------
    While grad mode is on and x or an operand requires grad: x may not be a leaf that requires

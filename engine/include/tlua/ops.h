@@ -209,6 +209,51 @@ tl_status tl_masked_positions(const tl_tensor *x, const tl_tensor *mask, int64_t
 tl_status tl_masked_fill_(tl_tensor *x, const tl_tensor *mask, const tl_tensor *value);
 tl_status tl_masked_fill_check(const char *op, const tl_tensor *x, const tl_tensor *mask,
                                const tl_tensor *value);
+
+/* ---- shapes (0-based dims, negative from the end; every dtype) ----------------------------
+   Each is made of other ops' kernels (ops/shape.c, ops/pad.c): masks and where, index_select by
+   positions computed once per dim, expand and reshape, cat and copies; a new tensor. */
+/* The lower (tril) or upper (triu) triangle of the last two dims, the rest zeros: element
+   (i, j) is kept when j - i <= k (tril) or j - i >= k (triu); batched over the leading dims. */
+tl_status tl_tril(const tl_tensor *x, int64_t k, tl_tensor **out);
+tl_status tl_triu(const tl_tensor *x, int64_t k, tl_tensor **out);
+/* x reversed along each of the ndims dims (no dim twice). */
+tl_status tl_flip(tl_tensor *x, const int *dims, int ndims, tl_tensor **out);
+/* x shifted by shifts[i] along dims[i] (n pairs; a dim may repeat, its shifts add), elements
+   leaving one end coming back at the other; n == 0: x's elements in row-major order shifted by
+   shifts[0], then back in x's shape, as torch.roll without dims. */
+tl_status tl_roll(tl_tensor *x, const int64_t *shifts, const int *dims, int n, tl_tensor **out);
+/* x repeated reps[i] times along each dim (torch.tile: fewer reps than dims are padded with
+   ones in front, more give x new leading dims of size 1 first). reps >= 0. */
+tl_status tl_tile(tl_tensor *x, const int64_t *reps, int n, tl_tensor **out);
+/* Each slice of x along dim repeated `repeats` times in place (torch.repeat_interleave);
+   flatten: x's elements in row-major order (dim ignored), a 1-d result. */
+tl_status tl_repeat_interleave(tl_tensor *x, int64_t repeats, int dim, bool flatten,
+                               tl_tensor **out);
+/* The same with a count per slice: repeats (int64 or int32, 1-d of x's size along dim, or
+   one element for all, >= 0, on x's device). Its total is read back to size the result. */
+tl_status tl_repeat_interleave_counts(tl_tensor *x, const tl_tensor *repeats, int dim, bool flatten,
+                                      tl_tensor **out);
+typedef enum tl_pad_mode {
+    TL_PAD_CONSTANT,
+    TL_PAD_REFLECT,   /* mirrored without the edge element: pad < the dim's size */
+    TL_PAD_REPLICATE, /* the edge element repeated: a dim of at least one element */
+    TL_PAD_CIRCULAR,  /* wrapped around: pad <= the dim's size */
+} tl_pad_mode;
+/* x padded by pads[2i] elements before and pads[2i + 1] after its dim ndim - 1 - i (torch's
+   order: the last dim first), npads even, at most 2 ndim. Constant mode fills with value and
+   takes negative pads (elements cut off); the other modes need pads >= 0. */
+tl_status tl_pad(tl_tensor *x, const int64_t *pads, int npads, tl_pad_mode mode, tl_scalar value,
+                 tl_tensor **out);
+/* Zeros of x's shape with one more dim, x's last dim laid on the diagonal (offset) of dims dim1
+   and dim2 of the result (torch.diag_embed); dims wrap against the result's rank. */
+tl_status tl_diag_embed(tl_tensor *x, int64_t offset, int dim1, int dim2, tl_tensor **out);
+/* 1-d x: the square matrix with x on diagonal k; 2-d x: a copy of its diagonal k. */
+tl_status tl_diag(tl_tensor *x, int64_t k, tl_tensor **out);
+/* int64 [..., classes]: 1 where the last coordinate equals index (0-based, int64 or int32),
+   else 0; classes < 0 takes the largest index + 1 (read back: the host waits). An index outside
+   [0, classes) is an error (on CUDA raised at the next synchronization). */
+tl_status tl_one_hot(const tl_tensor *index, int64_t classes, tl_tensor **out);
 /* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
    Takes t's reference (returns it as is when nothing needs summing). */
 tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);

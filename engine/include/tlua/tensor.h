@@ -113,6 +113,16 @@ tl_status tl_unsqueeze(tl_tensor *t, int dim, tl_tensor **out);
 /* Broadcasts size-1 dims (and new leading dims) to shape; -1 keeps a size. */
 tl_status tl_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
 tl_status tl_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **out);
+/* The diagonal of dims dim1 and dim2 (offset > 0: above it, in dim2's direction; < 0: below),
+   those dims removed and the diagonal appended as the last dim, as torch.diagonal. */
+tl_status tl_diagonal(tl_tensor *t, int64_t offset, int dim1, int dim2, tl_tensor **out);
+/* The windows of size elements, step apart, along dim (torch's Tensor.unfold): dim's size n
+   becomes the window count (n - size) / step + 1 and a last dim of size is appended; window w
+   holds elements w * step .. w * step + size - 1. 0 <= size <= n, step > 0. */
+tl_status tl_unfold(tl_tensor *t, int dim, int64_t size, int64_t step, tl_tensor **out);
+/* dims from[i] moved to positions to[i] (n pairs), the others keeping their order (a
+   permute), as torch.movedim. */
+tl_status tl_movedim(tl_tensor *t, const int *from, const int *to, int n, tl_tensor **out);
 /* The tensor itself (retained) if contiguous, else a contiguous copy. */
 tl_status tl_contiguous(tl_tensor *t, tl_tensor **out);
 /* A contiguous copy with its own storage. */

@@ -1,4 +1,4 @@
--- Statement makers of the API fuzzer for computing ops: elementwise, casts and queries, reductions, matmul, indexing.
+-- Statement makers of the API fuzzer for computing ops: elementwise, casts and queries, reductions, shape ops and einsum, matmul, indexing.
 local Gen = require("gen")
 local literal = Gen.literal
 
@@ -352,8 +352,96 @@ local matmul = {
   end,
 }
 
+-- shape ops: small pool tensors (their results stay under the cap), dims and counts mostly valid
+local function small(g, min_ndim)
+  return g:tensor(function(i) return i.ndim >= (min_ndim or 0) and i.numel <= 200 end)
+end
+local function int_list(g, n, lo, hi)
+  local parts = {}
+  for i = 1, n do parts[i] = g:chance(0.95) and g:int(lo, hi) or g:pick { -1, 0, 99, math.mininteger } end
+  return "{ " .. table.concat(parts, ", ") .. " }"
+end
+local shapes = {
+  triangle = function(g)
+    local a = small(g)
+    if not a then return nil end
+    return fmt("%s = %s:%s(%s)", g:target(), a.ref, g:pick { "tril", "triu" }, g:chance(0.7) and g:int(-3, 3) or "")
+  end,
+  flip_roll = function(g)
+    local a = small(g)
+    if not a then return nil end
+    if g:chance(0.5) then return fmt("%s = %s:flip(%s)", g:target(), a.ref, g:dim(a.ndim)) end
+    if g:chance(0.3) then return fmt("%s = %s:roll(%d)", g:target(), a.ref, g:int(-9, 9)) end
+    return fmt("%s = tl.roll(%s, { %d, %d }, { %s, %s })", g:target(), a.ref, g:int(-9, 9), g:int(-9, 9),
+      g:dim(a.ndim), g:dim(a.ndim))
+  end,
+  repeats = function(g)
+    local a = small(g)
+    if not a then return nil end
+    if g:chance(0.4) then return fmt("%s = %s:tile(%s)", g:target(), a.ref, int_list(g, g:int(0, 3), 0, 3)) end
+    if g:chance(0.5) then
+      return fmt("%s = %s:repeat_interleave(%d%s)", g:target(), a.ref, g:int(-1, 3),
+        g:chance(0.6) and ", " .. g:dim(a.ndim) or "")
+    end
+    local d = g:dim(a.ndim)
+    local n = a.ndim > 0 and a.shape[((d - 1) % a.ndim) + 1] or 1
+    return fmt("%s = %s:repeat_interleave(tl.tensor(%s), %s)", g:target(), a.ref,
+      int_list(g, g:chance(0.9) and n or n + 1, 0, 3), d)
+  end,
+  pad = function(g)
+    local a = small(g)
+    if not a then return nil end
+    local mode = g:pick { "constant", "reflect", "replicate", "circular" }
+    return fmt("%s = tl.nn.functional.pad(%s, %s, { mode = %q })", g:target(), a.ref,
+      int_list(g, 2 * g:int(0, math.min(a.ndim, 3)), mode == "constant" and -2 or 0, 3), mode)
+  end,
+  diagonals = function(g)
+    local a = small(g)
+    if not a then return nil end
+    return g:weighted {
+      { 2, function() return fmt("%s = %s:diagonal(%d, %s, %s)", g:target(), a.ref, g:int(-2, 2), g:dim(a.ndim), g:dim(a.ndim)) end },
+      { 1, function() return fmt("%s = tl.diag(%s, %d)", g:target(), a.ref, g:int(-2, 2)) end },
+      { 1, function() return fmt("%s = %s:diag_embed(%d)", g:target(), a.ref, g:int(-2, 2)) end },
+      { 1, function() return fmt("%s = %s:unfold(%s, %d, %d)", g:target(), a.ref, g:dim(a.ndim), g:int(0, 3), g:int(0, 3)) end },
+      { 1, function() return fmt("%s = %s:movedim(%s, %s)", g:target(), a.ref, g:dim(a.ndim), g:dim(a.ndim)) end },
+    }()
+  end,
+  one_hot = function(g)
+    local n = g:int(0, 5)
+    return fmt("%s = tl.one_hot(tl.tensor(%s), %s)", g:target(), int_list(g, n, 1, 4), g:chance(0.5) and g:int(-1, 5) or "nil")
+  end,
+  einsum = function(g)
+    local dtype = g:float_dtype()
+    local i, j, k = g:int(0, 4), g:int(0, 4), g:int(0, 4)
+    local spec, shapes_ = table.unpack(g:pick {
+      { "ij,jk->ik", { { i, j }, { j, k } } }, { "ii->i", { { i, i } } }, { "ij,kj", { { i, j }, { k, j } } },
+      { "bij,bjk->bik", { { 2, i, j }, { 2, j, k } } }, { "...j,j", { { i, j }, { j } } },
+      { "ij,jk,k->i", { { i, j }, { j, k }, { k } } }, { "ij->ji", { { i, j } } }, { "ij,jz->iq", { { i, j }, { j, k } } },
+    })
+    local operands = {}
+    for n, shape in ipairs(shapes_) do
+      if g:chance(0.1) then shape[1] = (shape[1] or 0) + 1 end
+      operands[n] = g:fresh(shape, g:chance(0.95) and dtype or g:dtype(), g:chance(0.3))
+    end
+    if g:chance(0.5) then
+      return fmt("%s = tl.tensordot(%s, %s, %d)", g:target(), g:fresh({ i, j }, dtype), g:fresh({ j, k }, dtype), g:int(0, 2))
+    end
+    return fmt("%s = tl.einsum(%q, %s)", g:target(), spec, table.concat(operands, ", "))
+  end,
+  compare = function(g)
+    local a = small(g)
+    if not a then return nil end
+    if g:chance(0.3) then
+      return fmt("%s = tl.meshgrid({ %s:flatten(), %s })[%d]", g:target(), a.ref, g:fresh({ g:int(0, 4) }), g:int(1, 2))
+    end
+    local b = g:fresh(a.shape, g:chance(0.9) and a.dtype or g:dtype())
+    return fmt("%s = tl.isclose(%s, %s, { rtol = %g })", g:target(), a.ref, b, g:pick { 0, 1e-5, 0.5 })
+  end,
+}
+
 return {
   { name = "elementwise", weight = 10, variants = elementwise },
+  { name = "shapes", weight = 4, variants = shapes },
   { name = "casts", weight = 4, variants = casts },
   { name = "reduce", weight = 6, variants = reduce },
   { name = "matmul", weight = 4, variants = matmul },
