@@ -221,6 +221,7 @@ extern const luaL_Reg tlb_attention_functions[];    /* attention.c */
 extern const luaL_Reg tlb_inplace_methods[];        /* inplace.c: t:add_(x), t:softmax_(dim), ... */
 /* scan.c: t:cumsum(dim), t:nonzero() */
 extern const luaL_Reg tlb_scan_methods[];
+extern const luaL_Reg tlb_sort_methods[]; /* sort.c: sort, topk, ..., searchsorted, bincount */
 extern const luaL_Reg tlb_autograd_methods[];
 extern const luaL_Reg tlb_autograd_functions[];
 extern const luaL_Reg tlb_runtime_functions[];

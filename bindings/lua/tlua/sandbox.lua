@@ -15,7 +15,7 @@ sandbox.allowed = {
   "int", "long", "dtypes",
   -- functional ops written by hand and in-place forms (tl.ops() lists the table's rows)
   "linear", "outer", "cat", "stack", "index_select", "masked_fill", "conv2d", "layer_norm_", "matmul_", "copy_", "fill_",
-  "block_layout_validate",
+  "block_layout_validate", "argsort", "kthvalue", "median", "unique", "multinomial",
   -- autograd and modes
   "backward", "detach", "requires_grad_", "zero_grad", "no_grad", "enable_grad", "is_grad_enabled",
   "set_grad_enabled", "custom_function", "autocast", "autocast_dtype",
