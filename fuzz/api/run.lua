@@ -24,7 +24,7 @@ local Checks = require("checks")
 local H = require("reference")
 local Log = require("log")
 
-local FAMILY_FILES = { "tensors", "ops", "nn", "autograd", "state", "values" }
+local FAMILY_FILES = { "tensors", "ops", "sort", "nn", "autograd", "state", "values" }
 local POOL, CAP, EPISODE = 16, 100000, 250
 
 -- ---- arguments ---------------------------------------------------------------------------------------------
