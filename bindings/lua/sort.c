@@ -156,7 +156,8 @@ static int op_unique(lua_State *L) {
    elements of the row come before the value (so 1 .. n + 1); values may be a number */
 static int op_searchsorted(lua_State *L) {
     static const tlb_option accepted[] = {{"right", TLB_OPTION_BOOLEAN}, {NULL, 0}};
-    tl_tensor *sorted = tlb_check(L, 1, "searchsorted"), *values = tlb_totensor(L, 2, "searchsorted");
+    tl_tensor *sorted = tlb_check(L, 1, "searchsorted"),
+              *values = tlb_totensor(L, 2, "searchsorted");
     tl_tensor *scalar = NULL, *positions = NULL;
     tl_scalar s;
     if (!values && !tlb_to_scalar(L, 2, &s))
@@ -186,8 +187,8 @@ static int op_bincount(lua_State *L) {
         tlb_option_tensor(L, 2, "bincount", "weights", &weights);
     }
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *shifted = tlb_zero_based_indices(L, "bincount", "bins", bins, "the bins (values >= 1)",
-                                                INT64_MAX);
+    tl_tensor *shifted =
+        tlb_zero_based_indices(L, "bincount", "bins", bins, "the bins (values >= 1)", INT64_MAX);
     const tl_status status = tl_bincount(shifted, weights, minlength, &out);
     tl_release(shifted);
     return tlb_result(L, box, status, out);

@@ -123,8 +123,8 @@ tl_status tl_topk(const tl_tensor *x, int64_t k, int dim, bool largest, tl_tenso
 
 /* values and indices at sorted position pos (0-based) along d of x sorted ascending, or, with
    nan_first (median), at the first NaN of a row that has one; keepdim or d removed */
-static tl_status sorted_at(const tl_tensor *x, int d, int64_t pos, bool nan_first,
-                           bool keepdim, tl_tensor **values, tl_tensor **indices) {
+static tl_status sorted_at(const tl_tensor *x, int d, int64_t pos, bool nan_first, bool keepdim,
+                           tl_tensor **values, tl_tensor **indices) {
     tl_tensor *sv = NULL, *si = NULL, *v = NULL, *i = NULL;
     *values = NULL;
     tl_tensor *nan = NULL, *nans = NULL, *first = NULL, *has = NULL, *posn = NULL, *at = NULL;
@@ -199,7 +199,8 @@ tl_status tl_median_all(const tl_tensor *x, tl_tensor **out) {
     TL_TRY(tl_check_tensor_arg("median", "x", x));
     if (tl_numel(x) == 0) { /* as torch: NaN, for a floating x */
         if (!tl_dtype_is_floating(x->dtype))
-            return tl_error(TL_ERR_SHAPE, "median: x of %s has no element", tl_dtype_name(x->dtype));
+            return tl_error(TL_ERR_SHAPE, "median: x of %s has no element",
+                            tl_dtype_name(x->dtype));
         return tl_full(NULL, 0, tl_scalar_float(NAN), x->dtype, tl_tensor_device(x), out);
     }
     tl_tensor *flat, *indices;
@@ -222,7 +223,8 @@ tl_status tl_unique(const tl_tensor *x, bool want_inverse, bool want_counts, tl_
     tl_status status = tl_reshape((tl_tensor *)x, (const int64_t[]){n}, 1, &flat);
     if (status == TL_OK && n == 0) {
         status = tl_clone(flat, &v);
-        if (status == TL_OK && want_inverse) status = tl_empty(x->shape, x->ndim, TL_I64, device, &inv);
+        if (status == TL_OK && want_inverse)
+            status = tl_empty(x->shape, x->ndim, TL_I64, device, &inv);
         if (status == TL_OK && want_counts) status = tl_empty(&n, 1, TL_I64, device, &cnt);
         goto done;
     }
@@ -231,15 +233,19 @@ tl_status tl_unique(const tl_tensor *x, bool want_inverse, bool want_counts, tl_
     if (status == TL_OK) status = tl_narrow(sv, 0, 1, n - 1, &later);
     if (status == TL_OK) status = tl_narrow(sv, 0, 0, n - 1, &earlier);
     if (status == TL_OK) status = tl_ne(later, earlier, &change);
-    if (status == TL_OK) status = tl_full((const int64_t[]){1}, 1, tl_scalar_bool(true), TL_BOOL, device, &head);
+    if (status == TL_OK)
+        status = tl_full((const int64_t[]){1}, 1, tl_scalar_bool(true), TL_BOOL, device, &head);
     if (status == TL_OK) status = tl_cat((tl_tensor *[]){head, change}, 2, 0, &starts_mask);
     if (status == TL_OK) status = tl_nonzero(starts_mask, &coords); /* waits for the count */
-    if (status == TL_OK) status = tl_reshape(coords, (const int64_t[]){coords->shape[0]}, 1, &starts);
+    if (status == TL_OK)
+        status = tl_reshape(coords, (const int64_t[]){coords->shape[0]}, 1, &starts);
     if (status == TL_OK) status = tl_gather(sv, 0, starts, &v);
-    if (status == TL_OK && want_counts) { /* the next group's start (n for the last) minus one's own */
+    if (status == TL_OK &&
+        want_counts) { /* the next group's start (n for the last) minus one's own */
         const int64_t u = starts->shape[0];
         status = tl_narrow(starts, 0, 1, u - 1, &tmp);
-        if (status == TL_OK) status = tl_full((const int64_t[]){1}, 1, tl_scalar_int(n), TL_I64, device, &tmp2);
+        if (status == TL_OK)
+            status = tl_full((const int64_t[]){1}, 1, tl_scalar_int(n), TL_I64, device, &tmp2);
         if (status == TL_OK) status = tl_cat((tl_tensor *[]){tmp, tmp2}, 2, 0, &one);
         if (status == TL_OK) status = tl_sub(one, starts, &cnt);
         tl_release(tmp), tl_release(tmp2), tl_release(one);
@@ -264,10 +270,14 @@ done:
         return status;
     }
     *values = v;
-    if (inverse) *inverse = inv;
-    else tl_release(inv);
-    if (counts) *counts = cnt;
-    else tl_release(cnt);
+    if (inverse)
+        *inverse = inv;
+    else
+        tl_release(inv);
+    if (counts)
+        *counts = cnt;
+    else
+        tl_release(cnt);
     return TL_OK;
 }
 
@@ -341,7 +351,8 @@ tl_status tl_bincount(const tl_tensor *bins, const tl_tensor *weights, int64_t m
         if (weights->ndim != 1 || weights->shape[0] != bins->shape[0]) {
             char sw[256], sb[256];
             return tl_error(TL_ERR_SHAPE, "%s: weights (shape %s) must have bins' shape %s", op,
-                            tl_shape_str(weights, sw, sizeof sw), tl_shape_str(bins, sb, sizeof sb));
+                            tl_shape_str(weights, sw, sizeof sw),
+                            tl_shape_str(bins, sb, sizeof sb));
         }
         if (!tl_device_equal(tl_tensor_device(weights), tl_tensor_device(bins))) {
             char dw[16], db[16];

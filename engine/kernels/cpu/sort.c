@@ -191,7 +191,8 @@ static tl_status cpu_sort(tl_tensor *const *out, const tl_tensor *const *in,
         }
         free(s.block);
     }
-    if (failed) return tl_error(TL_ERR_MEMORY, "sort: out of memory for rows of %lld", (long long)n);
+    if (failed)
+        return tl_error(TL_ERR_MEMORY, "sort: out of memory for rows of %lld", (long long)n);
     return TL_OK;
 }
 
@@ -269,8 +270,8 @@ static tl_status cpu_topk(tl_tensor *const *out, const tl_tensor *const *in,
     {
         sort_scratch s = {0};
         ranked *heap = NULL;
-        const bool ok = by_heap ? (heap = malloc(sizeof *heap * (size_t)k)) != NULL
-                                : scratch_new(&s, n, width);
+        const bool ok =
+            by_heap ? (heap = malloc(sizeof *heap * (size_t)k)) != NULL : scratch_new(&s, n, width);
         if (!ok) {
 #pragma omp atomic write
             failed = true;
@@ -295,7 +296,8 @@ static tl_status cpu_topk(tl_tensor *const *out, const tl_tensor *const *in,
         free(heap);
         free(s.block);
     }
-    if (failed) return tl_error(TL_ERR_MEMORY, "topk: out of memory for rows of %lld", (long long)n);
+    if (failed)
+        return tl_error(TL_ERR_MEMORY, "topk: out of memory for rows of %lld", (long long)n);
     return TL_OK;
 }
 
@@ -351,7 +353,8 @@ static tl_status cpu_bincount(tl_tensor *const *out, const tl_tensor *const *in,
         return TL_OK;
     }
     double *sums = calloc((size_t)(length ? length : 1), sizeof *sums);
-    if (!sums) return tl_error(TL_ERR_MEMORY, "bincount: out of memory for %lld bins", (long long)length);
+    if (!sums)
+        return tl_error(TL_ERR_MEMORY, "bincount: out of memory for %lld bins", (long long)length);
     const void *w = tl_data(weights);
     for (int64_t i = 0; i < n; i++) {
         double v;

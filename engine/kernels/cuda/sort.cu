@@ -11,9 +11,9 @@
 
 #define SORT_THREADS 256
 #define TOPK_THREADS 512 /* a power of 2: the threads' maxima are sorted by a bitonic network */
-#define TOPK_WARPS (TOPK_THREADS / 32)
-#define TOPK_CAP 2048 /* candidates a block sorts (a power of 2) */
-#define TOPK_MAX_K TOPK_THREADS
+#define TOPK_WARPS   (TOPK_THREADS / 32)
+#define TOPK_CAP     2048 /* candidates a block sorts (a power of 2) */
+#define TOPK_MAX_K   TOPK_THREADS
 
 /* ---- keys: an element as the unsigned key of kernels/sort_keys.h and back ------------------ */
 template <class K, class T> __device__ __forceinline__ K bits_of(T v) {
@@ -32,7 +32,9 @@ template <class T, class U, uint64_t INF> struct float_keys {
     static constexpr int width = sizeof(U) * 8;
     __device__ static K key(T v) { return (K)tl_sort_key_float(bits_of<U>(v), width, INF); }
     __device__ static T value(K k) { return of_bits<T>((U)tl_sort_float_of_key(k, width, INF)); }
-    __device__ static bool keeps(T v) { return tl_sort_float_keeps_bits(bits_of<U>(v), width, INF); }
+    __device__ static bool keeps(T v) {
+        return tl_sort_float_keeps_bits(bits_of<U>(v), width, INF);
+    }
 };
 template <class T, class U> struct int_keys {
     typedef U K;
@@ -186,7 +188,7 @@ static tl_status cuda_sort(tl_tensor *const *out, const tl_tensor *const *in,
         typedef decltype(e) E;
         typedef keys_of<E::dtype> S;
         typedef typename E::T T;
-        const typename S::K flip = descending ? (typename S::K)~(typename S::K)0 : 0;
+        const typename S::K flip = descending ? (typename S::K) ~(typename S::K)0 : 0;
         return sort_rows_any<S>(at, tl_cuda_data<const T>(x), tl_cuda_data<T>(out[0]),
                                 tl_cuda_data<int64_t>(out[1]), rows, n, n, flip);
     });
@@ -202,7 +204,8 @@ static tl_status cuda_sort(tl_tensor *const *out, const tl_tensor *const *in,
    it and, in position order, as many of its ties as make k. */
 
 /* a before b: the larger key, then the smaller position */
-template <class K> __device__ __forceinline__ bool ranks_before(K ka, int32_t pa, K kb, int32_t pb) {
+template <class K>
+__device__ __forceinline__ bool ranks_before(K ka, int32_t pa, K kb, int32_t pb) {
     return ka > kb || (ka == kb && pa < pb);
 }
 
@@ -387,15 +390,15 @@ static tl_status cuda_topk(tl_tensor *const *out, const tl_tensor *const *in,
         typedef keys_of<E::dtype> S;
         typedef typename E::T T;
         typedef typename S::K K;
-        const K flip = largest ? 0 : (K)~(K)0; /* the kernels pick the largest keys */
+        const K flip = largest ? 0 : (K) ~(K)0; /* the kernels pick the largest keys */
         const T *xs = tl_cuda_data<const T>(x);
         T *values = tl_cuda_data<T>(out[0]);
         int64_t *indices = tl_cuda_data<int64_t>(out[1]);
         if (!select) /* the sort orders ascending keys: flipped for the largest */
             return sort_rows_any<S>(at, xs, values, indices, rows, n, k, (K)~flip);
         const unsigned grid = tl_cuda_grid(rows, at.sm_count, 8);
-        topk_select_kernel<S><<<grid, TOPK_THREADS, 0, at.stream>>>(xs, values, indices, rows,
-                                                                   (int)n, (int)k, flip);
+        topk_select_kernel<S>
+            <<<grid, TOPK_THREADS, 0, at.stream>>>(xs, values, indices, rows, (int)n, (int)k, flip);
         return tl_cuda_check_launch(at.op);
     });
 }
@@ -476,7 +479,7 @@ static tl_status launch_bincount(const tl_cuda_where &at, const I *bins, int64_t
                     "zeroing the counts");
         if (n == 0) return TL_OK;
         count_kernel<<<grid, SORT_THREADS, 0, at.stream>>>(bins, n,
-                                                            tl_cuda_data<unsigned long long>(out));
+                                                           tl_cuda_data<unsigned long long>(out));
         return tl_cuda_check_launch(at.op);
     }
     tl_cuda_scratch scratch;
@@ -496,8 +499,8 @@ static tl_status launch_bincount(const tl_cuda_where &at, const I *bins, int64_t
         }));
     }
     if (out->dtype == TL_F64) return TL_OK;
-    to_float_kernel<<<tl_cuda_grid(tl_ceil_div(length, SORT_THREADS), at.sm_count), SORT_THREADS,
-                      0, at.stream>>>(sums, tl_cuda_data<float>(out), length);
+    to_float_kernel<<<tl_cuda_grid(tl_ceil_div(length, SORT_THREADS), at.sm_count), SORT_THREADS, 0,
+                      at.stream>>>(sums, tl_cuda_data<float>(out), length);
     return tl_cuda_check_launch(at.op);
 }
 
