@@ -44,6 +44,31 @@ static uint64_t key_at(tl_dtype dtype, const void *row, int64_t j) {
     }
 }
 
+/* keys[j] = key of row[j] ^ flip for a whole row: the dtype's loop chosen once */
+static void fill_keys(tl_dtype dtype, const void *row, int64_t n, uint64_t flip, uint64_t *keys) {
+    switch (dtype) {
+    case TL_F32:
+        for (int64_t j = 0; j < n; j++)
+            keys[j] = tl_sort_key_float(((const uint32_t *)row)[j], 32, TL_SORT_F32_INF) ^ flip;
+        break;
+    case TL_F64:
+        for (int64_t j = 0; j < n; j++)
+            keys[j] = tl_sort_key_float(((const uint64_t *)row)[j], 64, TL_SORT_F64_INF) ^ flip;
+        break;
+    case TL_BF16:
+        for (int64_t j = 0; j < n; j++)
+            keys[j] = tl_sort_key_float(((const uint16_t *)row)[j], 16, TL_SORT_BF16_INF) ^ flip;
+        break;
+    case TL_F16:
+        for (int64_t j = 0; j < n; j++)
+            keys[j] = tl_sort_key_float(((const uint16_t *)row)[j], 16, TL_SORT_F16_INF) ^ flip;
+        break;
+    default:
+        for (int64_t j = 0; j < n; j++) keys[j] = key_at(dtype, row, j) ^ flip;
+        break;
+    }
+}
+
 static uint64_t width_mask(int width) {
     return width == 64 ? ~(uint64_t)0 : ((uint64_t)1 << width) - 1;
 }
@@ -134,11 +159,11 @@ static bool scratch_new(sort_scratch *s, int64_t n, int width) {
 /* fills s->a with row's keys and positions and sorts them stably (flip: descending) */
 static void sort_row(sort_scratch *s, tl_dtype dtype, const void *row, int64_t n, uint64_t flip) {
     pairs *p = &s->a;
-    for (int64_t j = 0; j < n; j++) {
-        const uint64_t key = key_at(dtype, row, j) ^ flip;
-        p->keys[j] = p->positions ? key : key << 32 | (uint64_t)j;
-        if (p->positions) p->positions[j] = j;
-    }
+    fill_keys(dtype, row, n, flip, p->keys);
+    if (p->positions)
+        for (int64_t j = 0; j < n; j++) p->positions[j] = j;
+    else
+        for (int64_t j = 0; j < n; j++) p->keys[j] = p->keys[j] << 32 | (uint64_t)j;
     if (n <= SHORT_ROW)
         insertion_sort(p, n);
     else
@@ -231,14 +256,13 @@ static void sift_down(ranked *heap, int64_t k, int64_t i) {
     }
 }
 
-static void heap_top(ranked *heap, tl_dtype dtype, const void *row, int64_t n, int64_t k,
-                     uint64_t flip) {
-    for (int64_t j = 0; j < k; j++) heap[j] = (ranked){key_at(dtype, row, j) ^ flip, j};
+/* the k best of a row's n keys, best first */
+static void heap_top(ranked *heap, const uint64_t *keys, int64_t n, int64_t k) {
+    for (int64_t j = 0; j < k; j++) heap[j] = (ranked){keys[j], j};
     for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(heap, k, i);
     for (int64_t j = k; j < n; j++) {
-        const ranked e = {key_at(dtype, row, j) ^ flip, j};
-        if (!ranked_before(e, heap[0])) continue;
-        heap[0] = e;
+        if (keys[j] >= heap[0].key) continue; /* a tie comes later: it never beats the worst */
+        heap[0] = (ranked){keys[j], j};
         sift_down(heap, k, 0);
     }
     /* heap sort in place: the worst goes last */
@@ -270,8 +294,10 @@ static tl_status cpu_topk(tl_tensor *const *out, const tl_tensor *const *in,
     {
         sort_scratch s = {0};
         ranked *heap = NULL;
-        const bool ok =
-            by_heap ? (heap = malloc(sizeof *heap * (size_t)k)) != NULL : scratch_new(&s, n, width);
+        uint64_t *keys = NULL;
+        const bool ok = by_heap ? (heap = malloc(sizeof *heap * (size_t)k)) != NULL &&
+                                      (keys = malloc(sizeof *keys * (size_t)n)) != NULL
+                                : scratch_new(&s, n, width);
         if (!ok) {
 #pragma omp atomic write
             failed = true;
@@ -287,13 +313,15 @@ static tl_status cpu_topk(tl_tensor *const *out, const tl_tensor *const *in,
                 write_sorted(&s.a, k, row, size, values, indices);
                 continue;
             }
-            heap_top(heap, x->dtype, row, n, k, flip);
+            fill_keys(x->dtype, row, n, flip, keys);
+            heap_top(heap, keys, n, k);
             for (int64_t i = 0; i < k; i++) {
                 memcpy(values + (size_t)i * size, row + (size_t)heap[i].position * size, size);
                 indices[i] = heap[i].position;
             }
         }
         free(heap);
+        free(keys);
         free(s.block);
     }
     if (failed)
