@@ -120,7 +120,8 @@ local function variant_case(v)
     local make = (variant_cases.loops[v.loop] or {})[v.variant]
     return make and make(v.dtype), string.format("%s loop path %s", v.loop, v.variant)
   end
-  return (variant_cases[v.op] or {})[v.variant], string.format("%s path %s", v.op, v.variant)
+  local cases_of_op = variant_cases[v.op] or require("helpers.family_cases").variants[v.op] or {}
+  return cases_of_op[v.variant], string.format("%s path %s", v.op, v.variant)
 end
 
 local function took_variant(events, v)
@@ -139,7 +140,7 @@ local function variant_sweep(device)
       local case, name = variant_case(v)
       it(string.format("%s in %s matches the Lua reference", name, v.dtype), function()
         assert.is_not_nil(case, string.format("no sweep case reaches variant %s of %s (%s): add one to "
-          .. "spec/helpers/sweep_variant_cases.lua", v.variant, v.kernel or v.loop .. " loop", v.condition))
+          .. "spec/helpers/sweep_variant_cases.lua or the family's cases file", v.variant, v.kernel or v.loop .. " loop", v.condition))
         local events = run_case(name, case, v.dtype, device, v.loop and {} or { v })
         assert.is_true(took_variant(events, v), string.format("%s in %s did not take variant %s of %s", name,
           v.dtype, v.variant, v.kernel or v.loop .. " loop"))

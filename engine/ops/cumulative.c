@@ -59,8 +59,7 @@ tl_status tl_logcumsumexp(const tl_tensor *x, int dim, tl_tensor **out) {
     if (x && !tl_dtype_is_floating(x->dtype))
         return tl_error(TL_ERR_DTYPE, "logcumsumexp: expected a floating dtype, got %s",
                         tl_dtype_name(x->dtype));
-    return cumulative(TL_OP_logcumsumexp, "logcumsumexp", x, dim, x ? x->dtype : TL_F32, out,
-                      NULL);
+    return cumulative(TL_OP_logcumsumexp, "logcumsumexp", x, dim, x ? x->dtype : TL_F32, out, NULL);
 }
 
 tl_status tl_cummax(const tl_tensor *x, int dim, tl_tensor **values, tl_tensor **indices) {

@@ -24,7 +24,7 @@ local Checks = require("checks")
 local H = require("reference")
 local Log = require("log")
 
-local FAMILY_FILES = { "tensors", "ops", "vocabulary", "nn", "autograd", "state", "values" }
+local FAMILY_FILES = { "tensors", "ops", "vocabulary", "sort", "nn", "autograd", "state", "values" }
 local POOL, CAP, EPISODE = 16, 100000, 250
 
 -- ---- arguments ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ sandbox.allowed = {
   "index_add", "index_copy", "index_fill", "take", "masked_select", "index_add_", "index_copy_", "index_fill_",
   "masked_fill_",
   "diag", "einsum", "tensordot", "meshgrid", "isclose", "allclose", "equal", "expand_as", "view_as",
-  "block_layout_validate",
+  "block_layout_validate", "argsort", "kthvalue", "median", "unique", "multinomial",
   -- autograd and modes
   "backward", "detach", "requires_grad_", "zero_grad", "no_grad", "enable_grad", "is_grad_enabled",
   "set_grad_enabled", "custom_function", "autocast", "autocast_dtype",

@@ -151,6 +151,18 @@ tl_status tl_ag_index_fill_(tl_tensor *x, int dim, tl_tensor *index, tl_scalar v
 tl_status tl_ag_take(tl_tensor *x, tl_tensor *index, tl_tensor **out);
 tl_status tl_ag_masked_select(tl_tensor *x, tl_tensor *mask, tl_tensor **out);
 tl_status tl_ag_masked_fill_(tl_tensor *x, tl_tensor *mask, tl_tensor *value);
+
+/* sort, topk, kthvalue and median (tlua/ops.h) recorded: the values' gradient goes back to the
+   positions the indices name (a scatter_add into zeros); the indices have none */
+tl_status tl_ag_sort(tl_tensor *x, int dim, bool descending, tl_tensor **values,
+                     tl_tensor **indices);
+tl_status tl_ag_topk(tl_tensor *x, int64_t k, int dim, bool largest, tl_tensor **values,
+                     tl_tensor **indices);
+tl_status tl_ag_kthvalue(tl_tensor *x, int64_t k, int dim, bool keepdim, tl_tensor **values,
+                         tl_tensor **indices);
+tl_status tl_ag_median_dim(tl_tensor *x, int dim, bool keepdim, tl_tensor **values,
+                           tl_tensor **indices);
+tl_status tl_ag_median_all(tl_tensor *x, tl_tensor **out);
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* input [..., in], weight [out, in], bias [out] or NULL -> [..., out] */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);

@@ -254,6 +254,43 @@ tl_status tl_diag(tl_tensor *x, int64_t k, tl_tensor **out);
    else 0; classes < 0 takes the largest index + 1 (read back: the host waits). An index outside
    [0, classes) is an error (on CUDA raised at the next synchronization). */
 tl_status tl_one_hot(const tl_tensor *index, int64_t classes, tl_tensor **out);
+
+/* ---- sorting and selection (0-based dims, int64 0-based indices) ---------------------------
+   Every dtype; the order is the values' with NaN above +inf and -0 equal to +0, as torch's.
+   sort: x's elements along dim in ascending (descending) order, stably (ties, NaNs among them,
+   keep their order), with their positions along dim; argsort the positions only. topk: the k
+   largest (smallest) along dim, best first, ties in position order (0 <= k <= the size).
+   kthvalue: the k-th smallest along dim (1 <= k <= the size), the first of its ties in sorted
+   order; median: the lower median along dim ((n - 1) / 2 of the sorted row, a NaN where the row
+   has one, as torch), or of every element (a 0-dim value; NaN for a floating x without
+   elements); keepdim keeps dim with size 1. */
+tl_status tl_sort(const tl_tensor *x, int dim, bool descending, tl_tensor **values,
+                  tl_tensor **indices);
+tl_status tl_argsort(const tl_tensor *x, int dim, bool descending, tl_tensor **indices);
+tl_status tl_topk(const tl_tensor *x, int64_t k, int dim, bool largest, tl_tensor **values,
+                  tl_tensor **indices);
+tl_status tl_kthvalue(const tl_tensor *x, int64_t k, int dim, bool keepdim, tl_tensor **values,
+                      tl_tensor **indices);
+tl_status tl_median_dim(const tl_tensor *x, int dim, bool keepdim, tl_tensor **values,
+                        tl_tensor **indices);
+tl_status tl_median_all(const tl_tensor *x, tl_tensor **out);
+/* unique: x's distinct values, flattened and sorted (each NaN its own value); inverse (x's
+   shape, int64) each element's position among them, counts how often each occurs (either
+   pointer may be NULL when not wanted). On CUDA the count comes back to the host (a wait). */
+tl_status tl_unique(const tl_tensor *x, bool want_inverse, bool want_counts, tl_tensor **values,
+                    tl_tensor **inverse, tl_tensor **counts);
+/* searchsorted: for each of values, the number of elements of sorted (ascending along its last
+   dim) that come before it, or with right that are not after it: the insertion point in [0, n]
+   (int64, values' shape). sorted 1-d serves every value; else values has sorted's leading dims
+   and each row searches its own row. Same dtype (numeric), same device. */
+tl_status tl_searchsorted(const tl_tensor *sorted, const tl_tensor *values, bool right,
+                          tl_tensor **out);
+/* bincount: out[v] = how many elements of bins (1-d int64 or int32, values >= 0) equal v, or the
+   sum of their weights (1-d, floating, bins' length; float64 for float64 weights, else float32);
+   the length is max(minlength, the largest value + 1), read back to the host (a wait on CUDA). */
+tl_status tl_bincount(const tl_tensor *bins, const tl_tensor *weights, int64_t minlength,
+                      tl_tensor **out);
+
 /* Sums t down to shape, undoing broadcasting (leading dims and size-1 dims).
    Takes t's reference (returns it as is when nothing needs summing). */
 tl_status tl_sum_to_shape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);
@@ -381,6 +418,12 @@ tl_status tl_randint(int64_t low, int64_t high, const int64_t *shape, int ndim, 
                      tl_device device, tl_tensor **out);
 /* a random permutation of 0 .. n-1 */
 tl_status tl_randperm(int64_t n, tl_dtype dtype, tl_device device, tl_tensor **out);
+/* n categories (int64, 0-based) drawn from each row of probs (1-d [C] -> [n], 2-d [R, C] ->
+   [R, n]; floating, non-negative, finite, each row with a positive sum: not normalised), with or
+   without replacement (then n <= C and each row needs n non-zero probabilities); from the
+   global generator's stream: one seed, the same draws on every device. A bad row is an error
+   (on CUDA raised by the next synchronization). */
+tl_status tl_multinomial(const tl_tensor *probs, int64_t n, bool replacement, tl_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -17,33 +17,54 @@ typedef struct cum_call {
 
 static double load_f(const char *p, tl_dtype d) {
     switch (d) {
-    case TL_F32: return *(const float *)p;
-    case TL_F64: return *(const double *)p;
-    case TL_BF16: return tl_bf16_load(*(const uint16_t *)p);
-    default: return tl_f16_load(*(const uint16_t *)p);
+    case TL_F32:
+        return *(const float *)p;
+    case TL_F64:
+        return *(const double *)p;
+    case TL_BF16:
+        return tl_bf16_load(*(const uint16_t *)p);
+    default:
+        return tl_f16_load(*(const uint16_t *)p);
     }
 }
 static int64_t load_i(const char *p, tl_dtype d) {
     switch (d) {
-    case TL_I32: return *(const int32_t *)p;
-    case TL_I64: return *(const int64_t *)p;
-    default: return *(const uint8_t *)p != 0; /* bool: any non-zero byte is true */
+    case TL_I32:
+        return *(const int32_t *)p;
+    case TL_I64:
+        return *(const int64_t *)p;
+    default:
+        return *(const uint8_t *)p != 0; /* bool: any non-zero byte is true */
     }
 }
 /* v rounded once into dtype d (bfloat16 and float16 through float, as the CUDA kernels) */
 static void store_f(char *p, tl_dtype d, double v) {
     switch (d) {
-    case TL_F32: *(float *)p = (float)v; break;
-    case TL_F64: *(double *)p = v; break;
-    case TL_BF16: *(uint16_t *)p = tl_bf16_round((float)v); break;
-    default: *(uint16_t *)p = tl_f16_round((float)v); break;
+    case TL_F32:
+        *(float *)p = (float)v;
+        break;
+    case TL_F64:
+        *(double *)p = v;
+        break;
+    case TL_BF16:
+        *(uint16_t *)p = tl_bf16_round((float)v);
+        break;
+    default:
+        *(uint16_t *)p = tl_f16_round((float)v);
+        break;
     }
 }
 static void store_i(char *p, tl_dtype d, int64_t v) {
     switch (d) {
-    case TL_I32: *(int32_t *)p = (int32_t)v; break;
-    case TL_I64: *(int64_t *)p = v; break;
-    default: *(uint8_t *)p = v != 0; break;
+    case TL_I32:
+        *(int32_t *)p = (int32_t)v;
+        break;
+    case TL_I64:
+        *(int64_t *)p = v;
+        break;
+    default:
+        *(uint8_t *)p = v != 0;
+        break;
     }
 }
 
@@ -59,7 +80,8 @@ static bool takes_extreme_i(int64_t x, int64_t current, bool max) {
 
 enum { IN, OUT, IDX };
 
-/* One line: in at at[IN] (step[IN] apart), values at at[OUT], indices (cummax, cummin) at at[IDX]. */
+/* One line: in at at[IN] (step[IN] apart), values at at[OUT], indices (cummax, cummin) at at[IDX].
+ */
 static void scan_line(const tl_cpu_lines *p, const char *in, char *out, char *idx,
                       const cum_call *c) {
     const int64_t sin = p->step[IN] * p->size[IN], sout = p->step[OUT] * p->size[OUT];
@@ -115,8 +137,8 @@ static void scan_lines(const tl_cpu_lines *p, char *const *at, int64_t lanes, co
     const cum_call *c = ctx;
     for (int64_t l = 0; l < lanes; l++) {
         char *idx = at[IDX] ? at[IDX] + l * p->lane[IDX] * p->size[IDX] : NULL;
-        scan_line(p, at[IN] + l * p->lane[IN] * p->size[IN], at[OUT] + l * p->lane[OUT] * p->size[OUT],
-                  idx, c);
+        scan_line(p, at[IN] + l * p->lane[IN] * p->size[IN],
+                  at[OUT] + l * p->lane[OUT] * p->size[OUT], idx, c);
     }
 }
 
