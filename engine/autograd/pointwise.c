@@ -88,6 +88,7 @@ GRADIENT_BY_KERNEL(nan_to_num, INPUT)
         return tl_zeros(g->shape, g->ndim, g->dtype, tl_tensor_device(g), gi);                     \
     }
 GRADIENT_ZERO(floor)
+GRADIENT_ZERO(ceil)
 GRADIENT_ZERO(round)
 GRADIENT_ZERO(trunc)
 GRADIENT_ZERO(sign)

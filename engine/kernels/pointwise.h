@@ -173,6 +173,8 @@ TL_POINTWISE(atanh, atanhf(x), atanh(x))
 /* rounding; integers are their own floor, ceiling, ... */
 TL_POINTWISE(floor, floorf(x), floor(x))
 TL_POINTWISE_INT(floor, x)
+TL_POINTWISE(ceil, ceilf(x), ceil(x))
+TL_POINTWISE_INT(ceil, x)
 TL_POINTWISE(round, tl_round_f(x, p0), tl_round_d(x, p0))
 TL_POINTWISE_INT(round, x)
 TL_POINTWISE(trunc, truncf(x), trunc(x))

@@ -116,6 +116,7 @@ return {
     derivative = function(x) return 1 / (1 - x * x) end },
   -- rounding (integer inputs kept exactly) and steps
   floor = { lo = -5, hi = 5, reference = math.floor },
+  ceil = { lo = -5, hi = 5, reference = math.ceil },
   round = { lo = -5, hi = 5, numbers = { 0 }, other = { 2 },
     reference = function(x, d) return d == 0 and round_even(x) or round_even(x * 10 ^ d) / 10 ^ d end },
   trunc = { lo = -5, hi = 5, reference = trunc },
