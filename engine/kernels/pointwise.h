@@ -215,6 +215,7 @@ TL_POINTWISE(leaky_relu, x > 0 ? x : x * p0, x > 0 ? x : x * p0)
 TL_POINTWISE(elu, x > 0 ? x : p0 * expm1f(x), x > 0 ? x : p0 * expm1(x))
 TL_POINTWISE(selu, (float)TL_SELU_SCALE *(x > 0 ? x : (float)TL_SELU_ALPHA * expm1f(x)),
              TL_SELU_SCALE *(x > 0 ? x : TL_SELU_ALPHA * expm1(x)))
+TL_POINTWISE(celu, x > 0 ? x : p0 * expm1f(x / p0), x > 0 ? x : p0 * expm1(x / p0))
 /* log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps (p0) is given (not NaN) */
 TL_POINTWISE_FN float tl_logit_f(float x, float eps) {
     const float z = eps != eps ? x : x < eps ? eps : x > 1.0f - eps ? 1.0f - eps : x;
@@ -467,6 +468,7 @@ TL_POINTWISE_BACKWARD(elu_backward, s > 0 ? g : g * p0 * expf(s), s > 0 ? g : g 
 TL_POINTWISE_BACKWARD(selu_backward,
                       g *(float)TL_SELU_SCALE *(s > 0 ? 1.0f : (float)TL_SELU_ALPHA * expf(s)),
                       g *TL_SELU_SCALE *(s > 0 ? 1.0 : TL_SELU_ALPHA * exp(s)))
+TL_POINTWISE_BACKWARD(celu_backward, s > 0 ? g : g * expf(s / p0), s > 0 ? g : g * exp(s / p0))
 /* logit' = 1 / (x (1 - x)), 0 outside [eps, 1 - eps] when eps is given */
 TL_POINTWISE_BACKWARD(logit_backward,
                       p0 == p0 && (s < p0 || s > 1.0f - p0) ? 0.0f : g / (s * (1.0f - s)),

@@ -155,6 +155,9 @@ return {
   selu = { lo = -4, hi = 3,
     reference = function(x) return SELU_SCALE * (x > 0 and x or SELU_ALPHA * (math.exp(x) - 1)) end,
     derivative = function(x) return SELU_SCALE * (x > 0 and 1 or SELU_ALPHA * math.exp(x)) end },
+  celu = { lo = -4, hi = 3, numbers = { 1 }, other = { 2 },
+    reference = function(x, alpha) return x > 0 and x or alpha * (math.exp(x / alpha) - 1) end,
+    derivative = function(x, alpha) return x > 0 and 1 or math.exp(x / alpha) end },
   logit = { lo = 0.05, hi = 0.95, numbers = {}, other = { 0.2 },
     reference = function(x, eps)
       local z = eps and math.min(math.max(x, eps), 1 - eps) or x
