@@ -240,6 +240,8 @@ TL_POINTWISE_INT(nan_to_num, x)
 /* predicates (BOOL_OUT: 0 or 1): integers are never NaN nor infinite */
 TL_POINTWISE(isnan, (float)(x != x), (double)(x != x))
 TL_POINTWISE_INT(isnan, x * 0)
+TL_POINTWISE(isinf, (float)(fabsf(x) == INFINITY), (double)(fabs(x) == INFINITY))
+TL_POINTWISE_INT(isinf, x * 0)
 TL_POINTWISE(isfinite, (float)(x - x == 0.0f), (double)(x - x == 0.0))
 TL_POINTWISE_INT(isfinite, x * 0 + 1)
 /* the sign bit, read from the bits (-0 and -NaN have it; GCC 12 fails to vectorise signbit) */

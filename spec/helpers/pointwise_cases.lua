@@ -177,6 +177,7 @@ return {
     derivative = function() return 1 end },
   -- predicates (bool results) and bits
   isnan = { lo = -3, hi = 3, specials = PREDICATE_SPECIALS, reference = function(x) return x ~= x end },
+  isinf = { lo = -3, hi = 3, specials = PREDICATE_SPECIALS, reference = function(x) return math.abs(x) == INF end },
   isfinite = { lo = -3, hi = 3, specials = PREDICATE_SPECIALS,
     reference = function(x) return x == x and math.abs(x) ~= INF end },
   signbit = { lo = -3, hi = 3, specials = PREDICATE_SPECIALS, reference = sign_bit },
