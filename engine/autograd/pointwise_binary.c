@@ -45,6 +45,17 @@ GRADIENT2(atan2, true, true) {
     return status;
 }
 
+/* hypot(a, b) = r: d/da = a / r, d/db = b / r */
+GRADIENT2(hypot, true, true) {
+    tl_tensor *r = NULL, *g_over = NULL;
+    tl_status status = tl_hypot(a, b, &r);
+    if (status == TL_OK) status = tl_div(g, r, &g_over);
+    if (status == TL_OK && need[0]) status = tl_mul(g_over, a, ga);
+    if (status == TL_OK && need[1]) status = tl_mul(g_over, b, gb);
+    tl_release(r), tl_release(g_over);
+    return status;
+}
+
 /* copysign(a, b): d/da = copysign(a, b) / a (+-1), 0 where a = 0 (as torch); d/db = 0 */
 GRADIENT2(copysign, need[0], need[0]) {
     if (need[1]) TL_TRY(tl_zeros(g->shape, g->ndim, g->dtype, tl_tensor_device(g), gb));

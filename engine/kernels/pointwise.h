@@ -302,6 +302,7 @@ TL_POINTWISE_BINARY(div, a / b, a / b)
 /* the angle of the point (b, a), in (-pi, pi] */
 TL_POINTWISE_BINARY(atan2, atan2f(a, b), atan2(a, b))
 /* sqrt(a^2 + b^2) without overflow; |a| with b's sign; a log(b), 0 where a = 0 (NaN b stays) */
+TL_POINTWISE_BINARY(hypot, hypotf(a, b), hypot(a, b))
 TL_POINTWISE_BINARY(copysign, copysignf(a, b), copysign(a, b))
 TL_POINTWISE_BINARY(xlogy,
                     b != b   ? b

@@ -189,6 +189,7 @@ return {
   -- binary
   div = { ranges = { { -5, 5 }, { 0.5, 5 } }, reference = function(a, b) return a / b end },
   atan2 = { ranges = { { -3, 3 }, { -3, 3 } }, reference = math.atan },
+  hypot = { ranges = { { -3, 3 }, { -3, 3 } }, reference = function(a, b) return math.sqrt(a * a + b * b) end },
   copysign = { ranges = { { -3, 3 }, { -3, 3 } },
     reference = function(a, b) return sign_bit(b) and -math.abs(a) or math.abs(a) end },
   xlogy = { ranges = { { -3, 3 }, { 0.1, 4 } },
