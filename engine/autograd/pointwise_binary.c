@@ -210,6 +210,21 @@ GRADIENT3(addcmul, false, need[2], need[1]) {
     return status;
 }
 
+/* addcdiv(a, b, c) = a + v b / c: d/da = 1, d/db = v / c, d/dc = -v b / c^2 */
+GRADIENT3(addcdiv, false, need[2], need[1] || need[2]) {
+    (void)a;
+    if (need[0]) *ga = tl_retain((tl_tensor *)g);
+    tl_tensor *gv = NULL, *gv_c = NULL, *quotient = NULL, *product = NULL;
+    tl_status status = need[1] || need[2] ? tl_mul_number(g, p[0], &gv) : TL_OK;
+    if (status == TL_OK && (need[1] || need[2])) status = tl_div(gv, c, &gv_c);
+    if (status == TL_OK && need[1]) *gb = tl_retain(gv_c);
+    if (status == TL_OK && need[2]) status = tl_div(b, c, &quotient);
+    if (status == TL_OK && need[2]) status = tl_mul(gv_c, quotient, &product);
+    if (status == TL_OK && need[2]) status = tl_neg(product, gc);
+    tl_release(gv), tl_release(gv_c), tl_release(quotient), tl_release(product);
+    return status;
+}
+
 /* clamp_tensor(x, lo, hi): the gradient goes to x where lo <= x <= hi, to lo where x < lo < hi,
    to hi where x > hi or hi < lo (torch's rule for tensor bounds) */
 GRADIENT3(clamp_tensor, true, true, true) {

@@ -372,6 +372,7 @@ TL_POINTWISE_TERNARY(lerp, c < 0.5f ? a + c * (b - a) : b - (b - a) * (1.0f - c)
 /* a + value b c, a + value b / c (value p0) */
 TL_POINTWISE_TERNARY(addcmul, a + p0 * b * c, a + p0 * b * c)
 TL_POINTWISE_TERNARY_INT(addcmul, tl_wrap_add(a, tl_wrap_mul(p0, tl_wrap_mul(b, c))))
+TL_POINTWISE_TERNARY(addcdiv, a + p0 * (b / c), a + p0 * (b / c))
 /* min(max(a, lo = b), hi = c), NaN winning (torch's clamp with tensor bounds; hi wins where
    lo > hi) */
 TL_POINTWISE_TERNARY(clamp_tensor,

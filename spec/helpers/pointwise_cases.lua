@@ -220,6 +220,8 @@ return {
   lerp = { ranges = { { -3, 3 }, { -3, 3 }, { 0, 1 } }, reference = function(a, b, w) return a + w * (b - a) end },
   addcmul = { ranges = { { -3, 3 }, { -3, 3 }, { -3, 3 } }, numbers = { 1 }, other = { 0.5 },
     reference = function(a, b, c, value) return a + value * b * c end },
+  addcdiv = { ranges = { { -3, 3 }, { -3, 3 }, { 0.5, 3 } }, numbers = { 1 }, other = { -2 },
+    reference = function(a, b, c, value) return a + value * b / c end },
   clamp_tensor = { ranges = { { -3, 3 }, { -3, -0.5 }, { 0.5, 3 } },
     reference = function(x, lo, hi) return math.min(math.max(x, lo), hi) end },
 }
