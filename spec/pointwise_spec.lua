@@ -535,3 +535,51 @@ describe("pointwise edge cases, as torch", function()
     assert.tensor_equal(long({ -3, 4 }), i)
   end)
 end)
+
+-- On CUDA: every pointwise op of the three families against its Lua reference, with its default
+-- and its other numbers, in float32 and float64, and on integer and bool inputs where its rule
+-- has kernels for them (the kernel sweep runs each kernel once with the default numbers)
+describe("pointwise ops on cuda #cuda", function()
+  if (tl.cuda_device_count and tl.cuda_device_count() or 0) == 0 then
+    pending("no CUDA device: the CUDA specs of the pointwise ops did not run")
+    return
+  end
+  local ARITY = { pointwise = 1, pointwise_binary = 2, pointwise_ternary = 3 }
+  for family, list in pairs(families) do
+    for _, op in ipairs(list) do
+      local name, case, rule, arity = op.name, cases[op.name], op.dtypes, ARITY[family]
+      it(("%s matches the Lua reference on cuda, with its numbers"):format(name), function()
+        local dtypes = rule == "bits" and { "int32", "int64", "bool" }
+          or rule == "bool_out" and { "float32", "float64", "int64", "bool" }
+          or rule == "int" and { "float32", "float64", "int32", "int64" } or { "float32", "float64" }
+        for _, dt in ipairs(dtypes) do
+          local sets = { defaults(case, dt) }
+          if case.other and (dt == "float32" or dt == "float64") then sets[2] = case.other end
+          for _, numbers in ipairs(sets) do
+            local inputs, stored = {}, {}
+            for k = 1, arity do
+              local t
+              if arity == 1 and (dt == "float32" or dt == "float64") then
+                t = draw(ref.rng(#name + k), 24, case.lo, case.hi, dt, case.specials)
+              else
+                t = operand(case, k, 24, dt, ref.rng(#name + k))
+              end
+              inputs[k], stored[k] = t:to("cuda"), t:totable()
+            end
+            local f = rule == "bits" and case.reference or function(...)
+              local args = table.pack(...)
+              for i = 1, arity do args[i] = as_number(args[i]) end
+              local v = case.reference(table.unpack(args, 1, args.n))
+              return (dt == "int32" or dt == "int64") and type(v) == "number" and math.tointeger(v) or v
+            end
+            local args = { table.unpack(inputs) }
+            for i = 1, #numbers do args[arity + i] = numbers[i] end
+            local out = tl[name](table.unpack(args, 1, arity + #numbers))
+            assert.equal("cuda", out.device:match("^%a+"))
+            check_values(expect(f, stored, numbers), out:to("cpu"), dt)
+          end
+        end
+      end)
+    end
+  end
+end)
