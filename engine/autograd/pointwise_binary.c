@@ -333,6 +333,6 @@ static tl_status no_gradient(tl_node *node, tl_tensor *const *g, tl_tensor **gi)
             if (save[i]) TL_TRY(tl_record_save(node, i, what[i], inputs[i], *out));                \
         return TL_OK;                                                                              \
     }
-#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                      \
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \
     POINTWISE_TERNARY_AUTOGRAD(name)
 #include "tlua/ops.def"

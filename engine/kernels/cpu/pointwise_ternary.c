@@ -63,12 +63,12 @@
                    tl_pointwise_##op##_i)                                                          \
     TERNARY_KERNEL(op##_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, tl_double_to_i64,            \
                    tl_pointwise_##op##_i)
-#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                      \
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \
     TERNARY_KERNELS_##dtypes(name)
 #include "tlua/ops.def"
 
 static const tl_kernel_entry entries[] = {
-#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                      \
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \
     TL_POINTWISE_ENTRIES_##dtypes(name, tensors),
 #include "tlua/ops.def"
 };
