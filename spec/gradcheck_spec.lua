@@ -115,25 +115,38 @@ local cases = {
 }
 
 -- pointwise ops: their line in helpers/pointwise_cases.lua, inputs drawn from its
--- range (kept within [-3, 3]), contiguous and transposed
--- (binary ones: broadcast shapes, and a Lua number on either side)
+-- range (kept within [-3, 3]), contiguous and transposed, with the row's default numbers and
+-- its other ones (binary and ternary ones: broadcast shapes, and a Lua number in each place)
 local function drawer(lo, hi)
   lo, hi = math.max(lo, -3), math.min(hi, 3)
   return function(...) return (tl.rand(...):double() * (hi - lo) + lo):detach():requires_grad_() end
 end
+local function middle(range) return (range[1] + range[2]) / 2 + 0.125 end
 for name, case in pairs(require("helpers.pointwise_cases")) do
-  if case.ranges then
+  local other = case.other or {}
+  if case.ranges and #case.ranges == 3 then
+    local d = { drawer(table.unpack(case.ranges[1])), drawer(table.unpack(case.ranges[2])),
+                drawer(table.unpack(case.ranges[3])) }
+    cases[name] = { { tl[name], { d[1](3, 1), d[2](1, 4), d[3](4) } },
+                    { function(a, b, c) return tl[name](a, b, c, table.unpack(other)) end,
+                      { d[1](2, 3), d[2](2, 3), d[3](3) } },
+                    { function(a, c) return tl[name](a, middle(case.ranges[2]), c) end, { d[1](5), d[3](5) } },
+                    { function(b) return tl[name](middle(case.ranges[1]), b, middle(case.ranges[3])) end,
+                      { d[2](5) } } }
+  elseif case.ranges then
     local da, db = drawer(table.unpack(case.ranges[1])), drawer(table.unpack(case.ranges[2]))
-    local a_number = (case.ranges[1][1] + case.ranges[1][2]) / 2 + 0.25
-    local b_number = (case.ranges[2][1] + case.ranges[2][2]) / 2 + 0.25
+    local a_number, b_number = middle(case.ranges[1]), middle(case.ranges[2])
     cases[name] = { { tl[name], { da(3, 1), db(1, 4) } },
                     { tl[name], { da(2, 3, 4), db(4) } },
                     { function(a) return tl[name](a, b_number) end, { da(5) } },
                     { function(b) return tl[name](a_number, b) end, { db(5) } } }
-  else
+  elseif case.lo then
     local draw = drawer(case.lo, case.hi)
     cases[name] = { { tl[name], { draw(3, 4) } },
                     { function(x) return tl[name](x:transpose(1, 2)) end, { draw(2, 3) } } }
+    if case.other then
+      table.insert(cases[name], { function(x) return tl[name](x, table.unpack(other)) end, { draw(3, 4) } })
+    end
   end
 end
 

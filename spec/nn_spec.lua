@@ -530,11 +530,14 @@ describe("nn.init", function()
 end)
 
 describe("activations and nn.functional from the op table", function()
-  -- the one-tensor ops of tl.ops(): families unary and pointwise, less those taking more arguments
+  -- the one-tensor ops of tl.ops() with a gradient: families unary and pointwise, less those
+  -- taking more arguments
   local with_arguments = { clamp = true, pow_scalar = true }
   local ops = {}
   for _, op in ipairs(tl.ops()) do
-    if (op.family == "unary" or op.family == "pointwise") and not with_arguments[op.name] then ops[#ops + 1] = op.name end
+    if (op.family == "unary" or op.family == "pointwise") and op.differentiable and not with_arguments[op.name] then
+      ops[#ops + 1] = op.name
+    end
   end
 
   it("gives every one-tensor op a functional form and a module class (its name, case aside)", function()
@@ -547,7 +550,9 @@ describe("activations and nn.functional from the op table", function()
       end
       local cls
       for key, value in pairs(nn) do
-        if type(value) == "table" and key:lower() == name and rawget(value, "_class_name") then cls = value end
+        if type(value) == "table" and key:lower():gsub("_", "") == name:gsub("_", "") and rawget(value, "_class_name") then
+          cls = value
+        end
       end
       assert.is_not_nil(cls, "no module class for " .. name)
       local x = (tl.rand(3, 4, { dtype = "float64" }) + 0.5):requires_grad_()
@@ -555,10 +560,21 @@ describe("activations and nn.functional from the op table", function()
       assert.is_true(all_equal(tl[name](x), m(x)), name)
       assert.are.equal(cls._class_name .. "()", tostring(m))
     end
-    assert.are.same({ "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid" },
-      { nn.ReLU._class_name, nn.GELU._class_name, nn.SiLU._class_name, nn.Tanh._class_name, nn.Sigmoid._class_name })
+    assert.are.same({ "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "Hardtanh" },
+      { nn.ReLU._class_name, nn.GELU._class_name, nn.SiLU._class_name, nn.Tanh._class_name, nn.Sigmoid._class_name,
+        nn.LeakyReLU._class_name, nn.ELU._class_name, nn.Hardtanh._class_name })
     assert.are.equal(tl.softmax, nn.functional.softmax)
     assert.are.equal(tl.log_softmax, nn.functional.log_softmax)
+  end)
+
+  it("gives a class of an op with numbers those numbers, positionally or by name", function()
+    local x = tl.tensor({ -2.0, -0.5, 0.5, 3.0 })
+    assert.is_true(all_equal(tl.leaky_relu(x, 0.2), nn.LeakyReLU(0.2)(x)))
+    assert.is_true(all_equal(tl.hardtanh(x, 0, 2), nn.Hardtanh { min_val = 0, max_val = 2 }(x)))
+    assert.is_true(all_equal(tl.softplus(x, 2), nn.Softplus { beta = 2 }(x)))
+    assert.are.equal("LeakyReLU(negative_slope=0.2)", tostring(nn.LeakyReLU(0.2)))
+    assert.error_matches(function() nn.LeakyReLU { slope = 0.2 } end, "nn.LeakyReLU: unknown option 'slope'")
+    assert.error_matches(function() nn.Mish { beta = 1 } end, "nn.Mish: unknown option 'beta'")
   end)
 end)
 

@@ -197,6 +197,13 @@ bool tlb_option_dtype(lua_State *L, int idx, const char *op, const char *name, t
 bool tlb_option_device(lua_State *L, int idx, const char *op, const char *name, tl_device *out);
 bool tlb_option_tensor(lua_State *L, int idx, const char *op, const char *name, tl_tensor **out);
 bool tlb_option_pair(lua_State *L, int idx, const char *op, const char *name, int64_t out[2]);
+/* The numbers of a pointwise op whose row names them in spec ("min_val=-1 max_val=1"), from
+   Lua arguments first..top: positionally (nil: the default) or one options table keyed by their
+   names; numbers[i] NaN where not given (the row's default). Raises on too many arguments or an
+   unknown key. */
+#define TLB_MAX_NUMBERS 3
+void tlb_pointwise_numbers(lua_State *L, int first, const char *op, const char *spec,
+                           double numbers[TLB_MAX_NUMBERS]);
 /* A new tensor's options: {dtype, device, requires_grad} (constructors, tl.tensor). */
 extern const tlb_option tlb_new_tensor_options[];
 typedef struct tlb_options {

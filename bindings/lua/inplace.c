@@ -23,18 +23,20 @@ static int unary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *x)) {
 INPLACE_BINDING(unary, neg)
 INPLACE_BINDING(unary, abs)
 INPLACE_BINDING(unary, relu)
-/* every POINTWISE row of ops.def: t:exp_(), t:gelu_(), ... */
-#define POINTWISE_OP(name, differentiable, backward) INPLACE_BINDING(unary, name)
-#include "tlua/ops.def"
-
-/* t:clamp_(min?, max?): nil for an absent bound */
-static int op_clamp_(lua_State *L) {
-    tl_tensor *x = tlb_check(L, 1, "clamp_");
-    bool has_min = !lua_isnoneornil(L, 2), has_max = !lua_isnoneornil(L, 3);
-    double min = has_min ? tlb_check_number(L, 2, "clamp_", "min") : 0;
-    double max = has_max ? tlb_check_number(L, 3, "clamp_", "max") : 0;
-    return inplace_result(L, tl_ag_clamp_(x, has_min, min, has_max, max));
+/* every POINTWISE row of ops.def: t:exp_(), t:gelu_(), t:leaky_relu_(0.2), ... (the row's
+   numbers after the tensor, as the out-of-place op) */
+static int unary_with(lua_State *L, const char *op, const char *spec,
+                      tl_status (*fn)(tl_tensor *x, const double *numbers)) {
+    tl_tensor *x = tlb_check(L, 1, op);
+    double numbers[TLB_MAX_NUMBERS];
+    tlb_pointwise_numbers(L, 2, op, spec, numbers);
+    return inplace_result(L, fn(x, numbers));
 }
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    static int op_##name##_(lua_State *L) {                                                        \
+        return unary_with(L, #name "_", spec, tl_ag_##name##_with_);                               \
+    }
+#include "tlua/ops.def"
 
 /* ---- x <- f(x, other), other a tensor or a number -------------------------------------------- */
 static int binary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *x, tl_tensor *other)) {
@@ -54,10 +56,35 @@ INPLACE_BINDING(binary, add)
 INPLACE_BINDING(binary, sub)
 INPLACE_BINDING(binary, mul)
 INPLACE_BINDING(binary, copy)
-/* every POINTWISE_BINARY row of ops.def: t:div_(other), t:atan2_(other) */
-#define POINTWISE_BINARY_OP(name, differentiable, backward) INPLACE_BINDING(binary, name)
+/* every POINTWISE_BINARY row of ops.def: t:div_(other), t:atan2_(other), ... */
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes) INPLACE_BINDING(binary, name)
 #include "tlua/ops.def"
 #undef INPLACE_BINDING
+
+/* t:clamp_(min?, max?): nil for an absent bound; tensor bounds (or a number with a tensor) as
+   t:maximum_(min) then t:minimum_(max) */
+static int op_clamp_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "clamp_");
+    if (tlb_is_tensor(L, 2) || tlb_is_tensor(L, 3)) {
+        tl_status (*const by_bound[2])(tl_tensor *, tl_tensor *) = {tl_ag_maximum_, tl_ag_minimum_};
+        tl_status status = TL_OK;
+        for (int i = 0; i < 2 && status == TL_OK; i++) {
+            if (lua_isnoneornil(L, i + 2)) continue;
+            tl_tensor *bound = tlb_totensor(L, i + 2, "clamp_"), *scalar = NULL;
+            tl_scalar s;
+            if (!bound && !tlb_to_scalar(L, i + 2, &s))
+                return tlb_type_error(L, i + 2, "clamp_", "a tensor, a number or nil");
+            if (!bound && (status = tl_scalar_tensor(s, x, &scalar)) != TL_OK) break;
+            status = by_bound[i](x, bound ? bound : scalar);
+            tl_release(scalar);
+        }
+        return inplace_result(L, status);
+    }
+    bool has_min = !lua_isnoneornil(L, 2), has_max = !lua_isnoneornil(L, 3);
+    double min = has_min ? tlb_check_number(L, 2, "clamp_", "min") : 0;
+    double max = has_max ? tlb_check_number(L, 3, "clamp_", "max") : 0;
+    return inplace_result(L, tl_ag_clamp_(x, has_min, min, has_max, max));
+}
 
 /* t:fill_(value) -> t */
 static int op_fill_(lua_State *L) {
@@ -189,9 +216,9 @@ const luaL_Reg tlb_inplace_methods[] = {
                 INPLACE_ENTRY(matmul) INPLACE_ENTRY(dropout) INPLACE_ENTRY(scatter)
                     INPLACE_ENTRY(scatter_add) INPLACE_ENTRY(index_copy) INPLACE_ENTRY(index_add)
                         INPLACE_ENTRY(index_fill) INPLACE_ENTRY(masked_fill)
-#define POINTWISE_OP(name, differentiable, backward) INPLACE_ENTRY(name)
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec) INPLACE_ENTRY(name)
 #include "tlua/ops.def"
-#define POINTWISE_BINARY_OP(name, differentiable, backward) INPLACE_ENTRY(name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes) INPLACE_ENTRY(name)
 #include "tlua/ops.def"
                             {NULL, NULL},
 };

@@ -23,8 +23,23 @@ static int unary(lua_State *L, const char *op, unary_fn fn) {
 OP_BINDING(unary, neg)
 OP_BINDING(unary, abs)
 OP_BINDING(unary, relu)
-/* every POINTWISE row of ops.def: tl.<name>(t) and t:<name>() */
-#define POINTWISE_OP(name, differentiable, backward) OP_BINDING(unary, name)
+
+/* a pointwise op y = f(x) with its row's numbers after the tensor (tl.leaky_relu(x, 0.2),
+   x:hardtanh({min_val = 0, max_val = 6})) */
+typedef tl_status (*unary_with_fn)(tl_tensor *a, const double *numbers, tl_tensor **out);
+static int unary_with(lua_State *L, const char *op, const char *spec, unary_with_fn fn) {
+    tl_tensor *a = tlb_check(L, 1, op), *out = NULL;
+    double numbers[TLB_MAX_NUMBERS];
+    tlb_pointwise_numbers(L, 2, op, spec, numbers);
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = fn(a, numbers, &out);
+    return tlb_result(L, box, status, out);
+}
+/* every POINTWISE row of ops.def: tl.<name>(t, numbers...) and t:<name>(numbers...) */
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    static int op_##name(lua_State *L) {                                                           \
+        return unary_with(L, #name, spec, tl_ag_##name##_with);                                    \
+    }
 #include "tlua/ops.def"
 
 /* a op b where either side may be a Lua number or boolean (the hot path of
@@ -57,7 +72,42 @@ OP_BINDING(binary, add)
 OP_BINDING(binary, sub)
 OP_BINDING(binary, mul)
 /* every POINTWISE_BINARY row of ops.def: tl.<name>(a, b) and a:<name>(b) */
-#define POINTWISE_BINARY_OP(name, differentiable, backward) OP_BINDING(binary, name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes) OP_BINDING(binary, name)
+#include "tlua/ops.def"
+
+/* a pointwise op y = f(a, b, c), each a tensor or a number (a number takes the dtype and device
+   of the first tensor), the row's numbers after them (tl.addcmul(x, t1, t2, {value = 2})) */
+typedef tl_status (*ternary_with_fn)(tl_tensor *a, tl_tensor *b, tl_tensor *c,
+                                     const double *numbers, tl_tensor **out);
+static int ternary_with(lua_State *L, const char *op, const char *spec, ternary_with_fn fn) {
+    tl_tensor *in[3], *like = NULL, *scalars[3] = {NULL, NULL, NULL}, *out = NULL;
+    tl_scalar s[3];
+    for (int i = 0; i < 3; i++) {
+        in[i] = tlb_totensor(L, i + 1, op);
+        if (in[i] && !like) like = in[i];
+        if (!in[i] && !tlb_to_scalar(L, i + 1, &s[i]))
+            return tlb_type_error(L, i + 1, op, "a tensor or a number");
+    }
+    if (!like)
+        return tlb_errorf(L, "%s: expected a tensor among arguments 1 to 3, got three numbers", op);
+    double numbers[TLB_MAX_NUMBERS];
+    tlb_pointwise_numbers(L, 4, op, spec, numbers);
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = TL_OK;
+    for (int i = 0; i < 3 && status == TL_OK; i++)
+        if (!in[i]) {
+            status = tl_scalar_tensor(s[i], like, &scalars[i]);
+            in[i] = scalars[i];
+        }
+    if (status == TL_OK) status = fn(in[0], in[1], in[2], numbers, &out);
+    for (int i = 0; i < 3; i++) tl_release(scalars[i]);
+    return tlb_result(L, box, status, out);
+}
+/* every POINTWISE_TERNARY row of ops.def: tl.<name>(a, b, c, numbers...) and a:<name>(b, c, ...) */
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \
+    static int op_##name(lua_State *L) {                                                           \
+        return ternary_with(L, #name, spec, tl_ag_##name##_with);                                  \
+    }
 #include "tlua/ops.def"
 
 #define COMPARE(name)                                                                              \
@@ -88,8 +138,21 @@ static int op_pow(lua_State *L) {
     return binary(L, "pow", tl_ag_pow);
 }
 
-/* clamp(t, min?, max?): nil for an absent bound */
+/* clamp(t, min?, max?): nil for an absent bound; a tensor bound (the other a tensor, a number or
+   absent) takes clamp_tensor, or maximum / minimum for one bound */
 static int op_clamp(lua_State *L) {
+    if (tlb_is_tensor(L, 2) || tlb_is_tensor(L, 3)) {
+        lua_settop(L, 3);
+        if (lua_isnil(L, 3)) {
+            lua_settop(L, 2);
+            return binary(L, "clamp", tl_ag_maximum);
+        }
+        if (lua_isnil(L, 2)) {
+            lua_remove(L, 2);
+            return binary(L, "clamp", tl_ag_minimum);
+        }
+        return ternary_with(L, "clamp", "", tl_ag_clamp_tensor_with);
+    }
     tl_tensor *a = tlb_check(L, 1, "clamp"), *out = NULL;
     bool has_min = !lua_isnoneornil(L, 2), has_max = !lua_isnoneornil(L, 3);
     double min = has_min ? tlb_check_number(L, 2, "clamp", "min") : 0;
@@ -621,9 +684,11 @@ const luaL_Reg tlb_op_methods[] = {
     {"index_add", op_index_add}, {"index_copy", op_index_copy},
     {"index_fill", op_index_fill}, {"take", op_take},
     {"masked_select", op_masked_select},
-#define POINTWISE_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
-#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_ENTRY(name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes) POINTWISE_ENTRY(name)
+#include "tlua/ops.def"
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"
 #define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param) POINTWISE_ENTRY(name)
 #include "tlua/ops.def"

@@ -1,5 +1,7 @@
 /* Options tables of the binding's functions: one checker of the keys an op accepts and of their
-   kinds, typed getters, and the new tensors' options {dtype, device, requires_grad}. */
+   kinds, typed getters, the new tensors' options {dtype, device, requires_grad} and a pointwise
+   op's numbers. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -247,4 +249,42 @@ void tlb_options_parse(lua_State *L, int idx, const char *op, tlb_options *opts)
 
 void tlb_apply_requires_grad(lua_State *L, tl_tensor *t, const tlb_options *opts) {
     if (opts->requires_grad == 1 && tl_set_requires_grad(t, true) != TL_OK) tlb_fail(L);
+}
+
+/* ---- a pointwise op's numbers ---------------------------------------------------------------- */
+void tlb_pointwise_numbers(lua_State *L, int first, const char *op, const char *spec,
+                           double numbers[TLB_MAX_NUMBERS]) {
+    /* the names of spec's "name=default" words */
+    char names[TLB_MAX_NUMBERS][32];
+    tlb_option accepted[TLB_MAX_NUMBERS + 1];
+    int count = 0;
+    for (const char *p = spec; *p && count < TLB_MAX_NUMBERS;) {
+        while (*p == ' ') p++;
+        const char *equals = strchr(p, '=');
+        if (!equals) break;
+        snprintf(names[count], sizeof names[count], "%.*s", (int)(equals - p), p);
+        accepted[count] = (tlb_option){names[count], TLB_OPTION_NUMBER};
+        count++;
+        for (p = equals; *p && *p != ' '; p++) {
+        }
+    }
+    accepted[count] = (tlb_option){NULL, 0};
+    for (int i = 0; i < TLB_MAX_NUMBERS; i++) numbers[i] = NAN;
+    const int top = lua_gettop(L);
+    if (top == first && lua_istable(L, first)) {
+        tlb_check_options(L, first, op, accepted);
+        for (int i = 0; i < count; i++) tlb_option_number(L, first, op, names[i], &numbers[i]);
+        return;
+    }
+    if (top - first + 1 > count) {
+        if (count == 0)
+            tlb_errorf(L, "%s: takes no numbers, got %d more argument%s", op, top - first + 1,
+                       top - first + 1 == 1 ? "" : "s");
+        char list[128];
+        accepted_names(accepted, list, sizeof list);
+        tlb_errorf(L, "%s: expected at most %d number%s (%s) or an options table, got %d arguments",
+                   op, count, count == 1 ? "" : "s", list, top - first + 1);
+    }
+    for (int i = 0; i < count && first + i <= top; i++)
+        if (!lua_isnil(L, first + i)) numbers[i] = tlb_check_number(L, first + i, op, names[i]);
 }

@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "binding.h"
 
@@ -215,8 +216,26 @@ static int rt_kernel_variants(lua_State *L) {
     return 1;
 }
 
+/* t.numbers = the names of a pointwise row's numbers ("min_val=-1 max_val=1": {"min_val",
+   "max_val"}) */
+static void set_number_names(lua_State *L, const char *numbers) {
+    lua_newtable(L);
+    int n = 0;
+    for (const char *p = numbers; *p;) {
+        while (*p == ' ') p++;
+        const char *equals = strchr(p, '=');
+        if (!equals) break;
+        lua_pushlstring(L, p, (size_t)(equals - p));
+        lua_rawseti(L, -2, ++n);
+        for (p = equals; *p && *p != ' '; p++) {
+        }
+    }
+    lua_setfield(L, -2, "numbers");
+}
+
 /* tl.ops() -> the op table: list of {name=, family=, differentiable=, backward=}
-   with backward "none", "kernels" or "composed" */
+   with backward "none", "kernels" or "composed"; pointwise rows add dtypes (their rule in lower
+   case: "float", "float_only", "int", "bool_out", "bits") and numbers (their names) */
 static int rt_ops(lua_State *L) {
     int count = tl_op_list(NULL, 0);
     tl_op_description *ops = lua_newuserdatauv(L, (size_t)count * sizeof *ops, 0);
@@ -229,6 +248,17 @@ static int rt_ops(lua_State *L) {
         lua_pushboolean(L, ops[i].differentiable);
         lua_setfield(L, -2, "differentiable");
         set_string(L, "backward", ops[i].backward);
+        if (ops[i].dtypes) {
+            char rule[16];
+            size_t n = 0;
+            for (; ops[i].dtypes[n] && n + 1 < sizeof rule; n++) {
+                char c = ops[i].dtypes[n];
+                rule[n] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+            }
+            rule[n] = 0;
+            set_string(L, "dtypes", rule);
+            set_number_names(L, ops[i].numbers);
+        }
         lua_rawseti(L, -2, i + 1);
     }
     return 1;

@@ -73,8 +73,8 @@ struct tl_node {
     tl_saved saved_inline[TL_NODE_INLINE_SAVED];
     int dim;
     bool keepdim;
-    double scalar[2];
-    bool has_scalar[2];
+    double scalar[3]; /* an op's numbers (clamp's bounds, a pointwise op's, ...) */
+    bool has_scalar[3];
     int64_t ints[TL_MAX_DIMS]; /* dims of permute, start of narrow, ... */
     /* custom functions */
     tl_custom_backward custom_backward;

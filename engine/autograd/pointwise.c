@@ -1,28 +1,35 @@
-/* The gradients of the pointwise ops (families POINTWISE and POINTWISE_BINARY in tlua/ops.def),
-   one formula per op; their recording wrappers tl_ag_<name> are generated from the op table. */
+/* The gradients of the pointwise ops y = f(x) (family POINTWISE in tlua/ops.def), one formula
+   per op; their recording wrappers tl_ag_<name> (and _with, and in place) are generated from the
+   op table. The two- and three-input rows' are in autograd/pointwise_binary.c. */
 #include "autograd/formula.h"
 
 /* GRADIENT(name, SAVES) { ... } defines the gradient of the op `name`: g is the gradient of
-   its output, saved the tensor SAVES names (INPUT: x, RESULT: y = f(x)); it sets *gi, the
-   gradient of x ("=": the engine accumulates), by forward ops or backward kernels. */
-#define SAVES_INPUT  true, false /* {input, result} */
-#define SAVES_RESULT false, true
+   its output, saved the tensor SAVES names (INPUT: x, RESULT: y = f(x), NOTHING: NULL) and p
+   the op's numbers as the forward resolved them (leaky_relu's negative_slope: p[0]); it sets
+   *gi, the gradient of x ("=": the engine accumulates), by forward ops or backward kernels. */
+#define SAVES_INPUT   true, false /* {input, result} */
+#define SAVES_RESULT  false, true
+#define SAVES_NOTHING false, false
 #define GRADIENT(name, saves)                                                                      \
     static const bool name##_saves[2] = {SAVES_##saves};                                           \
-    static tl_status name##_gradient(const tl_tensor *g, const tl_tensor *saved, tl_tensor **gi)
+    static tl_status name##_gradient(const tl_tensor *g, const tl_tensor *saved, const double *p,  \
+                                     tl_tensor **gi)
 
 /* exp' = exp */
 GRADIENT(exp, RESULT) {
+    (void)p;
     return tl_mul(g, saved, gi);
 }
 
 /* log' = 1 / x */
 GRADIENT(log, INPUT) {
+    (void)p;
     return tl_div(g, saved, gi);
 }
 
 /* sqrt' = 1 / (2 y) */
 GRADIENT(sqrt, RESULT) {
+    (void)p;
     tl_tensor *twice;
     TL_TRY(tl_mul_number(saved, 2.0, &twice));
     tl_status status = tl_div(g, twice, gi);
@@ -31,12 +38,12 @@ GRADIENT(sqrt, RESULT) {
 }
 
 /* Ops with a fused backward kernel (a POINTWISE_BACKWARD row, its math in kernels/pointwise.h):
-   the gradient is tl_<name>_backward(g, saved). tanh' = 1 - y^2, sigmoid' = y (1 - y),
-   gelu' = Phi(x) + x phi(x), gelu_tanh' its tanh approximation's derivative,
-   silu' = s (1 + x (1 - s)) with s = sigmoid(x). */
+   the gradient is tl_<name>_backward_with(g, saved, p), the numbers the forward's. tanh' =
+   1 - y^2, sigmoid' = y (1 - y), gelu' = Phi(x) + x phi(x), gelu_tanh' its tanh approximation's
+   derivative, silu' = s (1 + x (1 - s)) with s = sigmoid(x). */
 #define GRADIENT_BY_KERNEL(name, saves)                                                            \
     GRADIENT(name, saves) {                                                                        \
-        return tl_##name##_backward(g, saved, gi);                                                 \
+        return tl_##name##_backward_with(g, saved, p, gi);                                         \
     }
 GRADIENT_BY_KERNEL(tanh, RESULT)
 GRADIENT_BY_KERNEL(sigmoid, RESULT)
@@ -61,9 +68,43 @@ GRADIENT_BY_KERNEL(atanh, INPUT)
 GRADIENT_BY_KERNEL(gelu, INPUT)
 GRADIENT_BY_KERNEL(gelu_tanh, INPUT)
 GRADIENT_BY_KERNEL(silu, INPUT)
+GRADIENT_BY_KERNEL(square, INPUT)
+GRADIENT_BY_KERNEL(erfinv, RESULT)
+GRADIENT_BY_KERNEL(softplus, INPUT)
+GRADIENT_BY_KERNEL(mish, INPUT)
+GRADIENT_BY_KERNEL(hardtanh, INPUT)
+GRADIENT_BY_KERNEL(hardsigmoid, INPUT)
+GRADIENT_BY_KERNEL(hardswish, INPUT)
+GRADIENT_BY_KERNEL(leaky_relu, INPUT)
+GRADIENT_BY_KERNEL(elu, INPUT)
+GRADIENT_BY_KERNEL(selu, INPUT)
+GRADIENT_BY_KERNEL(celu, INPUT)
+GRADIENT_BY_KERNEL(logit, INPUT)
+GRADIENT_BY_KERNEL(nan_to_num, INPUT)
+
+/* Steps (floor, ceil, round, trunc, sign, sgn): zero almost everywhere, as torch */
+#define GRADIENT_ZERO(name)                                                                        \
+    GRADIENT(name, NOTHING) {                                                                      \
+        (void)saved, (void)p;                                                                      \
+        return tl_zeros(g->shape, g->ndim, g->dtype, tl_tensor_device(g), gi);                     \
+    }
+GRADIENT_ZERO(floor)
+GRADIENT_ZERO(ceil)
+GRADIENT_ZERO(round)
+GRADIENT_ZERO(trunc)
+GRADIENT_ZERO(sign)
+GRADIENT_ZERO(sgn)
+
+/* frac' = 1 */
+GRADIENT(frac, NOTHING) {
+    (void)saved, (void)p;
+    *gi = tl_retain((tl_tensor *)g);
+    return TL_OK;
+}
 
 /* sin' = cos, cos' = -sin */
 GRADIENT(sin, INPUT) {
+    (void)p;
     tl_tensor *c;
     TL_TRY(tl_cos(saved, &c));
     tl_status status = tl_mul(g, c, gi);
@@ -72,6 +113,7 @@ GRADIENT(sin, INPUT) {
 }
 
 GRADIENT(cos, INPUT) {
+    (void)p;
     tl_tensor *s, *minus_g = NULL;
     TL_TRY(tl_sin(saved, &s));
     tl_status status = tl_neg(g, &minus_g);
@@ -80,108 +122,56 @@ GRADIENT(cos, INPUT) {
     return status;
 }
 
-/* ---- pointwise binary ops ------------------------------------------------------------------
-   GRADIENT2(name, save_a, save_b) { ... } defines the gradients of the two-input op `name`:
-   g is the gradient of its output; need[0], need[1] say which of ga (for a), gb (for b) to set,
-   at the output's shape (the generated code sums each back to its input's shape). a and b are
-   the inputs, saved when save_a / save_b (expressions of need) hold, else NULL. */
-#define GRADIENT2(name, save_a, save_b)                                                            \
-    static void name##_saves(const bool *need, bool *save) {                                       \
-        (void)need;                                                                                \
-        save[0] = (save_a);                                                                        \
-        save[1] = (save_b);                                                                        \
-    }                                                                                              \
-    static tl_status name##_gradient2(const tl_tensor *g, const tl_tensor *a, const tl_tensor *b,  \
-                                      const bool *need, tl_tensor **ga, tl_tensor **gb)
-
-/* d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b */
-GRADIENT2(div, need[1], true) {
-    if (need[0]) TL_TRY(tl_div(g, b, ga));
-    if (!need[1]) return TL_OK;
-    tl_tensor *g_over_b = NULL, *quotient = NULL, *product = NULL;
-    tl_status status = tl_div(g, b, &g_over_b);
-    if (status == TL_OK) status = tl_div(a, b, &quotient);
-    if (status == TL_OK) status = tl_mul(g_over_b, quotient, &product);
-    if (status == TL_OK) status = tl_neg(product, gb);
-    tl_release(g_over_b), tl_release(quotient), tl_release(product);
-    return status;
-}
-
-/* atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
-GRADIENT2(atan2, true, true) {
-    tl_tensor *aa = NULL, *bb = NULL, *r2 = NULL, *g_over = NULL, *neg_a = NULL;
-    tl_status status = tl_mul(a, a, &aa);
-    if (status == TL_OK) status = tl_mul(b, b, &bb);
-    if (status == TL_OK) status = tl_add(aa, bb, &r2);
-    if (status == TL_OK) status = tl_div(g, r2, &g_over);
-    if (status == TL_OK && need[0]) status = tl_mul(g_over, b, ga);
-    if (status == TL_OK && need[1]) status = tl_neg(a, &neg_a);
-    if (status == TL_OK && need[1]) status = tl_mul(g_over, neg_a, gb);
-    tl_release(aa), tl_release(bb), tl_release(r2), tl_release(g_over), tl_release(neg_a);
-    return status;
-}
-
-/* ---- generated: the backward function and tl_ag_<name> of every POINTWISE row ---- */
-#define POINTWISE_AUTOGRAD(name)                                                                   \
+/* ---- generated: the backward function and tl_ag_<name>, tl_ag_<name>_with of every POINTWISE
+   row; the node keeps the numbers as resolved for the result's dtype (node->scalar) ---- */
+#define POINTWISE_AUTOGRAD_true(name)                                                              \
     static tl_status name##_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {         \
-        tl_tensor *saved;                                                                          \
-        TL_TRY(tl_node_saved(node, 0, &saved));                                                    \
-        return name##_gradient(g[0], saved, &gi[0]);                                               \
+        tl_tensor *saved = NULL;                                                                   \
+        if (name##_saves[0] || name##_saves[1]) TL_TRY(tl_node_saved(node, 0, &saved));            \
+        return name##_gradient(g[0], saved, node->scalar, &gi[0]);                                 \
     }                                                                                              \
-    tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out) {                                        \
-        return tl_record_unary(#name, name##_backward, tl_##name(a, out), a, out, name##_saves[0], \
-                               name##_saves[1], NULL);                                             \
+    tl_status tl_ag_##name##_with(tl_tensor *a, const double *numbers, tl_tensor **out) {          \
+        tl_node *node;                                                                             \
+        TL_TRY(tl_record_unary(#name, name##_backward, tl_##name##_with(a, numbers, out), a, out,  \
+                               name##_saves[0], name##_saves[1], &node));                          \
+        if (node) tl_op_numbers(TL_OP_##name, (*out)->dtype, numbers, node->scalar);               \
+        return TL_OK;                                                                              \
     }
-#define POINTWISE_OP(name, differentiable, backward) POINTWISE_AUTOGRAD(name)
+/* a row without a gradient records nothing */
+#define POINTWISE_AUTOGRAD_false(name)                                                             \
+    tl_status tl_ag_##name##_with(tl_tensor *a, const double *numbers, tl_tensor **out) {          \
+        return tl_##name##_with(a, numbers, out);                                                  \
+    }
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    POINTWISE_AUTOGRAD_##differentiable(name)                                                      \
+        tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out) {                                    \
+        return tl_ag_##name##_with(a, NULL, out);                                                  \
+    }
 #include "tlua/ops.def"
 
-/* ---- generated: tl_ag_<name>_ in place, saving x's old values or x itself as the gradient
-   reads them ---- */
-#define POINTWISE_INPLACE_AUTOGRAD(name)                                                           \
-    tl_status tl_ag_##name##_(tl_tensor *x) {                                                      \
+/* ---- generated: tl_ag_<name>_with_ in place, saving x's old values or x itself as the gradient
+   reads them (a row without a gradient: x's old values get none, as fill_'s) ---- */
+static tl_status no_gradient(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    (void)node, (void)g, (void)gi;
+    return TL_OK;
+}
+#define POINTWISE_INPLACE_AUTOGRAD_true(name)                                                      \
+    tl_status tl_ag_##name##_with_(tl_tensor *x, const double *numbers) {                          \
         tl_node *node;                                                                             \
         tl_tensor *old;                                                                            \
         TL_TRY(                                                                                    \
             tl_unary_inplace_begin(#name "_", name##_backward, x, name##_saves[0], &node, &old));  \
-        return tl_unary_inplace_end(node, tl_##name##_(x), x, old, name##_saves[1]);               \
+        if (node) tl_op_numbers(TL_OP_##name, x->dtype, numbers, node->scalar);                    \
+        return tl_unary_inplace_end(node, tl_##name##_with_(x, numbers), x, old, name##_saves[1]); \
     }
-#define POINTWISE_OP(name, differentiable, backward) POINTWISE_INPLACE_AUTOGRAD(name)
-#include "tlua/ops.def"
-
-/* ---- generated: the same for every POINTWISE_BINARY row ---------------------------- */
-#define POINTWISE_BINARY_AUTOGRAD(name)                                                            \
-    static tl_status name##_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {         \
-        bool save[2];                                                                              \
-        name##_saves(node->needs_input_grad, save);                                                \
-        tl_tensor *saved[2] = {NULL, NULL};                                                        \
-        for (int i = 0; i < 2; i++)                                                                \
-            if (save[i]) TL_TRY(tl_node_saved(node, i, &saved[i]));                                \
-        TL_TRY(                                                                                    \
-            name##_gradient2(g[0], saved[0], saved[1], node->needs_input_grad, &gi[0], &gi[1]));   \
-        for (int i = 0; i < 2; i++)                                                                \
-            if (gi[i]) TL_TRY(tl_reduce_to_input(node, i, TL_OK, gi));                             \
-        return TL_OK;                                                                              \
-    }                                                                                              \
-    tl_status tl_ag_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out) {                          \
-        TL_TRY(tl_##name(a, b, out));                                                              \
-        tl_tensor *inputs[2] = {a, b};                                                             \
+#define POINTWISE_INPLACE_AUTOGRAD_false(name)                                                     \
+    tl_status tl_ag_##name##_with_(tl_tensor *x, const double *numbers) {                          \
         tl_node *node;                                                                             \
-        TL_TRY(tl_record(#name, name##_backward, 2, inputs, *out, &node));                         \
-        if (!node) return TL_OK;                                                                   \
-        bool save[2];                                                                              \
-        name##_saves(node->needs_input_grad, save);                                                \
-        if (save[0]) TL_TRY(tl_record_save(node, 0, "self", a, *out));                             \
-        if (save[1]) TL_TRY(tl_record_save(node, 1, "other", b, *out));                            \
-        return TL_OK;                                                                              \
+        TL_TRY(tl_inplace_begin(#name "_", no_gradient, x, 0, NULL, &node));                       \
+        return tl_inplace_end(node, tl_##name##_with_(x, numbers), x);                             \
     }
-#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_AUTOGRAD(name)
-#include "tlua/ops.def"
-
-/* ---- generated: tl_ag_<name>_ in place (x's old values copied when they are read) ---- */
-#define POINTWISE_BINARY_INPLACE_AUTOGRAD(name)                                                    \
-    tl_status tl_ag_##name##_(tl_tensor *x, tl_tensor *other) {                                    \
-        return tl_binary_inplace(#name "_", name##_backward, name##_saves, tl_##name##_, x,        \
-                                 other);                                                           \
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    POINTWISE_INPLACE_AUTOGRAD_##differentiable(name) tl_status tl_ag_##name##_(tl_tensor *x) {    \
+        return tl_ag_##name##_with_(x, NULL);                                                      \
     }
-#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_INPLACE_AUTOGRAD(name)
 #include "tlua/ops.def"

@@ -17,11 +17,11 @@ extern "C" { /* CUDA C++ files register kernels and report variants too */
 
 /* Scalars an op passes to its kernel: pow's exponent (scalar[0]); clamp's
    bounds (scalar[0..1] with has_scalar); randint's [low, high) (scalar[0..1]);
-   dropout's p (scalar[0]: cpu/dropout.c states the kernel); the random stream
-   (seed, counter). */
+   dropout's p (scalar[0]: cpu/dropout.c states the kernel); a pointwise op's named numbers
+   (scalar[0..2], resolved: kernels/op.h's tl_op_numbers); the random stream (seed, counter). */
 typedef struct tl_op_args {
-    double scalar[2];
-    bool has_scalar[2];
+    double scalar[3];
+    bool has_scalar[3];
     uint64_t seed;
     uint64_t counter;
     int dim; /* the dim an op works along (0-based), for the kernels that take one */
@@ -31,7 +31,9 @@ typedef struct tl_op_args {
    out's shape. `out` is freshly allocated or validated; kernels never fail
    on user input, only on device errors. */
 typedef tl_status (*tl_unary_kernel)(tl_tensor *out, const tl_tensor *in, const tl_op_args *args);
-typedef tl_status (*tl_binary_kernel)(tl_tensor *out, const tl_tensor *a, const tl_tensor *b);
+/* args: the op's numbers (a pointwise backward's, its forward's), or NULL for none */
+typedef tl_status (*tl_binary_kernel)(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                                      const tl_op_args *args);
 typedef tl_status (*tl_ternary_kernel)(tl_tensor *out, const tl_tensor *cond, const tl_tensor *a,
                                        const tl_tensor *b);
 typedef tl_status (*tl_fill_kernel)(tl_tensor *out, tl_scalar value);
@@ -270,6 +272,12 @@ enum {
     TL_DTYPES_INTEGER = TL_DTYPES_I32 | TL_DTYPES_I64,
     TL_DTYPES_NUMERIC = TL_DTYPES_FLOATING | TL_DTYPES_INTEGER,
     TL_DTYPES_ALL = TL_DTYPES_NUMERIC | TL_DTYPES_BOOL,
+    /* the kernels' dtypes of a pointwise row by its dtypes rule (tlua/ops.def) */
+    TL_POINTWISE_DTYPES_FLOAT = TL_DTYPES_FLOATING,
+    TL_POINTWISE_DTYPES_FLOAT_ONLY = TL_DTYPES_FLOATING,
+    TL_POINTWISE_DTYPES_INT = TL_DTYPES_NUMERIC,
+    TL_POINTWISE_DTYPES_BOOL_OUT = TL_DTYPES_ALL,
+    TL_POINTWISE_DTYPES_BITS = TL_DTYPES_INTEGER | TL_DTYPES_BOOL,
 };
 
 /* In a kernel table: one kernel function for (op, every dtype of dtypes). As returned by

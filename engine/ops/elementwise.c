@@ -4,12 +4,15 @@
    Result dtypes (PyTorch's, except where said):
    - binary arithmetic (add, sub, mul, pow): tl_promote_types of the inputs;
      bool with bool computes as int64 (true + true = 2; PyTorch keeps bool);
-   - pointwise binary ops (div: true division, atan2, ...): integer or bool inputs give
-     float32;
    - comparisons: computed in the inputs' common dtype, result bool;
    - where: tl_promote_types of a and b; cond must be bool;
-   - pointwise ops (exp, log, sqrt, tanh, sigmoid, gelu, ...): floating inputs keep their
-     dtype, integer and bool inputs give float32;
+   - pointwise ops (one, two or three inputs; their common dtype) by their row's dtypes rule
+     (tlua/ops.def): FLOAT keeps floating dtypes and computes integer and bool inputs in float32
+     (exp, gelu, div, lerp); FLOAT_ONLY refuses integer and bool inputs (frac); INT keeps
+     integers exactly and computes bool as int64 (floor, maximum, fmod, addcmul); BOOL_OUT
+     computes in the input's dtype and gives bool (isnan, logical_and); BITS refuses floating
+     inputs (bitwise_and). Their numbers (leaky_relu's negative_slope, ...) are resolved for the
+     compute dtype (kernels/op.h's tl_op_numbers).
    - neg, abs, relu: the input's dtype; bool computes as int64 (PyTorch rejects it);
    - pow_scalar: integer/bool inputs stay integer (bool -> int64) for an integral
      exponent >= 0, else float32; clamp: integer/bool inputs stay integer (bool ->
@@ -18,6 +21,7 @@
    cast at its own size. Broadcast views live on the stack: a small op allocates only
    its output. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/kernel.h"
@@ -93,10 +97,11 @@ static tl_status unary_into(tl_op op, const tl_tensor *a, tl_dtype dtype, const 
     return status;
 }
 
-static tl_status unary(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op_args *args,
-                       tl_tensor **out) {
+/* op(a) computed in dtype, into a new result of out_dtype */
+static tl_status unary_to(tl_op op, const tl_tensor *a, tl_dtype dtype, tl_dtype out_dtype,
+                          const tl_op_args *args, tl_tensor **out) {
     tl_tensor *result;
-    TL_TRY(tl_empty(a->shape, a->ndim, dtype, tl_tensor_device(a), &result));
+    TL_TRY(tl_empty(a->shape, a->ndim, out_dtype, tl_tensor_device(a), &result));
     tl_status status = unary_into(op, a, dtype, args, result);
     if (status != TL_OK) {
         tl_release(result);
@@ -106,10 +111,9 @@ static tl_status unary(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op
     return TL_OK;
 }
 
-/* an op with floating kernels only */
-static tl_status unary_floating(tl_op op, const tl_tensor *a, tl_tensor **out) {
-    TL_TRY(tl_check_tensor_arg(tl_op_info_of(op)->name, "a", a));
-    return unary(op, a, floating_or_f32(a->dtype), NULL, out);
+static tl_status unary(tl_op op, const tl_tensor *a, tl_dtype dtype, const tl_op_args *args,
+                       tl_tensor **out) {
+    return unary_to(op, a, dtype, dtype, args, out);
 }
 
 /* an op with integer kernels too */
@@ -126,8 +130,54 @@ static tl_status unary_any(tl_op op, const tl_tensor *a, tl_tensor **out) {
 UNARY_FUNCTION(neg, unary_any)
 UNARY_FUNCTION(abs, unary_any)
 UNARY_FUNCTION(relu, unary_any)
-/* and every POINTWISE row of ops.def */
-#define POINTWISE_OP(name, differentiable, backward) UNARY_FUNCTION(name, unary_floating)
+
+/* ---- pointwise: the dtypes rules of the rows --------------------------------------------- */
+typedef enum pointwise_rule {
+    RULE_FLOAT,
+    RULE_FLOAT_ONLY,
+    RULE_INT,
+    RULE_BOOL_OUT,
+    RULE_BITS
+} pointwise_rule;
+
+/* *compute: the dtype op computes an input of dtype in by rule (an error naming op and the
+   argument where the rule refuses it) */
+static tl_status rule_dtype(const char *op, const char *arg, pointwise_rule rule, tl_dtype in,
+                            tl_dtype *compute) {
+    const bool floating = tl_dtype_is_floating(in);
+    if ((rule == RULE_FLOAT_ONLY && !floating) || (rule == RULE_BITS && floating))
+        return tl_error(TL_ERR_DTYPE, "%s: expected %s of %s dtype, got %s", op, arg,
+                        rule == RULE_BITS ? "an integer or bool" : "a floating", tl_dtype_name(in));
+    *compute = rule == RULE_FLOAT ? floating_or_f32(in) : rule == RULE_INT ? bool_as_i64(in) : in;
+    return TL_OK;
+}
+
+/* the kernel's args: op's numbers, given (NULL or NaN entries: the row's defaults) resolved for
+   the compute dtype */
+static tl_op_args pointwise_args(tl_op op, tl_dtype dtype, const double *numbers) {
+    tl_op_args args = {0};
+    tl_op_numbers(op, dtype, numbers, args.scalar);
+    return args;
+}
+
+static tl_status pointwise_unary(tl_op op, pointwise_rule rule, const tl_tensor *a,
+                                 const double *numbers, tl_tensor **out) {
+    const char *name = tl_op_info_of(op)->name;
+    TL_TRY(tl_check_tensor_arg(name, "a", a));
+    tl_dtype dtype = a->dtype;
+    TL_TRY(rule_dtype(name, "a", rule, a->dtype, &dtype));
+    tl_op_args args = pointwise_args(op, dtype, numbers);
+    return unary_to(op, a, dtype, rule == RULE_BOOL_OUT ? TL_BOOL : dtype, &args, out);
+}
+
+/* every POINTWISE row of ops.def: tl_<name>_with(a, numbers, out) and tl_<name>(a, out) */
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    tl_status tl_##name##_with(const tl_tensor *a, const double *numbers, tl_tensor **out) {       \
+        return pointwise_unary(TL_OP_##name, RULE_##dtypes, a, numbers, out);                      \
+    }                                                                                              \
+    tl_status tl_##name(const tl_tensor *a, tl_tensor **out) {                                     \
+        return tl_##name##_with(a, NULL, out);                                                     \
+    }
 #include "tlua/ops.def"
 
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out) {
@@ -162,16 +212,20 @@ tl_status tl_clamp(const tl_tensor *a, bool has_min, double min, bool has_max, d
 }
 
 /* ---- binary ------------------------------------------------------------- */
-/* ARITHMETIC keeps integers (bool as int64); FLOATING computes integer and bool inputs in
-   float32 (true division and the other pointwise binary ops); COMPARISON gives bool. */
-typedef enum binary_kind { ARITHMETIC, FLOATING, COMPARISON } binary_kind;
+/* ARITHMETIC keeps integers (bool as int64); COMPARISON gives bool; the pointwise binary rows
+   by their rule (RULE_FLOAT: true division, atan2, ...) */
+typedef enum binary_kind {
+    ARITHMETIC = RULE_INT,
+    COMPARISON = RULE_BOOL_OUT,
+    FLOATING = RULE_FLOAT
+} binary_kind;
 
-/* The compute dtype of a binary op on a and b (its result's, except for comparisons: bool). */
-static tl_dtype binary_dtype(binary_kind kind, const tl_tensor *a, const tl_tensor *b) {
-    tl_dtype common = tl_promote_types(a->dtype, b->dtype);
-    return kind == FLOATING     ? floating_or_f32(common)
-           : kind == ARITHMETIC ? bool_as_i64(common)
-                                : common;
+/* *dtype: the compute dtype of a binary op on a and b (its result's, except for comparisons:
+   bool), or an error where the kind refuses their common dtype */
+static tl_status binary_dtype(const char *op, binary_kind kind, const tl_tensor *a,
+                              const tl_tensor *b, tl_dtype *dtype) {
+    return rule_dtype(op, "a and b", (pointwise_rule)kind, tl_promote_types(a->dtype, b->dtype),
+                      dtype);
 }
 
 /* result = op(a, b) computed in dtype, broadcast to result's shape (validated); result may be a
@@ -189,7 +243,7 @@ static tl_status binary_into(tl_op op, const tl_tensor *a, const tl_tensor *b, t
         if (k) {
             tl_tensor view_a, view_b;
             status = k->fn.binary(result, broadcast_view(ca, result->shape, result->ndim, &view_a),
-                                  broadcast_view(cb, result->shape, result->ndim, &view_b));
+                                  broadcast_view(cb, result->shape, result->ndim, &view_b), NULL);
         } else {
             status = tl_dispatch_status();
         }
@@ -208,7 +262,8 @@ static tl_status binary(tl_op op, binary_kind kind, const tl_tensor *a, const tl
     int64_t shape[TL_MAX_DIMS];
     int ndim;
     TL_TRY(tl_broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, shape, &ndim));
-    tl_dtype dtype = binary_dtype(kind, a, b);
+    tl_dtype dtype = a->dtype;
+    TL_TRY(binary_dtype(name, kind, a, b, &dtype));
     tl_tensor *result;
     TL_TRY(
         tl_empty(shape, ndim, kind == COMPARISON ? TL_BOOL : dtype, tl_tensor_device(a), &result));
@@ -236,8 +291,70 @@ BINARY_FUNCTION(lt, COMPARISON)
 BINARY_FUNCTION(le, COMPARISON)
 BINARY_FUNCTION(gt, COMPARISON)
 BINARY_FUNCTION(ge, COMPARISON)
-/* and every POINTWISE_BINARY row of ops.def (div, atan2, ...) */
-#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY_FUNCTION(name, FLOATING)
+/* and every POINTWISE_BINARY row of ops.def (div, atan2, ...), by its rule */
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
+    BINARY_FUNCTION(name, (binary_kind)RULE_##dtypes)
+#include "tlua/ops.def"
+
+/* ---- pointwise ternary ------------------------------------------------------------------- */
+/* out = op(a, b, c) with its numbers: the three broadcast, computed in their common dtype by
+   rule */
+static tl_status pointwise_ternary(tl_op op, pointwise_rule rule, const tl_tensor *a,
+                                   const tl_tensor *b, const tl_tensor *c, const double *numbers,
+                                   tl_tensor **out) {
+    const char *name = tl_op_info_of(op)->name;
+    TL_TRY(tl_check_tensor_arg(name, "a", a));
+    TL_TRY(tl_check_tensor_arg(name, "b", b));
+    TL_TRY(tl_check_tensor_arg(name, "c", c));
+    TL_TRY(check_same_device(name, a, b));
+    TL_TRY(check_same_device(name, a, c));
+    int64_t ab[TL_MAX_DIMS], shape[TL_MAX_DIMS];
+    int nab, ndim;
+    TL_TRY(tl_broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, ab, &nab));
+    TL_TRY(tl_broadcast_shapes(name, ab, nab, c->shape, c->ndim, shape, &ndim));
+    tl_dtype dtype = a->dtype;
+    TL_TRY(rule_dtype(name, "a, b and c", rule,
+                      tl_promote_types(tl_promote_types(a->dtype, b->dtype), c->dtype), &dtype));
+    const tl_op_args args = pointwise_args(op, dtype, numbers);
+    const tl_tensor *in[3] = {a, b, c};
+    tl_tensor *owned[3] = {NULL, NULL, NULL}, *result = NULL;
+    tl_status status = TL_OK;
+    for (int i = 0; i < 3 && status == TL_OK; i++)
+        status = as_dtype(in[i], dtype, &in[i], &owned[i]);
+    if (status == TL_OK) status = tl_empty(shape, ndim, dtype, tl_tensor_device(a), &result);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k =
+            tl_dispatch(op, tl_tensor_device(a), dtype,
+                        (const tl_tensor *const[]){result, in[0], in[1], in[2], NULL});
+        if (k) {
+            tl_tensor views[3];
+            const tl_tensor *broadcast[3];
+            for (int i = 0; i < 3; i++)
+                broadcast[i] = broadcast_view(in[i], shape, ndim, &views[i]);
+            status = k->fn.tensors(&result, broadcast, &args);
+        } else {
+            status = tl_dispatch_status();
+        }
+    }
+    for (int i = 0; i < 3; i++) tl_release(owned[i]);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
+
+/* every POINTWISE_TERNARY row of ops.def: tl_<name>_with(a, b, c, numbers, out), tl_<name> */
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \
+    tl_status tl_##name##_with(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c,         \
+                               const double *numbers, tl_tensor **out) {                           \
+        return pointwise_ternary(TL_OP_##name, RULE_##dtypes, a, b, c, numbers, out);              \
+    }                                                                                              \
+    tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c,                \
+                        tl_tensor **out) {                                                         \
+        return tl_##name##_with(a, b, c, NULL, out);                                               \
+    }
 #include "tlua/ops.def"
 
 /* ---- where -------------------------------------------------------------- */
@@ -302,16 +419,21 @@ static tl_status copy_result_back(tl_tensor *x, tl_tensor *result) {
     return bump_when_written(x, status);
 }
 
-/* x <- op(x) computed in dtype (the out-of-place op's result dtype). */
+/* x <- op(x) computed in dtype, the out-of-place op's result of out_dtype. */
+static tl_status unary_inplace_to(const char *name, tl_op op, tl_tensor *x, tl_dtype dtype,
+                                  tl_dtype out_dtype, const tl_op_args *args) {
+    TL_TRY(tl_check_writable(name, "x", x));
+    TL_TRY(tl_check_result_fits(name, out_dtype, x));
+    if (tl_numel(x) == 0) return bump_when_written(x, TL_OK);
+    if (dtype == x->dtype && out_dtype == x->dtype)
+        return bump_when_written(x, unary_into(op, x, dtype, args, x));
+    tl_tensor *result; /* a result to convert (a bool of a predicate) */
+    TL_TRY(unary_to(op, x, dtype, out_dtype, args, &result));
+    return copy_result_back(x, result);
+}
 static tl_status unary_inplace(const char *name, tl_op op, tl_tensor *x, tl_dtype dtype,
                                const tl_op_args *args) {
-    TL_TRY(tl_check_writable(name, "x", x));
-    TL_TRY(tl_check_result_fits(name, dtype, x));
-    if (tl_numel(x) == 0) return bump_when_written(x, TL_OK);
-    if (dtype == x->dtype) return bump_when_written(x, unary_into(op, x, dtype, args, x));
-    tl_tensor *result; /* a result to convert (none of today's rules) */
-    TL_TRY(unary(op, x, dtype, args, &result));
-    return copy_result_back(x, result);
+    return unary_inplace_to(name, op, x, dtype, dtype, args);
 }
 
 /* tl_<name>_(x), the result dtype from x's by result_dtype */
@@ -329,8 +451,26 @@ tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double
     return unary_inplace("clamp_", TL_OP_clamp, x, clamp_dtype(x, &args), &args);
 }
 
-/* and every POINTWISE row of ops.def: tl_exp_, tl_gelu_, ... */
-#define POINTWISE_OP(name, differentiable, backward) UNARY_INPLACE(name, floating_or_f32)
+/* x <- op(x) of a pointwise row with its numbers */
+static tl_status pointwise_unary_inplace(tl_op op, pointwise_rule rule, tl_tensor *x,
+                                         const double *numbers) {
+    char name[64];
+    snprintf(name, sizeof name, "%s_", tl_op_info_of(op)->name);
+    TL_TRY(tl_check_tensor_arg(name, "x", x));
+    tl_dtype dtype = x->dtype;
+    TL_TRY(rule_dtype(name, "x", rule, x->dtype, &dtype));
+    tl_op_args args = pointwise_args(op, dtype, numbers);
+    return unary_inplace_to(name, op, x, dtype, rule == RULE_BOOL_OUT ? TL_BOOL : dtype, &args);
+}
+
+/* and every POINTWISE row of ops.def: tl_exp_, tl_gelu_, tl_leaky_relu_with_, ... */
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    tl_status tl_##name##_with_(tl_tensor *x, const double *numbers) {                             \
+        return pointwise_unary_inplace(TL_OP_##name, RULE_##dtypes, x, numbers);                   \
+    }                                                                                              \
+    tl_status tl_##name##_(tl_tensor *x) {                                                         \
+        return tl_##name##_with_(x, NULL);                                                         \
+    }
 #include "tlua/ops.def"
 
 /* x <- op(x, other), other broadcast to x's shape. */
@@ -340,10 +480,12 @@ static tl_status binary_inplace(const char *name, tl_op op, binary_kind kind, tl
     TL_TRY(tl_check_tensor_arg(name, "other", other));
     TL_TRY(check_same_device(name, x, other));
     TL_TRY(tl_check_broadcasts_to(name, other, x));
-    tl_dtype dtype = binary_dtype(kind, x, other);
-    TL_TRY(tl_check_result_fits(name, dtype, x));
+    tl_dtype dtype = x->dtype;
+    TL_TRY(binary_dtype(name, kind, x, other, &dtype));
+    const tl_dtype out_dtype = kind == COMPARISON ? TL_BOOL : dtype;
+    TL_TRY(tl_check_result_fits(name, out_dtype, x));
     if (tl_numel(x) == 0) return bump_when_written(x, TL_OK);
-    if (dtype == x->dtype) {
+    if (dtype == x->dtype && out_dtype == x->dtype) {
         /* an other that overlaps x otherwise than element for element is read from a copy */
         tl_tensor *copy = NULL;
         if (!tl_same_elements(x, other) && tl_may_overlap(x, other)) TL_TRY(tl_clone(other, &copy));
@@ -351,7 +493,7 @@ static tl_status binary_inplace(const char *name, tl_op op, binary_kind kind, tl
         tl_release(copy);
         return bump_when_written(x, status);
     }
-    tl_tensor *result; /* computed in a wider dtype, then stored in x's */
+    tl_tensor *result; /* computed in a wider dtype (or a bool), then stored in x's */
     TL_TRY(binary(op, kind, x, other, &result));
     return copy_result_back(x, result);
 }
@@ -364,6 +506,7 @@ static tl_status binary_inplace(const char *name, tl_op op, binary_kind kind, tl
 BINARY_INPLACE(add, ARITHMETIC)
 BINARY_INPLACE(sub, ARITHMETIC)
 BINARY_INPLACE(mul, ARITHMETIC)
-/* and every POINTWISE_BINARY row of ops.def: tl_div_, tl_atan2_ */
-#define POINTWISE_BINARY_OP(name, differentiable, backward) BINARY_INPLACE(name, FLOATING)
+/* and every POINTWISE_BINARY row of ops.def: tl_div_, tl_atan2_, ... */
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
+    BINARY_INPLACE(name, (binary_kind)RULE_##dtypes)
 #include "tlua/ops.def"

@@ -16,8 +16,9 @@ static tl_status fake_unary(tl_tensor *out, const tl_tensor *in, const tl_op_arg
     return TL_OK;
 }
 
-static tl_status fake_binary(tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
-    (void)out, (void)a, (void)b;
+static tl_status fake_binary(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                             const tl_op_args *args) {
+    (void)out, (void)a, (void)b, (void)args;
     return TL_OK;
 }
 

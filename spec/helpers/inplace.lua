@@ -72,14 +72,21 @@ local function column_of(shape)
   return s
 end
 
--- the pointwise ops of the op table (exp, gelu, ...), each with an in-place form
-local pointwise_names = {}
+-- the pointwise ops of the op table (exp, gelu, ...), each with an in-place form, whose result
+-- on a floating x is floating (not the predicates nor the bits: pointwise_spec has those)
+-- (pointwise_float_names: those of them whose result on an integer x is floating or refused)
+local pointwise_names, pointwise_float_names = {}, {}
+local floating_rules = { float = true, float_only = true, int = true }
 for _, op in ipairs(tl.ops()) do
-  if op.family == "pointwise" then pointwise_names[#pointwise_names + 1] = op.name end
+  if op.family == "pointwise" and floating_rules[op.dtypes] then pointwise_names[#pointwise_names + 1] = op.name end
+  if op.family == "pointwise" and op.dtypes:match("^float") then
+    pointwise_float_names[#pointwise_float_names + 1] = op.name
+  end
 end
 
 H.FLOAT_DTYPES, H.TOL, H.NUMERIC_DTYPES, H.MiB = FLOAT_DTYPES, TOL, NUMERIC_DTYPES, MiB
 H.is_floating, H.is_tensor, H.seed_of, H.draw = is_floating, is_tensor, seed_of, draw
 H.on, H.host, H.assert_like, H.assert_fails_unchanged = on, host, assert_like, assert_fails_unchanged
 H.row_of, H.column_of, H.pointwise_names = row_of, column_of, pointwise_names
+H.pointwise_float_names = pointwise_float_names
 return H

@@ -300,40 +300,84 @@ end
 cases.softmax_backward = softmax_backward_case(false)
 cases.log_softmax_backward = softmax_backward_case(true)
 
--- pointwise ops: inputs from their range in helpers/pointwise_cases.lua, its Lua reference
-for name, case in pairs(pointwise) do
-  if case.ranges then
-    local ra, rb = case.ranges[1], case.ranges[2]
-    cases[name] = elementwise(function(G)
-      return { G.uniform(ra[1], ra[2], 3, 1), G.uniform(rb[1], rb[2], 1, 5) }
-    end, tl[name], function(_, a, b) return case.reference(a, b) end)
-  else
-    cases[name] = elementwise(function(G) return { G.uniform(case.lo, case.hi, 3, 5) } end, tl[name],
-      function(_, x) return case.reference(x) end)
+-- pointwise ops: inputs from their range in helpers/pointwise_cases.lua (integers of it for the
+-- integer and bool kernels of int, bool_out and bits rows), its Lua reference with the row's
+-- default numbers
+local rule_of, arity_of = {}, {}
+local ARITY = { pointwise = 1, pointwise_binary = 2, pointwise_ternary = 3 }
+for _, op in ipairs(tl.ops()) do rule_of[op.name], arity_of[op.name] = op.dtypes, ARITY[op.family] end
+local function numbers_of(case, d)
+  local n = case.numbers or {}
+  if type(n) == "function" then n = n(d) end
+  return n
+end
+-- G's input in dtype d for range k of case (shape ...)
+local function pointwise_input(G, d, case, k, ...)
+  local r = case.ranges and case.ranges[k] or case.ints or { case.lo, case.hi }
+  if floating[d] and not case.ints then return G.uniform(r[1], r[2], ...) end
+  local lo = math.ceil(r[1])
+  return G.ints(lo, math.max(lo, math.floor(r[2])), ...)
+end
+local function pointwise_reference(name, case)
+  local bits = rule_of[name] == "bits"
+  return function(d, ...)
+    local args = table.pack(...)
+    if not bits then
+      for i = 1, args.n do args[i] = as_number(args[i]) end
+    end
+    local nums = numbers_of(case, d)
+    for i = 1, #nums do args[args.n + i] = nums[i] end
+    local v = case.reference(table.unpack(args, 1, args.n + #nums))
+    return is_int(d) and type(v) == "number" and math.tointeger(v) or v
   end
 end
+for name, case in pairs(pointwise) do
+  local arity = arity_of[name] or 1
+  local shapes = ({ { { 3, 5 } }, { { 3, 1 }, { 1, 5 } }, { { 3, 1 }, { 1, 5 }, { 5 } } })[arity]
+  cases[name] = elementwise(function(G, d)
+    local inputs = {}
+    for k = 1, arity do inputs[k] = pointwise_input(G, d, case, k, table.unpack(shapes[k])) end
+    return inputs
+  end, tl[name], pointwise_reference(name, case))
+end
 
--- pointwise backward kernels (relu_backward, ...): y = f(x), then y:backward(w) gives w * f'(x)
+-- pointwise backward kernels (relu_backward, ...): y = f(x), then y:backward(w) gives w * f'(x),
+-- with the row's default numbers and (where it has numbers) its other ones
 -- derivatives of the ops with a fused backward kernel: the `derivative` of their line in
 -- pointwise_cases.lua; relu is an integer-capable unary op without a line there
 local relu_derivative = function(x) return x > 0 and 1.0 or 0.0 end
 for _, op in ipairs(tl.ops()) do
   if op.family == "pointwise_backward" then
     local forward = op.name:gsub("_backward$", "")
-    local range = pointwise[forward] or { lo = -3, hi = 3 }
-    local f = pointwise[forward] and pointwise[forward].reference or function(x) return math.max(x, 0.0) end
+    local line = pointwise[forward]
+    local range = line or { lo = -3, hi = 3 }
+    local f = line and line.reference or function(x) return math.max(x, 0.0) end
+    local other = line and line.other
+    local function grad_of(x, w, numbers)
+      local leaf = x:detach():requires_grad_()
+      local y = tl[forward](leaf, table.unpack(numbers or {}))
+      y:backward(w)
+      return y:detach(), leaf.grad
+    end
     cases[op.name] = {
       inputs = function(G) return { G.uniform(range.lo, range.hi, 3, 5), G.normal(3, 5) } end,
       run = function(x, w)
-        local leaf = x:detach():requires_grad_()
-        local y = tl[forward](leaf)
-        y:backward(w)
-        return { y:detach(), leaf.grad }
+        local y, g = grad_of(x, w)
+        if not other then return { y, g } end
+        local y2, g2 = grad_of(x, w, other)
+        return { y, g, y2, g2 }
       end,
-      reference = function(_, x, w)
-        local df = forward == "relu" and relu_derivative or pointwise[forward] and pointwise[forward].derivative
+      reference = function(d, x, w)
+        local df = forward == "relu" and relu_derivative or line and line.derivative
         assert(df, "sweep_cases: pointwise_cases.lua gives no derivative of " .. forward)
-        return { map(x, f), bmap(function(xv, wv) return wv * df(xv) end, x, w) }
+        local function at(numbers)
+          return map(x, function(v) return f(v, table.unpack(numbers)) end),
+            bmap(function(xv, wv) return wv * df(xv, table.unpack(numbers)) end, x, w)
+        end
+        local y, g = at(line and numbers_of(line, d) or {})
+        if not other then return { y, g } end
+        local y2, g2 = at(other)
+        return { y, g, y2, g2 }
       end,
     }
   end

@@ -68,13 +68,21 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph);
 tl_status tl_ag_neg(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_abs(tl_tensor *a, tl_tensor **out);
 tl_status tl_ag_relu(tl_tensor *a, tl_tensor **out);
-/* tl_ag_<name>(a, out) for every POINTWISE row of tlua/ops.def (tl_ag_exp, ...) */
-#define POINTWISE_OP(name, differentiable, backward)                                               \
-    tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out);
+/* tl_ag_<name>(a, out) and tl_ag_<name>_with(a, numbers, out) for every POINTWISE row of
+   tlua/ops.def (tl_ag_exp, tl_ag_leaky_relu_with, ...; a row without a gradient records
+   nothing) */
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    tl_status tl_ag_##name(tl_tensor *a, tl_tensor **out);                                         \
+    tl_status tl_ag_##name##_with(tl_tensor *a, const double *numbers, tl_tensor **out);
 #include "tlua/ops.def"
 /* tl_ag_<name>(a, b, out) for every POINTWISE_BINARY row (tl_ag_div, ...) */
-#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
     tl_status tl_ag_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out);
+#include "tlua/ops.def"
+/* tl_ag_<name>_with(a, b, c, numbers, out) for every POINTWISE_TERNARY row (tl_ag_lerp_with) */
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \
+    tl_status tl_ag_##name##_with(tl_tensor *a, tl_tensor *b, tl_tensor *c, const double *numbers, \
+                                  tl_tensor **out);
 #include "tlua/ops.def"
 tl_status tl_ag_pow_scalar(tl_tensor *a, double exponent, tl_tensor **out);
 tl_status tl_ag_clamp(tl_tensor *a, bool has_min, double min, bool has_max, double max,
@@ -224,9 +232,11 @@ tl_status tl_ag_neg_(tl_tensor *x);
 tl_status tl_ag_abs_(tl_tensor *x);
 tl_status tl_ag_relu_(tl_tensor *x);
 tl_status tl_ag_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double max);
-#define POINTWISE_OP(name, differentiable, backward) tl_status tl_ag_##name##_(tl_tensor *x);
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    tl_status tl_ag_##name##_(tl_tensor *x);                                                       \
+    tl_status tl_ag_##name##_with_(tl_tensor *x, const double *numbers);
 #include "tlua/ops.def"
-#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
     tl_status tl_ag_##name##_(tl_tensor *x, tl_tensor *other);
 #include "tlua/ops.def"
 tl_status tl_ag_softmax_(tl_tensor *x, int dim);

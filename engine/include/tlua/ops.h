@@ -17,10 +17,14 @@ tl_status tl_abs(const tl_tensor *a, tl_tensor **out);
 tl_status tl_relu(const tl_tensor *a, tl_tensor **out);
 
 /* ---- pointwise: tl_<name>(a, out) for every POINTWISE row of tlua/ops.def (exp, log,
-   sqrt, tanh, sigmoid, gelu with the exact erf form, ...); floating inputs keep their
-   dtype, integer and bool inputs give float32 ------------------------------ */
-#define POINTWISE_OP(name, differentiable, backward)                                               \
-    tl_status tl_##name(const tl_tensor *a, tl_tensor **out);
+   sqrt, tanh, sigmoid, gelu with the exact erf form, floor, leaky_relu, isnan, ...), in the
+   dtypes of the row's rule (FLOAT: floating inputs keep their dtype, integer and bool inputs
+   give float32; INT: integers stay exact; BOOL_OUT: bool results; ...), and
+   tl_<name>_with(a, numbers, out) with the row's numbers (numbers[i] NaN, or numbers NULL: the
+   row's default; tl_leaky_relu_with(x, (double[]){0.2}, &y)) ------------------------------ */
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    tl_status tl_##name(const tl_tensor *a, tl_tensor **out);                                      \
+    tl_status tl_##name##_with(const tl_tensor *a, const double *numbers, tl_tensor **out);
 #include "tlua/ops.def"
 /* a ^ exponent for a number exponent. */
 tl_status tl_pow_scalar(const tl_tensor *a, double exponent, tl_tensor **out);
@@ -34,9 +38,20 @@ tl_status tl_sub(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_mul(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_pow(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 /* Pointwise binary: tl_<name>(a, b, out) for every POINTWISE_BINARY row of tlua/ops.def (tl_div:
-   true division, tl_atan2, ...); integer and bool inputs give float32. */
-#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+   true division, tl_atan2, tl_maximum, tl_bitwise_and, ...), in the dtypes of the row's rule
+   (FLOAT: integer and bool inputs give float32; INT: integers exact, an integer divisor of 0
+   giving 0; BOOL_OUT: bool results; BITS: integer and bool inputs only). */
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
     tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
+#include "tlua/ops.def"
+/* Pointwise ternary: tl_<name>(a, b, c, out) and tl_<name>_with(a, b, c, numbers, out) for every
+   POINTWISE_TERNARY row (tl_lerp(start, end, weight), tl_addcmul(x, t1, t2) with value,
+   tl_clamp_tensor(x, min, max)), the three broadcast, in their common dtype by the row's rule. */
+#define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \
+    tl_status tl_##name(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c,                \
+                        tl_tensor **out);                                                          \
+    tl_status tl_##name##_with(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c,         \
+                               const double *numbers, tl_tensor **out);
 #include "tlua/ops.def"
 /* Comparisons give bool. */
 tl_status tl_eq(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
@@ -363,9 +378,13 @@ tl_status tl_grouped_mm_backward_weight(const tl_tensor *grad, const tl_tensor *
 
 /* ---- pointwise backward kernels: tl_<name>(grad, saved, out) for every POINTWISE_BACKWARD
    row of tlua/ops.def. grad is d(loss)/d(output), saved the forward's result (relu, tanh,
-   sigmoid) or input (gelu, silu); same shapes, floating; out has saved's dtype. ---------- */
+   sigmoid) or input (gelu, silu); same shapes, floating; out has saved's dtype.
+   tl_<name>_with(grad, saved, numbers, out) takes the forward's numbers, resolved (leaky_relu's
+   negative_slope: TL_OP_MAX_NUMBERS doubles); tl_<name> passes zeros. ---------- */
 #define POINTWISE_BACKWARD_OP(name, differentiable, backward)                                      \
-    tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out);
+    tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out);           \
+    tl_status tl_##name##_with(const tl_tensor *grad, const tl_tensor *saved,                      \
+                               const double *numbers, tl_tensor **out);
 #include "tlua/ops.def"
 
 /* ---- in place: x <- f(x, ...) ------------------------------------------------------------
@@ -378,16 +397,19 @@ tl_status tl_grouped_mm_backward_weight(const tl_tensor *grad, const tl_tensor *
 tl_status tl_add_(tl_tensor *x, const tl_tensor *other);
 tl_status tl_sub_(tl_tensor *x, const tl_tensor *other);
 tl_status tl_mul_(tl_tensor *x, const tl_tensor *other);
-/* every POINTWISE_BINARY row: tl_div_(x, other) (true division), tl_atan2_ (floating x) */
-#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
+/* every POINTWISE_BINARY row: tl_div_(x, other) (true division), tl_atan2_ (floating x), ... */
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
     tl_status tl_##name##_(tl_tensor *x, const tl_tensor *other);
 #include "tlua/ops.def"
 tl_status tl_neg_(tl_tensor *x);
 tl_status tl_abs_(tl_tensor *x);
 tl_status tl_relu_(tl_tensor *x);
 tl_status tl_clamp_(tl_tensor *x, bool has_min, double min, bool has_max, double max);
-/* every POINTWISE row of tlua/ops.def: tl_exp_(x), tl_gelu_(x), ... (floating x) */
-#define POINTWISE_OP(name, differentiable, backward) tl_status tl_##name##_(tl_tensor *x);
+/* every POINTWISE row of tlua/ops.def: tl_exp_(x), tl_gelu_(x), ... (a floating x where the
+   result is floating), tl_leaky_relu_with_(x, numbers) */
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    tl_status tl_##name##_(tl_tensor *x);                                                          \
+    tl_status tl_##name##_with_(tl_tensor *x, const double *numbers);
 #include "tlua/ops.def"
 /* along dim, as tl_softmax / tl_log_softmax */
 tl_status tl_softmax_(tl_tensor *x, int dim);

@@ -69,6 +69,8 @@ typedef struct tl_op_description {
     const char *family;   /* "binary", lower case */
     bool differentiable;  /* autograd records it */
     const char *backward; /* "none", "kernels" or "composed" */
+    const char *dtypes;   /* pointwise rows: "FLOAT", "INT", ... (tlua/ops.def); else NULL */
+    const char *numbers;  /* pointwise rows: "min_val=-1 max_val=1", "" for none; else NULL */
 } tl_op_description;
 /* Writes up to max rows in table order; returns the number of ops. */
 int tl_op_list(tl_op_description *out, int max);

@@ -37,6 +37,13 @@ void tl_cpu_for_each(int count, const tl_tensor *const *tensors, tl_cpu_loop_fn 
 #define TL_CPU_KERNELS_ALL(op, member, fn)                                                         \
     TL_KERNELS_FLOATING(op, member, fn), TL_KERNELS_INTEGER(op, member, fn),                       \
         TL_KERNEL(op, TL_DTYPES_BOOL, member, fn##_b8)
+/* ... and of a pointwise op by its row's dtypes rule (tlua/ops.def): <op>_f32 ... as above */
+#define TL_POINTWISE_ENTRIES_FLOAT(op, member)      TL_KERNELS_FLOATING(op, member, op)
+#define TL_POINTWISE_ENTRIES_FLOAT_ONLY(op, member) TL_KERNELS_FLOATING(op, member, op)
+#define TL_POINTWISE_ENTRIES_INT(op, member)        TL_CPU_KERNELS_NUMERIC(op, member)
+#define TL_POINTWISE_ENTRIES_BOOL_OUT(op, member)   TL_CPU_KERNELS_ALL(op, member, op)
+#define TL_POINTWISE_ENTRIES_BITS(op, member)                                                      \
+    TL_KERNELS_INTEGER(op, member, op), TL_KERNEL(op, TL_DTYPES_BOOL, member, op##_b8)
 
 /* ---- lines along one dim ---------------------------------------------------------------------
    The walk of a kernel that runs along one dim (reductions, cumsum, softmax and its backward): the

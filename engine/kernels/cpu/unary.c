@@ -1,6 +1,8 @@
 /* CPU unary elementwise kernels: neg, abs, relu, pow_scalar, clamp and every pointwise op.
    Floating dtypes compute in their own type (bf16/f16 in f32, rounded to nearest even);
-   neg, abs, relu, clamp, pow_scalar also for int32/int64. */
+   neg, abs, relu, clamp, pow_scalar also for int32/int64; the pointwise ops in the dtypes of
+   their row's rule (tlua/ops.def: INT rows on integers, BOOL_OUT rows on every dtype giving
+   bool, BITS rows on integers and bool). */
 #include <math.h>
 
 #include "kernels/cpu/convert.h"
@@ -11,28 +13,32 @@
 
 /* element <-> compute type */
 #define LOAD_SAME(v)  (v)
+#define LOAD_BOOL(v)  ((int64_t)((v) != 0))
 #define STORE_SAME(v) (v)
 #define STORE_BF16(v) tl_bf16_round(v)
 #define STORE_F16(v)  tl_f16_round(v)
+#define STORE_I32(v)  ((int32_t)(uint32_t)(uint64_t)(v)) /* wraps */
+#define STORE_BOOL(v) ((uint8_t)((v) != 0))
+#define STORE_BIT(v)  ((uint8_t)((v)&1)) /* a BITS row's bool: the low bit */
 
-/* Defines the kernel `name`: out = STORE(EXPR), EXPR of x = LOAD(in) of compute type CT,
-   after SETUP (loop-invariant locals from args). A flat loop for dense operands. */
-#define UNARY_KERNEL(name, T, CT, LOAD, STORE, SETUP, EXPR)                                        \
+/* Defines the kernel `name`: out (TO) = STORE(EXPR), EXPR of x = LOAD(in of TI) of compute
+   type CT, after SETUP (loop-invariant locals from args). A flat loop for dense operands. */
+#define UNARY_KERNEL_TO(name, TO, TI, CT, LOAD, STORE, SETUP, EXPR)                                \
     static void name##_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {              \
         const tl_op_args *args = ctx;                                                              \
         (void)args;                                                                                \
         SETUP                                                                                      \
-        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {                            \
-            T *o = (T *)p[0];                                                                      \
-            const T *in = (const T *)p[1];                                                         \
+        if (s[0] == (int64_t)sizeof(TO) && s[1] == (int64_t)sizeof(TI)) {                          \
+            TO *o = (TO *)p[0];                                                                    \
+            const TI *in = (const TI *)p[1];                                                       \
             for (int64_t i = 0; i < n; i++) {                                                      \
                 CT x = LOAD(in[i]);                                                                \
                 o[i] = STORE(EXPR);                                                                \
             }                                                                                      \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++) {                                                      \
-                CT x = LOAD(*(const T *)(p[1] + i * s[1]));                                        \
-                *(T *)(p[0] + i * s[0]) = STORE(EXPR);                                             \
+                CT x = LOAD(*(const TI *)(p[1] + i * s[1]));                                       \
+                *(TO *)(p[0] + i * s[0]) = STORE(EXPR);                                            \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -40,6 +46,8 @@
         tl_cpu_for_each(2, (const tl_tensor *const[]){out, in}, name##_loop, args);                \
         return TL_OK;                                                                              \
     }
+#define UNARY_KERNEL(name, T, CT, LOAD, STORE, SETUP, EXPR)                                        \
+    UNARY_KERNEL_TO(name, T, T, CT, LOAD, STORE, SETUP, EXPR)
 
 /* The four floating kernels of an op: EXPR_F in float (f32, bf16, f16), EXPR_D in double. */
 #define FLOAT_KERNELS(op, SETUP_F, EXPR_F, SETUP_D, EXPR_D)                                        \
@@ -67,10 +75,46 @@ FLOAT_KERNELS(pow_scalar, SETUP_POW(float), tl_pow_f(x, e), SETUP_POW(double), t
 FLOAT_KERNELS(clamp, SETUP_CLAMP(float), tl_clamp_f(x, lo, hi), SETUP_CLAMP(double),
               tl_clamp_d(x, lo, hi))
 
-/* ---- pointwise: every POINTWISE row of ops.def, the math from kernels/pointwise.h ---- */
-#define POINTWISE_KERNELS(op)                                                                      \
-    FLOAT_KERNELS(op, NO_SETUP, tl_pointwise_##op##_f(x), NO_SETUP, tl_pointwise_##op##_d(x))
-#define POINTWISE_OP(name, differentiable, backward) POINTWISE_KERNELS(name)
+/* ---- pointwise: every POINTWISE row of ops.def, the math from kernels/pointwise.h, by the
+   row's dtypes rule; the numbers p0..p2 from args (resolved by the op layer) ---- */
+#define SETUP_NUMBERS(CT)                                                                          \
+    const CT p0 = args ? (CT)args->scalar[0] : 0;                                                  \
+    const CT p1 = args ? (CT)args->scalar[1] : 0;                                                  \
+    const CT p2 = args ? (CT)args->scalar[2] : 0;
+#define SETUP_INT_NUMBERS                                                                          \
+    const int64_t p0 = args ? tl_double_to_i64(args->scalar[0]) : 0;                               \
+    const int64_t p1 = args ? tl_double_to_i64(args->scalar[1]) : 0;                               \
+    const int64_t p2 = args ? tl_double_to_i64(args->scalar[2]) : 0;
+#define MATH_F(op) tl_pointwise_##op##_f(x, p0, p1, p2)
+#define MATH_D(op) tl_pointwise_##op##_d(x, p0, p1, p2)
+#define MATH_I(op) tl_pointwise_##op##_i(x, p0, p1, p2)
+
+#define POINTWISE_KERNELS_FLOAT(op)                                                                \
+    FLOAT_KERNELS(op, SETUP_NUMBERS(float), MATH_F(op), SETUP_NUMBERS(double), MATH_D(op))
+#define POINTWISE_KERNELS_FLOAT_ONLY(op) POINTWISE_KERNELS_FLOAT(op)
+#define POINTWISE_KERNELS_INT(op)                                                                  \
+    POINTWISE_KERNELS_FLOAT(op)                                                                    \
+    UNARY_KERNEL(op##_i32, int32_t, int64_t, LOAD_SAME, STORE_I32, SETUP_INT_NUMBERS, MATH_I(op))  \
+    UNARY_KERNEL(op##_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, SETUP_INT_NUMBERS, MATH_I(op))
+#define POINTWISE_KERNELS_BOOL_OUT(op)                                                             \
+    UNARY_KERNEL_TO(op##_f32, uint8_t, float, float, LOAD_SAME, STORE_BOOL, SETUP_NUMBERS(float),  \
+                    MATH_F(op))                                                                    \
+    UNARY_KERNEL_TO(op##_f64, uint8_t, double, double, LOAD_SAME, STORE_BOOL,                      \
+                    SETUP_NUMBERS(double), MATH_D(op))                                             \
+    UNARY_KERNEL_TO(op##_bf16, uint8_t, uint16_t, float, tl_bf16_load, STORE_BOOL,                 \
+                    SETUP_NUMBERS(float), MATH_F(op))                                              \
+    UNARY_KERNEL_TO(op##_f16, uint8_t, uint16_t, float, tl_f16_load, STORE_BOOL,                   \
+                    SETUP_NUMBERS(float), MATH_F(op))                                              \
+    UNARY_KERNEL_TO(op##_i32, uint8_t, int32_t, int64_t, LOAD_SAME, STORE_BOOL, SETUP_INT_NUMBERS, \
+                    MATH_I(op))                                                                    \
+    UNARY_KERNEL_TO(op##_i64, uint8_t, int64_t, int64_t, LOAD_SAME, STORE_BOOL, SETUP_INT_NUMBERS, \
+                    MATH_I(op))                                                                    \
+    UNARY_KERNEL(op##_b8, uint8_t, int64_t, LOAD_BOOL, STORE_BOOL, SETUP_INT_NUMBERS, MATH_I(op))
+#define POINTWISE_KERNELS_BITS(op)                                                                 \
+    UNARY_KERNEL(op##_i32, int32_t, int64_t, LOAD_SAME, STORE_I32, SETUP_INT_NUMBERS, MATH_I(op))  \
+    UNARY_KERNEL(op##_i64, int64_t, int64_t, LOAD_SAME, STORE_SAME, SETUP_INT_NUMBERS, MATH_I(op)) \
+    UNARY_KERNEL(op##_b8, uint8_t, int64_t, LOAD_BOOL, STORE_BIT, SETUP_INT_NUMBERS, MATH_I(op))
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec) POINTWISE_KERNELS_##dtypes(name)
 #include "tlua/ops.def"
 
 /* ---- integer: wrapping arithmetic of kernels/arith.h ------------------------- */
@@ -96,7 +140,8 @@ static const tl_kernel_entry entries[] = {
     TL_CPU_KERNELS_NUMERIC(neg, unary),   TL_CPU_KERNELS_NUMERIC(abs, unary),
     TL_CPU_KERNELS_NUMERIC(relu, unary),  TL_CPU_KERNELS_NUMERIC(pow_scalar, unary),
     TL_CPU_KERNELS_NUMERIC(clamp, unary),
-#define POINTWISE_OP(name, differentiable, backward) TL_KERNELS_FLOATING(name, unary, name),
+#define POINTWISE_OP(name, differentiable, backward, dtypes, spec)                                 \
+    TL_POINTWISE_ENTRIES_##dtypes(name, unary),
 #include "tlua/ops.def"
 };
 

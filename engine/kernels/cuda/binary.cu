@@ -1,8 +1,11 @@
-/* CUDA binary elementwise kernels and their table, as cpu/binary.c: add, sub, mul, pow and the
-   pointwise binary ops for floating dtypes (bf16/f16 in f32); add, sub, mul, pow for int32/int64
-   (wrapping); eq, ne, lt, le, gt, ge for every dtype, giving bool. Keyed by the inputs' dtype. The
-   math is kernels/arith.h's and kernels/pointwise.h's, shared with the CPU. */
+/* CUDA binary elementwise kernels and their table, as cpu/binary.c: add, sub, mul, pow for
+   floating dtypes (bf16/f16 in f32) and int32/int64 (wrapping); the pointwise binary ops in the
+   dtypes of their row's rule (tlua/ops.def); eq, ne, lt, le, gt, ge for every dtype, giving bool.
+   Keyed by the inputs' dtype. The math is kernels/arith.h's and kernels/pointwise.h's, shared
+   with the CPU. */
 #include <math.h>
+
+#include <type_traits>
 
 #include "kernels/arith.h"
 #include "kernels/pointwise.h"
@@ -54,18 +57,76 @@ struct m_pow {
     __device__ int64_t operator()(int64_t a, int64_t b) const { return (int64_t)tl_pow_int(a, b); }
 };
 
-/* every POINTWISE_BINARY row of ops.def: the math of kernels/pointwise.h in float or double */
-#define POINTWISE_BINARY_MATH(name)                                                                \
+/* every POINTWISE_BINARY row of ops.def: the math of kernels/pointwise.h in float or double
+   (floating rows) and its integer line in int64 (INT, BOOL_OUT and BITS rows); binary rows have
+   no numbers */
+#define POINTWISE_BINARY_FLOAT_MATH(name)                                                          \
+    __device__ float operator()(float a, float b) const {                                          \
+        return tl_pointwise_##name##_f(a, b, 0, 0, 0);                                             \
+    }                                                                                              \
+    __device__ double operator()(double a, double b) const {                                       \
+        return tl_pointwise_##name##_d(a, b, 0, 0, 0);                                             \
+    }
+#define POINTWISE_BINARY_INT_MATH(name)                                                            \
+    __device__ int64_t integer(int64_t a, int64_t b) const {                                       \
+        return tl_pointwise_##name##_i(a, b, 0, 0, 0);                                             \
+    }
+#define POINTWISE_BINARY_MATH_FLOAT(name)      POINTWISE_BINARY_FLOAT_MATH(name)
+#define POINTWISE_BINARY_MATH_FLOAT_ONLY(name) POINTWISE_BINARY_FLOAT_MATH(name)
+#define POINTWISE_BINARY_MATH_INT(name)                                                            \
+    POINTWISE_BINARY_FLOAT_MATH(name) POINTWISE_BINARY_INT_MATH(name)
+#define POINTWISE_BINARY_MATH_BOOL_OUT(name)                                                       \
+    POINTWISE_BINARY_FLOAT_MATH(name) POINTWISE_BINARY_INT_MATH(name)
+#define POINTWISE_BINARY_MATH_BITS(name) POINTWISE_BINARY_INT_MATH(name)
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
     struct m_##name {                                                                              \
-        __device__ float operator()(float a, float b) const {                                      \
-            return tl_pointwise_##name##_f(a, b);                                                  \
-        }                                                                                          \
-        __device__ double operator()(double a, double b) const {                                   \
-            return tl_pointwise_##name##_d(a, b);                                                  \
-        }                                                                                          \
+        POINTWISE_BINARY_MATH_##dtypes(name)                                                       \
     };
-#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_MATH(name)
 #include "tlua/ops.def"
+
+/* A pointwise binary row's functor over storage E, as unary.cu's tl_pointwise_fn: floating
+   dtypes through the float or double math, integer and bool ones through the integer line
+   (int32 wraps, a bool keeps the low bit); a Predicate (BOOL_OUT) stores non-zero as bool. */
+template <class E, class M, bool Predicate> struct tl_pointwise_binary_fn {
+    typedef typename std::conditional<Predicate, uint8_t, typename E::T>::type out_t;
+    typedef typename E::T in_t;
+    __device__ out_t operator()(in_t a, in_t b) const {
+        if constexpr (((1u << E::dtype) & TL_CUDA_FLOATING) != 0) {
+            const auto r = M()(E::load(a), E::load(b));
+            if constexpr (Predicate)
+                return r != 0;
+            else
+                return E::store(r);
+        } else {
+            const int64_t r = M().integer((int64_t)E::load(a), (int64_t)E::load(b));
+            if constexpr (Predicate)
+                return r != 0;
+            else if constexpr (E::dtype == TL_CUDA_BOOL)
+                return (uint8_t)(r & 1);
+            else if constexpr (sizeof(typename E::T) == 4)
+                return (int32_t)(uint32_t)(uint64_t)r;
+            else
+                return r;
+        }
+    }
+};
+
+/* the dtypes each rule has kernels for */
+enum : unsigned {
+    RULE_DTYPES_FLOAT = TL_CUDA_FLOATING,
+    RULE_DTYPES_FLOAT_ONLY = TL_CUDA_FLOATING,
+    RULE_DTYPES_INT = TL_CUDA_NUMERIC,
+    RULE_DTYPES_BOOL_OUT = TL_CUDA_ALL,
+    RULE_DTYPES_BITS = TL_CUDA_INTEGER | 1u << TL_CUDA_BOOL,
+};
+
+template <class E, class M, unsigned Dtypes, bool Predicate>
+static tl_status launch_pointwise(const tl_cuda_launch *l) {
+    if constexpr (((Dtypes >> E::dtype) & 1u) == 0)
+        return tl_cuda_no_kernel(l->op);
+    else
+        return tl_cuda_elementwise<2>(l, tl_pointwise_binary_fn<E, M, Predicate>{});
+}
 
 /* ---- comparisons (NaN compares unequal to everything) -------------------------------------- */
 struct m_eq {
@@ -101,6 +162,11 @@ static tl_status launch_binary(tl_op op, int dtype, const tl_cuda_launch *l) {
     return tl_cuda_dispatch<TL_CUDA_ALL>(dtype, l->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         switch (op) {
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
+    case TL_OP_##name:                                                                             \
+        return launch_pointwise<E, m_##name, RULE_DTYPES_##dtypes,                                 \
+                                RULE_DTYPES_##dtypes == RULE_DTYPES_BOOL_OUT>(l);
+#include "tlua/ops.def"
         case TL_OP_eq:
             return launch_compare<E, m_eq>(l);
         case TL_OP_ne:
@@ -130,23 +196,14 @@ static tl_status launch_binary(tl_op op, int dtype, const tl_cuda_launch *l) {
                 break;
             }
         }
-        if constexpr ((1u << E::dtype) & TL_CUDA_FLOATING) {
-            switch (op) {
-#define POINTWISE_BINARY_CASE(name)                                                                \
-    case TL_OP_##name:                                                                             \
-        return launch_arith<E, m_##name>(l);
-#define POINTWISE_BINARY_OP(name, differentiable, backward) POINTWISE_BINARY_CASE(name)
-#include "tlua/ops.def"
-            default:
-                break;
-            }
-        }
         return tl_cuda_no_kernel(l->op);
     });
 }
 
 /* ---- the table: one function per op serves every dtype (launch_binary dispatches) --------- */
-static tl_status run_binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
+static tl_status run_binary(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                            const tl_op_args *args) {
+    (void)args; /* no binary row has numbers */
     const tl_tensor *operands[] = {out, a, b};
     tl_cuda_launch l;
     TL_TRY(tl_cuda_launch_of(op, 3, operands, &l));
@@ -154,8 +211,9 @@ static tl_status run_binary(tl_op op, tl_tensor *out, const tl_tensor *a, const 
 }
 
 template <tl_op OP>
-static tl_status cuda_binary(tl_tensor *out, const tl_tensor *a, const tl_tensor *b) {
-    return run_binary(OP, out, a, b);
+static tl_status cuda_binary(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                             const tl_op_args *args) {
+    return run_binary(OP, out, a, b, args);
 }
 
 static const tl_kernel_entry entries[] = {
@@ -169,9 +227,9 @@ static const tl_kernel_entry entries[] = {
     TL_KERNEL(le, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_le>),
     TL_KERNEL(gt, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_gt>),
     TL_KERNEL(ge, TL_DTYPES_ALL, binary, cuda_binary<TL_OP_ge>),
-/* and every POINTWISE_BINARY row of ops.def, for the floating dtypes */
-#define POINTWISE_BINARY_OP(name, differentiable, backward)                                        \
-    TL_KERNEL(name, TL_DTYPES_FLOATING, binary, cuda_binary<TL_OP_##name>),
+/* and every POINTWISE_BINARY row of ops.def, for the dtypes of its rule */
+#define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes)                                \
+    TL_KERNEL(name, TL_POINTWISE_DTYPES_##dtypes, binary, cuda_binary<TL_OP_##name>),
 #include "tlua/ops.def"
 };
 

@@ -5,7 +5,8 @@
 #include "kernels/kernel.h"
 #include "tlua/ops.h"
 
-static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out) {
+static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, const double *numbers,
+                     tl_tensor **out) {
     const char *name = tl_op_info_of(op)->name;
     char sg[256], ss[256];
     if (grad->ndim != saved->ndim ||
@@ -28,7 +29,9 @@ static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, tl
     if (status == TL_OK) {
         const tl_kernel_entry *k = tl_dispatch(op, tl_tensor_device(s), s->dtype,
                                                (const tl_tensor *[]){result, g_dense, s, NULL});
-        status = k ? k->fn.binary(result, g_dense, s) : tl_dispatch_status();
+        tl_op_args args = {0};
+        for (int i = 0; numbers && i < TL_OP_MAX_NUMBERS; i++) args.scalar[i] = numbers[i];
+        status = k ? k->fn.binary(result, g_dense, s, &args) : tl_dispatch_status();
     }
     tl_release(g), tl_release(g_dense), tl_release(s);
     if (status != TL_OK) {
@@ -39,10 +42,15 @@ static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, tl
     return TL_OK;
 }
 
-/* every POINTWISE_BACKWARD row of ops.def */
+/* every POINTWISE_BACKWARD row of ops.def: tl_<name>_with(grad, saved, numbers, out), the
+   numbers its forward's (resolved), and tl_<name>(grad, saved, out) */
 #define BACKWARD_OP(name)                                                                          \
+    tl_status tl_##name##_with(const tl_tensor *grad, const tl_tensor *saved,                      \
+                               const double *numbers, tl_tensor **out) {                           \
+        return run(TL_OP_##name, grad, saved, numbers, out);                                       \
+    }                                                                                              \
     tl_status tl_##name(const tl_tensor *grad, const tl_tensor *saved, tl_tensor **out) {          \
-        return run(TL_OP_##name, grad, saved, out);                                                \
+        return run(TL_OP_##name, grad, saved, NULL, out);                                          \
     }
 #define POINTWISE_BACKWARD_OP(name, differentiable, backward) BACKWARD_OP(name)
 #include "tlua/ops.def"

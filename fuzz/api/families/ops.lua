@@ -32,6 +32,37 @@ local function ops_of(tl, families)
   return list
 end
 
+-- the names of a pointwise row's numbers (tl.ops()'s numbers; {} for other ops)
+local function number_names(tl, name)
+  for _, row in ipairs(tl.ops()) do
+    if row.name == name then return row.numbers or {} end
+  end
+  return {}
+end
+
+-- a pointwise op's numbers after its tensors: none, some positionally, an options table by their
+-- names (now and then a wrong key, or one number too many)
+local function numbers_source(g, names)
+  if #names == 0 then return g:chance(0.05) and ", " .. g:number() or "" end
+  return g:weighted {
+    { 3, function() return "" end },
+    { 3, function()
+      local list = {}
+      for i = 1, g:int(1, #names) do list[i] = g:chance(0.1) and "nil" or g:number() end
+      if g:chance(0.05) then list[#list + 1] = g:number() end
+      return ", " .. table.concat(list, ", ")
+    end },
+    { 2, function()
+      local fields = {}
+      for _, key in ipairs(names) do
+        if g:chance(0.6) then fields[#fields + 1] = fmt("%s = %s", key, g:number()) end
+      end
+      if g:chance(0.05) then fields[#fields + 1] = "no_such_number = 1" end
+      return ", {" .. table.concat(fields, ", ") .. "}"
+    end },
+  }()
+end
+
 local elementwise = {
   unary = function(g)
     local a = g:tensor()
@@ -43,8 +74,25 @@ local elementwise = {
       local hi = g:chance(0.7) and g:number() or "nil"
       return fmt("%s = %s:clamp(%s, %s)", g:target(), a.ref, lo, hi)
     end
-    if g:chance(0.5) then return fmt("%s = tl.%s(%s)", g:target(), op, a.ref) end
-    return fmt("%s = %s:%s()", g:target(), a.ref, op)
+    local numbers = numbers_source(g, number_names(g.tl, op))
+    if g:chance(0.5) then return fmt("%s = tl.%s(%s%s)", g:target(), op, a.ref, numbers) end
+    if g:chance(0.2) then return fmt("%s:%s_(%s)", a.ref, op, numbers:sub(3)) end
+    return fmt("%s = %s:%s(%s)", g:target(), a.ref, op, numbers:sub(3))
+  end,
+  -- lerp, addcmul, addcdiv, clamp_tensor and clamp with tensor bounds: three operands, each
+  -- broadcastable or a number, and the row's numbers
+  ternary = function(g)
+    local a = g:tensor()
+    if not a then return nil end
+    local b, sb = other_operand(g, a)
+    local c, sc = other_operand(g, a)
+    local shape = sb and sc and Gen.broadcast(sb, sc)
+    if not small_enough(g, shape) then return nil end
+    if g:chance(0.2) then
+      return fmt("%s = %s:clamp(%s, %s)", g:target(), a.ref, g:chance(0.2) and "nil" or b, c)
+    end
+    local op = g:pick(ops_of(g.tl, { pointwise_ternary = true }))
+    return fmt("%s = tl.%s(%s, %s, %s%s)", g:target(), op, a.ref, b, c, numbers_source(g, number_names(g.tl, op)))
   end,
   binary = function(g)
     local a = g:tensor()
