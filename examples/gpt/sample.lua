@@ -1,7 +1,10 @@
 -- Generates text from a checkpoint written by examples/gpt/train.lua --save.
 --
 --   tlua examples/gpt/sample.lua --checkpoint path [--prompt text] [--tokens N]
---        [--temperature X] [--top-k K] [--seed N] [--device cpu|cuda] [--samples N]
+--        [--temperature X] [--top-k K] [--top-p P] [--seed N] [--device cpu|cuda] [--samples N]
+--
+-- The samples are one batch, and every token is drawn on the model's device
+-- (examples/gpt/sampling.lua): the text comes back to the host once, at the end.
 local tl = require("tlua")
 local cli = require("tlua.cli")
 
@@ -9,6 +12,7 @@ local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
 local gpt = require("model")
 local data = require("data")
+local sampling = require("sampling")
 
 local usage = [[
 usage: tlua examples/gpt/sample.lua --checkpoint path [options]
@@ -18,16 +22,25 @@ usage: tlua examples/gpt/sample.lua --checkpoint path [options]
   --samples N        how many samples (default 1)
   --temperature X    divides the logits (default 0.8; lower is more conservative)
   --top-k K          sample among the K likeliest characters only (default 40; 0: all)
+  --top-p P          then among the fewest likeliest whose probabilities sum to P or
+                     more (nucleus sampling; default 1: off)
   --seed N           seed of the sampling (default 1)
   --device cpu|cuda  where to run the model (default cpu)
   --help             this text]]
 
-local numeric = { tokens = "integer", samples = "integer", temperature = "number", top_k = "integer", seed = "integer" }
+local numeric = { tokens = "integer", samples = "integer", temperature = "number", top_k = "integer", top_p = "number",
+  seed = "integer" }
 local opts, fail = cli.parse(arg, { program = "sample.lua", usage = usage, numeric = numeric,
   text = { checkpoint = true, prompt = true, device = true },
-  defaults = { prompt = "\n", tokens = 300, samples = 1, temperature = 0.8, top_k = 40, seed = 1, device = "cpu" } })
+  defaults = { prompt = "\n", tokens = 300, samples = 1, temperature = 0.8, top_k = 40, top_p = 1, seed = 1,
+    device = "cpu" } })
 if not opts.checkpoint then fail("--checkpoint is required") end
 if not (opts.temperature > 0) then fail("--temperature must be > 0") end
+if opts.top_k < 0 then fail("--top-k must be >= 0") end
+if not (opts.top_p > 0 and opts.top_p <= 1) then fail("--top-p must be in (0, 1]") end
+if opts.samples < 1 then fail("--samples must be >= 1") end
+if opts.tokens < 0 then fail("--tokens must be >= 0") end
+if opts.prompt == "" then fail("--prompt must not be empty") end
 
 -- ---- the model from the checkpoint's tensors and metadata ----------------------------------------
 local tensors, meta = tl.load(opts.checkpoint)
@@ -50,45 +63,25 @@ model:load_state_dict(tensors)
 model:eval()
 local context = model.config.context
 
--- ---- sampling ------------------------------------------------------------------------------------
-math.randomseed(opts.seed)
+-- ---- sampling ---------------------------------------------------------------------------------
+tl.manual_seed(opts.seed)
+local rule = { temperature = opts.temperature, top_k = opts.top_k, top_p = opts.top_p }
 
--- a token drawn from logits (a Lua array) with the temperature and top-k
-local function draw(logits)
-  local order = {}
-  for k = 1, #logits do order[k] = k end
-  if opts.top_k > 0 and opts.top_k < #logits then
-    table.sort(order, function(a, b) return logits[a] > logits[b] end)
-    for k = #order, opts.top_k + 1, -1 do order[k] = nil end
-  end
-  local top = -math.huge
-  for _, k in ipairs(order) do top = math.max(top, logits[k]) end
-  local weights, total = {}, 0
-  for j, k in ipairs(order) do
-    weights[j] = math.exp((logits[k] - top) / opts.temperature)
-    total = total + weights[j]
-  end
-  local r, acc = math.random() * total, 0
-  for j, k in ipairs(order) do
-    acc = acc + weights[j]
-    if r <= acc then return k end
-  end
-  return order[#order]
-end
-
-local prompt_ids = vocab:encode(opts.prompt):totable()
+-- ids [samples, prompt + tokens] on the device: the prompt in every row, then each step's
+-- draws written in place; the model sees the last `context` ids
+local prompt = vocab:encode(opts.prompt)
+local n, S = prompt.shape[1], opts.samples
+local ids = tl.empty({ S, n + opts.tokens }, { dtype = "int64", device = opts.device })
 tl.no_grad(function()
-  for s = 1, opts.samples do
-    local ids = {}
-    for k, v in ipairs(prompt_ids) do ids[k] = v end
-    for _ = 1, opts.tokens do
-      local first = math.max(1, #ids - context + 1)
-      local window = table.move(ids, first, #ids, 1, {})
-      local idx = tl.tensor({ window }, { dtype = "int64", device = opts.device })
-      local logits = model(idx):view(vocab.size):to("float32"):to("cpu"):totable()
-      ids[#ids + 1] = draw(logits)
-    end
-    if s > 1 then io.write("\n---\n") end
-    io.write(vocab:decode(ids), "\n")
+  ids:narrow(2, 1, n):copy_(prompt:view(1, n):expand(S, n):contiguous():to(opts.device))
+  for t = n, n + opts.tokens - 1 do
+    local first = math.max(1, t - context + 1)
+    local logits = model(ids:narrow(2, first, t - first + 1)):view(S, vocab.size)
+    ids:narrow(2, t + 1, 1):copy_(sampling.sample(logits, rule):view(S, 1))
   end
 end)
+local rows = ids:to("cpu"):totable()
+for s = 1, S do
+  if s > 1 then io.write("\n---\n") end
+  io.write(vocab:decode(rows[s]), "\n")
+end
