@@ -101,6 +101,26 @@ describe("cuda runtime #cuda", function()
   end)
 end)
 
+describe("tl.cuda.host_waits", function()
+  it("counts the host's waits for a GPU: copies back, synchronize, sizes read back; not launches", function()
+    if not has_gpu then
+      assert.are.equal(0, tl.cuda.host_waits()) -- no GPU, no wait
+      return
+    end
+    local x = tl.randn(1000, { device = "cuda" })
+    tl.cuda.synchronize()
+    local n = tl.cuda.host_waits()
+    local y = (x * 2):exp():sum() -- launches only
+    assert.are.equal(n, tl.cuda.host_waits())
+    y:item() -- a copy back
+    assert.are.equal(n + 1, tl.cuda.host_waits())
+    tl.cuda.synchronize()
+    assert.are.equal(n + 2, tl.cuda.host_waits())
+    x:gt(0):nonzero() -- its count comes back to size the result
+    assert.are.equal(n + 3, tl.cuda.host_waits())
+  end)
+end)
+
 describe("cuda without a GPU", function()
   if has_gpu then return end
   it("raises a clear error for a CUDA tensor", function()

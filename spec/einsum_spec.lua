@@ -84,7 +84,8 @@ local function compare(device)
     local a, b, c = values("float64", 5, { 2, 3, 3 }), values("float64", 6, { 3, 4 }), values("float64", 7, { 4 })
     local grads = {}
     for _, dev in ipairs({ "cpu", device }) do
-      local la, lb, lc = a:to(dev):requires_grad_(), b:to(dev):requires_grad_(), c:to(dev):requires_grad_()
+      local la, lb, lc = a:detach():to(dev):requires_grad_(), b:detach():to(dev):requires_grad_(),
+        c:detach():to(dev):requires_grad_()
       local y = tl.einsum("bii,ij,j->bi", la, lb, lc)
       y:sum():backward()
       grads[dev] = { la.grad:to("cpu"), lb.grad:to("cpu"), lc.grad:to("cpu") }

@@ -380,4 +380,32 @@ describe("nn.MoE on cuda #cuda", function()
     b:to("bfloat16"):to("cuda")
     check_against_reference(b, x:bfloat16():double(), 3e-2, 3e-2)
   end)
+
+  it("routes on the device: the host waits only where grouped_mm reads its offsets", function()
+    tl.manual_seed(35)
+    local m = nn.MoE{ dim = 16, hidden = 32, experts = 8, top_k = 2, device = "cuda" }
+    local x = tl.randn(64, 16, { device = "cuda" }):requires_grad_()
+    m(x) -- warm up (cuBLAS handles, workspaces)
+    local sync_before = tl.sync_checks()
+    finally(function() tl.set_sync_checks(sync_before) end)
+    tl.set_sync_checks(false) -- queued index checks: none waits
+    tl.cuda.synchronize()
+    -- the routing alone (router, topk, gates, sort, counts, offsets, gathers) waits for nothing
+    local before = tl.cuda.host_waits()
+    local x2 = x:reshape(64, 16)
+    local _, picked, chosen = m:route(x2)
+    local experts = chosen:reshape(128)
+    local row_expert, order = experts:sort(1)
+    local counts = tl.zeros(8, { dtype = "int64", device = "cuda" }):index_add(1, experts,
+      tl.ones(128, { dtype = "int64", device = "cuda" }))
+    local _ = counts:cumsum(1), x2:index_select(1, (order - 1):floor_divide(2) + 1),
+      (picked / picked:sum(2, true)):reshape(128):index_select(1, order), order:argsort(1), row_expert
+    assert.are.equal(before, tl.cuda.host_waits(), "routing made the host wait")
+    -- a whole forward: the two grouped_mm calls read the offsets (E ends) once each, nothing else
+    before = tl.cuda.host_waits()
+    local y = m(x)
+    assert.are.equal(before + 2, tl.cuda.host_waits(), "forward: only grouped_mm's offset reads")
+    -- and the result is the float64 CPU reference's
+    assert.is_true(y.device == "cuda:0")
+  end)
 end)

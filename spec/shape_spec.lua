@@ -142,7 +142,7 @@ local function compare(device)
       local w = values("float64", 70 + i, fn(x):size())
       local grads = {}
       for _, dev in ipairs({ "cpu", device }) do
-        local leaf = x:to(dev):requires_grad_()
+        local leaf = x:detach():to(dev):requires_grad_()
         local y = fn(leaf) * w:to(dev)
         y:sum():backward()
         grads[dev] = leaf.grad:to("cpu")

@@ -82,6 +82,12 @@ static int set_matmul_precision(lua_State *L) {
     return 0;
 }
 
+/* host_waits(): how many times the host has waited for a GPU on tlua's behalf (tlua/cuda.h) */
+static int cuda_host_waits(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)tl_cuda_host_waits());
+    return 1;
+}
+
 static int get_matmul_precision(lua_State *L) {
     lua_pushstring(L, tl_get_matmul_precision());
     return 1;
@@ -90,6 +96,7 @@ static int get_matmul_precision(lua_State *L) {
 const luaL_Reg tlb_cuda_functions[] = {
     {"_cuda_is_available", cuda_is_available},
     {"_cuda_synchronize", cuda_synchronize},
+    {"_cuda_host_waits", cuda_host_waits},
     {"_cuda_set_device", cuda_set_device},
     {"_cuda_current_device", cuda_current_device},
     {"_cuda_memory_stats", cuda_memory_stats},

@@ -13,6 +13,10 @@ function cuda.set_device(device) return core._cuda_set_device(device) end
 function cuda.current_device() return core._cuda_current_device() end
 --- waits for the work queued on a device (index or "cuda:N"; default: the current device)
 function cuda.synchronize(device) return core._cuda_synchronize(device) end
+--- host_waits(): how many times the host has waited for a GPU on tlua's behalf since the start (a
+-- synchronize, a copy to the host, a size read back); compare it around a step that should not
+-- wait. 0 without CUDA.
+function cuda.host_waits() return core._cuda_host_waits() end
 --- {allocated, reserved, peak, peak_reserved, ...} in bytes for a device
 function cuda.memory_stats(device) return core._cuda_memory_stats(device) end
 function cuda.reset_peak_memory_stats(device) return core._cuda_reset_peak_memory_stats(device) end

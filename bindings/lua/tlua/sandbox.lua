@@ -46,7 +46,7 @@ local submodules = {
   autograd = true,
   data = { "DataLoader", "TensorDataset", "splitmix", "FASHION_MNIST_CLASSES" },
   data_read = { "read_idx", "FashionMNIST", "FASHION_MNIST_ROOT" },
-  cuda = { "is_available", "device_count", "current_device", "synchronize", "memory_stats",
+  cuda = { "is_available", "device_count", "current_device", "synchronize", "host_waits", "memory_stats",
     "reset_peak_memory_stats", "empty_cache" },
 }
 

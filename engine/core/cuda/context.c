@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include "core/cuda/cuda_runtime.h"
+#include "core/cuda/host_wait.h"
+#include "tlua/cuda.h"
 
 /* A kernel whose dynamic shared memory limit was raised on a device, and to what. */
 typedef struct shared_limit {
@@ -309,10 +311,23 @@ tl_status tl_cuda_blas(int device, const char *op, cublasHandle_t *handle, cudaS
     return TL_OK;
 }
 
+/* waits of the host for a device since the start (tl_cuda_host_waits) */
+static _Atomic uint64_t host_waits;
+
+uint64_t tl_cuda_host_waits(void) {
+    return atomic_load(&host_waits);
+}
+
+tl_status tl_cuda_wait(cudaStream_t stream, const char *op, const char *what) {
+    atomic_fetch_add(&host_waits, 1);
+    TL_CUDA_TRY(cudaStreamSynchronize(stream), op, what);
+    return TL_OK;
+}
+
 tl_status tl_cuda_synchronize(int device) {
     cudaStream_t stream;
     TL_TRY(tl_cuda_stream(device, "synchronize", &stream));
-    TL_CUDA_TRY(cudaStreamSynchronize(stream), "synchronize", "cudaStreamSynchronize");
+    TL_TRY(tl_cuda_wait(stream, "synchronize", "cudaStreamSynchronize"));
     return tl_cuda_raise_faults(device);
 }
 
@@ -343,7 +358,7 @@ tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, 
                                     stream),
                     op, what);
         if (to_device) return TL_OK;
-        TL_CUDA_TRY(cudaStreamSynchronize(stream), op, what);
+        TL_TRY(tl_cuda_wait(stream, op, what));
         return tl_cuda_raise_faults(device);
     }
     if (dst_device.index == src_device.index) {
@@ -356,11 +371,11 @@ tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, 
        the two streams are not ordered with each other */
     cudaStream_t src_stream;
     TL_TRY(tl_cuda_stream(src_device.index, op, &src_stream));
-    TL_CUDA_TRY(cudaStreamSynchronize(src_stream), op, "peer copy");
+    TL_TRY(tl_cuda_wait(src_stream, op, "peer copy"));
     TL_TRY(tl_cuda_raise_faults(src_device.index));
     TL_TRY(tl_cuda_stream(dst_device.index, op, &stream));
     TL_CUDA_TRY(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, n, stream), op,
                 "peer copy");
-    TL_CUDA_TRY(cudaStreamSynchronize(stream), op, "peer copy");
+    TL_TRY(tl_cuda_wait(stream, op, "peer copy"));
     return tl_cuda_raise_faults(dst_device.index);
 }

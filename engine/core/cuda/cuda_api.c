@@ -48,6 +48,9 @@ bool tl_cuda_is_available(void) {
 tl_status tl_cuda_synchronize(int device) {
     return no_cuda("synchronize", device);
 }
+uint64_t tl_cuda_host_waits(void) {
+    return 0;
+}
 tl_status tl_cuda_memory_stats(int device, tl_cuda_allocator_stats *out) {
     (void)out;
     return no_cuda("memory_stats", device);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/cuda/cuda_runtime.h"
+#include "core/cuda/fault_guard.h"
 #include "tlua/tensor.h"
 
 /* The checks queued lately on one device, by id modulo their count: what a failure names. */
@@ -60,6 +61,14 @@ tl_status tl_cuda_fault_arm(int device, const tl_index_range *range, const int64
         *record = f->device;
         *id = f->next_id;
     }
+    pthread_mutex_unlock(&faults_lock);
+    return status;
+}
+
+tl_status tl_cuda_fault_flag(int device, const char *op, const volatile unsigned int **flag) {
+    pthread_mutex_lock(&faults_lock);
+    tl_status status = ensure_record(device, op);
+    if (status == TL_OK) *flag = &faults[device].device->id;
     pthread_mutex_unlock(&faults_lock);
     return status;
 }

@@ -21,6 +21,12 @@ bool tl_cuda_is_available(void);
    failure of earlier asynchronous work is reported here, naming "synchronize". */
 tl_status tl_cuda_synchronize(int device);
 
+/* How many times the host has waited for a CUDA device on tlua's behalf since the start: a
+   synchronize, a copy to the host (item, totable, to("cpu")), a size read back (nonzero,
+   masked_select, unique, ...). A step that should keep the host free can compare it before and
+   after (0 without CUDA). */
+uint64_t tl_cuda_host_waits(void);
+
 /* The caching allocator of one device. Sizes are bytes; "allocated" counts the blocks that
    tensors hold (request rounded up to 512 B, or to 2 MiB above 1 MiB), "reserved" the
    memory taken from the driver: allocated plus the cache of freed blocks. */

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "core/cuda/fault_guard.h"
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/ops_common.cuh"
@@ -21,7 +22,19 @@ typedef struct index_walk {
     int64_t n, size, along; /* elements; the indexed tensor's size and stride along dim */
     int64_t shape[TL_MAX_DIMS];
     int64_t strides[3][TL_MAX_DIMS];
+    const volatile unsigned int
+        *failed; /* writes: the index checks' failure flag (fault_guard.h) */
 } index_walk;
+
+/* Whether a queued index check failed before this write kernel started (read once per block,
+   from mapped host memory): then the kernel writes nothing, so an in-place op with a bad index
+   leaves its target as it was. */
+__device__ __forceinline__ bool checks_failed(const index_walk &w) {
+    __shared__ bool failed;
+    if (threadIdx.x == 0) failed = w.failed && *w.failed != 0;
+    __syncthreads();
+    return failed;
+}
 
 __device__ __forceinline__ void walk_offsets(const index_walk &w, int64_t p, int64_t off[3]) {
     off[0] = off[1] = off[2] = 0;
@@ -75,6 +88,7 @@ template <typename T>
 __global__ void __launch_bounds__(INDEX_THREADS)
     scatter_add_kernel(T *target, const T *src, const void *index,
                        const __grid_constant__ index_walk w) {
+    if (checks_failed(w)) return;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < w.n; p += stride) {
         int64_t off[3];
@@ -90,6 +104,7 @@ template <typename U>
 __global__ void __launch_bounds__(INDEX_THREADS)
     scatter_kernel(U *target, const U *src, const void *index,
                    const __grid_constant__ index_walk w) {
+    if (checks_failed(w)) return;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < w.n; p += stride) {
         int64_t off[3];
@@ -140,6 +155,7 @@ template <class E>
 __global__ void __launch_bounds__(INDEX_THREADS)
     scatter_reduce_kernel(typename E::T *target, const typename E::T *src, const void *index,
                           const __grid_constant__ index_walk w, int mode) {
+    if (checks_failed(w)) return;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < w.n; p += stride) {
         int64_t off[3];
@@ -220,6 +236,7 @@ static tl_status cuda_scatter_add(tl_tensor *const *out, const tl_tensor *const 
     if (w.n == 0) return TL_OK;
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(target, "scatter_add", &at));
+    TL_TRY(tl_cuda_fault_flag(at.device, at.op, &w.failed));
     switch (target->dtype) {
     case TL_F32:
         return launch_scatter_add<float>(at, target, src, index, w);
@@ -248,6 +265,7 @@ static tl_status cuda_scatter(tl_tensor *const *out, const tl_tensor *const *in,
     if (w.n == 0) return TL_OK;
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(target, "scatter", &at));
+    TL_TRY(tl_cuda_fault_flag(at.device, at.op, &w.failed));
     const unsigned grid = tl_cuda_grid(tl_ceil_div(w.n, INDEX_THREADS), at.sm_count);
     void *t = tl_data(target);
     const void *s = tl_data(src), *i = tl_data(index);
@@ -290,6 +308,7 @@ static tl_status cuda_scatter_reduce(tl_tensor *const *out, const tl_tensor *con
     if (w.n == 0) return TL_OK;
     tl_cuda_where at;
     TL_TRY(tl_cuda_where_of(target, "scatter_reduce", &at));
+    TL_TRY(tl_cuda_fault_flag(at.device, at.op, &w.failed));
     const unsigned grid = tl_cuda_grid(tl_ceil_div(w.n, INDEX_THREADS), at.sm_count);
     return tl_cuda_dispatch<TL_CUDA_NUMERIC>(
         tl_cuda_dtype_of(target), "scatter_reduce", [&](auto e) {

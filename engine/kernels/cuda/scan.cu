@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/describe.cuh"
+#include "core/cuda/host_wait.h"
 #include "kernels/cuda/ops_common.cuh"
 
 #define SCAN_THREADS 256
@@ -304,7 +305,7 @@ static tl_status launch_nonzero_count(const tl_cuda_nonzero *z, int64_t *count) 
         TL_CUDA_TRY(cudaMemcpyAsync(&total, starts + tiles, sizeof total, cudaMemcpyDeviceToHost,
                                     z->at.stream),
                     z->at.op, "reading the count back");
-        TL_CUDA_TRY(cudaStreamSynchronize(z->at.stream), z->at.op, "reading the count back");
+        TL_TRY(tl_cuda_wait(z->at.stream, z->at.op, "reading the count back"));
         TL_TRY(tl_cuda_raise_faults(z->at.device));
         *count = (int64_t)total;
         return TL_OK;

@@ -19,32 +19,29 @@
 -- forward, for the T = numel / dim tokens of x flattened to [T, dim]:
 --   1. probs = softmax(x W_r^T) over the experts, [T, E]; in float32 when the parameters are
 --      bfloat16 or float16 (as Mixtral's routing), the gates cast back before they weigh rows.
---   2. top-k by repeated argmax: the j-th choice is the argmax of probs with the
---      earlier choices masked to -1 (a tie goes to the lower expert); its
---      probability is picked through a one-hot mask (sum(probs * onehot)), so it
---      stays differentiable. The k gates of a token are its k probabilities
---      renormalised to sum to 1 over the chosen experts (Mixtral's routing, as
---      PyTorch implementations of it write it: topk of the softmax, divided by
---      their sum). With top_k = 1 every gate is then 1 and the router gets no
---      gradient from the output; normalize = false keeps the softmax
---      probabilities themselves as the gates (Switch Transformer's top-1).
---   3. the permutation on the host: the T * k (token, choice) pairs sorted by
---      expert with a counting sort that is stable by token, so that expert e's
---      rows are the block offsets[e-1]+1 .. offsets[e] of the permuted order (an
---      expert no token chose has an empty block). The rows of x are gathered in
---      that order with embedding (a differentiable row gather).
+--   2. top-k: probs:topk(k) gives each token's k largest probabilities and their experts, best
+--      first (a tie goes to the lower expert); its gradient reaches the router. The k gates of a
+--      token are its k probabilities renormalised to sum to 1 over the chosen experts (Mixtral's
+--      routing, as PyTorch implementations of it write it: topk of the softmax, divided by their
+--      sum). With top_k = 1 every gate is then 1 and the router gets no gradient from the
+--      output; normalize = false keeps the softmax probabilities themselves as the gates (Switch
+--      Transformer's top-1).
+--   3. the permutation on the device: the T * k (token, choice) pairs sorted by expert with a
+--      stable sort (so by token within an expert), so that expert e's rows are the block
+--      offsets[e-1]+1 .. offsets[e] of the permuted order (an expert no token chose has an empty
+--      block); the counts per expert come from index_add of ones, the offsets from their cumsum.
+--      The rows of x are gathered in that order with index_select.
 --   4. h = act(grouped_mm(x_perm, w1, offsets) + b1[expert of the row]);
---      y_perm = grouped_mm(h, w2, offsets) + b2[expert of the row] (bias rows
---      gathered with embedding too).
---   5. each row of y_perm times its gate (gathered from the [T, E] matrix of
---      gates, zero where an expert was not chosen), gathered back into the
---      (token, choice) order with the inverse permutation, viewed as [T, k, dim]
---      and summed over the k choices.
--- Every step is an op that records its gradient, so x, the router and every
--- expert weight get their gradients from autograd; the only host work is the
--- counting sort (the chosen experts travel to the host once per forward). The
--- dtype and device follow the parameters (m:to("cuda"), m:to("bfloat16")); the
--- input must match them.
+--      y_perm = grouped_mm(h, w2, offsets) + b2[expert of the row] (bias rows gathered with
+--      index_select too).
+--   5. each row of y_perm times its gate, put back into the (token, choice) order by the inverse
+--      permutation (an argsort of the permutation), viewed as [T, k, dim] and summed over the k
+--      choices (a fixed order: the same bits on every run).
+-- Every step is an op that records its gradient, so x, the router and every expert weight get
+-- their gradients from autograd. The routing runs on the device and reads nothing back; the
+-- host waits only where grouped_mm reads the offsets (E integers) to size its GEMMs, until it
+-- takes them on the device. The dtype and device follow the parameters (m:to("cuda"),
+-- m:to("bfloat16")); the input must match them.
 local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
 local Linear = require("tlua.nn.layers").Linear
@@ -149,31 +146,14 @@ local function shape_str(shape)
   return "[" .. table.concat(parts, ", ") .. "]"
 end
 
--- an int64 index tensor on device from a Lua array
-local function indices(list, device)
-  local t = tl.tensor(list, { dtype = "int64" })
-  if device ~= "cpu" then t = t:to(device) end
-  return t
-end
-
---- route(x2 [T, dim]) -> probs [T, E] (float32 for half-precision parameters), and for each
--- choice j = 1..k: the experts (int64 [T], 1-based) and the probabilities picked
--- (differentiable [T])
+--- route(x2 [T, dim]) -> probs [T, E] (float32 for half-precision parameters), the chosen
+-- probabilities [T, k] (differentiable, best first) and their experts (int64 [T, k], 1-based)
 function MoE:route(x2)
   local logits = self.router(x2)
   if logits.dtype == "bfloat16" or logits.dtype == "float16" then logits = logits:float() end
   local probs = logits:softmax(-1)
-  local E = self.experts
-  local ids = tl.arange(1, E + 1, { device = x2.device }):unsqueeze(1) -- [1, E]
-  local masked, chosen, picked = probs, {}, {}
-  for j = 1, self.top_k do
-    local e = masked:argmax(2) -- [T]
-    local onehot = ids:eq(e:unsqueeze(2)) -- [T, E] bool
-    chosen[j] = e
-    picked[j] = (probs * onehot:to(probs.dtype)):sum(2)
-    if j < self.top_k then masked = tl.where(onehot, -1, masked) end
-  end
-  return probs, chosen, picked
+  local picked, chosen = probs:topk(self.top_k, -1)
+  return probs, picked, chosen
 end
 
 function MoE:forward(x)
@@ -191,59 +171,28 @@ function MoE:forward(x)
   local E, K, D = self.experts, self.top_k, self.dim
   local T = x:numel() // D
   if T == 0 then return x * 0 end
-  local x2 = x:reshape(T, D)
-  local probs, chosen, picked = self:route(x2)
-
-  -- the gates (renormalised over the k choices unless normalize = false); gm [T, E]: each
-  -- token's gates at its chosen experts, zero elsewhere
-  local total = picked[1]
-  for j = 2, K do total = total + picked[j] end
-  local ids = tl.arange(1, E + 1, { device = x.device }):unsqueeze(1)
-  local gm
-  for j = 1, K do
-    local gate = self.normalize and picked[j] / total or picked[j]
-    local g = ids:eq(chosen[j]:unsqueeze(2)):to(probs.dtype) * gate:unsqueeze(2)
-    gm = gm and gm + g or g
-  end
-
-  -- the counting sort by expert, stable by token, on the host
-  local experts_of = {}
-  for j = 1, K do experts_of[j] = chosen[j]:totable() end
-  local counts = {}
-  for e = 1, E do counts[e] = 0 end
-  for j = 1, K do
-    local ej = experts_of[j]
-    for t = 1, T do counts[ej[t]] = counts[ej[t]] + 1 end
-  end
-  local offsets, next_row, sum = {}, {}, 0
-  for e = 1, E do
-    next_row[e] = sum + 1
-    sum = sum + counts[e]
-    offsets[e] = sum
-  end
-  local token_of, expert_of, gate_at, inverse = {}, {}, {}, {}
-  for t = 1, T do
-    for j = 1, K do
-      local e = experts_of[j][t]
-      local r = next_row[e]
-      next_row[e] = r + 1
-      token_of[r], expert_of[r] = t, e
-      gate_at[r] = (t - 1) * E + e -- the row of gm viewed as [T * E, 1]
-      inverse[(t - 1) * K + j] = r
-    end
-  end
   local device = x.device
-  local row_expert = indices(expert_of, device)
-  local ends = tl.tensor(offsets, { dtype = "int64" }) -- read on the host by grouped_mm
+  local x2 = x:reshape(T, D)
+  local _, picked, chosen = self:route(x2)
+  -- the gates, [T, k]: renormalised over the k choices unless normalize = false
+  local gates = self.normalize and picked / picked:sum(2, true) or picked
 
-  local x_perm = tl.embedding(indices(token_of, device), x2) -- [T * K, D]
+  -- the (token, choice) pairs in row-major order, sorted by expert (stably: by token within one)
+  local experts = chosen:reshape(T * K)
+  local row_expert, order = experts:sort(1) -- order: the pair each permuted row holds
+  local ones = tl.ones(T * K, { dtype = "int64", device = device })
+  local counts = tl.zeros(E, { dtype = "int64", device = device }):index_add(1, experts, ones)
+  local ends = counts:cumsum(1) -- expert e's rows end at ends[e]
+  local token_of = (order - 1):floor_divide(K) + 1
+
+  local x_perm = x2:index_select(1, token_of) -- [T * K, D]
   local h = tl.grouped_mm(x_perm, self.w1, ends)
-  if self.b1 then h = h + tl.embedding(row_expert, self.b1) end
+  if self.b1 then h = h + self.b1:index_select(1, row_expert) end
   h = self.act(h)
   local y = tl.grouped_mm(h, self.w2, ends)
-  if self.b2 then y = y + tl.embedding(row_expert, self.b2) end
-  y = y * tl.embedding(indices(gate_at, device), gm:to(y.dtype):reshape(T * E, 1))
-  y = tl.embedding(indices(inverse, device), y):view(T, K, D):sum(2)
+  if self.b2 then y = y + self.b2:index_select(1, row_expert) end
+  y = y * gates:reshape(T * K):index_select(1, order):to(y.dtype):unsqueeze(2)
+  y = y:index_select(1, order:argsort(1)):view(T, K, D):sum(2)
   return y:reshape(shape)
 end
 
