@@ -1,5 +1,6 @@
 -- Defects the API fuzzer (fuzz/api, scripts/fuzz) found, each kept as a spec with other values:
--- conv2d output sizes, option errors, integer overflow on store, save/load symmetry, Module:to.
+-- conv2d output sizes, option errors, integer overflow on store, save/load symmetry, Module:to,
+-- the last index of an unbounded index range.
 local tl = require("tlua")
 
 describe("fuzzer findings", function()
@@ -58,5 +59,12 @@ describe("fuzzer findings", function()
     tl.release(params[4])
     assert.has_error(function() m:to("float64") end)
     for i = 1, 3 do assert.are.equal("float32", m:parameters()[i].dtype) end
+  end)
+
+  it("an index range without an upper end (bincount's bins) names its last index without overflow", function()
+    local ok, err = pcall(tl.bincount, tl.tensor({ 2, 0, 1 }))
+    assert.is_false(ok)
+    assert.matches("bincount: bins holds 0 at position 2 (shape [3]), out of range for the bins (values >= 1) "
+      .. "(expected 1 <= index <= 9223372036854775807", err, 1, true)
   end)
 end)

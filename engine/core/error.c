@@ -30,11 +30,12 @@ tl_status tl_index_range_error(const tl_index_range *range, const int64_t *shape
         used += (size_t)snprintf(dims + used, sizeof dims - used, d ? ", %lld" : "%lld",
                                  (long long)shape[d]);
     if (used < sizeof dims) snprintf(dims + used, sizeof dims - used, "]");
+    /* the last valid index, count - 1 first: a range without an upper end has count INT64_MAX */
+    const int64_t last = range->count - 1 + range->first;
     return tl_error(TL_ERR_INDEX,
                     "%s: %s holds %lld at position %lld (shape %s), out of range for %s (expected "
                     "%lld <= index <= %lld%s%s)",
                     range->op, range->what, (long long)value, (long long)(range->first + position),
-                    dims, range->range_of, (long long)range->first,
-                    (long long)(range->first + range->count - 1), range->note ? "; " : "",
-                    range->note ? range->note : "");
+                    dims, range->range_of, (long long)range->first, (long long)last,
+                    range->note ? "; " : "", range->note ? range->note : "");
 }
