@@ -67,4 +67,21 @@ describe("fuzzer findings", function()
     assert.matches("bincount: bins holds 0 at position 2 (shape [3]), out of range for the bins (values >= 1) "
       .. "(expected 1 <= index <= 9223372036854775807", err, 1, true)
   end)
+
+  it("split and chunk by a size near 2^63 give one piece each, without overflow", function()
+    assert.are.equal(1, #tl.ones(35):split(math.maxinteger))
+    assert.are.equal(35, #tl.ones(35):chunk(math.maxinteger)) -- pieces of 1, as torch
+  end)
+
+  it("stack whose recording fails leaves every tensor alive (no second release)", function()
+    local b = tl.randn(3):requires_grad_() * 1
+    local v = b:narrow(1, 1, 2)
+    b:mul_(2) -- v's history is now stale: recording its unsqueeze fails
+    local ok, err = pcall(tl.stack, { v, v })
+    assert.is_false(ok)
+    assert.matches("unsqueeze: input 1 is a view (made by 'narrow')", err, 1, true)
+    collectgarbage()
+    assert.are.same({ 2 }, v.shape)
+    assert.are.same({ 3 }, b.shape)
+  end)
 end)

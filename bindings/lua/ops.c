@@ -469,8 +469,10 @@ static int op_stack(lua_State *L) {
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     tl_status status = TL_OK;
-    for (int i = 0; i < n && status == TL_OK; i++)
+    for (int i = 0; i < n && status == TL_OK; i++) {
         status = tl_ag_unsqueeze(list[i], dim, &pieces[i]);
+        if (status != TL_OK) pieces[i] = NULL; /* a failed recording released it */
+    }
     if (status == TL_OK) status = tl_ag_cat(pieces, n, dim, &out);
     for (int i = 0; i < n; i++) tl_release(pieces[i]);
     return tlb_result(L, box, status, out);

@@ -96,7 +96,8 @@ tl_status tl_split_count(const tl_tensor *t, int dim, int64_t size, int *n) {
                         "split: size %lld cannot cut dim %d of size %lld (expected a size >= 1, "
                         "or 0 for an empty dim)",
                         (long long)size, d + 1, (long long)length);
-    const int64_t count = length == 0 ? 1 : (length + size - 1) / size;
+    /* ceil(length / size) without forming length + size (size may be near INT64_MAX) */
+    const int64_t count = length == 0 ? 1 : length / size + (length % size != 0);
     if (count > TL_SPLIT_MAX_PIECES)
         return tl_error(TL_ERR_ARGUMENT,
                         "split: size %lld cuts dim %d of size %lld into %lld pieces, more than "
@@ -119,17 +120,20 @@ tl_status tl_chunk_count(const tl_tensor *t, int dim, int64_t chunks, int *n, in
     int d;
     TL_TRY(split_dim("chunk", t, dim, &d));
     const int64_t length = t->shape[d];
-    if (chunks <= 0 || chunks > TL_SPLIT_MAX_PIECES)
-        return tl_error(TL_ERR_ARGUMENT, "chunk: expected 1 to %d chunks, got %lld",
-                        TL_SPLIT_MAX_PIECES, (long long)chunks);
-    /* as torch: pieces of ceil(length / chunks), so fewer than chunks may come out (6 into 4
-       gives 2, 2, 2); an empty dim gives chunks empty pieces */
-    if (length == 0) {
-        *n = (int)chunks, *size = 0;
-        return TL_OK;
-    }
-    *size = (length + chunks - 1) / chunks;
-    *n = (int)((length + *size - 1) / *size);
+    if (chunks <= 0)
+        return tl_error(TL_ERR_ARGUMENT, "chunk: expected a number of chunks >= 1, got %lld",
+                        (long long)chunks);
+    /* as torch: pieces of ceil(length / chunks), so fewer than chunks may come (6 into 4 gives
+       2, 2, 2); an empty dim gives chunks empty pieces */
+    const int64_t count = length == 0 ? chunks : 0;
+    *size = length == 0 ? 0 : length / chunks + (length % chunks != 0);
+    const int64_t pieces = length == 0 ? count : length / *size + (length % *size != 0);
+    if (pieces > TL_SPLIT_MAX_PIECES)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "chunk: %lld chunks of dim %d (size %lld) make %lld pieces, more than %d",
+                        (long long)chunks, d + 1, (long long)length, (long long)pieces,
+                        TL_SPLIT_MAX_PIECES);
+    *n = (int)pieces;
     return TL_OK;
 }
 
