@@ -25,6 +25,28 @@ local tlua_folder = getinfo and getinfo(1, "S").source:match("^(@.*[/\\])options
 -- whether levels come from the stack (false: the callers' levels, as in a sandbox; for specs)
 options._walk_stack = true
 
+-- Whether a chunk source is one of tlua's Lua modules: under tlua_folder, or a relative path to
+-- that same folder (a host may load this module by an absolute path and the others through a
+-- relative package.path, as busted run by the tlua executable does): "@bindings/lua/tlua/nn/x.lua"
+-- when tlua_folder ends in "/bindings/lua/tlua/".
+local function is_tlua_source(source)
+  if source:sub(1, #tlua_folder) == tlua_folder then return true end
+  local path = source:match("^@(.*)$")
+  if not path or path:find("^[/\\]") then return false end
+  path = path:gsub("^%./", "")
+  for finish in path:gmatch("tlua[/\\]()") do
+    local folder = path:sub(1, finish - 1)
+    local start = finish - 5 -- where "tlua/" begins
+    -- a whole component, with a folder above it ("tlua/x.lua" alone could be the user's)
+    if start > 1 and path:sub(start - 1, start - 1):find("[/\\]") then
+      if tlua_folder:sub(-(#folder + 1)):find("^[@/\\]") and tlua_folder:sub(-#folder) == folder then
+        return true
+      end
+    end
+  end
+  return false
+end
+
 -- The level, as error() counts it from the function `base` levels up from find_level (2: its
 -- caller), of the first function up the stack outside tlua's Lua modules; fallback when the
 -- stack cannot be read.
@@ -34,7 +56,7 @@ local function find_level(base, fallback)
     while true do
       local info = getinfo(k, "S")
       if not info then break end
-      if info.what ~= "C" and info.source:sub(1, #tlua_folder) ~= tlua_folder then return k - base + 1 end
+      if info.what ~= "C" and not is_tlua_source(info.source) then return k - base + 1 end
       k = k + 1
     end
   end
