@@ -3,17 +3,6 @@
    indices) and t:nonzero() (1-based coordinates), each also tl.<name>(t, ...). */
 #include "binding.h"
 
-/* cumsum(dim): the inclusive prefix sum along dim, recorded for autograd */
-static int op_cumsum(lua_State *L) {
-    const char *op = "cumsum";
-    tl_tensor *t = tlb_check(L, 1, op), *out = NULL;
-    if (lua_isnoneornil(L, 2)) return tlb_type_error(L, 2, op, "a dim (an integer)");
-    int dim = tlb_check_dim(L, 2, op);
-    tlb_box *box = tlb_newbox(L);
-    tl_status status = tl_ag_cumsum(t, dim, &out);
-    return tlb_result(L, box, status, out);
-}
-
 typedef tl_status (*scan_fn)(tl_tensor *x, int dim, tl_tensor **out);
 static int scan(lua_State *L, const char *op, scan_fn fn) {
     tl_tensor *t = tlb_check(L, 1, op), *out = NULL;
@@ -22,6 +11,10 @@ static int scan(lua_State *L, const char *op, scan_fn fn) {
     tlb_box *box = tlb_newbox(L);
     tl_status status = fn(t, dim, &out);
     return tlb_result(L, box, status, out);
+}
+/* cumsum(dim): the inclusive prefix sum along dim, recorded for autograd */
+static int op_cumsum(lua_State *L) {
+    return scan(L, "cumsum", tl_ag_cumsum);
 }
 static int op_cumprod(lua_State *L) {
     return scan(L, "cumprod", tl_ag_cumprod);

@@ -38,8 +38,11 @@ end
 -- written in Lua of the engine's ops: tl.einsum, tl.tensordot (tlua/einsum.lua), tl.meshgrid and
 -- tl.isclose, allclose, equal, expand_as, view_as, also as methods (tlua/shapes.lua)
 do
-  local shapes, einsum = require("tlua.shapes"), require("tlua.einsum")
-  tl.einsum, tl.tensordot, tl.meshgrid = einsum.einsum, einsum.tensordot, shapes.meshgrid
+  local shapes = require("tlua.shapes")
+  -- einsum's parser and planner load on first use, not at every start-up
+  function tl.einsum(...) return require("tlua.einsum").einsum(...) end
+  function tl.tensordot(...) return require("tlua.einsum").tensordot(...) end
+  tl.meshgrid = shapes.meshgrid
   for _, name in ipairs({ "isclose", "allclose", "equal", "expand_as", "view_as" }) do
     tl[name], tl.Tensor[name] = shapes[name], shapes[name]
   end

@@ -2,7 +2,6 @@
    cummax and cummin, each line walked in order (loop.h's lines, any strides). */
 #include <math.h>
 
-#include "core/half.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loop.h"
 #include "kernels/reduction.h"
@@ -15,57 +14,19 @@ typedef struct cum_call {
     tl_dtype in, out; /* the input's and the values' dtypes */
 } cum_call;
 
+/* elements as numbers and back, through the engine's one conversion of each dtype (bool: any
+   non-zero byte is true; a floating value rounded once) */
 static double load_f(const char *p, tl_dtype d) {
-    switch (d) {
-    case TL_F32:
-        return *(const float *)p;
-    case TL_F64:
-        return *(const double *)p;
-    case TL_BF16:
-        return tl_bf16_load(*(const uint16_t *)p);
-    default:
-        return tl_f16_load(*(const uint16_t *)p);
-    }
+    return tl_scalar_to_double(tl_dtype_load(d, p));
 }
 static int64_t load_i(const char *p, tl_dtype d) {
-    switch (d) {
-    case TL_I32:
-        return *(const int32_t *)p;
-    case TL_I64:
-        return *(const int64_t *)p;
-    default:
-        return *(const uint8_t *)p != 0; /* bool: any non-zero byte is true */
-    }
+    return tl_scalar_to_int(tl_dtype_load(d, p));
 }
-/* v rounded once into dtype d (bfloat16 and float16 through float, as the CUDA kernels) */
 static void store_f(char *p, tl_dtype d, double v) {
-    switch (d) {
-    case TL_F32:
-        *(float *)p = (float)v;
-        break;
-    case TL_F64:
-        *(double *)p = v;
-        break;
-    case TL_BF16:
-        *(uint16_t *)p = tl_bf16_round((float)v);
-        break;
-    default:
-        *(uint16_t *)p = tl_f16_round((float)v);
-        break;
-    }
+    tl_dtype_store(d, p, tl_scalar_float(v));
 }
 static void store_i(char *p, tl_dtype d, int64_t v) {
-    switch (d) {
-    case TL_I32:
-        *(int32_t *)p = (int32_t)v;
-        break;
-    case TL_I64:
-        *(int64_t *)p = v;
-        break;
-    default:
-        *(uint8_t *)p = v != 0;
-        break;
-    }
+    tl_dtype_store(d, p, tl_scalar_int(v));
 }
 
 /* cummax (cummin): the running extreme and the position it was last reached at: an element
