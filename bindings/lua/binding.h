@@ -154,9 +154,12 @@ void tlb_check_index_dtype(lua_State *L, const char *op, const char *what,
 tl_status tlb_check_one_based(const tl_tensor *indices, const char *op, const char *what,
                               const char *range_of, int64_t count);
 tl_status tlb_zero_based(const tl_tensor *indices, tl_tensor **out);
-/* The index argument at idx of an op along dim of x (1-based positions, checked against x's size
-   there; a dim out of range is left to the op) as a new 0-based tensor. Raises. */
-tl_tensor *tlb_index_along(lua_State *L, const char *op, const tl_tensor *x, int dim, int idx);
+/* The index argument at idx of an index op (1-based positions) as a view that counts from 1
+   (tl_index_view), which the op checks. Raises. */
+tl_tensor *tlb_index_arg(lua_State *L, const char *op, int idx);
+/* The same, checked here against 1..count (range_of: what count is), so that errors name op. */
+tl_tensor *tlb_index_arg_checked(lua_State *L, const char *op, int idx, const char *range_of,
+                                 int64_t count);
 
 /* ---- options.c: options tables (uses args.c and the box) ---------------------------------------
    Every binding function that takes an options table checks it with tlb_check_options against

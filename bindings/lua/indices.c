@@ -1,4 +1,5 @@
-/* Index tensors from Lua: 1-based values checked, then shifted to the C API's 0-based ones. */
+/* Index tensors from Lua: 1-based values, viewed as counting from 1 (tl_index_view) for the index
+   ops, or checked and shifted to the C API's 0-based ones for the others. */
 #include "binding.h"
 #include "tlua/nn.h"
 
@@ -46,11 +47,24 @@ tl_tensor *tlb_zero_based_indices(lua_State *L, const char *op, const char *what
     return shifted;
 }
 
-/* The index argument at idx (1-based positions along dim of x) as a 0-based tensor, checked
-   against x's size along dim; a dim out of range is left to the op, which names it. */
-tl_tensor *tlb_index_along(lua_State *L, const char *op, const tl_tensor *x, int dim, int idx) {
-    const int d = dim < 0 ? dim + x->ndim : dim;
-    const bool valid = x->ndim > 0 && d >= 0 && d < x->ndim;
-    return tlb_zero_based_indices(L, op, "index", tlb_check(L, idx, op),
-                                  valid ? "the size along dim" : NULL, valid ? x->shape[d] : 0);
+/* The index argument at idx (1-based positions) as a view that counts from 1 (tl_index_view):
+   the index ops check its values against the size they index as they read them, with nothing
+   copied or shifted. Raises; the caller releases the view. */
+tl_tensor *tlb_index_arg(lua_State *L, const char *op, int idx) {
+    tl_tensor *indices = tlb_check(L, idx, op), *view = NULL;
+    tlb_check_index_dtype(L, op, "index", indices);
+    if (tl_index_view(indices, 1, &view) != TL_OK) tlb_fail(L);
+    return view;
+}
+
+/* The same, its values checked here against count (the size it indexes, named range_of): an
+   error then names op, for the forms that run through other ops (t[index] is index_select). */
+tl_tensor *tlb_index_arg_checked(lua_State *L, const char *op, int idx, const char *range_of,
+                                 int64_t count) {
+    tl_tensor *view = tlb_index_arg(L, op, idx);
+    if (tlb_check_one_based(view, op, "index", range_of, count) != TL_OK) {
+        tl_release(view);
+        tlb_fail(L);
+    }
+    return view;
 }

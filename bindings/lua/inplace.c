@@ -146,7 +146,7 @@ static int write_at_(lua_State *L, const char *op, int kind) {
     static const tlb_option accepted[] = {{"alpha", TLB_OPTION_NUMBER}, {NULL, 0}};
     if (kind == 'i' && tlb_check_options(L, 5, op, accepted))
         tlb_option_number(L, 5, op, "alpha", &alpha);
-    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_tensor *index = tlb_index_arg(L, op, 3);
     tl_status status;
     switch (kind) {
     case 's': /* scatter_ */

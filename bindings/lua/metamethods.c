@@ -112,7 +112,8 @@ static int tensor_key_get(lua_State *L, tl_tensor *t) {
     }
     if (key->ndim + t->ndim - 1 > TL_MAX_DIMS)
         return tlb_errorf(L, "index: the result would have more than %d dims", TL_MAX_DIMS);
-    tl_tensor *index = tlb_index_along(L, "index", t, 0, 2), *flat = NULL, *rows = NULL;
+    tl_tensor *index = tlb_index_arg_checked(L, "index", 2, "the size along dim", t->shape[0]),
+              *flat = NULL, *rows = NULL;
     int64_t n = tl_numel(index), shape[TL_MAX_DIMS];
     int ndim = 0;
     for (int d = 0; d < key->ndim; d++) shape[ndim++] = key->shape[d];
@@ -161,7 +162,8 @@ static int tensor_key_set(lua_State *L, tl_tensor *t) {
     if (key->dtype != TL_BOOL && key->ndim > 1)
         return tlb_errorf(L, "index: t[index] = v takes a 1-d index, got %d dims", key->ndim);
     tlb_box *box = tlb_newbox(L); /* holds the index shifted to 0-based, whatever is raised */
-    if (key->dtype != TL_BOOL) box->tensor = tlb_index_along(L, "index", t, 0, 2);
+    if (key->dtype != TL_BOOL)
+        box->tensor = tlb_index_arg_checked(L, "index", 2, "the size along dim", t->shape[0]);
     tl_status status = TL_OK;
     if (v && v->dtype != t->dtype) status = made(tl_ag_cast(v, t->dtype, &cast), &cast);
     if (cast) v = cast;

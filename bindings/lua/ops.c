@@ -488,7 +488,7 @@ static int read_at(lua_State *L, const char *op, indexed_fn fn) {
     const int dim = tlb_check_dim(L, 2, op);
     tlb_check(L, 3, op);
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_tensor *index = tlb_index_arg(L, op, 3);
     tl_status status = fn(x, dim, index, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);
@@ -509,7 +509,7 @@ static int write_at(lua_State *L, const char *op, write_fn fn) {
     const int dim = tlb_check_dim(L, 2, op);
     tlb_check(L, 3, op);
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_tensor *index = tlb_index_arg(L, op, 3);
     tl_status status = fn(x, dim, index, src, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);
@@ -532,7 +532,7 @@ static int fill_at(lua_State *L, const char *op, fill_fn fn) {
     if (!tlb_to_scalar(L, 4, &value))
         return tlb_type_error(L, 4, op, "a tensor, a number or a boolean");
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_tensor *index = tlb_index_arg(L, op, 3);
     tl_status status = fn(x, dim, index, value, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);
@@ -562,7 +562,7 @@ static int op_scatter_reduce(lua_State *L) {
     if (tlb_check_options(L, 6, op, accepted))
         tlb_option_bool(L, 6, op, "include_self", &include_self);
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_tensor *index = tlb_index_arg(L, op, 3);
     tl_status status = tl_ag_scatter_reduce(x, dim, index, src, reduce, include_self, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);
@@ -578,7 +578,7 @@ static int op_index_add(lua_State *L) {
     double alpha = 1;
     if (tlb_check_options(L, 5, op, accepted)) tlb_option_number(L, 5, op, "alpha", &alpha);
     tlb_box *box = tlb_newbox(L);
-    tl_tensor *index = tlb_index_along(L, op, x, dim, 3);
+    tl_tensor *index = tlb_index_arg(L, op, 3);
     tl_status status = tl_ag_index_add(x, dim, index, src, alpha, &out);
     tl_release(index);
     return tlb_result(L, box, status, out);

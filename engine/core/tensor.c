@@ -70,6 +70,7 @@ tl_status tl_make_view(const tl_tensor *base, const int64_t *shape, const int64_
         memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
     }
     t->offset = offset;
+    t->index_base = base->index_base;
     t->storage = base->storage;
     tl_storage_retain(t->storage);
     *out = t;

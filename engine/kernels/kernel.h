@@ -25,6 +25,10 @@ typedef struct tl_op_args {
     uint64_t seed;
     uint64_t counter;
     int dim; /* the dim an op works along (0-based), for the kernels that take one */
+    /* gather: the range its index values must lie in, checked by the kernel as it reads them
+       (the one kernel that fails on user input: the CPU's returns tl_index_range_error's
+       error, CUDA's queues it in the device's fault record as a queued check does) */
+    const tl_index_range *index_range;
 } tl_op_args;
 
 /* Elementwise kernels get inputs already broadcast (expanded, stride 0) to

@@ -136,6 +136,7 @@ tl_status tl_clone(const tl_tensor *t, tl_tensor **out) {
         tl_release(copy);
         return status;
     }
+    copy->index_base = t->index_base;
     *out = copy;
     return TL_OK;
 }

@@ -8,6 +8,8 @@
 #include "kernels/kernel.h"
 #include "kernels/scatter_reduce.h"
 #include "ops/checks.h"
+#include "core/storage.h"
+#include "tlua/cuda.h"
 #include "tlua/nn.h"
 #include "tlua/ops.h"
 
@@ -37,14 +39,31 @@ static tl_status check_index(const char *op, const char *x_name, const tl_tensor
     return TL_OK;
 }
 
-/* every index value in [0, size of target along dim) */
+tl_status tl_index_view(tl_tensor *t, int64_t base, tl_tensor **out) {
+    TL_TRY(tl_check_tensor_arg("index_view", "t", t));
+    if (t->dtype != TL_I64 && t->dtype != TL_I32)
+        return tl_error(TL_ERR_DTYPE, "index_view: t must be an int64 or int32 tensor, got %s",
+                        tl_dtype_name(t->dtype));
+    TL_TRY(tl_make_view(t, t->shape, t->strides, t->ndim, t->offset, out));
+    (*out)->index_base = base;
+    return TL_OK;
+}
+
+/* the range of index values along dim of target: [base, base + size), base the index's own */
+static tl_index_range range_along(const char *op, const tl_tensor *index, const tl_tensor *target,
+                                  int dim) {
+    return (tl_index_range){.op = op,
+                            .what = "index",
+                            .range_of = "the size along dim",
+                            .note = index->index_base == 1 ? "indices count from 1" : NULL,
+                            .first = index->index_base,
+                            .count = target->ndim ? target->shape[dim] : 1};
+}
+
+/* every index value in range_along's range */
 static tl_status check_range(const char *op, const tl_tensor *index, const tl_tensor *target,
                              int dim) {
-    const tl_index_range range = {.op = op,
-                                  .what = "index",
-                                  .range_of = "the size along dim",
-                                  .first = 0,
-                                  .count = target->ndim ? target->shape[dim] : 1};
+    const tl_index_range range = range_along(op, index, target, dim);
     return tl_check_index_range(index, &range);
 }
 
@@ -69,10 +88,21 @@ tl_status tl_gather(const tl_tensor *x, int dim, const tl_tensor *index, tl_tens
     int d;
     TL_TRY(tl_wrap_dim(op, dim, x->ndim, &d));
     TL_TRY(check_index(op, "x", x, index, d, false));
-    TL_TRY(check_range(op, index, x, d));
     tl_tensor *y;
     TL_TRY(tl_empty(index->shape, index->ndim, x->dtype, tl_tensor_device(x), &y));
-    tl_status status = tl_numel(y) ? run_index(TL_OP_gather, y, x, index, d) : TL_OK;
+    tl_status status = TL_OK;
+    if (tl_numel(y)) { /* the kernel checks the index values as it reads them */
+        const tl_index_range range = range_along(op, index, x, d);
+        const tl_tensor *traced[4] = {y, x, index, NULL};
+        const tl_kernel_entry *kernel =
+            tl_dispatch(TL_OP_gather, tl_tensor_device(y), y->dtype, traced);
+        const tl_op_args args = {.dim = d, .index_range = &range};
+        status = kernel ? kernel->fn.tensors((tl_tensor *const[]){y},
+                                             (const tl_tensor *const[]){x, index}, &args)
+                        : tl_dispatch_status();
+        if (status == TL_OK && tl_tensor_device(y).type == TL_DEVICE_CUDA && tl_sync_checks())
+            status = tl_cuda_synchronize(tl_tensor_device(y).index);
+    }
     if (status != TL_OK) {
         tl_release(y);
         return status;

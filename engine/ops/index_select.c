@@ -23,11 +23,16 @@ static tl_status check_same_device(const char *op, const char *name, const tl_te
                     tl_device_name(tl_tensor_device(x), dx));
 }
 
-/* index values within [0, count) (count: what range_of names) */
+/* index values within [base, base + count) (count: what range_of names; base: the index's
+   index_base) */
 static tl_status check_within(const char *op, const tl_tensor *index, const char *range_of,
                               int64_t count) {
-    const tl_index_range range = {
-        .op = op, .what = "index", .range_of = range_of, .first = 0, .count = count};
+    const tl_index_range range = {.op = op,
+                                  .what = "index",
+                                  .range_of = range_of,
+                                  .note = index->index_base == 1 ? "indices count from 1" : NULL,
+                                  .first = index->index_base,
+                                  .count = count};
     return tl_check_index_range(index, &range);
 }
 

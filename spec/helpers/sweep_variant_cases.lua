@@ -218,6 +218,26 @@ local softmax_paths = {
   cols = through(softmax_case(3, 16, 1)),
 }
 
+-- the index kernels' paths (kernels/cuda/index.cu): gather's sweep case (an index [3, 5]: the
+-- walk), gather by a contiguous [3, 8] index (4 elements a thread), index_select of rows of
+-- [4, 3, 40] along dim 2 (an index constant but along dim: a warp per run of 40; 16-byte vectors
+-- for the dtypes whose runs fill them, elements for the others)
+local index_cases = require("helpers.index_cases")
+local QUADS_INDEX = { { 8, 1, 1, 3, 2, 7, 5, 4 }, { 2, 2, 4, 1, 3, 6, 6, 8 }, { 1, 8, 3, 2, 2, 5, 7, 1 } }
+local gather_quads = {
+  inputs = function(G) return { G.wide(3, 8) } end,
+  run = function(x) return { x:gather(2, tl.tensor(QUADS_INDEX, { device = x.device })) } end,
+  reference = function(_, x) return { index_cases.gather_ref(x, 2, QUADS_INDEX, { 3, 8 }) } end,
+}
+local ROWS = { 3, 1, 3, 2, 2 }
+local index_select_rows = {
+  inputs = function(G) return { G.wide(4, 3, 40) } end,
+  run = function(x) return { x:index_select(2, tl.tensor(ROWS, { device = x.device })) } end,
+  reference = function(_, x)
+    return { ref.build({ 4, #ROWS, 40 }, function(i, j, k) return x[i][ROWS[j]][k] end) }
+  end,
+}
+
 local loops = {
   elementwise = {
     -- the CPU walk (kernels/cpu/loop.c)
@@ -231,6 +251,7 @@ local loops = {
     rows_scalar = elementwise_through("transposed", 5),
   },
   lines = { line = through(sweep.cases.sum), lanes = through(sweep.cases.min) },
+  index = { walk = through(index_cases.sweep.gather), quads = through(gather_quads), rows = through(index_select_rows) },
   reduce = {
     split = through(split_sum), -- CPU
     rows_warp = through(sweep.cases.sum),
@@ -238,6 +259,7 @@ local loops = {
     rows_split = through(split_sum),
     cols = through(sweep.cases.min),
     cols_split = through(columns_sum),
+    rows_vector = through(long_rows_sum),
   },
   softmax = softmax_paths,
   softmax_backward = softmax_paths,

@@ -40,6 +40,9 @@ typedef struct tl_tensor {
     int64_t strides[TL_MAX_DIMS];
     int64_t offset;
     tl_storage *storage;
+    /* An index tensor's first position: its values count from here (0 in C; 1 for the Lua
+       binding's views of its arguments, tl_index_view). Views and copies keep it. */
+    int64_t index_base;
     struct tl_autograd_meta *autograd; /* NULL unless autograd uses this tensor */
     tl_autograd_meta_destroy autograd_destroy;
 } tl_tensor;
@@ -123,6 +126,10 @@ tl_status tl_unfold(tl_tensor *t, int dim, int64_t size, int64_t step, tl_tensor
 /* dims from[i] moved to positions to[i] (n pairs), the others keeping their order (a
    permute), as torch.movedim. */
 tl_status tl_movedim(tl_tensor *t, const int *from, const int *to, int n, tl_tensor **out);
+/* A view of the int64 or int32 tensor t whose values count positions from base (its
+   index_base): the index ops read value v as position v - base and check base <= v <
+   base + size. The Lua binding passes its 1-based index arguments this way, unshifted. */
+tl_status tl_index_view(tl_tensor *t, int64_t base, tl_tensor **out);
 /* The tensor itself (retained) if contiguous, else a contiguous copy. */
 tl_status tl_contiguous(tl_tensor *t, tl_tensor **out);
 /* A contiguous copy with its own storage. */

@@ -44,13 +44,36 @@ static void walk_row(const index_walk *w, int64_t r, int64_t off[3]) {
     }
 }
 
-static inline int64_t index_at(const tl_tensor *index, int64_t offset) {
+static inline int64_t index_value(const tl_tensor *index, int64_t offset) {
     return index->dtype == TL_I64 ? ((const int64_t *)tl_data(index))[offset]
                                   : ((const int32_t *)tl_data(index))[offset];
 }
+/* the index value at offset as a position from 0 (the index counts from its index_base) */
+static inline int64_t index_at(const tl_tensor *index, int64_t offset) {
+    return (int64_t)((uint64_t)index_value(index, offset) - (uint64_t)index->index_base);
+}
+
+/* one element of size bytes (1, 2, 4 or 8) moved as bits */
+static inline void move_element(char *dst, const char *src, int64_t size) {
+    switch (size) {
+    case 1:
+        *dst = *src;
+        break;
+    case 2:
+        memcpy(dst, src, 2);
+        break;
+    case 4:
+        memcpy(dst, src, 4);
+        break;
+    default:
+        memcpy(dst, src, 8);
+        break;
+    }
+}
 
 /* ---- gather: out[p] = src[p with its dim-th coordinate replaced by index[p]] ------------------
- */
+   Each index value is checked against args->index_range as it is read: of the values out of
+   range the first in row-major order is the error (out is then the caller's to discard). */
 static tl_status cpu_gather(tl_tensor *const *out, const tl_tensor *const *in,
                             const tl_op_args *args) {
     tl_tensor *o = out[0];
@@ -59,22 +82,36 @@ static tl_status cpu_gather(tl_tensor *const *out, const tl_tensor *const *in,
     index_walk w;
     walk_plan(&w, index, (const tl_tensor *[]){o, index, src}, args->dim, 2);
     const int64_t size = tl_dtype_size(src->dtype), along = src->ndim ? src->strides[w.dim] : 0;
+    const uint64_t count = (uint64_t)(src->ndim ? src->shape[w.dim] : 1);
     const int last = w.ndim - 1;
     char *obase = tl_data(o);
     const char *sbase = tl_data(src);
+    int64_t first_bad = INT64_MAX; /* the first position out of range */
 #pragma omp parallel for schedule(static) if (w.rows * w.width > TL_CPU_PARALLEL_THRESHOLD)
     for (int64_t r = 0; r < w.rows; r++) {
         int64_t off[3];
         walk_row(&w, r, off);
+        const int64_t so = last >= 0 ? w.strides[0][last] : 0,
+                      si = last >= 0 ? w.strides[1][last] : 0;
+        const int64_t ss = last >= 0 && last != w.dim ? w.strides[2][last] : 0;
         for (int64_t j = 0; j < w.width; j++) {
-            const int64_t jo = last >= 0 ? j * w.strides[0][last] : 0;
-            const int64_t ji = last >= 0 ? j * w.strides[1][last] : 0;
-            int64_t js = last >= 0 && last != w.dim ? j * w.strides[2][last] : 0;
-            js += index_at(index, off[1] + ji) * along;
-            memcpy(obase + (off[0] + jo) * size, sbase + (off[2] + js) * size, (size_t)size);
+            const int64_t v = index_at(index, off[1] + j * si);
+            if ((uint64_t)v >= count) {
+#pragma omp critical(tl_cpu_gather_bad)
+                if (r * w.width + j < first_bad) first_bad = r * w.width + j;
+                break;
+            }
+            move_element(obase + (off[0] + j * so) * size,
+                         sbase + (off[2] + j * ss + v * along) * size, size);
         }
     }
-    return TL_OK;
+    if (first_bad == INT64_MAX) return TL_OK;
+    if (!args->index_range) return tl_error(TL_ERR_INDEX, "gather: an index is out of range");
+    int64_t off[3];
+    walk_row(&w, first_bad / w.width, off);
+    const int64_t si = last >= 0 ? w.strides[1][last] : 0;
+    const int64_t value = index_value(index, off[1] + first_bad % w.width * si);
+    return tl_index_range_error(args->index_range, index->shape, index->ndim, value, first_bad);
 }
 
 /* ---- scatter_add: target[p with its dim-th coordinate replaced by index[p]] += src[p] ----------

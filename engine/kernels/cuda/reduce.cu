@@ -1,6 +1,7 @@
 /* CUDA reductions along one dim and their table, the dtypes of cpu/reduce.c: the value
-   reductions of the REDUCE_OP rows (sum, mean, ...: their math in kernels/reduction.h, floating
-   inputs in double, integer and bool inputs exactly in int64, sums wrapping as on the CPU), and
+   reductions of the REDUCE_OP rows (sum, mean, ...: their math in kernels/reduction.h, float64
+   inputs in double, float32, bfloat16 and float16 in float but for counts, integer and bool
+   inputs exactly in int64, sums wrapping as on the CPU), and
    max/min (argmax/argmin) with NaN propagation and the first index of the extreme
    (cpu/reduce.c's results); a fixed combination order, so every result is deterministic. */
 #include <type_traits>
@@ -76,28 +77,34 @@ __device__ __forceinline__ void store_as(void *out, int64_t off, int dtype, int6
     }
 }
 
-/* Each row's functions as a type (floating ones; integer ones too for dtypes ALL), and its
-   index FOLD_ROW_<name>. */
-#define FOLD_FLOATING_FUNCTIONS(name)                                                              \
-    __device__ static void init(tl_fold *s, double q) {                                            \
+/* Each row's functions as a type (floating ones over tl_fold or tl_ffold; integer ones too for
+   dtypes ALL), whether float32, bfloat16 and float16 fold in float (every row but the counts,
+   output LONG, which stay exact in double), and its index FOLD_ROW_<name>. */
+enum { FOLD_OUT_SAME, FOLD_OUT_WIDE, FOLD_OUT_BOOL, FOLD_OUT_LONG };
+#define FOLD_FLOATING_FUNCTIONS(name, output)                                                      \
+    static constexpr bool in_float = FOLD_OUT_##output != FOLD_OUT_LONG;                           \
+    template <class S> __device__ static void init(S *s, double q) {                               \
         tl_fold_##name##_init(s, q);                                                               \
     }                                                                                              \
-    __device__ static void step(tl_fold *s, double x, double q) {                                  \
+    template <class S, class R> __device__ static void step(S *s, R x, double q) {                 \
         tl_fold_##name##_step(s, x, q);                                                            \
     }                                                                                              \
-    __device__ static void merge(tl_fold *s, const tl_fold *t, double q) {                         \
+    template <class S> __device__ static void merge(S *s, const S *t, double q) {                  \
         tl_fold_##name##_merge(s, t, q);                                                           \
     }                                                                                              \
-    __device__ static double finish(const tl_fold *s, int64_t n, double q) {                       \
+    template <class S> __device__ static double finish(const S *s, int64_t n, double q) {          \
         return tl_fold_##name##_finish(s, n, q);                                                   \
+    }                                                                                              \
+    template <class S, class R> __device__ static void run(S *s, const R *xs, int k, double q) {   \
+        tl_fold_##name##_run(s, xs, k, q);                                                         \
     }
-#define FOLD_FUNCTIONS_FLOATING(name)                                                              \
+#define FOLD_FUNCTIONS_FLOATING(name, output)                                                      \
     struct fold_##name {                                                                           \
-        FOLD_FLOATING_FUNCTIONS(name)                                                              \
+        FOLD_FLOATING_FUNCTIONS(name, output)                                                      \
     };
-#define FOLD_FUNCTIONS_ALL(name)                                                                   \
+#define FOLD_FUNCTIONS_ALL(name, output)                                                           \
     struct fold_##name {                                                                           \
-        FOLD_FLOATING_FUNCTIONS(name)                                                              \
+        FOLD_FLOATING_FUNCTIONS(name, output)                                                      \
         __device__ static void init(tl_ifold *s, double) { tl_ifold_##name##_init(s); }            \
         __device__ static void step(tl_ifold *s, int64_t x, double) {                              \
             tl_ifold_##name##_step(s, x);                                                          \
@@ -110,7 +117,7 @@ __device__ __forceinline__ void store_as(void *out, int64_t off, int dtype, int6
         }                                                                                          \
     };
 #define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
-    FOLD_FUNCTIONS_##dtypes(name)
+    FOLD_FUNCTIONS_##dtypes(name, output)
 #include "tlua/ops.def"
 enum {
 #define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
@@ -118,13 +125,19 @@ enum {
 #include "tlua/ops.def"
 };
 
-/* A value reduction as an op of the launch (below): floating inputs fold in tl_fold, integer and
-   bool ones in tl_ifold (F's functions for each); the result goes out in the output's dtype. */
+/* A value reduction as an op of the launch (below): float64 inputs fold in tl_fold, float32,
+   bfloat16 and float16 ones in tl_ffold where F folds them in float (else tl_fold), integer and
+   bool ones in tl_ifold (F's functions for each); the result goes out in the output's dtype.
+   add folds one element, add_vectors U vectors of W elements as one run (F::run). */
 template <int D, class F> struct fold_op {
     typedef typename tl_elem<D>::T T;
-    static constexpr bool exact = std::is_integral<typename tl_elem<D>::V>::value;
-    typedef typename std::conditional<exact, tl_ifold, tl_fold>::type S;
-    typedef typename std::conditional<exact, int64_t, double>::type X;
+    typedef typename tl_elem<D>::K K; /* float, double or int64_t */
+    static constexpr bool exact = std::is_integral<K>::value;
+    static constexpr bool in_float = std::is_same<K, float>::value && F::in_float;
+    typedef typename std::conditional<in_float, float, double>::type R;
+    typedef typename std::conditional<in_float, tl_ffold, tl_fold>::type SR;
+    typedef typename std::conditional<exact, tl_ifold, SR>::type S;
+    typedef typename std::conditional<exact, int64_t, R>::type X;
     double q;
     int64_t len;
     int out_dtype;
@@ -133,9 +146,21 @@ template <int D, class F> struct fold_op {
         F::init(&s, q);
         return s;
     }
-    __device__ S make(T x, int64_t) const {
-        S s = identity();
-        F::step(&s, (X)tl_elem<D>::wide(x), q);
+    __device__ S add(S s, T x, int64_t) const {
+        F::step(&s, (X)tl_elem<D>::value(x), q);
+        return s;
+    }
+    template <int U, int W>
+    __device__ S add_vectors(S s, const T (&x)[U * W], int64_t, int64_t) const {
+        X v[U * W];
+#pragma unroll
+        for (int i = 0; i < U * W; i++) v[i] = (X)tl_elem<D>::value(x[i]);
+        if constexpr (exact) {
+#pragma unroll
+            for (int i = 0; i < U * W; i++) F::step(&s, v[i], q);
+        } else {
+            F::run(&s, v, U * W, q);
+        }
         return s;
     }
     __device__ S operator()(S a, S b) const {
@@ -153,14 +178,25 @@ template <typename V> struct extreme {
 };
 
 /* The better of two candidates as the CPU's sequential scan decides: a NaN beats any number
-   and the first NaN stays, otherwise the larger (smaller) value, the first index on ties. */
+   and the first NaN stays, otherwise the larger (smaller) value, the first index on ties.
+   Values compare in the compute type (float for float32, bfloat16, float16: exact). */
 template <int D> struct extreme_op {
     typedef typename tl_elem<D>::T T;
-    typedef typename tl_elem<D>::V V;
+    typedef typename tl_elem<D>::K V;
     typedef extreme<V> S;
     bool is_max;
     __device__ S identity() const { return S{V(0), -1}; }
-    __device__ S make(T x, int64_t r) const { return S{tl_elem<D>::wide(x), r}; }
+    __device__ S make(T x, int64_t r) const { return S{(V)tl_elem<D>::value(x), r}; }
+    __device__ S add(S s, T x, int64_t r) const { return (*this)(s, make(x, r)); }
+    /* vector u's element j is element r + u * jump + j of the line */
+    template <int U, int W>
+    __device__ S add_vectors(S s, const T (&x)[U * W], int64_t r, int64_t jump) const {
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int j = 0; j < W; j++) s = add(s, x[u * W + j], r + u * jump + j);
+        return s;
+    }
     __device__ S operator()(S a, S b) const {
         if (b.index < 0) return a;
         if (a.index < 0) return b;
@@ -180,25 +216,63 @@ template <int D> struct extreme_op {
 };
 
 /* s merged with p's elements r, r + stride, ... below r1 (step apart), in that order, four
-   loads in flight. */
+   loads in flight; the address moves by adding (no multiply per element). */
 template <class Op>
 __device__ __forceinline__ typename Op::S accumulate(const Op &op, typename Op::S s,
                                                      const typename Op::T *p, int64_t step,
                                                      int64_t r, int64_t r1, int64_t stride) {
-    for (; r + 3 * stride < r1; r += 4 * stride) {
-        const typename Op::T x0 = p[r * step], x1 = p[(r + stride) * step],
-                             x2 = p[(r + 2 * stride) * step], x3 = p[(r + 3 * stride) * step];
-        s = op(s, op.make(x0, r));
-        s = op(s, op.make(x1, r + stride));
-        s = op(s, op.make(x2, r + 2 * stride));
-        s = op(s, op.make(x3, r + 3 * stride));
+    const int64_t jump = stride * step;
+    const typename Op::T *x = p + r * step;
+    for (; r + 3 * stride < r1; r += 4 * stride, x += 4 * jump) {
+        const typename Op::T x0 = x[0], x1 = x[jump], x2 = x[2 * jump], x3 = x[3 * jump];
+        s = op.add(s, x0, r);
+        s = op.add(s, x1, r + stride);
+        s = op.add(s, x2, r + 2 * stride);
+        s = op.add(s, x3, r + 3 * stride);
     }
-    for (; r < r1; r += stride) s = op(s, op.make(p[r * step], r));
+    for (; r < r1; r += stride, x += jump) s = op.add(s, *x, r);
+    return s;
+}
+
+/* The same for lane `lane` of `group` (>= 32) over the elements [r0, r1) of a unit-stride line p:
+   the first ones, up to a 16-byte boundary, one per lane; then vectors of 16 bytes (W elements),
+   vector v to lane v % group, U of them in flight and folded as one run; then the last (fewer
+   than W) one per lane. A fixed order for a given shape and alignment. */
+template <class Op>
+__device__ __forceinline__ typename Op::S accumulate_vectors(const Op &op, typename Op::S s,
+                                                             const typename Op::T *p, int64_t r0,
+                                                             int64_t r1, int lane, int group) {
+    typedef typename Op::T T;
+    constexpr int W = 16 / sizeof(T), U = 4;
+    const int misaligned = (int)((uintptr_t)(p + r0) % 16 / sizeof(T));
+    int64_t head = misaligned ? W - misaligned : 0;
+    if (head > r1 - r0) head = r1 - r0;
+    if (lane < head) s = op.add(s, p[r0 + lane], r0 + lane);
+    const int64_t first = r0 + head, vectors = (r1 - first) / W, jump = (int64_t)group * W;
+    const uint4 *v = (const uint4 *)(p + first);
+    int64_t i = lane;
+    for (; i + (U - 1) * group < vectors; i += U * group) {
+        T x[U * W];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const uint4 w = v[i + u * group];
+            memcpy(x + u * W, &w, sizeof w);
+        }
+        s = op.template add_vectors<U, W>(s, x, first + i * W, jump);
+    }
+    for (; i < vectors; i += group) {
+        T x[W];
+        const uint4 w = v[i];
+        memcpy(x, &w, sizeof w);
+        s = op.template add_vectors<1, W>(s, x, first + i * W, 0);
+    }
+    const int64_t r = first + vectors * W + lane;
+    if (r < r1) s = op.add(s, p[r], r);
     return s;
 }
 
 /* Groups of `group` threads (32 or the block) reduce one (position, chunk) item each: the
-   reduced dim is read along the group's threads (for a unit-stride reduced dim). */
+   reduced dim is read along the group's threads, in 16-byte vectors where it is unit-stride. */
 template <class Op>
 __global__ void __launch_bounds__(REDUCE_THREADS)
     reduce_rows(Op op, const typename Op::T *in, void *out, int64_t *idx,
@@ -219,7 +293,8 @@ __global__ void __launch_bounds__(REDUCE_THREADS)
             const int64_t r1 = r0 + chunk_len < len ? r0 + chunk_len : len;
             tl_position_offsets<3>(pos, o, off);
             const typename Op::T *p = in + off[0];
-            s = accumulate(op, s, p, step, r0 + lane, r1, group);
+            s = step == 1 ? accumulate_vectors(op, s, p, r0, r1, lane, group)
+                          : accumulate(op, s, p, step, r0 + lane, r1, group);
         }
         s = tl_group_reduce(s, op, op.identity(), smem, group);
         if (valid && lane == 0) {
@@ -295,7 +370,14 @@ static int64_t clamp_chunks(int64_t want, int64_t most) {
 }
 
 /* The launch's paths, shared by every reduction kernel (kernels/kernel.h's loop variants). */
-enum { REDUCE_ROWS_WARP, REDUCE_ROWS_BLOCK, REDUCE_ROWS_SPLIT, REDUCE_COLS, REDUCE_COLS_SPLIT };
+enum {
+    REDUCE_ROWS_WARP,
+    REDUCE_ROWS_BLOCK,
+    REDUCE_ROWS_SPLIT,
+    REDUCE_COLS,
+    REDUCE_COLS_SPLIT,
+    REDUCE_ROWS_VECTOR
+};
 static const tl_kernel_variant reduce_variants[] = {
     TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "rows_warp",
                     "the dim unit-stride (or the positions not): a warp per line"),
@@ -310,6 +392,10 @@ static const tl_kernel_variant reduce_variants[] = {
     TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "cols_split",
                     "column tiles fewer than 2 per SM, lines of >= 1024: chunks of each line, then "
                     "a finishing pass"),
+    TL_LOOP_VARIANT("reduce", TL_DTYPES_ALL, "rows_vector",
+                    "rows of a unit-stride dim (with rows_warp, rows_block or rows_split): "
+                    "16-byte loads, the elements before a 16-byte boundary and after the last "
+                    "whole vector one at a time"),
 };
 
 template <class Op> static tl_status launch_op(const tl_cuda_reduce *r, Op op) {
@@ -346,6 +432,7 @@ template <class Op> static tl_status launch_op(const tl_cuda_reduce *r, Op op) {
                                          : chunks > 1              ? REDUCE_ROWS_SPLIT
                                          : group == REDUCE_THREADS ? REDUCE_ROWS_BLOCK
                                                                    : REDUCE_ROWS_WARP]);
+    if (rows && r->step == 1) tl_loop_variant_ran(&reduce_variants[REDUCE_ROWS_VECTOR]);
     if (rows) {
         const int per_block = REDUCE_THREADS / group;
         unsigned grid = tl_cuda_grid(tl_ceil_div(count * chunks, per_block), r->at.sm_count);
