@@ -125,6 +125,42 @@ describe("index checks on cuda #cuda", function()
     assert.is_nil(error_of(function() tl.cuda.synchronize() end))
   end)
 
+  it("of gather are made by its kernel as it reads, on each of its paths", function()
+    -- the line (along the last dim), the walk ([2, 3] along dim 1), quads (a contiguous [2, 8]
+    -- along dim 1) and rows (index_select's expanded index, whose 1-d check fails first): the
+    -- bad element reads zero, the others x's
+    local x = tl.randn(3, 9, { device = "cuda" })
+    local host = x:to("cpu")
+    for _, case in ipairs({ { 2, 2, 3 }, { 1, 2, 3 }, { 1, 2, 8 } }) do
+      local dim, rows, cols = case[1], case[2], case[3]
+      local index = tl.ones(rows, cols, { dtype = "int64" })
+      index[2][cols] = 12
+      local out
+      coverage.compared(function()
+        out = x:gather(dim, index:to("cuda")) -- queued: no error yet
+        return error_of(function() tl.cuda.synchronize() end)
+      end, function(err)
+        assert_has(err, message("gather", "index", 12, 2 * cols, { rows, cols }, "the size along dim", 1,
+          x.shape[dim]), string.format("gather along %d by [%d, %d]", dim, rows, cols))
+      end)
+      local got = out:to("cpu")
+      assert.are.equal(0, got[2][cols])
+      assert.are.equal(dim == 2 and host[2][1] or host[1][1], got[2][1])
+    end
+    local w = tl.randn(2, 3, 40, { device = "cuda" })
+    local picked
+    coverage.compared(function()
+      picked = w:index_select(2, tl.tensor({ 3, 4 }, { device = "cuda" }))
+      return error_of(function() tl.cuda.synchronize() end)
+    end, function(err)
+      assert_has(err, message("index_select", "index", 4, 2, { 2 }, "the size along dim", 1, 3), "index_select")
+    end)
+    local got = picked:to("cpu")
+    assert.tensor_equal(w:to("cpu"):select(2, 3), got:select(2, 1))
+    assert.tensor_equal(tl.zeros(2, 40), got:select(2, 2))
+    assert.is_nil(error_of(function() tl.cuda.synchronize() end))
+  end)
+
   it("with set_sync_checks(true) raise at the op itself", function()
     tl.set_sync_checks(true)
     local w = tl.randn(5, 3, { device = "cuda" })

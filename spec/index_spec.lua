@@ -45,6 +45,7 @@ end
 local CASES = {
   { { 3, 4 }, 1, { 5, 4 } }, { { 3, 4 }, 2, { 3, 6 } }, { { 3, 4 }, -1, { 2, 3 } },
   { { 2, 3, 4 }, 1, { 2, 3, 4 } }, { { 2, 3, 4 }, 2, { 2, 5, 3 } }, { { 2, 3, 4 }, 3, { 1, 2, 7 } },
+  { { 2, 3, 5 }, 3, { 2, 3, 8 } },
 }
 
 local function compare(device)
@@ -277,6 +278,11 @@ describe("gather and scatter_add on the cpu", function()
     fails("gather: index holds 4 at position 2 (shape [2, 2]), out of range for the size along dim (expected 1 <= index <= 3",
       function() return x:gather(2, tl.tensor({ { 1, 4 }, { 1, 1 } })) end)
     fails("gather: index holds 0", function() return x:gather(2, tl.tensor({ { 0, 1 }, { 1, 1 } })) end)
+    -- checked as the kernel reads: the first bad value in row-major order, through any strides
+    fails("gather: index holds 5 at position 2 (shape [2, 2])",
+      function() return x:gather(2, tl.tensor({ { 1, 5 }, { 9, 1 } }, { dtype = "int32" })) end)
+    fails("gather: index holds 7 at position 2 (shape [2, 2])",
+      function() return x:gather(2, tl.tensor({ { 1, 8 }, { 7, 1 } }):t()) end)
     fails("gather: dim 3 is out of range", function() return x:gather(3, good) end)
     fails("gather: index must have as many dims as x (2), got 1", function() return x:gather(2, tl.tensor({ 1, 2 })) end)
     fails("gather: index (shape [3, 2]) is larger than x (shape [2, 3]) along dim 1",

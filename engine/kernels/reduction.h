@@ -91,6 +91,21 @@ TL_FOLD_FN int64_t tl_fold_wrap(uint64_t u) {
     return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
 }
 /* norm's state of no element (kernels/reduction_rows.h): +inf for the order -inf, else 0 */
+/* e^x in the fold's real type. Folding in float on a GPU it is the hardware's base-2
+   exponential (__expf: a few ulp where e^x is near 1, the terms that carry a logsumexp; more
+   only where e^x is far below the float sum's last bit) */
+TL_FOLD_FN double tl_fold_exp(double x) {
+    return exp(x);
+}
+#ifdef __CUDACC__
+TL_FOLD_FN float tl_fold_exp(float x) {
+#ifdef __CUDA_ARCH__
+    return __expf(x);
+#else
+    return expf(x);
+#endif
+}
+#endif
 TL_FOLD_FN double tl_fold_norm_start(double p) {
     return p == -INFINITY ? INFINITY : 0;
 }

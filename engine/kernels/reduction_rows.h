@@ -35,12 +35,12 @@ TL_FOLD_FN void tl_fold_lse_step(TL_FOLD_STATE *s, TL_FOLD_REAL x) {
     if (x != x || s->a != s->a) {
         s->a = x + s->a, s->b = 1;
     } else if (x > s->a) {
-        s->b = s->b * exp(s->a - x) + 1;
+        s->b = s->b * tl_fold_exp(s->a - x) + 1;
         s->a = x;
     } else if (x == s->a) {
         s->b += 1;
     } else if (x > -INFINITY) {
-        s->b += exp(x - s->a);
+        s->b += tl_fold_exp(x - s->a);
     }
 }
 TL_FOLD_FN void tl_fold_lse_merge(TL_FOLD_STATE *s, const TL_FOLD_STATE *t) {
@@ -50,18 +50,18 @@ TL_FOLD_FN void tl_fold_lse_merge(TL_FOLD_STATE *s, const TL_FOLD_STATE *t) {
     } else if (s->b == 0) {
         *s = *t;
     } else if (t->a > s->a) {
-        s->b = s->b * exp(s->a - t->a) + t->b;
+        s->b = s->b * tl_fold_exp(s->a - t->a) + t->b;
         s->a = t->a;
     } else {
-        s->b += t->a == s->a ? t->b : t->b * exp(t->a - s->a);
+        s->b += t->a == s->a ? t->b : t->b * tl_fold_exp(t->a - s->a);
     }
 }
-/* k elements at once: their largest m (a NaN wins), then the sum of exp(x - m) (1 where x = m,
+/* k elements at once: their largest m (a NaN wins), then the sum of e^(x - m) (1 where x = m,
    as for equal infinities), merged as one run: no branch per element, an exp per element */
 TL_FOLD_FN void tl_fold_lse_run(TL_FOLD_STATE *s, const TL_FOLD_REAL *xs, int k) {
     TL_FOLD_STATE t = {-INFINITY, 0, 0};
     for (int i = 0; i < k; i++) t.a = tl_fold_max(t.a, xs[i]);
-    for (int i = 0; i < k; i++) t.b += xs[i] == t.a ? 1 : exp(xs[i] - t.a);
+    for (int i = 0; i < k; i++) t.b += xs[i] == t.a ? 1 : tl_fold_exp(xs[i] - t.a);
     tl_fold_lse_merge(s, &t);
 }
 TL_FOLD_RUNS(logsumexp, s->a = -INFINITY, tl_fold_lse_step(s, x), tl_fold_lse_merge(s, t),
@@ -101,8 +101,8 @@ TL_FOLD_FN void tl_fold_welford_run(TL_FOLD_STATE *s, const TL_FOLD_REAL *xs, in
 TL_FOLD_FN double tl_fold_variance(const TL_FOLD_STATE *s, double correction) {
     return s->c / fmax(0.0, s->a - correction);
 }
-TL_FOLD_RUNS(var, , tl_fold_welford_step(s, x), tl_fold_welford_merge(s, t),
-             tl_fold_variance(s, p), tl_fold_welford_run(s, xs, k))
+TL_FOLD_RUNS(var, , tl_fold_welford_step(s, x), tl_fold_welford_merge(s, t), tl_fold_variance(s, p),
+             tl_fold_welford_run(s, xs, k))
 TL_FOLD_RUNS(std, , tl_fold_welford_step(s, x), tl_fold_welford_merge(s, t),
              sqrt(tl_fold_variance(s, p)), tl_fold_welford_run(s, xs, k))
 

@@ -218,17 +218,23 @@ local softmax_paths = {
   cols = through(softmax_case(3, 16, 1)),
 }
 
--- the index kernels' paths (kernels/cuda/index.cu): gather's sweep case (an index [3, 5]: the
--- walk), gather by a contiguous [3, 8] index (4 elements a thread), index_select of rows of
--- [4, 3, 40] along dim 2 (an index constant but along dim: a warp per run of 40; 16-byte vectors
--- for the dtypes whose runs fill them, elements for the others)
+-- the index kernels' paths (kernels/cuda/index.cu): gather along dim 1 by an index [3, 5] (the
+-- walk) and by a contiguous [3, 8] one (4 elements a thread), gather's sweep case (along the last
+-- dim: the line in shared memory), index_select of rows of [4, 3, 40] along dim 2 (an index
+-- constant but along dim: a warp per run of 40; 16-byte vectors for the dtypes whose runs fill
+-- them, elements for the others)
 local index_cases = require("helpers.index_cases")
-local QUADS_INDEX = { { 8, 1, 1, 3, 2, 7, 5, 4 }, { 2, 2, 4, 1, 3, 6, 6, 8 }, { 1, 8, 3, 2, 2, 5, 7, 1 } }
-local gather_quads = {
-  inputs = function(G) return { G.wide(3, 8) } end,
-  run = function(x) return { x:gather(2, tl.tensor(QUADS_INDEX, { device = x.device })) } end,
-  reference = function(_, x) return { index_cases.gather_ref(x, 2, QUADS_INDEX, { 3, 8 }) } end,
-}
+local function gather_along_1(index)
+  local rows, cols = #index, #index[1]
+  return {
+    inputs = function(G) return { G.wide(4, cols) } end,
+    run = function(x) return { x:gather(1, tl.tensor(index, { device = x.device })) } end,
+    reference = function(_, x) return { index_cases.gather_ref(x, 1, index, { rows, cols }) } end,
+  }
+end
+local gather_walk = gather_along_1({ { 4, 1, 1, 3, 2 }, { 2, 2, 4, 1, 3 }, { 1, 4, 3, 2, 2 } })
+local gather_quads =
+  gather_along_1({ { 4, 1, 1, 3, 2, 3, 2, 4 }, { 2, 2, 4, 1, 3, 1, 1, 4 }, { 1, 4, 3, 2, 2, 3, 4, 1 } })
 local ROWS = { 3, 1, 3, 2, 2 }
 local index_select_rows = {
   inputs = function(G) return { G.wide(4, 3, 40) } end,
@@ -251,7 +257,12 @@ local loops = {
     rows_scalar = elementwise_through("transposed", 5),
   },
   lines = { line = through(sweep.cases.sum), lanes = through(sweep.cases.min) },
-  index = { walk = through(index_cases.sweep.gather), quads = through(gather_quads), rows = through(index_select_rows) },
+  index = {
+    walk = through(gather_walk),
+    quads = through(gather_quads),
+    rows = through(index_select_rows),
+    line = through(index_cases.sweep.gather),
+  },
   reduce = {
     split = through(split_sum), -- CPU
     rows_warp = through(sweep.cases.sum),
@@ -282,6 +293,15 @@ local cast = {
     inputs = function(G) return { G.wide(3, 5) } end,
     run = function(x) return { x:clone() } end,
     reference = function(_, x) return { x } end,
+  },
+  -- each piece of a cat along the last dim is copied into rows of the output (by 16-byte
+  -- vectors where a row fills them: float32 [3, 8] and [3, 4] into [3, 12]; elements otherwise)
+  pitched = {
+    inputs = function(G) return { G.wide(3, 8), G.wide(3, 4) } end,
+    run = function(a, b) return { tl.cat({ a, b }, 2) } end,
+    reference = function(_, a, b)
+      return { ref.build({ 3, 12 }, function(i, j) return j <= 8 and a[i][j] or b[i][j - 8] end) }
+    end,
   },
 }
 

@@ -20,6 +20,9 @@ typedef struct pending_check {
 typedef struct device_faults {
     tl_cuda_fault *host;   /* mapped: the device writes it, the host reads it after a wait */
     tl_cuda_fault *device; /* the same record as the device sees it */
+    unsigned int *failed;  /* device memory: the record's id as copied in stream order, for the
+                              write kernels (a read of mapped host memory per block costs each
+                              block a trip over the bus, one after another) */
     uint32_t next_id;
     pending_check pending[PENDING_CHECKS];
 } device_faults;
@@ -67,8 +70,24 @@ tl_status tl_cuda_fault_arm(int device, const tl_index_range *range, const int64
 
 tl_status tl_cuda_fault_flag(int device, const char *op, const volatile unsigned int **flag) {
     pthread_mutex_lock(&faults_lock);
+    device_faults *f = &faults[device];
+    cudaStream_t stream = NULL;
     tl_status status = ensure_record(device, op);
-    if (status == TL_OK) *flag = &faults[device].device->id;
+    if (status == TL_OK) status = tl_cuda_stream(device, op, &stream);
+    if (status == TL_OK && !f->failed) {
+        const cudaError_t err = cudaMalloc((void **)&f->failed, sizeof *f->failed);
+        if (err != cudaSuccess) {
+            f->failed = NULL;
+            status = tl_cuda_fail(err, op, "the index checks' failure flag");
+        }
+    }
+    /* the id as the checks queued so far leave it: a 4-byte copy in stream order */
+    if (status == TL_OK) {
+        const cudaError_t err = cudaMemcpyAsync(f->failed, &f->host->id, sizeof f->host->id,
+                                                cudaMemcpyHostToDevice, stream);
+        if (err != cudaSuccess) status = tl_cuda_fail(err, op, "copying the index checks' flag");
+    }
+    if (status == TL_OK) *flag = f->failed;
     pthread_mutex_unlock(&faults_lock);
     return status;
 }

@@ -8,10 +8,11 @@
 extern "C" {
 #endif
 
-/* *flag: the device's view of its index-check record's id, non-zero once a queued check has
-   failed and until the host raises it (cuda/fault.c). A kernel queued after the check that
-   reads it first can leave its target untouched when the check failed: an in-place op with a
-   bad index then changes nothing, as on the CPU. */
+/* *flag: the device's index-check record's id as the checks queued so far leave it (copied
+   into device memory in stream order by this call), non-zero when a queued check has failed
+   and the host has not raised it yet (cuda/fault.c). A kernel queued after this call that
+   reads it first can leave its target untouched when a check failed: an in-place op with a bad
+   index then changes nothing, as on the CPU. */
 tl_status tl_cuda_fault_flag(int device, const char *op, const volatile unsigned int **flag);
 
 #ifdef __cplusplus

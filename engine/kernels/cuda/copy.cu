@@ -24,7 +24,38 @@ template <class T> struct bits_fn {
 static const tl_kernel_variant copy_variants[] = {
     TL_VARIANT(cast, TL_DTYPES_NUMERIC, "memcpy",
                "same dtype (not bool), both contiguous: a device to device cudaMemcpyAsync"),
+    TL_VARIANT(cast, TL_DTYPES_NUMERIC, "pitched",
+               "same dtype (not bool), both rows of contiguous elements (a narrow along the last "
+               "dim, as cat writes): a block copies each row, by 16-byte vectors where aligned"),
 };
+
+/* dst row r = src row r, rows pitch apart in each (in elements), cols elements each: a block
+   per row, 16-byte vectors where the rows and pitches are aligned to them (vectors) */
+template <typename T>
+__global__ void __launch_bounds__(TL_CUDA_THREADS)
+    copy_pitched(T *__restrict__ dst, int64_t dst_pitch, const T *__restrict__ src,
+                 int64_t src_pitch, int64_t cols, int64_t rows, bool vectors) {
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        T *to = dst + r * dst_pitch;
+        const T *from = src + r * src_pitch;
+        if (vectors) {
+            const int64_t n = cols * (int64_t)sizeof(T) / 16;
+            for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+                ((uint4 *)to)[k] = ((const uint4 *)from)[k];
+        } else {
+            for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) to[k] = from[k];
+        }
+    }
+}
+
+/* rows of contiguous elements in both: the merged geometry is [rows, cols] with unit-stride
+   columns and row pitches of at least a row (no overlap) */
+static bool pitched_rows(const tl_cuda_launch *l) {
+    const tl_cuda_geometry &g = l->geometry;
+    return l->numel > 0 && !l->dense && l->scalar_mask == 0 && g.ndim == 2 &&
+           g.strides[0][1] == 1 && g.strides[1][1] == 1 && g.strides[0][0] >= g.shape[1] &&
+           g.strides[1][0] >= g.shape[1];
+}
 
 template <class T> static tl_status launch_copy_bits(const tl_cuda_launch *l) {
     if (l->numel > 0 && l->dense && l->scalar_mask == 0) {
@@ -33,6 +64,19 @@ template <class T> static tl_status launch_copy_bits(const tl_cuda_launch *l) {
                                     cudaMemcpyDeviceToDevice, l->stream),
                     l->op, "device to device copy");
         return TL_OK;
+    }
+    if (pitched_rows(l)) {
+        tl_loop_variant_ran(&copy_variants[1]);
+        const tl_cuda_geometry &g = l->geometry;
+        const bool vectors = ((uintptr_t)l->data[0] | (uintptr_t)l->data[1]) % 16 == 0 &&
+                             (g.strides[0][0] * sizeof(T)) % 16 == 0 &&
+                             (g.strides[1][0] * sizeof(T)) % 16 == 0 &&
+                             (g.shape[1] * sizeof(T)) % 16 == 0;
+        const unsigned grid = (unsigned)(g.shape[0] < 65536 ? g.shape[0] : 65536);
+        copy_pitched<T><<<grid, TL_CUDA_THREADS, 0, l->stream>>>(
+            (T *)l->data[0], g.strides[0][0], (const T *)l->data[1], g.strides[1][0], g.shape[1],
+            g.shape[0], vectors);
+        return tl_cuda_check_launch(l->op);
     }
     return tl_cuda_elementwise<1>(l, bits_fn<T>{});
 }

@@ -202,6 +202,74 @@ __global__ void __launch_bounds__(INDEX_THREADS)
     }
 }
 
+/* ---- the line path: indexing along the last dim, the indexed line in shared memory -------
+   A block per line of the index: the indexed tensor's line (at most LINE_BYTES) is read into
+   shared memory once, coalesced, then each index element reads (gather) or adds atomically
+   (scatter_add) there; scatter_add writes the line back. */
+#define LINE_BYTES 49152
+
+/* offsets of line l (of the last dim) in the three tensors, by fast division */
+__device__ __forceinline__ void line_offsets(const index_walk &w, uint32_t l, int64_t off[3]) {
+    off[0] = off[1] = off[2] = 0;
+    for (int d = w.ndim - 2; d >= 0; d--) {
+        const uint32_t next = divide(w.dims[d], l);
+        const int64_t i = l - next * w.dims[d].d;
+        l = next;
+        for (int k = 0; k < 3; k++) off[k] += i * w.strides[k][d];
+    }
+}
+
+/* to[k] = from[k * step] for k < n by the block's threads: 16-byte vectors where they fit */
+template <typename U>
+__device__ __forceinline__ void move_line(U *to, int64_t to_step, const U *from, int64_t from_step,
+                                          int64_t n) {
+    if (to_step == 1 && from_step == 1 && n * (int64_t)sizeof(U) % 16 == 0 &&
+        ((uintptr_t)to | (uintptr_t)from) % 16 == 0) {
+        const int64_t vectors = n * (int64_t)sizeof(U) / 16;
+        for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x)
+            ((uint4 *)to)[k] = ((const uint4 *)from)[k];
+    } else {
+        for (int64_t k = threadIdx.x; k < n; k += blockDim.x) to[k * to_step] = from[k * from_step];
+    }
+}
+
+template <typename U, typename I>
+__global__ void __launch_bounds__(INDEX_THREADS)
+    gather_line(U *__restrict__ out, const U *__restrict__ src, const I *__restrict__ index,
+                const __grid_constant__ index_walk w) {
+    extern __shared__ uint4 line_memory[];
+    U *line = (U *)line_memory;
+    const int64_t width = w.shape[w.ndim - 1];
+    const uint32_t lines = (uint32_t)(w.n / width);
+    const bool quads = width % 4 == 0 && (uintptr_t)index % (4 * sizeof(I)) == 0 &&
+                       (uintptr_t)out % (4 * sizeof(U)) == 0;
+    for (uint32_t l = blockIdx.x; l < lines; l += gridDim.x) {
+        int64_t off[3];
+        line_offsets(w, l, off);
+        move_line(line, 1, src + off[2], w.along, w.size);
+        __syncthreads();
+        if (quads) { /* 4 elements a thread: vector loads of the index, a vector store */
+            for (int64_t q = threadIdx.x; q < width / 4; q += blockDim.x) {
+                int64_t v[4];
+                load4(index + off[1] + 4 * q, v);
+                quad_of<U> o;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int64_t at = (int64_t)((uint64_t)v[j] - (uint64_t)w.base);
+                    o.v[j] = in_range(w, at, (int64_t)l * width + 4 * q + j) ? line[at] : U(0);
+                }
+                store4(out + off[0] + 4 * q, o);
+            }
+        } else {
+            for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+                const int64_t v = (int64_t)((uint64_t)index[off[1] + j] - (uint64_t)w.base);
+                out[off[0] + j] = in_range(w, v, (int64_t)l * width + j) ? line[v] : U(0);
+            }
+        }
+        __syncthreads();
+    }
+}
+
 /* target[p along dim at index[p]] += src[p], atomically; an index out of range adds nothing */
 __device__ __forceinline__ void add_at(float *t, float v) {
     atomicAdd(t, v);
@@ -255,6 +323,31 @@ __global__ void __launch_bounds__(INDEX_THREADS)
                 add_at(target + off[0] + (c + j) * tstep + at * w.along,
                        src[off[2] + (c + j) * sstep]);
         }
+    }
+}
+
+/* the same by lines (as gather_line): the target's line in shared memory, written back */
+template <typename T, typename I>
+__global__ void __launch_bounds__(INDEX_THREADS)
+    scatter_add_line(T *target, const T *__restrict__ src, const I *__restrict__ index,
+                     const __grid_constant__ index_walk w) {
+    if (checks_failed(w)) return;
+    extern __shared__ uint4 line_memory[];
+    T *line = (T *)line_memory;
+    const int64_t width = w.shape[w.ndim - 1], step = w.strides[2][w.ndim - 1];
+    const uint32_t lines = (uint32_t)(w.n / width);
+    for (uint32_t l = blockIdx.x; l < lines; l += gridDim.x) {
+        int64_t off[3];
+        line_offsets(w, l, off);
+        move_line(line, 1, target + off[0], w.along, w.size);
+        __syncthreads();
+        for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+            const int64_t v = (int64_t)((uint64_t)index[off[1] + j] - (uint64_t)w.base);
+            if ((uint64_t)v < (uint64_t)w.size) add_at(line + v, src[off[2] + j * step]);
+        }
+        __syncthreads();
+        move_line(target + off[0], w.along, line, 1, w.size);
+        __syncthreads();
     }
 }
 
@@ -365,7 +458,7 @@ template <class F> static tl_status by_index_type(const index_walk &w, F f) {
 }
 
 /* The paths of the index kernels (a loop many kernels share: kernels/kernel.h) */
-enum { INDEX_WALK, INDEX_QUADS, INDEX_ROWS };
+enum { INDEX_WALK, INDEX_QUADS, INDEX_ROWS, INDEX_LINE };
 static const tl_kernel_variant index_variants[] = {
     TL_LOOP_VARIANT("index", TL_DTYPES_ALL, "walk",
                     "any layout: each element's offsets by division"),
@@ -375,6 +468,9 @@ static const tl_kernel_variant index_variants[] = {
     TL_LOOP_VARIANT("index", TL_DTYPES_ALL, "rows",
                     "gather by an index constant but along dim (index_select), >= 32 elements "
                     "after dim contiguous in the source: a warp copies each row"),
+    TL_LOOP_VARIANT("index", TL_DTYPES_ALL, "line",
+                    "along the last dim, a contiguous index, the indexed line within 48 KiB: a "
+                    "block per line, the line in shared memory"),
 };
 
 static bool below_2_31(int64_t v) {
@@ -388,6 +484,16 @@ static bool plan_quads(index_walk *w, const tl_tensor *index) {
     if (width % 4 != 0 || !below_2_31(w->n / 4)) return false;
     if ((uintptr_t)tl_data(index) % (uintptr_t)(4 * tl_dtype_size(index->dtype)) != 0) return false;
     w->per_line = divider_of(width / 4);
+    for (int d = 0; d < index->ndim - 1; d++) w->dims[d] = divider_of(index->shape[d]);
+    return true;
+}
+
+/* the line path's dividers, when the index takes it (indexed: the tensor indexed along dim) */
+static bool plan_line(index_walk *w, const tl_tensor *index, const tl_tensor *indexed) {
+    if (index->ndim == 0 || w->dim != index->ndim - 1 || !tl_is_contiguous(index)) return false;
+    const int64_t width = index->shape[index->ndim - 1];
+    if (w->size * tl_dtype_size(indexed->dtype) > LINE_BYTES || !below_2_31(w->n / width))
+        return false;
     for (int d = 0; d < index->ndim - 1; d++) w->dims[d] = divider_of(index->shape[d]);
     return true;
 }
@@ -423,15 +529,18 @@ static tl_status cuda_gather(tl_tensor *const *out, const tl_tensor *const *in,
                                  &w.fault_id));
     const int64_t size = tl_dtype_size(src->dtype);
     const int path =
-        plan_rows(&w, index, src) ? INDEX_ROWS
+        plan_rows(&w, index, src)   ? INDEX_ROWS
+        : plan_line(&w, index, src) ? INDEX_LINE
         : (uintptr_t)tl_data(out[0]) % (uintptr_t)(4 * size) == 0 && plan_quads(&w, index)
             ? INDEX_QUADS
             : INDEX_WALK;
     tl_loop_variant_ran(&index_variants[path]);
     const int64_t threads = path == INDEX_ROWS    ? w.n / w.inner * 32
+                            : path == INDEX_LINE  ? w.n / w.shape[w.ndim - 1] * INDEX_THREADS
                             : path == INDEX_QUADS ? w.n / 4
                                                   : w.n;
     const unsigned grid = tl_cuda_grid(tl_ceil_div(threads, INDEX_THREADS), at.sm_count);
+    const size_t line_bytes = (size_t)(w.size * size);
     return by_element_size(size, [&](auto u) {
         typedef decltype(u) U;
         U *o = (U *)tl_data(out[0]);
@@ -445,6 +554,8 @@ static tl_status cuda_gather(tl_tensor *const *out, const tl_tensor *const *in,
             const I *x = (const I *)tl_data(index);
             if (path == INDEX_ROWS)
                 gather_rows<<<grid, INDEX_THREADS, 0, at.stream>>>(o, s, x, w);
+            else if (path == INDEX_LINE)
+                gather_line<<<grid, INDEX_THREADS, line_bytes, at.stream>>>(o, s, x, w);
             else
                 gather_quads<<<grid, INDEX_THREADS, 0, at.stream>>>(o, s, x, w);
             return tl_cuda_check_launch(at.op);
@@ -455,20 +566,28 @@ static tl_status cuda_gather(tl_tensor *const *out, const tl_tensor *const *in,
 template <typename T>
 static tl_status launch_scatter_add(const tl_cuda_where &at, tl_tensor *target,
                                     const tl_tensor *src, const tl_tensor *index, index_walk &w) {
-    const bool quads = plan_quads(&w, index);
-    tl_loop_variant_ran(&index_variants[quads ? INDEX_QUADS : INDEX_WALK]);
-    const unsigned grid =
-        tl_cuda_grid(tl_ceil_div(quads ? w.n / 4 : w.n, INDEX_THREADS), at.sm_count);
+    const int path = plan_line(&w, index, target) ? INDEX_LINE
+                     : plan_quads(&w, index)      ? INDEX_QUADS
+                                                  : INDEX_WALK;
+    tl_loop_variant_ran(&index_variants[path]);
+    const int64_t threads = path == INDEX_LINE    ? w.n / w.shape[w.ndim - 1] * INDEX_THREADS
+                            : path == INDEX_QUADS ? w.n / 4
+                                                  : w.n;
+    const unsigned grid = tl_cuda_grid(tl_ceil_div(threads, INDEX_THREADS), at.sm_count);
     T *t = (T *)tl_data(target);
     const T *s = (const T *)tl_data(src);
-    if (!quads) {
+    if (path == INDEX_WALK) {
         scatter_add_kernel<<<grid, INDEX_THREADS, 0, at.stream>>>(t, s, tl_data(index), w);
         return tl_cuda_check_launch(at.op);
     }
     return by_index_type(w, [&](auto i) {
         typedef decltype(i) I;
-        scatter_add_quads<<<grid, INDEX_THREADS, 0, at.stream>>>(t, s, (const I *)tl_data(index),
-                                                                 w);
+        const I *x = (const I *)tl_data(index);
+        if (path == INDEX_LINE)
+            scatter_add_line<<<grid, INDEX_THREADS, (size_t)w.size * sizeof(T), at.stream>>>(t, s,
+                                                                                             x, w);
+        else
+            scatter_add_quads<<<grid, INDEX_THREADS, 0, at.stream>>>(t, s, x, w);
         return tl_cuda_check_launch(at.op);
     });
 }
