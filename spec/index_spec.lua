@@ -224,6 +224,56 @@ describe("gather and scatter_add on the cpu", function()
   select_and_fill("cpu")
   compare_writes("cpu")
 
+  it("large scatters keep index order at each place, over threads by rows or by column ranges", function()
+    -- [200, 300] (above the threads' threshold): along dim 1 (threads over column ranges) and along
+    -- dim 2 (threads over rows), heavy duplicates; the Lua loop adds in row-major order in float32
+    local rng = ref.rng(71)
+    for _, dim in ipairs({ 1, 2 }) do
+      local size = dim == 1 and 4 or 5
+      local index, src = {}, {}
+      for i = 1, 200 do
+        index[i], src[i] = {}, {}
+        for j = 1, 300 do
+          index[i][j] = 1 + math.floor(rng:random() * size)
+          src[i][j] = ref.round_f32(rng:random() * 2 - 1)
+        end
+      end
+      local rows, cols = dim == 1 and size or 200, dim == 2 and size or 300
+      local expected = ref.build({ rows, cols }, function() return 0.0 end)
+      for i = 1, 200 do
+        for j = 1, 300 do
+          local r, c = dim == 1 and index[i][j] or i, dim == 2 and index[i][j] or j
+          expected[r][c] = ref.round_f32(expected[r][c] + src[i][j])
+        end
+      end
+      local got = tl.zeros(rows, cols):scatter_add(dim, tl.tensor(index), tl.tensor(src, { dtype = "float32" }))
+      assert.are.same(expected, got:totable(), "scatter_add along " .. dim)
+    end
+  end)
+
+  it("large gathers name the first bad index in row-major order; index_select's rows copy whole", function()
+    local x = tl.randn(200, 300)
+    local index = tl.ones(200, 300, { dtype = "int64" })
+    index[150][3] = 400
+    index[20][299] = 0
+    local ok, err = pcall(function() return x:gather(2, index) end)
+    assert.is_false(ok)
+    assert.matches("gather: index holds 0 at position " .. (19 * 300 + 299) .. " (shape [200, 300])", err, 1, true)
+    -- rows of 20 along dim 2 of [50, 40, 20]: a copy of each row, against the Lua loop
+    local w = tl.randn(50, 40, 20)
+    local picks = {}
+    for i = 1, 30 do picks[i] = (i * 7) % 40 + 1 end
+    local got = w:index_select(2, tl.tensor(picks))
+    local wt = w:totable()
+    assert.are.same(ref.build({ 50, 30, 20 }, function(a, b, c) return wt[a][picks[b]][c] end), got:totable())
+    -- a gather by the same rows expanded, one of them out of range: its first element named
+    picks[12] = 41
+    local expanded = tl.tensor(picks):view(1, 30, 1):expand(50, 30, 20)
+    ok, err = pcall(function() return w:gather(2, expanded) end)
+    assert.is_false(ok)
+    assert.matches("gather: index holds 41 at position " .. (11 * 20 + 1) .. " (shape [50, 30, 20])", err, 1, true)
+  end)
+
   it("index_select's and masked_fill's gradients (against finite differences) and bad input", function()
     local gradcheck = tl.autograd.gradcheck
     local x = tl.randn(3, 4):double():requires_grad_()
