@@ -53,8 +53,16 @@ static int op_sort(lua_State *L) {
         tlb_option_bool(L, opts, "sort", "descending", &descending);
         tlb_option_bool(L, opts, "sort", "stable", &stable);
     }
-    const tl_status status = tl_ag_sort(x, dim, descending, &values, &indices);
-    return push_pair(L, status, values, indices);
+    /* the kernel counts positions from 1 */
+    const tl_status status = tl_ag_sort_from(x, dim, descending, 1, &values, &indices);
+    if (status != TL_OK) return tlb_fail(L);
+    tlb_box *values_box = tlb_newbox(L);
+    values_box->tensor = values;
+    tlb_account(L, values);
+    tlb_box *indices_box = tlb_newbox(L);
+    indices_box->tensor = indices;
+    tlb_account(L, indices);
+    return 2;
 }
 
 /* argsort(dim = -1, {descending = false, stable = true}) -> indices */
@@ -67,8 +75,9 @@ static int op_argsort(lua_State *L) {
     bool descending = false;
     if (tlb_check_options(L, opts, "argsort", accepted))
         tlb_option_bool(L, opts, "argsort", "descending", &descending);
-    const tl_status status = tl_argsort(x, dim, descending, &indices);
-    return push_positions(L, status, indices);
+    tlb_box *box = tlb_newbox(L);
+    const tl_status status = tl_argsort_from(x, dim, descending, 1, &indices);
+    return tlb_result(L, box, status, indices); /* counted from 1 by the kernel */
 }
 
 /* topk(k, dim = -1, {largest = true, sorted = true}) -> values, indices (always sorted) */

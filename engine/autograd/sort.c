@@ -45,10 +45,15 @@ static tl_status record_selection(const char *name, tl_status status, tl_tensor 
     return status;
 }
 
+tl_status tl_ag_sort_from(tl_tensor *x, int dim, bool descending, int64_t base, tl_tensor **values,
+                          tl_tensor **indices) {
+    return record_selection("sort", tl_sort_from(x, dim, descending, base, values, indices), x, dim,
+                            true, values, indices);
+}
+
 tl_status tl_ag_sort(tl_tensor *x, int dim, bool descending, tl_tensor **values,
                      tl_tensor **indices) {
-    return record_selection("sort", tl_sort(x, dim, descending, values, indices), x, dim, true,
-                            values, indices);
+    return tl_ag_sort_from(x, dim, descending, 0, values, indices);
 }
 
 tl_status tl_ag_topk(tl_tensor *x, int64_t k, int dim, bool largest, tl_tensor **values,

@@ -82,20 +82,36 @@ static tl_status select_rows(tl_op op, const tl_tensor *x, int d, int64_t length
     return status;
 }
 
-tl_status tl_sort(const tl_tensor *x, int dim, bool descending, tl_tensor **values,
-                  tl_tensor **indices) {
+tl_status tl_sort_from(const tl_tensor *x, int dim, bool descending, int64_t base,
+                       tl_tensor **values, tl_tensor **indices) {
     TL_TRY(tl_check_tensor_arg("sort", "x", x));
     int d;
     TL_TRY(tl_wrap_dim("sort", dim, x->ndim, &d));
-    const tl_op_args args = {.scalar = {descending ? 1 : 0}, .dim = x->ndim ? x->ndim - 1 : 0};
-    return select_rows(TL_OP_sort, x, d, size_along(x, d), args, values, indices);
+    if (base < -(1LL << 52) || base > (1LL << 52)) /* exact in the kernel's double argument */
+        return tl_error(TL_ERR_ARGUMENT, "sort: base must be within 2^52, got %lld",
+                        (long long)base);
+    const tl_op_args args = {.scalar = {descending ? 1 : 0, (double)base},
+                             .dim = x->ndim ? x->ndim - 1 : 0};
+    TL_TRY(select_rows(TL_OP_sort, x, d, size_along(x, d), args, values, indices));
+    (*indices)->index_base = base;
+    return TL_OK;
+}
+
+tl_status tl_sort(const tl_tensor *x, int dim, bool descending, tl_tensor **values,
+                  tl_tensor **indices) {
+    return tl_sort_from(x, dim, descending, 0, values, indices);
+}
+
+tl_status tl_argsort_from(const tl_tensor *x, int dim, bool descending, int64_t base,
+                          tl_tensor **indices) {
+    tl_tensor *values;
+    TL_TRY(tl_sort_from(x, dim, descending, base, &values, indices));
+    tl_release(values);
+    return TL_OK;
 }
 
 tl_status tl_argsort(const tl_tensor *x, int dim, bool descending, tl_tensor **indices) {
-    tl_tensor *values;
-    TL_TRY(tl_sort(x, dim, descending, &values, indices));
-    tl_release(values);
-    return TL_OK;
+    return tl_argsort_from(x, dim, descending, 0, indices);
 }
 
 tl_status tl_topk(const tl_tensor *x, int64_t k, int dim, bool largest, tl_tensor **values,

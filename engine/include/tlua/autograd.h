@@ -164,6 +164,8 @@ tl_status tl_ag_masked_fill_(tl_tensor *x, tl_tensor *mask, tl_tensor *value);
    positions the indices name (a scatter_add into zeros); the indices have none */
 tl_status tl_ag_sort(tl_tensor *x, int dim, bool descending, tl_tensor **values,
                      tl_tensor **indices);
+tl_status tl_ag_sort_from(tl_tensor *x, int dim, bool descending, int64_t base, tl_tensor **values,
+                          tl_tensor **indices);
 tl_status tl_ag_topk(tl_tensor *x, int64_t k, int dim, bool largest, tl_tensor **values,
                      tl_tensor **indices);
 tl_status tl_ag_kthvalue(tl_tensor *x, int64_t k, int dim, bool keepdim, tl_tensor **values,

@@ -282,6 +282,12 @@ tl_status tl_one_hot(const tl_tensor *index, int64_t classes, tl_tensor **out);
 tl_status tl_sort(const tl_tensor *x, int dim, bool descending, tl_tensor **values,
                   tl_tensor **indices);
 tl_status tl_argsort(const tl_tensor *x, int dim, bool descending, tl_tensor **indices);
+/* The same with the positions counted from base (the indices' index_base: the Lua binding
+   asks for 1), written so by the kernel: no pass over them afterwards. */
+tl_status tl_sort_from(const tl_tensor *x, int dim, bool descending, int64_t base,
+                       tl_tensor **values, tl_tensor **indices);
+tl_status tl_argsort_from(const tl_tensor *x, int dim, bool descending, int64_t base,
+                          tl_tensor **indices);
 tl_status tl_topk(const tl_tensor *x, int64_t k, int dim, bool largest, tl_tensor **values,
                   tl_tensor **indices);
 tl_status tl_kthvalue(const tl_tensor *x, int64_t k, int dim, bool keepdim, tl_tensor **values,

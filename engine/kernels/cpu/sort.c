@@ -174,13 +174,14 @@ static int64_t position_at(const pairs *p, int64_t i) {
     return p->positions ? p->positions[i] : (int64_t)(p->keys[i] & 0xffffffffu);
 }
 
-/* values[i] = row[position i] and indices[i] = that position, for the first k sorted pairs */
+/* values[i] = row[position i] and indices[i] = that position counted from base, for the first
+   k sorted pairs */
 static void write_sorted(const pairs *p, int64_t k, const char *row, size_t size, char *values,
-                         int64_t *indices) {
+                         int64_t *indices, int64_t base) {
     for (int64_t i = 0; i < k; i++) {
         const int64_t j = position_at(p, i);
         memcpy(values + (size_t)i * size, row + (size_t)j * size, size);
-        indices[i] = j;
+        indices[i] = j + base;
     }
 }
 
@@ -193,6 +194,7 @@ static tl_status cpu_sort(tl_tensor *const *out, const tl_tensor *const *in,
     if (rows == 0 || n == 0) return TL_OK;
     const int width = key_width(x->dtype);
     const uint64_t flip = args->scalar[0] != 0 ? width_mask(width) : 0;
+    const int64_t base = (int64_t)args->scalar[1]; /* positions counted from it */
     const size_t size = tl_dtype_size(x->dtype);
     tl_variant_ran(&sort_variants[n <= SHORT_ROW ? SORT_SHORT : SORT_RADIX], x->dtype);
     const char *xs = tl_data(x);
@@ -212,7 +214,7 @@ static tl_status cpu_sort(tl_tensor *const *out, const tl_tensor *const *in,
             if (!ok) continue;
             const char *row = xs + (size_t)(r * n) * size;
             sort_row(&s, x->dtype, row, n, flip);
-            write_sorted(&s.a, n, row, size, vs + (size_t)(r * n) * size, is + r * n);
+            write_sorted(&s.a, n, row, size, vs + (size_t)(r * n) * size, is + r * n, base);
         }
         free(s.block);
     }
@@ -310,7 +312,7 @@ static tl_status cpu_topk(tl_tensor *const *out, const tl_tensor *const *in,
             int64_t *indices = is + r * k;
             if (!by_heap) {
                 sort_row(&s, x->dtype, row, n, flip);
-                write_sorted(&s.a, k, row, size, values, indices);
+                write_sorted(&s.a, k, row, size, values, indices, 0);
                 continue;
             }
             fill_keys(x->dtype, row, n, flip, keys);

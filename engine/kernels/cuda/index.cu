@@ -136,7 +136,7 @@ __device__ __forceinline__ int64_t last_step(const index_walk &w, int k) {
     return k == w.skip && last == w.dim ? 0 : w.strides[k][last];
 }
 
-template <typename U> struct quad_of { U v[4]; };
+template <typename U> struct alignas(4 * sizeof(U)) quad_of { U v[4]; };
 template <typename U> __device__ __forceinline__ void store4(U *out, const quad_of<U> &q) {
     *(quad_of<U> *)out = q; /* out (a fresh tensor) aligned to 4 elements */
 }
@@ -336,14 +336,31 @@ __global__ void __launch_bounds__(INDEX_THREADS)
     T *line = (T *)line_memory;
     const int64_t width = w.shape[w.ndim - 1], step = w.strides[2][w.ndim - 1];
     const uint32_t lines = (uint32_t)(w.n / width);
+    /* quads: src contiguous along the last dim, every line's start aligned to 4 elements */
+    bool quads = width % 4 == 0 && step == 1 && (uintptr_t)index % (4 * sizeof(I)) == 0 &&
+                 (uintptr_t)src % (4 * sizeof(T)) == 0;
+    for (int d = 0; d < w.ndim - 1; d++) quads = quads && w.strides[2][d] % 4 == 0;
     for (uint32_t l = blockIdx.x; l < lines; l += gridDim.x) {
         int64_t off[3];
         line_offsets(w, l, off);
         move_line(line, 1, target + off[0], w.along, w.size);
         __syncthreads();
-        for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-            const int64_t v = (int64_t)((uint64_t)index[off[1] + j] - (uint64_t)w.base);
-            if ((uint64_t)v < (uint64_t)w.size) add_at(line + v, src[off[2] + j * step]);
+        if (quads) { /* 4 elements a thread: vector loads of the index and of src */
+            for (int64_t q = threadIdx.x; q < width / 4; q += blockDim.x) {
+                int64_t v[4];
+                load4(index + off[1] + 4 * q, v);
+                const quad_of<T> x = *(const quad_of<T> *)(src + off[2] + 4 * q);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int64_t at = (int64_t)((uint64_t)v[j] - (uint64_t)w.base);
+                    if ((uint64_t)at < (uint64_t)w.size) add_at(line + at, x.v[j]);
+                }
+            }
+        } else {
+            for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+                const int64_t v = (int64_t)((uint64_t)index[off[1] + j] - (uint64_t)w.base);
+                if ((uint64_t)v < (uint64_t)w.size) add_at(line + v, src[off[2] + j * step]);
+            }
         }
         __syncthreads();
         move_line(target + off[0], w.along, line, 1, w.size);

@@ -83,19 +83,19 @@ __global__ void offsets_kernel(int64_t *offsets, int64_t rows, int64_t n) {
 }
 
 /* the first k of each sorted row of n: values (from the keys, or from x when lossy) and their
-   positions as int64 */
+   positions as int64, counted from base */
 template <class S, class T, class V>
 __global__ void __launch_bounds__(SORT_THREADS)
     sorted_out_kernel(const T *x, const typename S::K *keys, const V *positions, T *values,
                       int64_t *indices, int64_t rows, int64_t n, int64_t k, typename S::K flip,
-                      const int *lossy) {
+                      const int *lossy, int64_t base) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x, total = rows * k;
     const bool from_x = *lossy != 0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         const int64_t r = i / k, at = r * n + (i - r * k);
         const int64_t position = (int64_t)positions[at];
         values[i] = from_x ? x[r * n + position] : S::value(keys[at] ^ flip);
-        indices[i] = position;
+        indices[i] = position + base;
     }
 }
 
@@ -115,7 +115,7 @@ static const tl_kernel_variant sort_variants[] = {
    key ^ flip (ascending): sort (k = n) and topk's sort path */
 template <class S, class T, class V>
 static tl_status sort_rows(const tl_cuda_where &at, const T *x, T *values, int64_t *indices,
-                           int64_t rows, int64_t n, int64_t k, typename S::K flip) {
+                           int64_t rows, int64_t n, int64_t k, typename S::K flip, int64_t first) {
     typedef typename S::K K;
     const int64_t total = rows * n;
     size_t temp = 0;
@@ -160,15 +160,17 @@ static tl_status sort_rows(const tl_cuda_where &at, const T *x, T *values, int64
     }
     const unsigned out_grid = tl_cuda_grid(tl_ceil_div(rows * k, SORT_THREADS), at.sm_count);
     sorted_out_kernel<S><<<out_grid, SORT_THREADS, 0, at.stream>>>(x, keys, pos, values, indices,
-                                                                   rows, n, k, flip, lossy);
+                                                                   rows, n, k, flip, lossy, first);
     return tl_cuda_check_launch(at.op);
 }
 
 template <class S, class T>
 static tl_status sort_rows_any(const tl_cuda_where &at, const T *x, T *values, int64_t *indices,
-                               int64_t rows, int64_t n, int64_t k, typename S::K flip) {
-    if (n <= INT32_MAX) return sort_rows<S, T, int32_t>(at, x, values, indices, rows, n, k, flip);
-    return sort_rows<S, T, int64_t>(at, x, values, indices, rows, n, k, flip);
+                               int64_t rows, int64_t n, int64_t k, typename S::K flip,
+                               int64_t base) {
+    if (n <= INT32_MAX)
+        return sort_rows<S, T, int32_t>(at, x, values, indices, rows, n, k, flip, base);
+    return sort_rows<S, T, int64_t>(at, x, values, indices, rows, n, k, flip, base);
 }
 
 static int64_t row_length(const tl_tensor *t) {
@@ -190,7 +192,8 @@ static tl_status cuda_sort(tl_tensor *const *out, const tl_tensor *const *in,
         typedef typename E::T T;
         const typename S::K flip = descending ? (typename S::K) ~(typename S::K)0 : 0;
         return sort_rows_any<S>(at, tl_cuda_data<const T>(x), tl_cuda_data<T>(out[0]),
-                                tl_cuda_data<int64_t>(out[1]), rows, n, n, flip);
+                                tl_cuda_data<int64_t>(out[1]), rows, n, n, flip,
+                                (int64_t)args->scalar[1]);
     });
 }
 
@@ -395,7 +398,7 @@ static tl_status cuda_topk(tl_tensor *const *out, const tl_tensor *const *in,
         T *values = tl_cuda_data<T>(out[0]);
         int64_t *indices = tl_cuda_data<int64_t>(out[1]);
         if (!select) /* the sort orders ascending keys: flipped for the largest */
-            return sort_rows_any<S>(at, xs, values, indices, rows, n, k, (K)~flip);
+            return sort_rows_any<S>(at, xs, values, indices, rows, n, k, (K)~flip, 0);
         const unsigned grid = tl_cuda_grid(rows, at.sm_count, 8);
         topk_select_kernel<S>
             <<<grid, TOPK_THREADS, 0, at.stream>>>(xs, values, indices, rows, (int)n, (int)k, flip);
