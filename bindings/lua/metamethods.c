@@ -201,6 +201,17 @@ static int tensor_key_set(lua_State *L, tl_tensor *t) {
 }
 
 /* ---- fields ------------------------------------------------------------- */
+static void push_layout_key(lua_State *L, const tl_tensor *t) {
+    char key[TL_MAX_DIMS * 21 + 64], device[16];
+    int at = 0;
+    for (int d = 0; d < t->ndim; d++)
+        at += snprintf(key + at, sizeof key - (size_t)at, d ? ",%lld" : "%lld",
+                       (long long)t->shape[d]);
+    snprintf(key + at, sizeof key - (size_t)at, "|%s|%s", tl_dtype_name(t->dtype),
+             tl_device_name(tl_tensor_device(t), device));
+    lua_pushstring(L, key);
+}
+
 static int field(lua_State *L, tl_tensor *t, const char *key) {
     char buf[16];
     switch (key[0]) {
@@ -229,6 +240,8 @@ static int field(lua_State *L, tl_tensor *t, const char *key) {
         /* the storage's version: every in-place change bumps it */
         if (strcmp(key, "_version") == 0)
             return lua_pushinteger(L, (lua_Integer)t->storage->version), 1;
+        /* shape, dtype and device as one string ("2,3|float32|cpu"): a cache key (einsum's) */
+        if (strcmp(key, "_layout_key") == 0) return push_layout_key(L, t), 1;
         break;
     default:
         break;

@@ -300,21 +300,22 @@ function M.einsum(spec, ...)
     operands = operands[1]
   end
   if #operands == 0 then fail(1, "einsum", "expected at least one operand after the spec") end
-  for i, t in ipairs(operands) do
-    if not tl.is_tensor(t) then fail(1, "einsum", "operand %d expected a tensor, got %s", i, type(t)) end
-    if t.dtype ~= operands[1].dtype or t.device ~= operands[1].device then
-      fail(1, "einsum", "operand %d is %s on %s, expected operand 1's %s on %s", i, t.dtype, t.device,
-        operands[1].dtype, operands[1].device)
-    end
-  end
+  -- the plan's key: the spec and each operand's shape, dtype and device
   local parts, shared = { spec }, false
   for i, t in ipairs(operands) do
-    parts[i + 1] = table.concat(t:size(), ",")
+    if not tl.is_tensor(t) then fail(1, "einsum", "operand %d expected a tensor, got %s", i, type(t)) end
+    parts[i + 1] = t._layout_key
     for j = 1, i - 1 do shared = shared or rawequal(operands[j], t) end
   end
   local key = table.concat(parts, "|")
   local plan = plans[key]
   if plan then return replay(plan, operands) end
+  for i, t in ipairs(operands) do
+    if t.dtype ~= operands[1].dtype or t.device ~= operands[1].device then
+      fail(1, "einsum", "operand %d is %s on %s, expected operand 1's %s on %s", i, t.dtype, t.device,
+        operands[1].dtype, operands[1].device)
+    end
+  end
   -- an operand given twice would be one slot of the tape: such calls are planned every time (a
   -- planning that raised leaves its tape behind, weak, until the next call)
   tape = nil

@@ -40,8 +40,15 @@ end
 do
   local shapes = require("tlua.shapes")
   -- einsum's parser and planner load on first use, not at every start-up
-  function tl.einsum(...) return require("tlua.einsum").einsum(...) end
-  function tl.tensordot(...) return require("tlua.einsum").tensordot(...) end
+  -- (the first call puts the loaded function in its place)
+  function tl.einsum(...)
+    tl.einsum = require("tlua.einsum").einsum
+    return tl.einsum(...)
+  end
+  function tl.tensordot(...)
+    tl.tensordot = require("tlua.einsum").tensordot
+    return tl.tensordot(...)
+  end
   tl.meshgrid = shapes.meshgrid
   for _, name in ipairs({ "isclose", "allclose", "equal", "expand_as", "view_as" }) do
     tl[name], tl.Tensor[name] = shapes[name], shapes[name]
