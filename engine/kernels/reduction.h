@@ -8,8 +8,12 @@
 
 #include "kernels/pointwise.h" /* tl_exp_f */
 
+/* (inlined always: a run compiled into its caller, whose target may be wider, kernels/cpu/loop.h's
+   TL_CPU_WIDE, vectorizes for it; a shared copy would be the baseline's) */
 #ifdef __CUDACC__
 #define TL_FOLD_FN static __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define TL_FOLD_FN static inline __attribute__((always_inline))
 #else
 #define TL_FOLD_FN static inline
 #endif

@@ -228,8 +228,8 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
 
 /* A float32 line of unit stride, elements [r0, r1), of a row that folds in float (below): blocks
    of FLOAT_BLOCK elements, each folded by the row's run in float (kernels/reduction.h: in lanes,
-   which vectorize), its state merged into the line's state in double, so that a long line adds
-   up in double. Returns false (nothing done) for other lines and rows. */
+   which vectorize; for AVX2 too), its state merged into the line's state in double, so that a
+   long line adds up in double. Returns false (nothing done) for other lines and rows. */
 #define FLOAT_BLOCK 1024
 /* The rows whose float32 lines fold in float: sums (merged in double every block), extremes,
    truth and counts (exact), logsumexp (its terms are at most 1, its sum at most a block's
@@ -250,8 +250,8 @@ enum {
     FOLDS_IN_FLOAT_norm = 0,
 };
 #define DEFINE_FLOAT_LINE(name)                                                                    \
-    static bool fold_##name##_line_f32(const void *base, int64_t step, int64_t r0, int64_t r1,     \
-                                       void *state, double q) {                                    \
+    TL_CPU_WIDE static bool fold_##name##_line_f32(const void *base, int64_t step, int64_t r0,     \
+                                                   int64_t r1, void *state, double q) {            \
         if (step != 1 || !FOLDS_IN_FLOAT_##name) return false;                                     \
         const float *in = (const float *)base + r0;                                                \
         tl_fold s;                                                                                 \
