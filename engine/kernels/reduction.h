@@ -6,8 +6,14 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels/pointwise.h" /* tl_exp_f */
+
+/* (inlined always: a run compiled into its caller, whose target may be wider, kernels/cpu/loop.h's
+   TL_CPU_WIDE, vectorizes for it; a shared copy would be the baseline's) */
 #ifdef __CUDACC__
 #define TL_FOLD_FN static __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define TL_FOLD_FN static inline __attribute__((always_inline))
 #else
 #define TL_FOLD_FN static inline
 #endif
@@ -17,57 +23,100 @@
    (the kernels split lines in chunks and across threads, always merging in element order), and
    finish turns the state of the whole line (n elements) into the result. p is the op's number
    (std's correction, norm's order; 0 when it has none).
-   Floating inputs fold in a real type, a, b, c as the op uses them: double (tl_fold), and in
-   CUDA C++ also float (tl_ffold: the CUDA kernels fold float32, bfloat16 and float16 in float
-   but for counts, as torch's kernels accumulate). Each row's math is written once, in
-   kernels/reduction_rows.h, which this header includes once per real type (the float functions are
-   C++ overloads of the double ones; p stays double in both, finish gives a double). Integer and
+   Floating inputs fold in a real type, a, b, c as the op uses them: double (tl_fold) or float
+   (tl_ffold: the CUDA kernels fold float32, bfloat16 and float16 in float but for counts, as
+   torch's kernels accumulate; the CPU kernels fold a float32 line of some rows in float a block at
+   a time, each block's state then merged in double). Each row's math is written once, in
+   kernels/reduction_rows.h, which this header includes once per real type: the functions of
+   TL_FOLD_NAME(x), tl_fold_x for double, and for float C++ overloads of them in CUDA, tl_ffold_x
+   in C (no overloading); p stays double in both, finish gives a double. Integer and
    bool inputs (for the ops whose row allows them) fold exactly: in int64 v, or in uint64 u for sums
    and products, which wrap modulo 2^64 and become two's complement int64 once, in finish (a wrap
    per step is also what GCC 12 at -O3 vectorizes wrongly). */
 typedef struct tl_fold {
     double a, b, c;
 } tl_fold;
-#ifdef __CUDACC__
 typedef struct tl_ffold {
     float a, b, c;
 } tl_ffold;
-#endif
 typedef struct tl_ifold {
     int64_t v;
     uint64_t u;
 } tl_ifold;
 
-/* Defines tl_fold_<name>_init, _step, _merge, _finish and _run over s (TL_FOLD_STATE *),
+/* The name of a row's function in the real type of this pass (TL_FOLD_PREFIX: tl_fold_, or
+   tl_ffold_ for the float pass in C) */
+#define TL_FOLD_PASTE(a, b)  a##b
+#define TL_FOLD_JOIN(a, b)   TL_FOLD_PASTE(a, b)
+#define TL_FOLD_NAME(suffix) TL_FOLD_JOIN(TL_FOLD_PREFIX, suffix)
+
+/* A run's lanes: the CPU folds a run in TL_FOLD_LANES independent partial states, element i
+   into lane i mod TL_FOLD_LANES, merged at the end; the loop over the lanes of a row of elements
+   (TL_FOLD_SIMD: an OpenMP simd loop) then vectorizes, where one state's chain of steps cannot
+   (a float sum is not reassociated, a NaN-aware max is not a max instruction). The CUDA kernels'
+   runs are a thread's few elements of a vector load: one lane, steps in order. */
+#ifdef __CUDACC__
+#define TL_FOLD_LANES 1
+#define TL_FOLD_SIMD
+#else
+#define TL_FOLD_LANES 16
+#define TL_FOLD_SIMD  _Pragma("omp simd")
+#endif
+
+/* Defines TL_FOLD_NAME(<name>_init), _step, _merge, _finish and _run over s (TL_FOLD_STATE *),
    x (TL_FOLD_REAL), t (const TL_FOLD_STATE *), n (int64_t) and p (double). _run folds the k
-   elements xs[0..k) into s, in any order (the CUDA kernels' vector loads): by `run` where a row
-   has a cheaper way (TL_FOLD_RUNS), else a step each (TL_FOLD). */
+   elements xs[0..k) into s, in any order (the CUDA kernels' vector loads, the CPU kernels'
+   blocks of a contiguous line): by `run` where a row has a cheaper way (TL_FOLD_RUNS), else a
+   step each (TL_FOLD: in lanes on the CPU, each lane's state in the arrays la, lb, lc). */
 #define TL_FOLD_RUNS(name, init, step, merge, finish, run)                                         \
-    TL_FOLD_FN void tl_fold_##name##_init(TL_FOLD_STATE *s, double p) {                            \
+    TL_FOLD_FN void TL_FOLD_NAME(name##_init)(TL_FOLD_STATE * s, double p) {                       \
         (void)p;                                                                                   \
         s->a = s->b = s->c = 0;                                                                    \
         init;                                                                                      \
     }                                                                                              \
-    TL_FOLD_FN void tl_fold_##name##_step(TL_FOLD_STATE *s, TL_FOLD_REAL x, double p) {            \
+    TL_FOLD_FN void TL_FOLD_NAME(name##_step)(TL_FOLD_STATE * s, TL_FOLD_REAL x, double p) {       \
         (void)p;                                                                                   \
         step;                                                                                      \
     }                                                                                              \
-    TL_FOLD_FN void tl_fold_##name##_merge(TL_FOLD_STATE *s, const TL_FOLD_STATE *t, double p) {   \
+    TL_FOLD_FN void TL_FOLD_NAME(name##_merge)(TL_FOLD_STATE * s, const TL_FOLD_STATE *t,          \
+                                               double p) {                                         \
         (void)p;                                                                                   \
         merge;                                                                                     \
     }                                                                                              \
-    TL_FOLD_FN double tl_fold_##name##_finish(const TL_FOLD_STATE *s, int64_t n, double p) {       \
+    TL_FOLD_FN double TL_FOLD_NAME(name##_finish)(const TL_FOLD_STATE *s, int64_t n, double p) {   \
         (void)n, (void)p;                                                                          \
         return finish;                                                                             \
     }                                                                                              \
-    TL_FOLD_FN void tl_fold_##name##_run(TL_FOLD_STATE *s, const TL_FOLD_REAL *xs, int k,          \
-                                         double p) {                                               \
+    TL_FOLD_FN void TL_FOLD_NAME(name##_run)(TL_FOLD_STATE * s, const TL_FOLD_REAL *xs, int k,     \
+                                             double p) {                                           \
         (void)p;                                                                                   \
         run;                                                                                       \
     }
+#ifdef __CUDACC__
+#define TL_FOLD_STEPS(name)                                                                        \
+    for (int i = 0; i < k; i++) TL_FOLD_NAME(name##_step)(s, xs[i], p)
+#else
+#define TL_FOLD_STEPS(name)                                                                        \
+    TL_FOLD_REAL la[TL_FOLD_LANES], lb[TL_FOLD_LANES], lc[TL_FOLD_LANES];                          \
+    TL_FOLD_STATE u;                                                                               \
+    TL_FOLD_NAME(name##_init)(&u, p);                                                              \
+    for (int j = 0; j < TL_FOLD_LANES; j++) la[j] = u.a, lb[j] = u.b, lc[j] = u.c;                 \
+    int i = 0;                                                                                     \
+    for (; i + TL_FOLD_LANES <= k; i += TL_FOLD_LANES) {                                           \
+        TL_FOLD_SIMD for (int j = 0; j < TL_FOLD_LANES; j++) {                                     \
+            TL_FOLD_STATE v = {la[j], lb[j], lc[j]};                                               \
+            TL_FOLD_NAME(name##_step)(&v, xs[i + j], p);                                           \
+            la[j] = v.a, lb[j] = v.b, lc[j] = v.c;                                                 \
+        }                                                                                          \
+    }                                                                                              \
+    for (int j = 0; j < TL_FOLD_LANES; j++) {                                                      \
+        u = (TL_FOLD_STATE){la[j], lb[j], lc[j]};                                                  \
+        TL_FOLD_NAME(name##_merge)(s, &u, p);                                                      \
+    }                                                                                              \
+    for (; i < k; i++) TL_FOLD_NAME(name##_step)(s, xs[i], p)
+#endif
 #define TL_FOLD(name, init, step, merge, finish)                                                   \
-    TL_FOLD_RUNS(name, init, step, merge, finish,                                                  \
-                 for (int i = 0; i < k; i++) tl_fold_##name##_step(s, xs[i], p))
+    TL_FOLD_RUNS(name, init, step, merge, finish, TL_FOLD_STEPS(name))
 
 /* The same for integer and bool inputs, in tl_ifold (x: int64_t). */
 #define TL_IFOLD(name, init, step, merge, finish)                                                  \
@@ -105,25 +154,36 @@ TL_FOLD_FN float tl_fold_exp(float x) {
     return expf(x);
 #endif
 }
+#else
+/* on the CPU, a branch-free e^x, so that a run's loop of it vectorizes */
+TL_FOLD_FN float tl_ffold_exp(float x) {
+    return tl_exp_f(x);
+}
 #endif
 TL_FOLD_FN double tl_fold_norm_start(double p) {
     return p == -INFINITY ? INFINITY : 0;
 }
 
-/* The rows in double (and the integer rows), then, in CUDA C++, in float. */
-#define TL_FOLD_STATE tl_fold
-#define TL_FOLD_REAL  double
+/* The rows in double (and the integer rows), then in float. */
+#define TL_FOLD_STATE  tl_fold
+#define TL_FOLD_REAL   double
+#define TL_FOLD_PREFIX tl_fold_
 #include "kernels/reduction_rows.h"
-#ifdef __CUDACC__
 #undef TL_FOLD_STATE
 #undef TL_FOLD_REAL
+#undef TL_FOLD_PREFIX
 #undef TL_IFOLD
-#define TL_FOLD_STATE                             tl_ffold
-#define TL_FOLD_REAL                              float
+#define TL_FOLD_STATE tl_ffold
+#define TL_FOLD_REAL  float
+#ifdef __CUDACC__
+#define TL_FOLD_PREFIX tl_fold_
+#else
+#define TL_FOLD_PREFIX tl_ffold_
+#endif
 #define TL_IFOLD(name, init, step, merge, finish) /* made by the first pass */
 #include "kernels/reduction_rows.h"
-#endif
 #undef TL_FOLD_STATE
 #undef TL_FOLD_REAL
+#undef TL_FOLD_PREFIX
 
 #endif

@@ -13,6 +13,16 @@
 /* Work of more elements than this is split over OpenMP threads. */
 #define TL_CPU_PARALLEL_THRESHOLD 32768
 
+/* A loop that gains from wider vectors (float math that vectorizes: erf, a float reduction's
+   lanes) is compiled twice on x86-64, for AVX2 and for the baseline, and the first is taken on a
+   CPU with AVX2 (target_clones: chosen once, when the library loads). No FMA: both give the same
+   results. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+#define TL_CPU_WIDE __attribute__((target_clones("avx2", "default")))
+#else
+#define TL_CPU_WIDE
+#endif
+
 /* The inner loop: n elements, ptrs[0] the output's first one and ptrs[1..] the
    inputs', each advancing by strides[i] bytes (0 for a broadcast input). ctx is the
    caller's (a kernel's tl_op_args, a fill value). A loop should test for the dense

@@ -226,7 +226,56 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
         }                                                                                          \
     }
 
-#define DEFINE_FOLD_KERNEL(name, sfx, T, LOAD, S, FOLD, ...)                                       \
+/* A float32 line of unit stride, elements [r0, r1), of a row that folds in float (below): blocks
+   of FLOAT_BLOCK elements, each folded by the row's run in float (kernels/reduction.h: in lanes,
+   which vectorize; for AVX2 too), its state merged into the line's state in double, so that a
+   long line adds up in double. Returns false (nothing done) for other lines and rows. */
+#define FLOAT_BLOCK 1024
+/* The rows whose float32 lines fold in float: sums (merged in double every block), extremes,
+   truth and counts (exact), logsumexp (its terms are at most 1, its sum at most a block's
+   count). prod and norm stay in double (a float product or square overflows where the double
+   one does not), and so do var and std (Welford's cancellation). */
+enum {
+    FOLDS_IN_FLOAT_sum = 1,
+    FOLDS_IN_FLOAT_mean = 1,
+    FOLDS_IN_FLOAT_amax = 1,
+    FOLDS_IN_FLOAT_amin = 1,
+    FOLDS_IN_FLOAT_all = 1,
+    FOLDS_IN_FLOAT_any = 1,
+    FOLDS_IN_FLOAT_count_nonzero = 1,
+    FOLDS_IN_FLOAT_logsumexp = 1,
+    FOLDS_IN_FLOAT_var = 0,
+    FOLDS_IN_FLOAT_std = 0,
+    FOLDS_IN_FLOAT_prod = 0,
+    FOLDS_IN_FLOAT_norm = 0,
+};
+#define DEFINE_FLOAT_LINE(name)                                                                    \
+    TL_CPU_WIDE static bool fold_##name##_line_f32(const void *base, int64_t step, int64_t r0,     \
+                                                   int64_t r1, void *state, double q) {            \
+        if (step != 1 || !FOLDS_IN_FLOAT_##name) return false;                                     \
+        const float *in = (const float *)base + r0;                                                \
+        tl_fold s;                                                                                 \
+        tl_fold_##name##_init(&s, q);                                                              \
+        for (int64_t r = 0; r < r1 - r0; r += FLOAT_BLOCK) {                                       \
+            const int k = (int)(r1 - r0 - r < FLOAT_BLOCK ? r1 - r0 - r : FLOAT_BLOCK);            \
+            tl_ffold f;                                                                            \
+            tl_ffold_##name##_init(&f, q);                                                         \
+            tl_ffold_##name##_run(&f, in + r, k, q);                                               \
+            const tl_fold d = {f.a, f.b, f.c};                                                     \
+            tl_fold_##name##_merge(&s, &d, q);                                                     \
+        }                                                                                          \
+        fold_put(state, 0, &s);                                                                    \
+        return true;                                                                               \
+    }
+/* the line hook of the kernels without a float line */
+static bool no_line(const void *base, int64_t step, int64_t r0, int64_t r1, void *state, double q) {
+    (void)base, (void)step, (void)r0, (void)r1, (void)state, (void)q;
+    return false;
+}
+
+/* The kernel of op `name` for one input dtype: LINE (a float line, or no_line) first takes a
+   line of one lane. */
+#define DEFINE_FOLD_KERNEL(name, sfx, T, LOAD, S, FOLD, LINE, ...)                                 \
     static void FOLD##_##name##_block_##sfx(const tl_cpu_lines *p, const char *base,               \
                                             int64_t lanes, int64_t r0, int64_t r1, void *state,    \
                                             const reduce_call *call) {                             \
@@ -235,6 +284,7 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
         const double q = call->param;                                                              \
         (void)q;                                                                                   \
         const int64_t step = p->step[IN];                                                          \
+        if (lanes == 1 && LINE(base, step, r0, r1, state, q)) return;                              \
         if (lanes == 1) {                                                                          \
             S s0, s1, s2, s3;                                                                      \
             tl_##FOLD##_##name##_init(&s0 __VA_ARGS__);                                            \
@@ -280,16 +330,17 @@ static void store_int(char *at, tl_dtype dtype, int64_t v) {
    bool ones (dtypes ALL) in tl_ifold. */
 #define FOLD_KERNELS_FLOATING(name)                                                                \
     DEFINE_FOLD_OP(name, tl_fold, fold, double, store_double, , q)                                 \
-    DEFINE_FOLD_KERNEL(name, f32, float, LOAD_F32, tl_fold, fold, , q)                             \
-    DEFINE_FOLD_KERNEL(name, f64, double, LOAD_F64, tl_fold, fold, , q)                            \
-    DEFINE_FOLD_KERNEL(name, bf16, uint16_t, LOAD_BF16, tl_fold, fold, , q)                        \
-    DEFINE_FOLD_KERNEL(name, f16, uint16_t, LOAD_F16, tl_fold, fold, , q)
+    DEFINE_FLOAT_LINE(name)                                                                        \
+    DEFINE_FOLD_KERNEL(name, f32, float, LOAD_F32, tl_fold, fold, fold_##name##_line_f32, , q)     \
+    DEFINE_FOLD_KERNEL(name, f64, double, LOAD_F64, tl_fold, fold, no_line, , q)                   \
+    DEFINE_FOLD_KERNEL(name, bf16, uint16_t, LOAD_BF16, tl_fold, fold, no_line, , q)               \
+    DEFINE_FOLD_KERNEL(name, f16, uint16_t, LOAD_F16, tl_fold, fold, no_line, , q)
 #define FOLD_KERNELS_ALL(name)                                                                     \
     FOLD_KERNELS_FLOATING(name)                                                                    \
     DEFINE_FOLD_OP(name, tl_ifold, ifold, int64_t, store_int, )                                    \
-    DEFINE_FOLD_KERNEL(name, i32, int32_t, LOAD_INT, tl_ifold, ifold, )                            \
-    DEFINE_FOLD_KERNEL(name, i64, int64_t, LOAD_INT, tl_ifold, ifold, )                            \
-    DEFINE_FOLD_KERNEL(name, b8, uint8_t, LOAD_BOOL, tl_ifold, ifold, )
+    DEFINE_FOLD_KERNEL(name, i32, int32_t, LOAD_INT, tl_ifold, ifold, no_line, )                   \
+    DEFINE_FOLD_KERNEL(name, i64, int64_t, LOAD_INT, tl_ifold, ifold, no_line, )                   \
+    DEFINE_FOLD_KERNEL(name, b8, uint8_t, LOAD_BOOL, tl_ifold, ifold, no_line, )
 #define FOLD_ENTRIES_FLOATING(name) TL_KERNELS_FLOATING(name, fold, fold_##name)
 #define FOLD_ENTRIES_ALL(name)                                                                     \
     TL_KERNELS_FLOATING(name, fold, fold_##name), TL_KERNELS_INTEGER(name, fold, fold_##name),     \

@@ -24,7 +24,10 @@
 /* Defines the kernel `name`: out (TO) = STORE(EXPR), EXPR of x = LOAD(in of TI) of compute
    type CT, after SETUP (loop-invariant locals from args). A flat loop for dense operands. */
 #define UNARY_KERNEL_TO(name, TO, TI, CT, LOAD, STORE, SETUP, EXPR)                                \
-    static void name##_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {              \
+    UNARY_KERNEL_AS(, name, TO, TI, CT, LOAD, STORE, SETUP, EXPR)
+/* the same, the loop declared with ATTR (TL_CPU_WIDE or nothing) */
+#define UNARY_KERNEL_AS(ATTR, name, TO, TI, CT, LOAD, STORE, SETUP, EXPR)                          \
+    ATTR static void name##_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {         \
         const tl_op_args *args = ctx;                                                              \
         (void)args;                                                                                \
         SETUP                                                                                      \
@@ -49,9 +52,11 @@
 #define UNARY_KERNEL(name, T, CT, LOAD, STORE, SETUP, EXPR)                                        \
     UNARY_KERNEL_TO(name, T, T, CT, LOAD, STORE, SETUP, EXPR)
 
-/* The four floating kernels of an op: EXPR_F in float (f32, bf16, f16), EXPR_D in double. */
+/* The four floating kernels of an op: EXPR_F in float (f32, bf16, f16), EXPR_D in double; the
+   float32 loop also for AVX2 (TL_CPU_WIDE). */
 #define FLOAT_KERNELS(op, SETUP_F, EXPR_F, SETUP_D, EXPR_D)                                        \
-    UNARY_KERNEL(op##_f32, float, float, LOAD_SAME, STORE_SAME, SETUP_F, EXPR_F)                   \
+    UNARY_KERNEL_AS(TL_CPU_WIDE, op##_f32, float, float, float, LOAD_SAME, STORE_SAME, SETUP_F,    \
+                    EXPR_F)                                                                        \
     UNARY_KERNEL(op##_f64, double, double, LOAD_SAME, STORE_SAME, SETUP_D, EXPR_D)                 \
     UNARY_KERNEL(op##_bf16, uint16_t, float, tl_bf16_load, STORE_BF16, SETUP_F, EXPR_F)            \
     UNARY_KERNEL(op##_f16, uint16_t, float, tl_f16_load, STORE_F16, SETUP_F, EXPR_F)
