@@ -58,6 +58,48 @@ describe("the tlua executable", function()
     assert.equal("true", lines[2])
   end)
 
+  it("refuses a TLUA_MALLOC other than system", function()
+    local code, out, err = run("TLUA_MALLOC=jemalloc " .. sh_quote(BIN) .. " -e 'print(1)'")
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.matches('TLUA_MALLOC must be "system" (glibc\'s own settings) or unset, got "jemalloc"', err, 1, true)
+  end)
+
+  it("keeps freed memory for reuse: a tensor made again faults no pages in (TLUA_MALLOC=system: glibc's)", function()
+    if os.getenv("TLUA_ASAN_PRELOAD") then
+      pending("a sanitizer build: its allocator, not glibc's, holds freed memory (in quarantine)")
+      return
+    end
+    -- minor page faults (/proc/self/stat, field 10) while a 64 MiB tensor is made
+    local script = [[
+      local function faults()
+        local f = assert(io.open("/proc/self/stat"))
+        local stat = f:read("a")
+        f:close()
+        local fields = {}
+        for field in stat:match("%) (.*)"):gmatch("%S+") do fields[#fields + 1] = field end
+        return tonumber(fields[8])
+      end
+      -- the faults of the last of 6 rounds of making and dropping it (a loop's steady state)
+      local made
+      for _ = 1, 6 do
+        local before = faults()
+        local t = tl.ones(16 * 1024 * 1024)
+        made = faults() - before
+        t = nil
+        collectgarbage("collect")
+      end
+      print(made)
+    ]]
+    write_file(tmp .. "/faults.lua", script)
+    local code, out, err = tlua("faults.lua")
+    assert.equal(0, code, err)
+    assert.is_true(tonumber(out) < 1000, "faults with freed memory kept: " .. out)
+    code, out, err = run("TLUA_MALLOC=system " .. sh_quote(BIN) .. " faults.lua")
+    assert.equal(0, code, err)
+    assert.is_true(tonumber(out) >= 16000, "faults with glibc's settings: " .. out) -- 4 KiB pages
+  end)
+
   it("-e runs a statement", function()
     local code, out, err = tlua("-e 'print(1+1)'")
     assert.equal(0, code, err)

@@ -1,6 +1,9 @@
 /* The tlua executable: the stock lua interpreter's ways, tlua.core built in, `tl` preloaded. */
 #define _XOPEN_SOURCE 700 /* strdup */
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -562,9 +565,32 @@ static int protected_main(lua_State *L) {
     return 1;
 }
 
+/* glibc's malloc hands a block above its mmap threshold (at most 32 MiB) to mmap and unmaps it
+   when freed: a large tensor then starts with a page fault per 4 KiB page, on every step of a
+   loop that allocates the same tensors again (about 20 ms a 64 MB tensor). The executable keeps
+   blocks in the heap and freed memory there for reuse, as a tensor library's caching allocator
+   does (the library leaves malloc's settings to its host). TLUA_MALLOC=system keeps glibc's;
+   any other value is an error (false). */
+static bool keep_freed_memory(void) {
+    const char *setting = getenv("TLUA_MALLOC");
+    if (setting && *setting && strcmp(setting, "system") != 0) {
+        fprintf(stderr,
+                "%s: TLUA_MALLOC must be \"system\" (glibc's own settings) or unset, got \"%s\"\n",
+                progname, setting);
+        return false;
+    }
+#ifdef __GLIBC__
+    if (setting && *setting) return true;
+    mallopt(M_MMAP_MAX, 0);               /* no block of its own mapping */
+    mallopt(M_TRIM_THRESHOLD, 256 << 20); /* freed memory kept up to 256 MiB above the heap */
+#endif
+    return true;
+}
+
 int main(int argc, char **argv) {
     if (tlb_launch_requested(argc, argv)) return tlb_launch_main(argc, argv);
     if (argv[0] && argv[0][0]) progname = argv[0];
+    if (!keep_freed_memory()) return EXIT_FAILURE;
     lua_State *L = luaL_newstate();
     if (!L) {
         message(progname, "cannot create state: not enough memory");

@@ -25,7 +25,10 @@
    compute type CT, after SETUP (locals from args, the op's numbers). Flat loops for dense
    operands and for a broadcast scalar operand. */
 #define BINARY_KERNEL_SETUP(name, TO, TI, CT, LOAD, STORE, SETUP, EXPR)                            \
-    static void name##_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {              \
+    BINARY_KERNEL_AS(, name, TO, TI, CT, LOAD, STORE, SETUP, EXPR)
+/* the same, the loop declared with ATTR (TL_CPU_WIDE or nothing) */
+#define BINARY_KERNEL_AS(ATTR, name, TO, TI, CT, LOAD, STORE, SETUP, EXPR)                         \
+    ATTR static void name##_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {         \
         const tl_op_args *args = ctx;                                                              \
         (void)args;                                                                                \
         SETUP                                                                                      \
@@ -65,9 +68,10 @@
 #define BINARY_KERNEL(name, TO, TI, CT, LOAD, STORE, EXPR)                                         \
     BINARY_KERNEL_SETUP(name, TO, TI, CT, LOAD, STORE, , EXPR)
 
-/* The four floating kernels of an arithmetic op: EXPR_F in float, EXPR_D in double. */
+/* The four floating kernels of an arithmetic op: EXPR_F in float, EXPR_D in double; the float32
+   loop also for AVX2 (TL_CPU_WIDE). */
 #define FLOAT_KERNELS(op, EXPR_F, EXPR_D)                                                          \
-    BINARY_KERNEL(op##_f32, float, float, float, LOAD_SAME, STORE_SAME, EXPR_F)                    \
+    BINARY_KERNEL_AS(TL_CPU_WIDE, op##_f32, float, float, float, LOAD_SAME, STORE_SAME, , EXPR_F)  \
     BINARY_KERNEL(op##_f64, double, double, double, LOAD_SAME, STORE_SAME, EXPR_D)                 \
     BINARY_KERNEL(op##_bf16, uint16_t, uint16_t, float, tl_bf16_load, STORE_BF16, EXPR_F)          \
     BINARY_KERNEL(op##_f16, uint16_t, uint16_t, float, tl_f16_load, STORE_F16, EXPR_F)
@@ -102,8 +106,8 @@ FLOAT_KERNELS(pow, tl_pow_f(a, b), tl_pow_d(a, b))
 #define MATH_D(op) tl_pointwise_##op##_d(a, b, p0, p1, p2)
 #define MATH_I(op) tl_pointwise_##op##_i(a, b, p0, p1, p2)
 #define POINTWISE_FLOAT(op)                                                                        \
-    BINARY_KERNEL_SETUP(op##_f32, float, float, float, LOAD_SAME, STORE_SAME, NUMBERS(float),      \
-                        MATH_F(op))                                                                \
+    BINARY_KERNEL_AS(TL_CPU_WIDE, op##_f32, float, float, float, LOAD_SAME, STORE_SAME,            \
+                     NUMBERS(float), MATH_F(op))                                                   \
     BINARY_KERNEL_SETUP(op##_f64, double, double, double, LOAD_SAME, STORE_SAME, NUMBERS(double),  \
                         MATH_D(op))                                                                \
     BINARY_KERNEL_SETUP(op##_bf16, uint16_t, uint16_t, float, tl_bf16_load, STORE_BF16,            \
