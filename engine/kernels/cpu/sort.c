@@ -258,14 +258,29 @@ static void sift_down(ranked *heap, int64_t k, int64_t i) {
     }
 }
 
-/* the k best of a row's n keys, best first */
-static void heap_top(ranked *heap, const uint64_t *keys, int64_t n, int64_t k) {
-    for (int64_t j = 0; j < k; j++) heap[j] = (ranked){keys[j], j};
-    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(heap, k, i);
-    for (int64_t j = k; j < n; j++) {
-        if (keys[j] >= heap[0].key) continue; /* a tie comes later: it never beats the worst */
-        heap[0] = (ranked){keys[j], j};
-        sift_down(heap, k, 0);
+/* keys of a row made by blocks of this many elements (cache-resident), not all at once */
+#define TOPK_BLOCK 2048
+
+/* the k best of a row's n elements (k <= n), best first: their keys made a block at a time in
+   keys (TOPK_BLOCK of them), so the row is read once and nothing of its size is written */
+TL_CPU_WIDE static void heap_top(ranked *heap, uint64_t *keys, tl_dtype dtype, const char *row,
+                                 size_t size, int64_t n, int64_t k, uint64_t flip) {
+    for (int64_t b = 0; b < n; b += TOPK_BLOCK) {
+        const int64_t len = n - b < TOPK_BLOCK ? n - b : TOPK_BLOCK;
+        fill_keys(dtype, row + (size_t)b * size, len, flip, keys);
+        int64_t j = 0;
+        for (; j < len && b + j < k; j++) { /* the first k fill the heap */
+            heap[b + j] = (ranked){keys[j], b + j};
+            if (b + j == k - 1)
+                for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(heap, k, i);
+        }
+        uint64_t worst = j < len ? heap[0].key : 0; /* the heap's top, in a register */
+        for (; j < len; j++) {
+            if (keys[j] >= worst) continue; /* a tie comes later: it never beats the worst */
+            heap[0] = (ranked){keys[j], b + j};
+            sift_down(heap, k, 0);
+            worst = heap[0].key;
+        }
     }
     /* heap sort in place: the worst goes last */
     for (int64_t end = k - 1; end > 0; end--) {
@@ -298,7 +313,7 @@ static tl_status cpu_topk(tl_tensor *const *out, const tl_tensor *const *in,
         ranked *heap = NULL;
         uint64_t *keys = NULL;
         const bool ok = by_heap ? (heap = malloc(sizeof *heap * (size_t)k)) != NULL &&
-                                      (keys = malloc(sizeof *keys * (size_t)n)) != NULL
+                                      (keys = malloc(sizeof *keys * TOPK_BLOCK)) != NULL
                                 : scratch_new(&s, n, width);
         if (!ok) {
 #pragma omp atomic write
@@ -315,8 +330,7 @@ static tl_status cpu_topk(tl_tensor *const *out, const tl_tensor *const *in,
                 write_sorted(&s.a, k, row, size, values, indices, 0);
                 continue;
             }
-            fill_keys(x->dtype, row, n, flip, keys);
-            heap_top(heap, keys, n, k);
+            heap_top(heap, keys, x->dtype, row, size, n, k, flip);
             for (int64_t i = 0; i < k; i++) {
                 memcpy(values + (size_t)i * size, row + (size_t)heap[i].position * size, size);
                 indices[i] = heap[i].position;
