@@ -252,6 +252,31 @@ local function fails(x, pattern, f)
 end
 
 describe("sorting and selection on the cpu", function()
+  it("topk of long rows (keys made in blocks of 2048) matches the Lua sort, ties in position order", function()
+    -- rows of 5000 (k = 300: 3 blocks) and 17000 (k = 2100: the first k span two blocks), values in
+    -- 0 .. 99 (many ties)
+    local rng = ref.rng(91)
+    for _, c in ipairs({ { 5000, 300 }, { 17000, 2100 } }) do
+      local n, k = c[1], c[2]
+      local row = {}
+      for j = 1, n do row[j] = math.floor(rng:random() * 100) end
+      local x = tl.tensor({ row }, { dtype = "float32" })
+      for _, largest in ipairs({ true, false }) do
+        local order = {}
+        for j = 1, n do order[j] = j end
+        table.sort(order, function(a, b)
+          if row[a] ~= row[b] then return largest and row[a] > row[b] or (not largest and row[a] < row[b]) end
+          return a < b
+        end)
+        local ev, ei = {}, {}
+        for j = 1, k do ev[j], ei[j] = row[order[j]], order[j] end
+        local v, i = x:topk(k, 2, { largest = largest })
+        assert.are.same({ ev }, v:totable(), "values n " .. n)
+        assert.are.same({ ei }, i:totable(), "indices n " .. n)
+      end
+    end
+  end)
+
   compare("cpu")
 
   it("gradients of the values go back through the indices (against finite differences)", function()
