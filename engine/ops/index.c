@@ -67,18 +67,23 @@ static tl_status check_range(const char *op, const tl_tensor *index, const tl_te
     return tl_check_index_range(index, &range);
 }
 
-/* runs op's kernel: out, {a, b}; mode: scatter_reduce's fold (args.scalar[0]) */
-static tl_status run_index_mode(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
-                                int dim, int mode) {
+/* runs op's kernel: out, {a, b}; mode: scatter_reduce's fold (args.scalar[0]); range: what
+   gather's kernel checks its index values against (NULL for the others) */
+static tl_status run_index_kernel(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                                  int dim, int mode, const tl_index_range *range) {
     const tl_tensor *traced[4] = {out, a, b, NULL};
     const tl_kernel_entry *kernel = tl_dispatch(op, tl_tensor_device(out), out->dtype, traced);
     if (!kernel) return tl_dispatch_status();
-    const tl_op_args args = {.dim = dim, .scalar = {mode}};
+    const tl_op_args args = {.dim = dim, .scalar = {mode}, .index_range = range};
     return kernel->fn.tensors((tl_tensor *const[]){out}, (const tl_tensor *const[]){a, b}, &args);
+}
+static tl_status run_index_mode(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                                int dim, int mode) {
+    return run_index_kernel(op, out, a, b, dim, mode, NULL);
 }
 static tl_status run_index(tl_op op, tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
                            int dim) {
-    return run_index_mode(op, out, a, b, dim, 0);
+    return run_index_kernel(op, out, a, b, dim, 0, NULL);
 }
 
 tl_status tl_gather(const tl_tensor *x, int dim, const tl_tensor *index, tl_tensor **out) {
@@ -93,13 +98,7 @@ tl_status tl_gather(const tl_tensor *x, int dim, const tl_tensor *index, tl_tens
     tl_status status = TL_OK;
     if (tl_numel(y)) { /* the kernel checks the index values as it reads them */
         const tl_index_range range = range_along(op, index, x, d);
-        const tl_tensor *traced[4] = {y, x, index, NULL};
-        const tl_kernel_entry *kernel =
-            tl_dispatch(TL_OP_gather, tl_tensor_device(y), y->dtype, traced);
-        const tl_op_args args = {.dim = d, .index_range = &range};
-        status = kernel ? kernel->fn.tensors((tl_tensor *const[]){y},
-                                             (const tl_tensor *const[]){x, index}, &args)
-                        : tl_dispatch_status();
+        status = run_index_kernel(TL_OP_gather, y, x, index, d, 0, &range);
         if (status == TL_OK && tl_tensor_device(y).type == TL_DEVICE_CUDA && tl_sync_checks())
             status = tl_cuda_synchronize(tl_tensor_device(y).index);
     }

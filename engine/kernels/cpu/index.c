@@ -63,9 +63,13 @@ static void walk_row(const index_walk *w, int64_t r, int64_t off[3]) {
 static inline int64_t index_value(const index_walk *w, int64_t offset) {
     return w->wide ? ((const int64_t *)w->index)[offset] : ((const int32_t *)w->index)[offset];
 }
-/* the index value at offset as a position from 0 (wrapping: out of range stays out) */
+/* index value v as a position from 0 (wrapping: out of range stays out) */
+static inline int64_t position_of(const index_walk *w, int64_t v) {
+    return (int64_t)((uint64_t)v - (uint64_t)w->base);
+}
+/* the index value at offset as a position from 0 */
 static inline int64_t index_at(const index_walk *w, int64_t offset) {
-    return (int64_t)((uint64_t)index_value(w, offset) - (uint64_t)w->base);
+    return position_of(w, index_value(w, offset));
 }
 
 /* A kernel's work on elements j0 .. j1 - 1 of row r (off: the row's offsets); returns the
@@ -130,7 +134,7 @@ static inline int64_t gather_run(const index_walk *w, const int64_t off[3], int6
     const int32_t *i32 = (const int32_t *)k.index + off[1];
     for (int64_t j = j0; j < j1; j++) {
         const int64_t raw = wide ? i64[j * k.step[1]] : (int64_t)i32[j * k.step[1]];
-        const int64_t v = (int64_t)((uint64_t)raw - (uint64_t)k.base);
+        const int64_t v = position_of(&k, raw);
         if ((uint64_t)v >= k.size) return j;
         memcpy(o + j * k.step[0] * size, s + (j * k.step[2] + v * k.along) * size, (size_t)size);
     }
@@ -237,7 +241,7 @@ typedef struct scatter_call {
         const int32_t *i32 = (const int32_t *)k.index + off[1];                                    \
         for (int64_t j = j0; j < j1; j++) {                                                        \
             const int64_t raw = wide ? i64[j * k.step[1]] : (int64_t)i32[j * k.step[1]];           \
-            const int64_t v = (int64_t)((uint64_t)raw - (uint64_t)k.base);                         \
+            const int64_t v = position_of(&k, raw);                                                \
             if ((uint64_t)v >= k.size) continue;                                                   \
             T *at = t + j * k.step[0] + v * k.along;                                               \
             const T x = s[j * k.step[2]];                                                          \

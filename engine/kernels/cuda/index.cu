@@ -69,10 +69,14 @@ __device__ __forceinline__ void walk_offsets(const index_walk &w, int64_t p, int
     }
 }
 
-/* the index value at `at` as a position from 0 (wrapping: a value out of range stays so) */
-__device__ __forceinline__ int64_t index_value(const index_walk &w, const void *index, int64_t at) {
-    const int64_t v = w.wide ? ((const int64_t *)index)[at] : (int64_t)((const int32_t *)index)[at];
+/* index value v as a position from 0 (wrapping: a value out of range stays so) */
+__device__ __forceinline__ int64_t position_of(const index_walk &w, int64_t v) {
     return (int64_t)((uint64_t)v - (uint64_t)w.base);
+}
+/* the index value at `at` as a position from 0 */
+__device__ __forceinline__ int64_t index_value(const index_walk &w, const void *index, int64_t at) {
+    return position_of(w, w.wide ? ((const int64_t *)index)[at]
+                                 : (int64_t)((const int32_t *)index)[at]);
 }
 
 /* gather's check as it reads: position v (from 0) of the index element at flat position p is
@@ -115,20 +119,24 @@ __device__ __forceinline__ void load4(const int32_t *p, int64_t v[4]) {
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
 }
 
-/* offsets of quad q's line in the three tensors (the one indexed along dim none for dim) and
-   the last dim's coordinate c of its first element */
-__device__ __forceinline__ void quad_offsets(const index_walk &w, uint32_t q, int64_t off[3],
-                                             int64_t *c) {
-    uint32_t line = divide(w.per_line, q);
-    *c = (int64_t)(q - line * w.per_line.d) * 4;
+/* offsets of line l (of the last dim) in the three tensors (the one indexed along dim none for
+   dim), by fast division */
+__device__ __forceinline__ void line_offsets(const index_walk &w, uint32_t l, int64_t off[3]) {
     off[0] = off[1] = off[2] = 0;
     for (int d = w.ndim - 2; d >= 0; d--) {
-        const uint32_t next = divide(w.dims[d], line);
-        const int64_t i = line - next * w.dims[d].d;
-        line = next;
+        const uint32_t next = divide(w.dims[d], l);
+        const int64_t i = l - next * w.dims[d].d;
+        l = next;
         for (int k = 0; k < 3; k++)
             if (k != w.skip || d != w.dim) off[k] += i * w.strides[k][d];
     }
+}
+/* ... of quad q's line, and the last dim's coordinate c of its first element */
+__device__ __forceinline__ void quad_offsets(const index_walk &w, uint32_t q, int64_t off[3],
+                                             int64_t *c) {
+    const uint32_t line = divide(w.per_line, q);
+    *c = (int64_t)(q - line * w.per_line.d) * 4;
+    line_offsets(w, line, off);
 }
 /* the step along the last dim of tensor k (none for the tensor indexed along it) */
 __device__ __forceinline__ int64_t last_step(const index_walk &w, int k) {
@@ -154,7 +162,7 @@ __global__ void __launch_bounds__(INDEX_THREADS)
         quad_of<U> o;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int64_t at = (int64_t)((uint64_t)v[j] - (uint64_t)w.base);
+            const int64_t at = position_of(w, v[j]);
             o.v[j] = in_range(w, at, 4 * (int64_t)q + j)
                          ? src[off[2] + (c + j) * step + at * w.along]
                          : U(0);
@@ -182,7 +190,7 @@ __global__ void __launch_bounds__(INDEX_THREADS)
             from += (int64_t)(o - next * w.dims[d].d) * w.strides[2][d];
             o = next;
         }
-        const int64_t v = (int64_t)((uint64_t)index[i * w.strides[1][w.dim]] - (uint64_t)w.base);
+        const int64_t v = position_of(w, index[i * w.strides[1][w.dim]]);
         U *to = out + (int64_t)r * w.inner;
         if (!in_range(w, v, (int64_t)r * w.inner)) { /* zeros, as the walk reads */
             for (int64_t k = lane; k < w.inner; k += 32) to[k] = U(0);
@@ -207,17 +215,6 @@ __global__ void __launch_bounds__(INDEX_THREADS)
    shared memory once, coalesced, then each index element reads (gather) or adds atomically
    (scatter_add) there; scatter_add writes the line back. */
 #define LINE_BYTES 49152
-
-/* offsets of line l (of the last dim) in the three tensors, by fast division */
-__device__ __forceinline__ void line_offsets(const index_walk &w, uint32_t l, int64_t off[3]) {
-    off[0] = off[1] = off[2] = 0;
-    for (int d = w.ndim - 2; d >= 0; d--) {
-        const uint32_t next = divide(w.dims[d], l);
-        const int64_t i = l - next * w.dims[d].d;
-        l = next;
-        for (int k = 0; k < 3; k++) off[k] += i * w.strides[k][d];
-    }
-}
 
 /* to[k] = from[k * step] for k < n by the block's threads: 16-byte vectors where they fit */
 template <typename U>
@@ -255,14 +252,14 @@ __global__ void __launch_bounds__(INDEX_THREADS)
                 quad_of<U> o;
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const int64_t at = (int64_t)((uint64_t)v[j] - (uint64_t)w.base);
+                    const int64_t at = position_of(w, v[j]);
                     o.v[j] = in_range(w, at, (int64_t)l * width + 4 * q + j) ? line[at] : U(0);
                 }
                 store4(out + off[0] + 4 * q, o);
             }
         } else {
             for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-                const int64_t v = (int64_t)((uint64_t)index[off[1] + j] - (uint64_t)w.base);
+                const int64_t v = position_of(w, index[off[1] + j]);
                 out[off[0] + j] = in_range(w, v, (int64_t)l * width + j) ? line[v] : U(0);
             }
         }
@@ -318,7 +315,7 @@ __global__ void __launch_bounds__(INDEX_THREADS)
         load4(index + 4 * (int64_t)q, v);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int64_t at = (int64_t)((uint64_t)v[j] - (uint64_t)w.base);
+            const int64_t at = position_of(w, v[j]);
             if ((uint64_t)at < (uint64_t)w.size)
                 add_at(target + off[0] + (c + j) * tstep + at * w.along,
                        src[off[2] + (c + j) * sstep]);
@@ -352,13 +349,13 @@ __global__ void __launch_bounds__(INDEX_THREADS)
                 const quad_of<T> x = *(const quad_of<T> *)(src + off[2] + 4 * q);
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const int64_t at = (int64_t)((uint64_t)v[j] - (uint64_t)w.base);
+                    const int64_t at = position_of(w, v[j]);
                     if ((uint64_t)at < (uint64_t)w.size) add_at(line + at, x.v[j]);
                 }
             }
         } else {
             for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-                const int64_t v = (int64_t)((uint64_t)index[off[1] + j] - (uint64_t)w.base);
+                const int64_t v = position_of(w, index[off[1] + j]);
                 if ((uint64_t)v < (uint64_t)w.size) add_at(line + v, src[off[2] + j * step]);
             }
         }
