@@ -3,9 +3,14 @@
 --   module.lua        nn.Module: registration, walking the tree, train/eval, to(), printing
 --   state_dict.lua    state_dict(), load_state_dict(), nn.keys
 --   init_weights.lua  nn.init: uniform_, normal_, kaiming_*, xavier_*, ...
---   functional.lua    nn.functional: the op table's one-tensor ops, nn ops, losses, dropout
+--   functional.lua    nn.functional: the op table's one-tensor ops, nn ops, dropout, and the forms of
+--                     functional/ (losses, normalization, recurrent, convolution)
 --   activations.lua   a module class per one-tensor op of the op table (ReLU, GELU, Tanh, ...), Identity
 --   layers.lua        Linear, Conv2d, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, losses
+--   losses.lua        the loss modules (CrossEntropyLoss, NLLLoss, BCELoss, ...)
+--   normalization.lua BatchNorm1d/2d, GroupNorm, RMSNorm
+--   recurrent.lua     RNN layers and cells (LSTM, GRU, LSTMCell, GRUCell)
+--   transformer.lua   MultiheadAttention, TransformerEncoderLayer
 --   containers.lua    Sequential, ModuleList
 --   moe.lua           MoE: a mixture-of-experts feed-forward over tl.grouped_mm
 --   block_sparse.lua  BlockSparseLinear (from_dense), sparsify, block_layout, block_mask, random_block_mask
@@ -23,7 +28,8 @@ local nn = {
   functional = require("tlua.nn.functional"),
 }
 
-for _, file in ipairs({ "activations", "layers", "containers", "moe", "block_sparse", "data_parallel" }) do
+for _, file in ipairs({ "activations", "layers", "losses", "normalization", "recurrent", "transformer", "containers", "moe",
+  "block_sparse", "data_parallel" }) do
   for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
 end
 

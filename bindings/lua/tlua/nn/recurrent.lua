@@ -1,0 +1,4 @@
+-- tl.nn recurrent modules (merged into tl.nn by nn/init.lua).
+local classes = {}
+
+return classes
