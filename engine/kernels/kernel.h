@@ -89,12 +89,13 @@ typedef tl_status (*tl_random_kernel)(tl_tensor *out, const tl_op_args *args);
 /* ---- nn kernels (engine/include/tlua/nn.h); tensors are dense (contiguous) ---- */
 /* A 2-D sliding window over images [batch, channels, height, width]: conv2d's
    im2col/col2im and pooling. Output positions p = oh * out_w + ow read input rows
-   oh * stride_h - pad_h + i, columns ow * stride_w - pad_w + j. Columns of im2col:
+   oh * stride_h - pad_h + i * dilation_h, columns ow * stride_w - pad_w + j * dilation_w
+   (i < kernel_h, j < kernel_w; dilation >= 1 spreads the kernel's taps apart). Columns of im2col:
    row r = (c * kernel_h + i) * kernel_w + j, sample b, position p at
    r * col_row_stride + b * col_batch_stride + p ([C*kh*kw, batch*P] or [batch, C*kh*kw, P]). */
 typedef struct tl_window2d {
     int64_t batch, channels, height, width;
-    int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+    int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
     int64_t out_h, out_w;
     int64_t col_row_stride, col_batch_stride;
 } tl_window2d;

@@ -71,6 +71,8 @@ static inline tl_window2d nn_window(const int64_t *image, int64_t kernel_h, int6
                          .stride_w = stride_w,
                          .pad_h = pad_h,
                          .pad_w = pad_w,
+                         .dilation_h = 1,
+                         .dilation_w = 1,
                          .out_h = out_h,
                          .out_w = out_w};
 }
