@@ -15,6 +15,10 @@ local lua_cases = {
   -- tl.nn layers and losses
   { "nn.Linear", "nn.Linear", "biass", function() nn.Linear(2, 3, { biass = false }) end },
   { "nn.Conv2d", "nn.Conv2d", "strides", function() nn.Conv2d(1, 1, 3, { strides = 2 }) end },
+  { "nn.Conv1d", "nn.Conv1d", "strides", function() nn.Conv1d(1, 1, 3, { strides = 2 }) end },
+  { "nn.ConvTranspose1d", "nn.ConvTranspose1d", "outpad", function() nn.ConvTranspose1d(1, 1, 3, { outpad = 1 }) end },
+  { "nn.ConvTranspose2d", "nn.ConvTranspose2d", "padding_mod",
+    function() nn.ConvTranspose2d(1, 1, 3, { padding_mod = "zeros" }) end },
   { "nn.MaxPool2d", "nn.MaxPool2d", "strid", function() nn.MaxPool2d(2, { strid = 1 }) end },
   { "nn.LayerNorm", "nn.LayerNorm", "epsilon", function() nn.LayerNorm(4, { epsilon = 1e-6 }) end },
   { "nn.Embedding", "nn.Embedding", "dtyp", function() nn.Embedding(4, 3, { dtyp = "float64" }) end },
@@ -37,6 +41,12 @@ local lua_cases = {
   { "nn.init.kaiming_normal_", "nn.init.kaiming_normal_", "nonlinearty",
     function() nn.init.kaiming_normal_(tl.empty(3, 4), { nonlinearty = "relu" }) end },
   { "nn.functional.gelu", "gelu", "approx", function() F.gelu(tl.randn(3), { approx = "tanh" }) end },
+  { "nn.functional.conv1d", "conv1d", "dilations",
+    function() F.conv1d(tl.randn(1, 1, 5), tl.randn(1, 1, 3), nil, { dilations = 2 }) end },
+  { "nn.functional.conv_transpose1d", "conv_transpose1d", "group",
+    function() F.conv_transpose1d(tl.randn(1, 1, 5), tl.randn(1, 1, 3), { group = 1 }) end },
+  { "nn.functional.conv_transpose2d", "conv_transpose2d", "output_pad",
+    function() F.conv_transpose2d(tl.randn(1, 1, 5, 5), tl.randn(1, 1, 3, 3), { output_pad = 1 }) end },
   -- tl.optim
   { "optim.SGD", "optim.SGD", "momentun", function() optim.SGD({ param() }, { lr = 0.1, momentun = 0.9 }) end },
   { "optim.Adam", "optim.Adam", "beta", function() optim.Adam({ param() }, { beta = { 0.9, 0.99 } }) end },

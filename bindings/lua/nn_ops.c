@@ -9,7 +9,7 @@
 #include "tlua/nn.h"
 
 /* ---- options -------------------------------------------------------------------------------- */
-/* conv2d's and max_pool2d's {stride, padding}: each an integer or {h, w} */
+/* max_pool2d's {stride, padding}: each an integer or {h, w} */
 static const tlb_option window_options[] = {
     {"stride", TLB_OPTION_PAIR},
     {"padding", TLB_OPTION_PAIR},
@@ -20,25 +20,65 @@ static const tlb_option window_options[] = {
 /* Checks that indices (the Lua argument named what) is an integer tensor. */
 /* ---- conv2d, max_pool2d ------------------------------------------------------------------------
  */
-/* conv2d(input, weight, bias?, {stride = 1, padding = 0}): stride and padding are numbers or
-   {h, w}; the options table may take bias's place. */
-static int nn_conv2d(lua_State *L) {
-    tl_tensor *input = tlb_check(L, 1, "conv2d"), *weight = tlb_check(L, 2, "conv2d");
-    tl_tensor *bias = NULL;
+/* conv2d's and conv_transpose2d's options: stride, padding, dilation (each an integer or
+   {h, w}), groups; output_padding for conv_transpose2d */
+static const tlb_option conv_options[] = {
+    {"stride", TLB_OPTION_PAIR},
+    {"padding", TLB_OPTION_PAIR},
+    {"dilation", TLB_OPTION_PAIR},
+    {"groups", TLB_OPTION_INTEGER},
+    {NULL, 0},
+};
+static const tlb_option conv_transpose_options[] = {
+    {"stride", TLB_OPTION_PAIR},         {"padding", TLB_OPTION_PAIR},
+    {"dilation", TLB_OPTION_PAIR},       {"groups", TLB_OPTION_INTEGER},
+    {"output_padding", TLB_OPTION_PAIR}, {NULL, 0},
+};
+
+/* The arguments (input, weight, bias?, {options}) of op: the options table may take bias's
+   place; output_padding (NULL for conv2d) is read when given. */
+static void conv_arguments(lua_State *L, const char *op, const tlb_option *accepted,
+                           tl_tensor **input, tl_tensor **weight, tl_tensor **bias,
+                           tl_conv2d_options *o, int64_t output_padding[2]) {
+    *input = tlb_check(L, 1, op), *weight = tlb_check(L, 2, op);
+    *bias = NULL;
     int opts = 4;
     if (lua_istable(L, 3) && !tlb_is_tensor(L, 3))
         opts = 3;
     else
-        bias = tlb_opt_tensor(L, 3, "conv2d", "bias");
-    int64_t stride[2] = {1, 1}, padding[2] = {0, 0};
-    if (tlb_check_options(L, opts, "conv2d", window_options)) {
-        tlb_option_pair(L, opts, "conv2d", "stride", stride);
-        tlb_option_pair(L, opts, "conv2d", "padding", padding);
+        *bias = tlb_opt_tensor(L, 3, op, "bias");
+    *o = tl_conv2d_defaults();
+    if (tlb_check_options(L, opts, op, accepted)) {
+        tlb_option_pair(L, opts, op, "stride", o->stride);
+        tlb_option_pair(L, opts, op, "padding", o->padding);
+        tlb_option_pair(L, opts, op, "dilation", o->dilation);
+        tlb_option_integer(L, opts, op, "groups", &o->groups);
+        if (output_padding) tlb_option_pair(L, opts, op, "output_padding", output_padding);
     }
+}
+
+/* conv2d(input, weight, bias?, {stride = 1, padding = 0, dilation = 1, groups = 1}) */
+static int nn_conv2d(lua_State *L) {
+    tl_tensor *input, *weight, *bias;
+    tl_conv2d_options o;
+    conv_arguments(L, "conv2d", conv_options, &input, &weight, &bias, &o, NULL);
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status =
-        tl_ag_conv2d(input, weight, bias, stride[0], stride[1], padding[0], padding[1], &out);
+    tl_status status = tl_ag_conv2d(input, weight, bias, &o, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* conv_transpose2d(input, weight, bias?, {stride = 1, padding = 0, output_padding = 0,
+   dilation = 1, groups = 1}) */
+static int nn_conv_transpose2d(lua_State *L) {
+    tl_tensor *input, *weight, *bias;
+    tl_conv2d_options o;
+    int64_t output_padding[2] = {0, 0};
+    conv_arguments(L, "conv_transpose2d", conv_transpose_options, &input, &weight, &bias, &o,
+                   output_padding);
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_conv_transpose2d(input, weight, bias, &o, output_padding, &out);
     return tlb_result(L, box, status, out);
 }
 
@@ -364,6 +404,7 @@ static int nn_gather_rows(lua_State *L) {
 
 const luaL_Reg tlb_nn_functions[] = {
     {"conv2d", nn_conv2d},
+    {"conv_transpose2d", nn_conv_transpose2d},
     {"max_pool2d", nn_max_pool2d},
     {"embedding", nn_embedding},
     {"cross_entropy", nn_cross_entropy},

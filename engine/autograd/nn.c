@@ -10,14 +10,25 @@ static tl_status output_grad(tl_node *node, tl_tensor *g, tl_tensor **out) {
     return tl_cast(g, node->output_dtype[0], out);
 }
 
-/* ---- conv2d --------------------------------------------------------------------------------
+/* ---- conv2d, conv_transpose2d --------------------------------------------------------------
    Inputs: input, weight, bias (may be NULL). Saved: slot 0 the input (only if the weight's
    gradient is needed), slot 1 the weight (only if the input's gradient is needed).
-   ints: stride_h, stride_w, pad_h, pad_w. */
+   ints: stride h, w, padding h, w, dilation h, w, groups. */
 enum { CONV_INPUT, CONV_WEIGHT, CONV_BIAS };
 
-static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+static void store_conv_options(tl_node *node, const tl_conv2d_options *o) {
+    int64_t *s = node->ints;
+    s[0] = o->stride[0], s[1] = o->stride[1], s[2] = o->padding[0], s[3] = o->padding[1];
+    s[4] = o->dilation[0], s[5] = o->dilation[1], s[6] = o->groups;
+}
+
+static tl_conv2d_options stored_conv_options(const tl_node *node) {
     const int64_t *s = node->ints;
+    return (tl_conv2d_options){{s[0], s[1]}, {s[2], s[3]}, {s[4], s[5]}, s[6]};
+}
+
+static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    const tl_conv2d_options o = stored_conv_options(node);
     tl_tensor *grad;
     TL_TRY(output_grad(node, g[0], &grad));
     tl_status status = TL_OK;
@@ -25,15 +36,15 @@ static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
         tl_tensor *weight;
         status = tl_node_saved(node, 1, &weight);
         if (status == TL_OK)
-            status = tl_conv2d_backward_input(grad, weight, node->input_shape[CONV_INPUT], s[0],
-                                              s[1], s[2], s[3], &gi[CONV_INPUT]);
+            status = tl_conv2d_backward_input(grad, weight, node->input_shape[CONV_INPUT], &o,
+                                              &gi[CONV_INPUT]);
     }
     if (status == TL_OK && node->needs_input_grad[CONV_WEIGHT]) {
         tl_tensor *input;
         status = tl_node_saved(node, 0, &input);
         if (status == TL_OK)
-            status = tl_conv2d_backward_weight(grad, input, node->input_shape[CONV_WEIGHT], s[0],
-                                               s[1], s[2], s[3], &gi[CONV_WEIGHT]);
+            status = tl_conv2d_backward_weight(grad, input, node->input_shape[CONV_WEIGHT], &o,
+                                               &gi[CONV_WEIGHT]);
     }
     if (status == TL_OK && node->needs_input_grad[CONV_BIAS])
         status = tl_conv2d_backward_bias(grad, &gi[CONV_BIAS]);
@@ -41,29 +52,78 @@ static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     return status;
 }
 
-static tl_status record_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
-                               int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-                               tl_tensor **out) {
-    TL_TRY(tl_conv2d(input, weight, bias, stride_h, stride_w, pad_h, pad_w, out));
+/* y = conv_transpose2d(x, w) = conv2d_backward_input(x, w): dx = conv2d(dy, w), dw =
+   conv2d_backward_weight(x as the gradient, dy as the input), db = dy summed per channel. */
+static tl_status conv_transpose2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    const tl_conv2d_options o = stored_conv_options(node);
+    tl_tensor *grad;
+    TL_TRY(output_grad(node, g[0], &grad));
+    tl_status status = TL_OK;
+    if (node->needs_input_grad[CONV_INPUT]) {
+        tl_tensor *weight;
+        status = tl_node_saved(node, 1, &weight);
+        if (status == TL_OK) status = tl_conv2d(grad, weight, NULL, &o, &gi[CONV_INPUT]);
+    }
+    if (status == TL_OK && node->needs_input_grad[CONV_WEIGHT]) {
+        tl_tensor *input;
+        status = tl_node_saved(node, 0, &input);
+        if (status == TL_OK)
+            status = tl_conv2d_backward_weight(input, grad, node->input_shape[CONV_WEIGHT], &o,
+                                               &gi[CONV_WEIGHT]);
+    }
+    if (status == TL_OK && node->needs_input_grad[CONV_BIAS])
+        status = tl_conv2d_backward_bias(grad, &gi[CONV_BIAS]);
+    tl_release(grad);
+    return status;
+}
+
+/* Records a node of the op (run already, *out its result) with the conv's saved tensors. */
+static tl_status record_conv(const char *name, tl_backward_fn backward, tl_tensor *input,
+                             tl_tensor *weight, tl_tensor *bias, const tl_conv2d_options *o,
+                             tl_tensor **out) {
     tl_node *node;
     tl_tensor *inputs[3] = {input, weight, bias};
-    TL_TRY(tl_record("conv2d", conv2d_backward, 3, inputs, *out, &node));
+    TL_TRY(tl_record(name, backward, 3, inputs, *out, &node));
     if (!node) return TL_OK;
-    node->ints[0] = stride_h, node->ints[1] = stride_w;
-    node->ints[2] = pad_h, node->ints[3] = pad_w;
+    store_conv_options(node, o);
     if (node->needs_input_grad[CONV_WEIGHT]) TL_TRY(tl_record_save(node, 0, "input", input, *out));
     if (node->needs_input_grad[CONV_INPUT]) TL_TRY(tl_record_save(node, 1, "weight", weight, *out));
     return TL_OK;
 }
 
-tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
-                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
+static tl_status record_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                               const tl_conv2d_options *o, tl_tensor **out) {
+    TL_TRY(tl_conv2d(input, weight, bias, o, out));
+    return record_conv("conv2d", conv2d_backward, input, weight, bias, o, out);
+}
+
+static tl_status record_conv_transpose2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                                         const tl_conv2d_options *o,
+                                         const int64_t output_padding[2], tl_tensor **out) {
+    TL_TRY(tl_conv_transpose2d(input, weight, bias, o, output_padding, out));
+    return record_conv("conv_transpose2d", conv_transpose2d_backward, input, weight, bias, o, out);
+}
+
+tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                       const tl_conv2d_options *opts, tl_tensor **out) {
+    const tl_conv2d_options o = opts ? *opts : tl_conv2d_defaults();
     tl_tensor *operands[3] = {input, weight, bias};
     bool casted[3];
     TL_TRY(tl_autocast_operands(TL_OP_conv2d_forward, operands, 3, casted));
     return tl_autocast_release(operands, 3, casted,
-                               record_conv2d(operands[0], operands[1], operands[2], stride_h,
-                                             stride_w, pad_h, pad_w, out));
+                               record_conv2d(operands[0], operands[1], operands[2], &o, out));
+}
+
+tl_status tl_ag_conv_transpose2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                                 const tl_conv2d_options *opts, const int64_t output_padding[2],
+                                 tl_tensor **out) {
+    const tl_conv2d_options o = opts ? *opts : tl_conv2d_defaults();
+    tl_tensor *operands[3] = {input, weight, bias};
+    bool casted[3];
+    TL_TRY(tl_autocast_operands(TL_OP_conv2d_forward, operands, 3, casted));
+    return tl_autocast_release(
+        operands, 3, casted,
+        record_conv_transpose2d(operands[0], operands[1], operands[2], &o, output_padding, out));
 }
 
 /* ---- max_pool2d ----------------------------------------------------------------------------

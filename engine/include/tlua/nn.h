@@ -20,26 +20,50 @@ extern "C" {
    each, so autograd runs only those it needs. Each op's recording form (tl_ag_conv2d, ...:
    the functional op plus the autograd graph, see tlua/autograd.h) is declared beside it. */
 
-/* ---- conv2d --------------------------------------------------------------------------------
-   input [N, C, H, W], weight [O, C, kh, kw], bias [O] or NULL -> out [N, O, OH, OW] with
-   OH = (H + 2 pad_h - kh) / stride_h + 1, OW likewise; strides >= 1, paddings >= 0.
-   By im2col + GEMM (tl_gemm), batched over the samples. */
+/* ---- conv2d, conv_transpose2d -----------------------------------------------------------
+   The geometry, {h, w} per field: stride >= 1, zero padding >= 0 on both sides, dilation >= 1
+   (the kernel's taps that far apart), and groups >= 1: the C input and O output channels split
+   into `groups` equal runs, output run g reading only input run g (groups = C: depthwise). */
+typedef struct tl_conv2d_options {
+    int64_t stride[2], padding[2], dilation[2];
+    int64_t groups;
+} tl_conv2d_options;
+
+/* Stride 1, no padding, dilation 1, one group. */
+static inline tl_conv2d_options tl_conv2d_defaults(void) {
+    return (tl_conv2d_options){{1, 1}, {0, 0}, {1, 1}, 1};
+}
+
+/* input [N, C, H, W], weight [O, C / groups, kh, kw], bias [O] or NULL -> out [N, O, OH, OW]
+   with OH = (H + 2 padding - dilation (kh - 1) - 1) / stride + 1, OW likewise; opts NULL: the
+   defaults. By im2col + GEMM (tl_gemm), batched over the samples and the groups. */
 tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
-                    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-                    tl_tensor **out);
+                    const tl_conv2d_options *opts, tl_tensor **out);
 /* grad_input [input_shape] from grad [N, O, OH, OW] and the weight. */
 tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weight,
-                                   const int64_t input_shape[4], int64_t stride_h, int64_t stride_w,
-                                   int64_t pad_h, int64_t pad_w, tl_tensor **grad_input);
+                                   const int64_t input_shape[4], const tl_conv2d_options *opts,
+                                   tl_tensor **grad_input);
 /* grad_weight [weight_shape] from grad [N, O, OH, OW] and the input. */
 tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *input,
-                                    const int64_t weight_shape[4], int64_t stride_h,
-                                    int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                                    const int64_t weight_shape[4], const tl_conv2d_options *opts,
                                     tl_tensor **grad_weight);
 /* grad_bias [O]: grad [N, O, OH, OW] summed over N, OH, OW. */
 tl_status tl_conv2d_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
-tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, int64_t stride_h,
-                       int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
+tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                       const tl_conv2d_options *opts, tl_tensor **out);
+
+/* The transposed convolution (conv2d's gradient with respect to its input, as a layer): input
+   [N, C, H, W], weight [C, O / groups, kh, kw], bias [O] or NULL -> out [N, O, OH, OW] with
+   OH = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1, OW likewise;
+   0 <= output_padding < stride (the extra rows and columns at the end that conv2d's rounding
+   down would drop). out = conv2d_backward_input(input, weight) + bias; its input gradient is
+   conv2d(grad, weight), its weight gradient conv2d_backward_weight with the roles swapped. */
+tl_status tl_conv_transpose2d(const tl_tensor *input, const tl_tensor *weight,
+                              const tl_tensor *bias, const tl_conv2d_options *opts,
+                              const int64_t output_padding[2], tl_tensor **out);
+tl_status tl_ag_conv_transpose2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                                 const tl_conv2d_options *opts, const int64_t output_padding[2],
+                                 tl_tensor **out);
 
 /* ---- max_pool2d ----------------------------------------------------------------------------
    input [N, C, H, W] -> out [N, C, OH, OW], OH = (H + 2 pad_h - kernel_h) / stride_h + 1;

@@ -9,11 +9,12 @@ static inline int64_t first_at_least(int64_t a, int64_t step) {
     return a <= 0 ? 0 : (a - 1) / step + 1; /* no a + step: step may be near INT64_MAX */
 }
 
-/* The output columns ow in [*lo, *hi) whose input column ow * stride_w - pad_w + j is inside
-   the image. */
+/* The output columns ow in [*lo, *hi) whose input column ow * stride_w - pad_w + j * dilation_w
+   is inside the image. */
 static inline void valid_columns(const tl_window2d *w, int64_t j, int64_t *lo, int64_t *hi) {
-    int64_t a = first_at_least(w->pad_w - j, w->stride_w);
-    int64_t b = first_at_least(w->width + w->pad_w - j, w->stride_w);
+    const int64_t tap = j * w->dilation_w;
+    int64_t a = first_at_least(w->pad_w - tap, w->stride_w);
+    int64_t b = first_at_least(w->width + w->pad_w - tap, w->stride_w);
     *lo = a < w->out_w ? a : w->out_w;
     *hi = b < w->out_w ? b : w->out_w;
     if (*hi < *lo) *hi = *lo;
@@ -38,12 +39,12 @@ static inline int64_t work_of(const tl_window2d *w) {
                 T *out = col + r * w->col_row_stride + b * w->col_batch_stride;                    \
                 for (int64_t oh = 0; oh < w->out_h; oh++) {                                        \
                     T *row = out + oh * w->out_w;                                                  \
-                    const int64_t ih = oh * w->stride_h - w->pad_h + i;                            \
+                    const int64_t ih = oh * w->stride_h - w->pad_h + i * w->dilation_h;            \
                     if (ih < 0 || ih >= w->height) {                                               \
                         memset(row, 0, (size_t)w->out_w * sizeof(T));                              \
                         continue;                                                                  \
                     }                                                                              \
-                    const int64_t base = ih * w->width + j - w->pad_w;                             \
+                    const int64_t base = ih * w->width + j * w->dilation_w - w->pad_w;             \
                     if (lo > 0) memset(row, 0, (size_t)lo * sizeof(T));                            \
                     if (SW == 1 && hi > lo)                                                        \
                         memcpy(row + lo, plane + base + lo, (size_t)(hi - lo) * sizeof(T));        \
@@ -83,10 +84,10 @@ DEFINE_IM2COL(16, uint16_t)
                 const int64_t r = (c * w->kernel_h + i) * w->kernel_w + j;                         \
                 const T *in = col + r * w->col_row_stride + b * w->col_batch_stride;               \
                 for (int64_t oh = 0; oh < w->out_h; oh++) {                                        \
-                    const int64_t ih = oh * w->stride_h - w->pad_h + i;                            \
+                    const int64_t ih = oh * w->stride_h - w->pad_h + i * w->dilation_h;            \
                     if (ih < 0 || ih >= w->height) continue;                                       \
                     const T *row = in + oh * w->out_w;                                             \
-                    const int64_t base = ih * w->width + j - w->pad_w;                             \
+                    const int64_t base = ih * w->width + j * w->dilation_w - w->pad_w;             \
                     for (int64_t ow = lo; ow < hi; ow++) acc[base + ow * SW] += LOAD(row[ow]);     \
                 }                                                                                  \
             }                                                                                      \

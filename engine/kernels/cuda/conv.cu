@@ -26,7 +26,8 @@ __global__ void __launch_bounds__(CONV_THREADS)
         const int64_t b = take_digit(t, w.batch), r = t;
         const int64_t j = r % w.kernel_w, i = (r / w.kernel_w) % w.kernel_h;
         const int64_t c = r / (w.kernel_w * w.kernel_h);
-        const int64_t ih = oh * w.stride_h - w.pad_h + i, iw = ow * w.stride_w - w.pad_w + j;
+        const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
+        const int64_t iw = ow * w.stride_w - w.pad_w + j * w.dilation_w;
         T v = T(0);
         if (ih >= 0 && ih < w.height && iw >= 0 && iw < w.width)
             v = img[((b * w.channels + c) * w.height + ih) * w.width + iw];
@@ -46,12 +47,12 @@ __global__ void __launch_bounds__(CONV_THREADS)
         const int64_t c = take_digit(t, w.channels), b = t;
         A acc = A(0);
         for (int64_t i = 0; i < w.kernel_h; i++) {
-            const int64_t ih = h + w.pad_h - i; /* = oh * stride_h */
+            const int64_t ih = h + w.pad_h - i * w.dilation_h; /* = oh * stride_h */
             if (ih < 0) break;
             if (ih % w.stride_h != 0 || ih / w.stride_h >= w.out_h) continue;
             const int64_t oh = ih / w.stride_h;
             for (int64_t j = 0; j < w.kernel_w; j++) {
-                const int64_t iw = x + w.pad_w - j;
+                const int64_t iw = x + w.pad_w - j * w.dilation_w;
                 if (iw < 0) break;
                 if (iw % w.stride_w != 0 || iw / w.stride_w >= w.out_w) continue;
                 const int64_t ow = iw / w.stride_w, r = (c * w.kernel_h + i) * w.kernel_w + j;

@@ -10,10 +10,15 @@ static int64_t max1(int64_t v) {
     return v > 1 ? v : 1;
 }
 
-/* Checks the geometry; fills w for the whole batch (col strides are set per chunk). */
+/* opts, or the defaults when NULL */
+static tl_conv2d_options options_or_defaults(const tl_conv2d_options *opts) {
+    return opts ? *opts : tl_conv2d_defaults();
+}
+
+/* Checks the geometry of images in [N, C, H, W] under weight wt [O, C / groups, kh, kw]; fills
+   w for the whole batch (col strides are set per chunk). */
 static tl_status check_geometry(const char *op, const int64_t *in, const int64_t *wt,
-                                int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-                                tl_window2d *w) {
+                                const tl_conv2d_options *o, tl_window2d *w) {
     char si[256], sw[256];
     for (int d = 0; d < 4; d++)
         if (in[d] < 0 || wt[d] < 0)
@@ -23,28 +28,43 @@ static tl_status check_geometry(const char *op, const int64_t *in, const int64_t
     if (wt[2] < 1 || wt[3] < 1)
         return tl_error(TL_ERR_SHAPE, "%s: kernel must be at least 1x1, got weight shape %s", op,
                         nn_shape_str(wt, 4, sw, sizeof sw));
+    if (o->groups < 1)
+        return tl_error(TL_ERR_ARGUMENT, "%s: groups must be >= 1, got %lld", op,
+                        (long long)o->groups);
+    int64_t channels;
+    if (!tl_size_mul(wt[1], o->groups, &channels) || channels != in[1] || wt[0] % o->groups != 0)
+        return tl_error(TL_ERR_SHAPE,
+                        "%s: with %lld groups, weight %s needs an input of %lld channels and "
+                        "out_channels divisible by the groups; got input %s",
+                        op, (long long)o->groups, nn_shape_str(wt, 4, sw, sizeof sw),
+                        (long long)(channels == in[1] ? channels : wt[1] * o->groups),
+                        nn_shape_str(in, 4, si, sizeof si));
     int64_t out_h, out_w;
-    TL_TRY(tl_window_out_size(op, "height", in[2], wt[2], stride_h, pad_h, 1, false, &out_h));
-    TL_TRY(tl_window_out_size(op, "width", in[3], wt[3], stride_w, pad_w, 1, false, &out_w));
+    TL_TRY(tl_window_out_size(op, "height", in[2], wt[2], o->stride[0], o->padding[0],
+                              o->dilation[0], false, &out_h));
+    TL_TRY(tl_window_out_size(op, "width", in[3], wt[3], o->stride[1], o->padding[1],
+                              o->dilation[1], false, &out_w));
     /* the output, and the scratch per sample (columns [C kh kw, out_h out_w] plus the output
        and a row of ones), must have sizes that can be counted */
     int64_t out_shape[4] = {in[0], wt[0], out_h, out_w}, numel, plane, rows, scratch;
     if (tl_shape_numel(op, out_shape, 4, &numel) != TL_OK || !tl_size_mul(out_h, out_w, &plane) ||
-        !tl_size_mul(wt[1], wt[2], &rows) || !tl_size_mul(rows, wt[3], &rows) ||
+        !tl_size_mul(in[1], wt[2], &rows) || !tl_size_mul(rows, wt[3], &rows) ||
         !tl_size_add(rows, wt[0], &rows) || !tl_size_add(rows, 1, &rows) ||
         !tl_size_mul(rows, plane, &scratch))
         return tl_error(TL_ERR_SHAPE,
                         "%s: input %s and weight %s with padding %lld x %lld give an output of "
                         "%lld x %lld per channel, too large to compute",
                         op, nn_shape_str(in, 4, si, sizeof si), nn_shape_str(wt, 4, sw, sizeof sw),
-                        (long long)pad_h, (long long)pad_w, (long long)out_h, (long long)out_w);
-    *w = nn_window(in, wt[2], wt[3], stride_h, stride_w, pad_h, pad_w, out_h, out_w);
+                        (long long)o->padding[0], (long long)o->padding[1], (long long)out_h,
+                        (long long)out_w);
+    *w = nn_window(in, wt[2], wt[3], o->stride[0], o->stride[1], o->padding[0], o->padding[1],
+                   out_h, out_w);
+    w->dilation_h = o->dilation[0], w->dilation_w = o->dilation[1];
     return TL_OK;
 }
 
 static tl_status check_conv(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
-                            int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-                            tl_window2d *w) {
+                            const tl_conv2d_options *o, tl_window2d *w) {
     const char *op = "conv2d";
     char si[256], sw[256], sb[256];
     if (input->ndim != 4)
@@ -52,10 +72,10 @@ static tl_status check_conv(const tl_tensor *input, const tl_tensor *weight, con
                         tl_shape_str(input, si, sizeof si));
     if (weight->ndim != 4)
         return tl_error(TL_ERR_SHAPE,
-                        "conv2d: weight must be [out_channels, in_channels, kernel_h, kernel_w], "
-                        "got shape %s",
+                        "conv2d: weight must be [out_channels, in_channels / groups, kernel_h, "
+                        "kernel_w], got shape %s",
                         tl_shape_str(weight, sw, sizeof sw));
-    if (input->shape[1] != weight->shape[1])
+    if (o->groups == 1 && input->shape[1] != weight->shape[1])
         return tl_error(TL_ERR_SHAPE,
                         "conv2d: input has %lld channels but weight expects %lld (input shape %s, "
                         "weight shape %s)",
@@ -67,7 +87,7 @@ static tl_status check_conv(const tl_tensor *input, const tl_tensor *weight, con
     TL_TRY(nn_check_floating(op, "input", input));
     TL_TRY(nn_check_like(op, "input", input, "weight", weight, true));
     if (bias) TL_TRY(nn_check_like(op, "input", input, "bias", bias, true));
-    return check_geometry(op, input->shape, weight->shape, stride_h, stride_w, pad_h, pad_w, w);
+    return check_geometry(op, input->shape, weight->shape, o, w);
 }
 
 /* Samples per chunk when each sample needs per_sample elements of scratch: the whole batch
@@ -98,6 +118,15 @@ static GemmParams gemm_params(tl_dtype input_dtype, tl_dtype output_dtype) {
         .output_dtype = output_dtype,
         .compute_dtype = tl_gemm_compute_dtype(input_dtype),
     };
+}
+
+/* p as one GEMM per group, the groups' operands stride_a, stride_b, stride_c elements apart
+   (group g's channels are a contiguous run of rows in the columns, the weight and the output) */
+static GemmParams per_group(GemmParams p, int64_t groups, int64_t stride_a, int64_t stride_b,
+                            int64_t stride_c) {
+    p.batch_count = groups;
+    p.stride_a = stride_a, p.stride_b = stride_b, p.stride_c = stride_c;
+    return p;
 }
 
 /* Runs im2col or col2im (op) between columns [CKK, count * P] and samples [b0, b0 + count) of
@@ -157,9 +186,9 @@ static tl_status unpack_samples(const tl_tensor *y, tl_tensor *t, int64_t b0, in
    position), computed as y [O, count * P] (out itself for one sample), then unpacked. */
 static tl_status forward_chunk(tl_tensor *out3, int64_t b0, int64_t count, const tl_tensor *columns,
                                const tl_tensor *weight, const tl_tensor *bias,
-                               const tl_tensor *ones, tl_tensor *y_buffer) {
+                               const tl_tensor *ones, tl_tensor *y_buffer, int64_t groups) {
     const int64_t O = out3->shape[1], P = out3->shape[2], c_kk = columns->shape[0];
-    const int64_t rows = count * P;
+    const int64_t rows = count * P, group_o = O / groups, group_kk = c_kk / groups;
     tl_device device = tl_tensor_device(out3);
     tl_tensor *y = NULL;
     tl_status status = count == 1 ? samples_side_by_side(out3, b0, 1, NULL, &y)
@@ -173,11 +202,13 @@ static tl_status forward_chunk(tl_tensor *out3, int64_t b0, int64_t count, const
             tl_gemm(TL_OP_conv2d_forward, device, &p, tl_data(ones), tl_data(bias), tl_data(y));
     }
     if (status == TL_OK) {
-        /* y^T [rows, O] (+)= columns^T [rows, CKK] @ weight^T [CKK, O] */
+        /* per group g: y_g^T [rows, O/g] (+)= columns_g^T [rows, CKK/g] @ weight_g^T [CKK/g, O/g]
+         */
         GemmParams p = gemm_params(out3->dtype, out3->dtype);
-        p.m = rows, p.n = O, p.k = c_kk;
+        p.m = rows, p.n = group_o, p.k = group_kk;
         p.beta = bias ? 1.0f : 0.0f;
-        p.lda = max1(rows), p.ldb = max1(c_kk), p.ldc = max1(rows);
+        p.lda = max1(rows), p.ldb = max1(group_kk), p.ldc = max1(rows);
+        p = per_group(p, groups, group_kk * rows, group_o * group_kk, group_o * rows);
         status = tl_gemm(TL_OP_conv2d_forward, device, &p, tl_data(columns), tl_data(weight),
                          tl_data(y));
     }
@@ -187,10 +218,10 @@ static tl_status forward_chunk(tl_tensor *out3, int64_t b0, int64_t count, const
 }
 
 tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
-                    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
-                    tl_tensor **out) {
+                    const tl_conv2d_options *opts, tl_tensor **out) {
+    const tl_conv2d_options o = options_or_defaults(opts);
     tl_window2d w;
-    TL_TRY(check_conv(input, weight, bias, stride_h, stride_w, pad_h, pad_w, &w));
+    TL_TRY(check_conv(input, weight, bias, &o, &w));
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
     const int64_t chunk = chunk_size(N, (c_kk + O + 1) * P);
@@ -216,7 +247,7 @@ tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_te
             status = buffer_view(col_buffer, c_kk, count * P, &columns);
             if (status == TL_OK) status = run_im2col(TL_OP_im2col, x, b0, count, columns, w);
             if (status == TL_OK)
-                status = forward_chunk(out3, b0, count, columns, wt, b, ones, y_buffer);
+                status = forward_chunk(out3, b0, count, columns, wt, b, ones, y_buffer, o.groups);
             tl_release(columns);
         }
     }
@@ -252,14 +283,15 @@ static tl_status check_grad(const char *op, const tl_tensor *grad, const int64_t
 }
 
 tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weight,
-                                   const int64_t input_shape[4], int64_t stride_h, int64_t stride_w,
-                                   int64_t pad_h, int64_t pad_w, tl_tensor **grad_input) {
+                                   const int64_t input_shape[4], const tl_conv2d_options *opts,
+                                   tl_tensor **grad_input) {
     const char *op = "conv2d_backward_input";
+    const tl_conv2d_options o = options_or_defaults(opts);
     tl_window2d w;
-    if (weight->ndim != 4 || input_shape[1] != weight->shape[1])
-        return tl_error(TL_ERR_SHAPE, "%s: weight must be [out_channels, %lld, kh, kw]", op,
-                        (long long)input_shape[1]);
-    TL_TRY(check_geometry(op, input_shape, weight->shape, stride_h, stride_w, pad_h, pad_w, &w));
+    if (weight->ndim != 4)
+        return tl_error(TL_ERR_SHAPE, "%s: weight must be [out_channels, %lld / groups, kh, kw]",
+                        op, (long long)input_shape[1]);
+    TL_TRY(check_geometry(op, input_shape, weight->shape, &o, &w));
     TL_TRY(nn_check_like(op, "grad", grad, "weight", weight, true));
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
@@ -283,11 +315,13 @@ tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weigh
             status = samples_side_by_side(g, b0, count, t_buffer, &gt);
             if (status == TL_OK) status = buffer_view(col_buffer, c_kk, rows, &columns);
             if (status == TL_OK) {
-                /* columns^T [rows, CKK] = grad_chunk^T [rows, O] @ weight [O, CKK] */
+                /* per group: columns_g^T [rows, CKK/g] = grad_g^T [rows, O/g] @ weight_g */
+                const int64_t group_o = O / o.groups, group_kk = c_kk / o.groups;
                 GemmParams p = gemm_params(dtype, dtype);
                 p.trans_b = true;
-                p.m = rows, p.n = c_kk, p.k = O;
-                p.lda = max1(rows), p.ldb = max1(c_kk), p.ldc = max1(rows);
+                p.m = rows, p.n = group_kk, p.k = group_o;
+                p.lda = max1(rows), p.ldb = max1(group_kk), p.ldc = max1(rows);
+                p = per_group(p, o.groups, group_o * rows, group_o * group_kk, group_kk * rows);
                 status = tl_gemm(TL_OP_conv2d_backward_input, device, &p, tl_data(gt), tl_data(wt),
                                  tl_data(columns));
             }
@@ -305,15 +339,15 @@ tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weigh
 }
 
 tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *input,
-                                    const int64_t weight_shape[4], int64_t stride_h,
-                                    int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                                    const int64_t weight_shape[4], const tl_conv2d_options *opts,
                                     tl_tensor **grad_weight) {
     const char *op = "conv2d_backward_weight";
+    const tl_conv2d_options o = options_or_defaults(opts);
     tl_window2d w;
-    if (input->ndim != 4 || input->shape[1] != weight_shape[1])
-        return tl_error(TL_ERR_SHAPE, "%s: input must be [N, %lld, H, W]", op,
+    if (input->ndim != 4)
+        return tl_error(TL_ERR_SHAPE, "%s: input must be [N, %lld groups, H, W]", op,
                         (long long)weight_shape[1]);
-    TL_TRY(check_geometry(op, input->shape, weight_shape, stride_h, stride_w, pad_h, pad_w, &w));
+    TL_TRY(check_geometry(op, input->shape, weight_shape, &o, &w));
     TL_TRY(nn_check_like(op, "grad", grad, "input", input, true));
     const int64_t N = w.batch, O = weight_shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
@@ -325,7 +359,7 @@ tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
     tl_tensor *g = NULL, *x = NULL, *acc = NULL, *col_buffer = NULL, *t_buffer = NULL;
     tl_tensor *result = NULL;
     TL_TRY(check_grad(op, grad, input->shape, weight_shape, &w, &g));
-    int64_t acc_shape[2] = {O, c_kk};
+    int64_t acc_shape[2] = {O, c_kk / o.groups};
     tl_status status = tl_contiguous((tl_tensor *)input, &x);
     if (status == TL_OK && (N == 0 || P == 0)) {
         status = tl_zeros(weight_shape, 4, dtype, device, &result);
@@ -341,12 +375,15 @@ tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
             if (status == TL_OK) status = run_im2col(TL_OP_im2col, x, b0, count, columns, w);
             if (status == TL_OK) status = samples_side_by_side(g, b0, count, t_buffer, &gt);
             if (status == TL_OK) {
-                /* grad_weight^T [CKK, O] (+)= columns [CKK, rows] @ grad_chunk^T [rows, O] */
+                /* per group: grad_weight_g^T [CKK/g, O/g] (+)= columns_g [CKK/g, rows]
+                   @ grad_g^T [rows, O/g] */
+                const int64_t group_o = O / o.groups, group_kk = c_kk / o.groups;
                 GemmParams p = gemm_params(dtype, acc_dtype);
                 p.trans_a = true;
-                p.m = c_kk, p.n = O, p.k = rows;
+                p.m = group_kk, p.n = group_o, p.k = rows;
                 p.beta = b0 > 0 ? 1.0f : 0.0f;
-                p.lda = max1(rows), p.ldb = max1(rows), p.ldc = max1(c_kk);
+                p.lda = max1(rows), p.ldb = max1(rows), p.ldc = max1(group_kk);
+                p = per_group(p, o.groups, group_kk * rows, group_o * rows, group_o * group_kk);
                 status = tl_gemm(TL_OP_conv2d_backward_weight, device, &p, tl_data(columns),
                                  tl_data(gt), tl_data(acc));
             }

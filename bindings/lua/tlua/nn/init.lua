@@ -7,6 +7,7 @@
 --                     functional/ (losses, normalization, recurrent, convolution)
 --   activations.lua   a module class per one-tensor op of the op table (ReLU, GELU, Tanh, ...), Identity
 --   layers.lua        Linear, Conv2d, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, losses
+--   convolution.lua   Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 --   losses.lua        the loss modules (CrossEntropyLoss, NLLLoss, BCELoss, ...)
 --   normalization.lua BatchNorm1d/2d, GroupNorm, RMSNorm
 --   recurrent.lua     RNN layers and cells (LSTM, GRU, LSTMCell, GRUCell)
@@ -28,7 +29,7 @@ local nn = {
   functional = require("tlua.nn.functional"),
 }
 
-for _, file in ipairs({ "activations", "layers", "losses", "normalization", "recurrent", "transformer", "containers", "moe",
+for _, file in ipairs({ "activations", "layers", "convolution", "losses", "normalization", "recurrent", "transformer", "containers", "moe",
   "block_sparse", "data_parallel" }) do
   for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
 end

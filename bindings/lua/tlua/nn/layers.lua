@@ -1,4 +1,4 @@
--- tl.nn layers: Linear, Conv2d, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, and the losses CrossEntropyLoss, MSELoss.
+-- tl.nn layers: Linear, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, and the losses CrossEntropyLoss, MSELoss.
 local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
 local init = require("tlua.nn.init_weights")
@@ -13,7 +13,6 @@ local layers = {}
 local PAIR = "integer|table"
 local ACCEPTED = {
   Linear = { bias = "boolean", dtype = "string", device = "string" },
-  Conv2d = { stride = PAIR, padding = PAIR, bias = "boolean", dtype = "string", device = "string" },
   MaxPool2d = { stride = PAIR, padding = PAIR },
   LayerNorm = { eps = "number", elementwise_affine = "boolean", bias = "boolean", dtype = "string",
     device = "string" },
@@ -35,12 +34,6 @@ end
 local function pair_str(v)
   if type(v) == "table" then return "(" .. v[1] .. ", " .. v[2] .. ")" end
   return tostring(v)
-end
-
-local function pair(v, what, cls)
-  if type(v) == "number" then return { v, v } end
-  if type(v) == "table" and #v == 2 then return { v[1], v[2] } end
-  error(string.format("nn.%s: %s must be an integer or {h, w}, got %s", cls, what, tostring(v)), 4)
 end
 
 --- Linear(in_features, out_features, {bias = true, dtype =, device =}): y = x W^T + b
@@ -79,38 +72,6 @@ end
 function Linear:extra_repr()
   return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features, self.out_features,
     tostring(self.bias ~= nil))
-end
-
---- Conv2d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0, bias = true, dtype, device})
-local Conv2d = Module:extend("Conv2d")
-layers.Conv2d = Conv2d
-
-function Conv2d:init(in_channels, out_channels, kernel_size, opts)
-  opts = options.check(opts, "nn.Conv2d", ACCEPTED.Conv2d, 3)
-  check_size(in_channels, "in_channels", "Conv2d")
-  check_size(out_channels, "out_channels", "Conv2d")
-  local k = pair(kernel_size, "kernel_size", "Conv2d")
-  self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
-  self.stride = opts.stride or 1
-  self.padding = opts.padding or 0
-  local o = tensor_opts(opts)
-  self:register_parameter("weight", tl.empty(out_channels, in_channels, k[1], k[2], o))
-  if opts.bias ~= false then self:register_parameter("bias", tl.empty(out_channels, o)) end
-  self:reset_parameters()
-end
-
-function Conv2d:reset_parameters()
-  reset_weight_and_bias(self, self.in_channels * self.kernel_size[1] * self.kernel_size[2])
-end
-
-function Conv2d:forward(x)
-  return tl.conv2d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding })
-end
-
-function Conv2d:extra_repr()
-  return string.format("%d, %d, kernel_size=%s, stride=%s, padding=%s%s", self.in_channels, self.out_channels,
-    pair_str(self.kernel_size), pair_str(self.stride), pair_str(self.padding),
-    self.bias and "" or ", bias=false")
 end
 
 --- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0})
