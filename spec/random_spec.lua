@@ -64,6 +64,64 @@ describe("manual_seed", function()
   end)
 end)
 
+describe("get_rng_state and set_rng_state", function()
+  local function draws(device)
+    local o = { device = device }
+    local x = tl.ones(64, o)
+    return { tl.rand(5, o), tl.randn(3, o), tl.dropout(x, 0.5), tl.randperm(6, o), tl.randint(0, 9, { 4 }, o) }
+  end
+
+  it("restores the stream: the draws after a restore repeat the draws after the save", function()
+    tl.manual_seed(123)
+    tl.rand(7) -- move the counter off 0
+    local state = tl.get_rng_state()
+    assert.equal("int64", state.dtype)
+    assert.same({ 2 }, state.shape)
+    local first = draws("cpu")
+    local after = tl.rand(3)
+    tl.set_rng_state(state)
+    local second = draws("cpu")
+    for i = 1, #first do assert.tensor_equal(first[i], second[i]) end
+    assert.tensor_equal(after, tl.rand(3))
+    -- a state is a value: the counter it holds did not move with the draws
+    tl.set_rng_state(state)
+    assert.tensor_equal(first[1], tl.rand(5))
+  end)
+
+  it("holds a seed of any 64 bits", function()
+    tl.manual_seed(-1) -- 2^64 - 1 as a signed integer
+    local state = tl.get_rng_state()
+    assert.same({ -1, 0 }, state:totable())
+    local a = tl.rand(4)
+    tl.manual_seed(5)
+    tl.set_rng_state(state)
+    assert.tensor_equal(a, tl.rand(4))
+  end)
+
+  it("rejects anything but the state it returns", function()
+    assert.error_matches(function() tl.set_rng_state(tl.zeros(2)) end, "int64 tensor of 2 elements")
+    assert.error_matches(function() tl.set_rng_state(tl.zeros(3, { dtype = "int64" })) end, "3 elements")
+    assert.error_matches(function() tl.set_rng_state(tl.tensor({ 1, -4 }, { dtype = "int64" })) end,
+      "counter must be >= 0")
+    assert.error_matches(function() tl.set_rng_state({ 1, 2 }) end, "set_rng_state: argument 1 expected a tensor")
+  end)
+
+  describe("on CUDA #cuda", function()
+    if tl.cuda.device_count() == 0 then
+      pending("no CUDA device: the CUDA generator state specs did not run")
+      return
+    end
+    it("one state serves both devices: a restore repeats CUDA draws too", function()
+      tl.manual_seed(9)
+      local state = tl.cuda.get_rng_state()
+      local first = draws("cuda")
+      tl.cuda.set_rng_state(state)
+      local second = draws("cuda")
+      for i = 1, #first do assert.tensor_equal(first[i]:to("cpu"), second[i]:to("cpu")) end
+    end)
+  end)
+end)
+
 describe("rand", function()
   it("gives shapes, dtypes and options", function()
     assert.same({ 2, 3 }, tl.rand(2, 3).shape)

@@ -29,6 +29,39 @@ static int rt_manual_seed(lua_State *L) {
     return 0;
 }
 
+/* get_rng_state() -> an int64 tensor {seed, counter} (the seed's 64 bits as a signed integer):
+   the one generator every device draws from (Philox blocks, counted), for a checkpoint */
+static int rt_get_rng_state(lua_State *L) {
+    tl_rng_state state;
+    tl_get_rng_state(&state);
+    int64_t words[2] = {(int64_t)state.seed, (int64_t)state.counter}, shape = 2;
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_from_host(words, &shape, 1, TL_I64, TL_CPU, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* set_rng_state(state): restores what get_rng_state returned (an int64 tensor of 2 elements) */
+static int rt_set_rng_state(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "set_rng_state");
+    if (t->dtype != TL_I64 || t->ndim != 1 || t->shape[0] != 2)
+        return tlb_errorf(L,
+                          "set_rng_state: argument 1 expected the int64 tensor of 2 elements "
+                          "get_rng_state returns, got a %s tensor of %lld elements",
+                          tl_dtype_name(t->dtype), (long long)tl_numel(t));
+    int64_t words[2];
+    tl_tensor *dense = NULL;
+    tl_status status = tl_contiguous(t, &dense);
+    if (status == TL_OK) status = tl_to_host(dense, words);
+    tl_release(dense);
+    if (status != TL_OK) return tlb_fail(L);
+    if (words[1] < 0)
+        return tlb_errorf(L, "set_rng_state: the counter must be >= 0, got %lld",
+                          (long long)words[1]);
+    tl_set_rng_state((tl_rng_state){.seed = (uint64_t)words[0], .counter = (uint64_t)words[1]});
+    return 0;
+}
+
 /* set_sync_checks(bool): CUDA index checks wait and raise at once (true) or are raised by the
    next synchronization (false, the default); sync_checks() -> the setting */
 static int rt_set_sync_checks(lua_State *L) {
@@ -272,6 +305,8 @@ const luaL_Reg tlb_runtime_functions[] = {
     {"set_num_threads", rt_set_num_threads},
     {"get_num_threads", rt_get_num_threads},
     {"manual_seed", rt_manual_seed},
+    {"get_rng_state", rt_get_rng_state},
+    {"set_rng_state", rt_set_rng_state},
     {"cuda_device_count", rt_cuda_device_count},
     {"set_sync_checks", rt_set_sync_checks},
     {"sync_checks", rt_sync_checks},

@@ -23,4 +23,12 @@ function cuda.reset_peak_memory_stats(device) return core._cuda_reset_peak_memor
 --- returns cached blocks to the driver (every device when none is given)
 function cuda.empty_cache(device) return core._cuda_empty_cache(device) end
 
+--- get_rng_state() / set_rng_state(state): the random generator's state. tlua has one generator
+-- (a seed and a counter of Philox blocks) that CPU and CUDA kernels draw from alike, so these are
+-- tl.get_rng_state and tl.set_rng_state; a checkpoint needs only one of them
+cuda.get_rng_state = core.get_rng_state
+cuda.set_rng_state = core.set_rng_state
+--- manual_seed(seed): tl.manual_seed (the one generator of every device)
+cuda.manual_seed = core.manual_seed
+
 return cuda

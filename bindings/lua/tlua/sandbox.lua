@@ -23,7 +23,8 @@ sandbox.allowed = {
   "backward", "detach", "requires_grad_", "zero_grad", "no_grad", "enable_grad", "is_grad_enabled",
   "set_grad_enabled", "custom_function", "autocast", "autocast_dtype",
   -- settings and introspection of this state
-  "manual_seed", "set_num_threads", "get_num_threads", "set_sync_checks", "sync_checks",
+  "manual_seed", "get_rng_state", "set_rng_state", "set_num_threads", "get_num_threads", "set_sync_checks",
+  "sync_checks",
   "set_matmul_precision", "get_matmul_precision", "cuda_device_count", "memory_stats",
   "reset_peak_memory_stats", "clock", "ops", "kernels", "kernel_variants", "trace",
   -- submodules (their own allow-lists below)
@@ -47,7 +48,7 @@ local submodules = {
   data = { "DataLoader", "TensorDataset", "splitmix", "FASHION_MNIST_CLASSES" },
   data_read = { "read_idx", "FashionMNIST", "FASHION_MNIST_ROOT" },
   cuda = { "is_available", "device_count", "current_device", "synchronize", "host_waits", "memory_stats",
-    "reset_peak_memory_stats", "empty_cache" },
+    "reset_peak_memory_stats", "empty_cache", "get_rng_state", "set_rng_state", "manual_seed" },
 }
 
 --- op_names(tl) -> the set of tl's names that are rows of the op table (tl.ops()) and their
