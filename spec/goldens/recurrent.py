@@ -6,7 +6,6 @@ import os
 import torch
 
 torch.set_default_dtype(torch.float64)
-torch.manual_seed(29)
 
 
 def lua(v, indent=""):
@@ -111,28 +110,34 @@ def cell_case(cls, input_size, hidden, shape, initial, **kw):
     return case
 
 
-LSTM, GRU, RNN = torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN
-cases = {
-    "lstm_2l_bi": layer_case(LSTM, 3, 4, (5, 2, 3), True, True, num_layers=2, bidirectional=True),
-    "lstm_batch_first": layer_case(LSTM, 3, 4, (2, 5, 3), False, False, num_layers=2, batch_first=True),
-    "lstm_proj": layer_case(LSTM, 3, 5, (4, 2, 3), True, True, num_layers=2, bidirectional=True, proj_size=2),
-    "lstm_unbatched": layer_case(LSTM, 3, 4, (5, 3), True, False, bidirectional=True),
-    "lstm_no_bias": layer_case(LSTM, 3, 4, (4, 3, 3), False, False, bias=False),
-    "gru_2l_bi": layer_case(GRU, 3, 4, (5, 2, 3), True, True, num_layers=2, bidirectional=True),
-    "gru_batch_first": layer_case(GRU, 3, 4, (3, 4, 3), True, False, batch_first=True, num_layers=2),
-    "gru_unbatched": layer_case(GRU, 3, 4, (5, 3), False, False),
-    "gru_no_bias": layer_case(GRU, 3, 4, (4, 2, 3), True, False, bias=False, bidirectional=True),
-    "rnn_tanh_bi": layer_case(RNN, 3, 4, (5, 2, 3), True, True, bidirectional=True),
-    "rnn_relu_2l": layer_case(RNN, 3, 4, (5, 2, 3), True, False, num_layers=2, nonlinearity="relu"),
-    "lstm_cell": cell_case(torch.nn.LSTMCell, 3, 4, (2, 3), True),
-    "lstm_cell_unbatched": cell_case(torch.nn.LSTMCell, 3, 4, (3,), False),
-    "gru_cell": cell_case(torch.nn.GRUCell, 3, 4, (2, 3), True),
-    "gru_cell_unbatched": cell_case(torch.nn.GRUCell, 3, 4, (3,), True),
-    "rnn_cell_tanh": cell_case(torch.nn.RNNCell, 3, 4, (2, 3), True),
-    "rnn_cell_relu": cell_case(torch.nn.RNNCell, 3, 4, (2, 3), False, nonlinearity="relu", bias=False),
-}
+def main():
+    torch.manual_seed(29)
+    LSTM, GRU, RNN = torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN
+    cases = {
+        "lstm_2l_bi": layer_case(LSTM, 3, 4, (5, 2, 3), True, True, num_layers=2, bidirectional=True),
+        "lstm_batch_first": layer_case(LSTM, 3, 4, (2, 5, 3), False, False, num_layers=2, batch_first=True),
+        "lstm_proj": layer_case(LSTM, 3, 5, (4, 2, 3), True, True, num_layers=2, bidirectional=True, proj_size=2),
+        "lstm_unbatched": layer_case(LSTM, 3, 4, (5, 3), True, False, bidirectional=True),
+        "lstm_no_bias": layer_case(LSTM, 3, 4, (4, 3, 3), False, False, bias=False),
+        "gru_2l_bi": layer_case(GRU, 3, 4, (5, 2, 3), True, True, num_layers=2, bidirectional=True),
+        "gru_batch_first": layer_case(GRU, 3, 4, (3, 4, 3), True, False, batch_first=True, num_layers=2),
+        "gru_unbatched": layer_case(GRU, 3, 4, (5, 3), False, False),
+        "gru_no_bias": layer_case(GRU, 3, 4, (4, 2, 3), True, False, bias=False, bidirectional=True),
+        "rnn_tanh_bi": layer_case(RNN, 3, 4, (5, 2, 3), True, True, bidirectional=True),
+        "rnn_relu_2l": layer_case(RNN, 3, 4, (5, 2, 3), True, False, num_layers=2, nonlinearity="relu"),
+        "lstm_cell": cell_case(torch.nn.LSTMCell, 3, 4, (2, 3), True),
+        "lstm_cell_unbatched": cell_case(torch.nn.LSTMCell, 3, 4, (3,), False),
+        "gru_cell": cell_case(torch.nn.GRUCell, 3, 4, (2, 3), True),
+        "gru_cell_unbatched": cell_case(torch.nn.GRUCell, 3, 4, (3,), True),
+        "rnn_cell_tanh": cell_case(torch.nn.RNNCell, 3, 4, (2, 3), True),
+        "rnn_cell_relu": cell_case(torch.nn.RNNCell, 3, 4, (2, 3), False, nonlinearity="relu", bias=False),
+    }
 
-here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "recurrent.lua"), "w") as f:
-    f.write("-- Written by /usr/bin/python3 spec/goldens/recurrent.py (PyTorch " + torch.__version__ + ", float64)\n")
-    f.write("return " + lua(cases) + "\n")
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "recurrent.lua"), "w") as f:
+        f.write("-- Written by /usr/bin/python3 spec/goldens/recurrent.py (PyTorch " + torch.__version__ + ", float64)\n")
+        f.write("return " + lua(cases) + "\n")
+
+
+if __name__ == "__main__":
+    main()
