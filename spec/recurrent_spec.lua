@@ -167,7 +167,8 @@ describe("recurrent gradcheck (float64)", function()
 
   it("LSTM: 2 layers, bidirectional, projected, batch_first", function()
     tl.manual_seed(11)
-    local m = nn.LSTM(2, 3, { num_layers = 2, bidirectional = true, proj_size = 2, batch_first = true, dtype = "float64" })
+    local m = nn.LSTM(2, 3, { num_layers = 2, bidirectional = true, proj_size = 2, batch_first = true,
+      dtype = "float64" })
     check(m, dbl(2, 3, 2), { dbl(4, 2, 2), dbl(4, 2, 3) }, true)
   end)
 
@@ -187,11 +188,13 @@ describe("recurrent gradcheck (float64)", function()
       return { h1, c1 }
     end, { dbl(2), dbl(3), dbl(3), table.unpack(params) }))
     local gru = nn.GRUCell(2, 3, { dtype = "float64" })
-    assert.is_true(gradcheck(function(x, h) return gru(x, h) end, { dbl(2, 2), dbl(2, 3), table.unpack(gru:parameters()) }))
+    assert.is_true(gradcheck(function(x, h) return gru(x, h) end,
+      { dbl(2, 2), dbl(2, 3), table.unpack(gru:parameters()) }))
     -- relu away from its kink: positive pre-activations
     local rnn = nn.RNNCell(2, 3, { nonlinearity = "relu", dtype = "float64" })
     tl.no_grad(function() rnn.bias_ih:fill_(2) end)
-    assert.is_true(gradcheck(function(x, h) return rnn(x, h) end, { dbl(2, 2), dbl(2, 3), table.unpack(rnn:parameters()) }))
+    assert.is_true(gradcheck(function(x, h) return rnn(x, h) end,
+      { dbl(2, 2), dbl(2, 3), table.unpack(rnn:parameters()) }))
   end)
 end)
 
@@ -203,7 +206,9 @@ describe("dropout between recurrent layers", function()
     local l1 = nn.LSTM(4, 4, { dtype = "float64" })
     local function part(layer)
       local sd = {}
-      for _, k in ipairs({ "weight_ih", "weight_hh", "bias_ih", "bias_hh" }) do sd[k .. "_l0"] = m[k .. "_l" .. layer] end
+      for _, k in ipairs({ "weight_ih", "weight_hh", "bias_ih", "bias_hh" }) do
+        sd[k .. "_l0"] = m[k .. "_l" .. layer]
+      end
       return sd
     end
     l0:load_state_dict(part(0))

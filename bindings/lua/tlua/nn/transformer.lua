@@ -12,7 +12,8 @@ local Module, is_module = base.Module, base.is_module
 
 local classes = {}
 
--- each class's options and forward's (tlua.options); init is level 1, Module.new 2, the user 3
+-- each class's options and forward's (tlua.options); init is level 1, Module.new 2, the user 3; forward
+-- is level 1, the user 2 (Module.__call calls it in a tail call)
 local ACCEPTED = {
   MultiheadAttention = { dropout = "number", bias = "boolean", add_bias_kv = "boolean", add_zero_attn = "boolean",
     kdim = "integer", vdim = "integer", batch_first = "boolean", dtype = "string", device = "string" },
@@ -303,7 +304,9 @@ function EncoderLayer:init(d_model, nhead, opts)
   local activation = opts.activation or "relu"
   if type(activation) == "string" then
     local fn = ACTIVATIONS[activation]
-    if not fn then fail(string.format("%s: activation must be 'relu', 'gelu' or a function, got '%s'", who, activation)) end
+    if not fn then
+      fail(string.format("%s: activation must be 'relu', 'gelu' or a function, got '%s'", who, activation))
+    end
     self.activation_name = activation
     activation = fn
   end
