@@ -35,6 +35,31 @@ local lua_cases = {
   { "nn.sparsify", "nn.sparsify", "fliter",
     function() nn.sparsify(model(), { block = 4, density = 0.5, fliter = print }) end },
   { "nn.DataParallel", "nn.DataParallel", "bucketmb", function() nn.DataParallel(model(), { bucketmb = 1 }) end },
+  -- recurrent and attention layers (nn/recurrent.lua, nn/transformer.lua), their constructors and forwards
+  { "nn.LSTM", "nn.LSTM", "bidirectinal", function() nn.LSTM(2, 3, { bidirectinal = true }) end },
+  { "nn.GRU", "nn.GRU", "batchfirst", function() nn.GRU(2, 3, { batchfirst = true }) end },
+  { "nn.RNN", "nn.RNN", "nonlinearty", function() nn.RNN(2, 3, { nonlinearty = "relu" }) end },
+  { "nn.LSTMCell", "nn.LSTMCell", "biass", function() nn.LSTMCell(2, 3, { biass = false }) end },
+  { "nn.GRUCell", "nn.GRUCell", "biass", function() nn.GRUCell(2, 3, { biass = false }) end },
+  { "nn.RNNCell", "nn.RNNCell", "nonlinearty", function() nn.RNNCell(2, 3, { nonlinearty = "relu" }) end },
+  { "nn.MultiheadAttention", "nn.MultiheadAttention", "batchfirst",
+    function() nn.MultiheadAttention(4, 2, { batchfirst = true }) end },
+  { "nn.MultiheadAttention", "nn.MultiheadAttention", "need_weight", function()
+      local m, x = nn.MultiheadAttention(4, 2), tl.randn(3, 4)
+      m(x, x, x, { need_weight = false })
+    end },
+  { "nn.TransformerEncoderLayer", "nn.TransformerEncoderLayer", "dim_feed_forward",
+    function() nn.TransformerEncoderLayer(4, 2, { dim_feed_forward = 8 }) end },
+  { "nn.TransformerEncoderLayer", "nn.TransformerEncoderLayer", "mask",
+    function()
+      nn.TransformerEncoderLayer(4, 2, { dim_feedforward = 8 })(tl.randn(3, 4), { mask = tl.zeros(3, 3) })
+    end },
+  { "nn.TransformerEncoder", "nn.TransformerEncoder", "nrom",
+    function() nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, { dim_feedforward = 8 }), 2, { nrom = 1 }) end },
+  { "nn.TransformerEncoder", "nn.TransformerEncoder", "src_mask", function()
+      nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, { dim_feedforward = 8 }), 1)(tl.randn(3, 4),
+        { src_mask = tl.zeros(3, 3) })
+    end },
   -- nn.init and nn.functional
   { "nn.init.kaiming_uniform_", "nn.init.kaiming_uniform_", "mod",
     function() nn.init.kaiming_uniform_(tl.empty(3, 4), { mod = "fan_out" }) end },
@@ -109,6 +134,10 @@ local no_options = {
   ["nn.functional.linear"] = "tensors", ["nn.functional.embedding"] = "tensors",
   ["nn.functional.layer_norm"] = "tensors and eps", ["nn.functional.dropout"] = "p and training",
   ["nn.functional.mse_loss"] = "tensors",
+  ["nn.functional.lstm_cell"] = "tensors", ["nn.functional.gru_cell"] = "tensors",
+  ["nn.functional.rnn_tanh_cell"] = "tensors", ["nn.functional.rnn_relu_cell"] = "tensors",
+  ["nn.functional.lstm_layer"] = "tensors and reverse", ["nn.functional.gru_layer"] = "tensors and reverse",
+  ["nn.functional.rnn_layer"] = "tensors, reverse and the nonlinearity",
   ["nn.init.calculate_gain"] = "a name and a parameter", ["nn.init.constant_"] = "a value",
   ["nn.init.normal_"] = "mean, std", ["nn.init.uniform_"] = "a, b", ["nn.init.zeros_"] = "a tensor",
   ["nn.init.ones_"] = "a tensor", ["nn.init.xavier_uniform_"] = "gain", ["nn.init.xavier_normal_"] = "gain",
