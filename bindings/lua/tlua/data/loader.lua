@@ -139,7 +139,7 @@ function DataLoader.new(cls, opts)
   local self = setmetatable({
     dataset = dataset, batch_size = batch_size, shuffle = opts.shuffle and true or false,
     drop_last = opts.drop_last and true or false, device = opts.device, collate_fn = opts.collate_fn,
-    seed = opts.seed, epoch = 0,
+    seed = opts.seed, epoch = 0, _position = 0, _done = true,
   }, cls)
   if opts.sampler ~= nil then self.sampler = as_sampler("data.DataLoader: sampler", opts.sampler, 2) end
   if opts.batch_sampler ~= nil then self.batch_sampler = as_batch_sampler(opts.batch_sampler, 2) end
@@ -290,7 +290,7 @@ function DataLoader:iter()
   local source = self.batch_sampler or self.sampler
   self._sampler_state = source and type(source.state_dict) == "function" and source:state_dict() or nil
   local batches = epoch_batches(self, epoch)
-  self._position = first - 1
+  self._position, self._done = first - 1, false
   local b, pending = first - 1, nil
   local prefetch = self.device ~= nil
   return function()
@@ -298,7 +298,10 @@ function DataLoader:iter()
     if pending then
       current, pending = pending, nil
     else
-      if b >= #batches then return nil end
+      if b >= #batches then
+        if self.epoch == epoch then self._done = true end
+        return nil
+      end
       b = b + 1
       current = load_batch(self, batches[b])
     end
@@ -311,10 +314,11 @@ function DataLoader:iter()
   end
 end
 
---- enumerate() -> an iterator over i, batch...: `for i, x, y in loader:enumerate() do`
+--- enumerate() -> an iterator over i, batch...: `for i, x, y in loader:enumerate() do` (after a
+-- resume, i goes on from the batches the interrupted run had)
 function DataLoader:enumerate()
   local next_batch = self:iter()
-  local i = self._position or 0
+  local i = self._position
   return function()
     local out = table.pack(next_batch())
     if out[1] == nil then return nil end
@@ -323,32 +327,35 @@ function DataLoader:enumerate()
   end
 end
 
---- state_dict() -> {epoch, batch, seed, samples, sampler}: the epoch under way (or last done),
--- how many of its batches were handed out, the shuffle's seed, the dataset's size and the
--- sampler's state at the start of the epoch. Plain values: tl.save keeps them.
+--- state_dict() -> {epoch, batch, done, seed, samples, sampler}: the epoch under way or last
+-- begun (0: none yet), how many of its batches were handed out, whether its iterator has ended,
+-- the shuffle's seed, the dataset's size, and the sampler's state (at the start of the epoch
+-- under way, else now). Plain values: tl.save keeps them.
 function DataLoader:state_dict()
+  if self._resume then
+    local r = self._resume
+    return { epoch = r.epoch, batch = r.batch, done = false, seed = self.seed, samples = self.dataset:len(),
+      sampler = r.sampler }
+  end
   local source = self.batch_sampler or self.sampler
   local sampler_state = self._sampler_state
-  -- no epoch under way (none yet, or the last one done): the sampler's state now
-  if (self._position == nil or self._position >= self:len()) and source and type(source.state_dict) == "function" then
-    sampler_state = source:state_dict()
-  end
-  if self._resume then
-    return { epoch = self._resume.epoch, batch = self._resume.batch, seed = self.seed, samples = self.dataset:len(),
-      sampler = self._resume.sampler }
-  end
-  return { epoch = self.epoch, batch = self._position or 0, seed = self.seed, samples = self.dataset:len(),
-    sampler = sampler_state }
+  if self._done and source and type(source.state_dict) == "function" then sampler_state = source:state_dict() end
+  return { epoch = self.epoch, batch = self._position, done = self._done, seed = self.seed,
+    samples = self.dataset:len(), sampler = sampler_state }
 end
 
-local STATE_KEYS = { epoch = "integer", batch = "integer", seed = "integer", samples = "integer", sampler = "any" }
+local STATE_KEYS = { epoch = "integer", batch = "integer", done = "boolean", seed = "integer", samples = "integer",
+  sampler = "any" }
 
---- load_state_dict(state): takes a state of state_dict(); the next iter() gives the rest of its
--- epoch (the next epoch when that one was done), in the same order
+--- load_state_dict(state): takes a state of state_dict(). An epoch under way (done = false)
+-- resumes: the next iter() gives the rest of its batches, in the same order (none when all were
+-- handed out), and the iter() after that the next epoch; after an epoch that ended, the next
+-- iter() gives the next epoch.
 function DataLoader:load_state_dict(state)
   options.check(state, "data.DataLoader:load_state_dict", STATE_KEYS, 2)
-  if type(state) ~= "table" or state.epoch == nil or state.batch == nil or state.seed == nil then
-    options.error("data.DataLoader:load_state_dict: expected a state of state_dict() {epoch, batch, seed, ...}", 2)
+  if type(state) ~= "table" or state.epoch == nil or state.batch == nil or state.done == nil or state.seed == nil then
+    options.error("data.DataLoader:load_state_dict: expected a state of state_dict() {epoch, batch, done, seed, ...}",
+      2)
   end
   if state.samples ~= nil and state.samples ~= self.dataset:len() then
     options.error(string.format("data.DataLoader:load_state_dict: the state is of a dataset of %d samples, this " ..
@@ -362,11 +369,9 @@ function DataLoader:load_state_dict(state)
     options.error("data.DataLoader:load_state_dict: the state's seed differs from the one every rank shares", 2)
   end
   local source = self.batch_sampler or self.sampler
-  if state.sampler ~= nil then
-    if not (source and type(source.load_state_dict) == "function") then
-      options.error("data.DataLoader:load_state_dict: the state holds a sampler's state, this loader's sampler " ..
-        "has no load_state_dict", 2)
-    end
+  if state.sampler ~= nil and not (source and type(source.load_state_dict) == "function") then
+    options.error("data.DataLoader:load_state_dict: the state holds a sampler's state, this loader's sampler " ..
+      "has no load_state_dict", 2)
   end
   local len = self:len()
   if state.batch > len then
@@ -374,13 +379,12 @@ function DataLoader:load_state_dict(state)
       state.batch, len), 2)
   end
   if state.sampler ~= nil then source:load_state_dict(state.sampler) end
-  self.seed = state.seed
-  self._position, self._sampler_state = nil, nil
-  if state.epoch >= 1 and state.batch < len then
-    self.epoch = state.epoch - 1
+  self.seed, self._sampler_state = state.seed, nil
+  if state.epoch >= 1 and not state.done then
+    self.epoch, self._position, self._done = state.epoch - 1, 0, true
     self._resume = { epoch = state.epoch, batch = state.batch, sampler = state.sampler }
   else
-    self.epoch = state.epoch
+    self.epoch, self._position, self._done = state.epoch, state.batch, true
     self._resume = nil
   end
 end

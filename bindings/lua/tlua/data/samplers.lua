@@ -104,12 +104,12 @@ local RANDOM_OPTIONS = { seed = "integer", replacement = "boolean", num_samples 
 function RandomSampler:init(source, opts)
   self.n = size_of("data.RandomSampler", source)
   opts = options.check(opts, "data.RandomSampler", RANDOM_OPTIONS, 3)
+  if self.n == 0 then options.error("data.RandomSampler: the dataset is empty", 3) end
   self.replacement = opts.replacement or false
   self.num_samples = opts.num_samples or self.n
   if self.num_samples < 1 then
     options.error("data.RandomSampler: num_samples must be a positive integer, got " .. self.num_samples, 3)
   end
-  if self.n == 0 then options.error("data.RandomSampler: the dataset is empty", 3) end
   self.seed = opts.seed or fresh_seed()
   self.epoch = 0
 end
