@@ -30,6 +30,13 @@ local function keys_of(t)
   return keys
 end
 
+-- "a,b,1" of a list of keys
+local function key_names(keys)
+  local names = {}
+  for i, key in ipairs(keys) do names[i] = tostring(key) end
+  return table.concat(names, ",")
+end
+
 local function collate_values(list, path)
   local first = list[1]
   local kind = tl.is_tensor(first) and "tensor" or type(first)
@@ -43,7 +50,7 @@ local function collate_values(list, path)
   if kind == "tensor" then
     local shape, dtype, device = first.shape, first.dtype, first.device
     for k, t in ipairs(list) do
-      if t.dtype ~= dtype or t.device ~= device or #t.shape ~= #shape or shape_str(t.shape) ~= shape_str(shape) then
+      if t.dtype ~= dtype or t.device ~= device or shape_str(t.shape) ~= shape_str(shape) then
         options.error(string.format("data.default_collate: %s is a %s tensor of shape %s on %s, %s a %s tensor of " ..
           "shape %s on %s (a batch stacks equal shapes)", where(path, k), t.dtype, shape_str(t.shape), t.device,
           where(path, 1), dtype, shape_str(shape), device), 4)
@@ -60,20 +67,13 @@ local function collate_values(list, path)
     return { table.unpack(list) }
   elseif kind == "table" then
     local keys = keys_of(first)
-    local signature = table.concat((function()
-      local t = {}
-      for i, key in ipairs(keys) do t[i] = tostring(key) end
-      return t
-    end)(), ",")
     for k, v in ipairs(list) do
       local these = keys_of(v)
       local same = #these == #keys
       for i = 1, #keys do if these[i] ~= keys[i] then same = false end end
       if not same then
-        local names = {}
-        for i, key in ipairs(these) do names[i] = tostring(key) end
         options.error(string.format("data.default_collate: %s has the keys {%s}, %s {%s}", where(path, k),
-          table.concat(names, ","), where(path, 1), signature), 4)
+          key_names(these), where(path, 1), key_names(keys)), 4)
       end
     end
     local out = {}

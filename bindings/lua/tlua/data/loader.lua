@@ -191,8 +191,10 @@ local function epoch_batches(self, epoch)
   local batches = {}
   if self.batch_sampler then
     for k, batch in ipairs(drain(self.batch_sampler)) do
-      batches[k] = tl.is_tensor(batch) and batch or tl.tensor(samplers._index_list("data.DataLoader: batch " .. k, batch,
-        3), { dtype = "int64" })
+      if not tl.is_tensor(batch) then
+        batch = tl.tensor(samplers._index_list("data.DataLoader: batch " .. k, batch, 3), { dtype = "int64" })
+      end
+      batches[k] = batch
     end
     return batches
   end
