@@ -1,5 +1,6 @@
 -- tl.data: IDX files (the real Fashion-MNIST, and broken files), the FashionMNIST dataset,
--- TensorDataset, and the DataLoader (batching, seeded shuffles, drop_last, speed).
+-- TensorDataset, and the DataLoader (batching, seeded shuffles, drop_last, speed). The dataset
+-- helpers, samplers, collation and resuming: spec/data_loader_spec.lua.
 local tl = require("tlua")
 local data = tl.data
 

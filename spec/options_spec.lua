@@ -88,6 +88,11 @@ local lua_cases = {
   -- tl.data
   { "data.DataLoader", "data.DataLoader", "batchsize", function() data.DataLoader { dataset(), batchsize = 2 } end },
   { "data.FashionMNIST", "data.FashionMNIST", "rot", function() data.FashionMNIST { rot = "/nowhere" } end },
+  { "data.RandomSampler", "data.RandomSampler", "sed", function() data.RandomSampler(4, { sed = 1 }) end },
+  { "data.SubsetRandomSampler", "data.SubsetRandomSampler", "seeds",
+    function() data.SubsetRandomSampler({ 1, 2 }, { seeds = 1 }) end },
+  { "data.random_split", "data.random_split", "generater",
+    function() data.random_split(dataset(), { 2, 2 }, { generater = print }) end },
   -- tl.autograd
   { "autograd.Function", "autograd.Function", "nme", function()
       tl.autograd.Function { forward = function(_, x) return x end, backward = function(_, g) return g end,
@@ -146,6 +151,9 @@ local no_options = {
   ["optim.cosine_with_warmup"] = "numbers",
   ["data.TensorDataset"] = "tensors", ["data.read_idx"] = "a path", ["data.splitmix"] = "a seed",
   ["data.FASHION_MNIST_CLASSES"] = "a list", ["data.FASHION_MNIST_ROOT"] = "a path",
+  ["data.Subset"] = "a dataset and indices", ["data.ConcatDataset"] = "a list of datasets",
+  ["data.SequentialSampler"] = "a dataset or a count", ["data.BatchSampler"] = "sampler, batch_size, drop_last",
+  ["data.default_collate"] = "a list of samples", ["nn.ModuleDict"] = "modules",
   ["autograd.set_grad_ready_hook"] = "a tensor and a function", ["autograd.queue_callback"] = "a function",
 }
 -- the C ops of nn.functional (cases below) and its ops of the op table (one tensor, no options)
@@ -230,7 +238,7 @@ describe("options tables of the Lua modules", function()
     assert.error_matches(function() data.DataLoader { dataset(), shuffle = "yes" } end,
       { "data.DataLoader: option shuffle expected a boolean, got string" })
     assert.error_matches(function() data.DataLoader { dataset(), 3 } end,
-      { "data.DataLoader: unknown option [2] (accepted: [1], batch_size, dataset," })
+      { "data.DataLoader: unknown option [2] (accepted: [1], batch_sampler, batch_size, collate_fn, dataset," })
     assert.error_matches(function() nn.MoE { 4, 8, 2, 1, 5 } end,
       { "nn.MoE: unknown option [5] (accepted: [1], [2], [3], [4]," })
     assert.error_matches(function() optim.Adam({ param() }, { [true] = 1 }) end,

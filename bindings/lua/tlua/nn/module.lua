@@ -10,7 +10,16 @@
 --   * self:register_buffer(name, t) registers state that is saved but not
 --     trained.
 -- Names are dotted paths ("features.1.weight"); Sequential and ModuleList
--- number their children from 1, as Lua does.
+-- number their children from 1, as Lua does; ModuleDict names them.
+--
+-- The walks (parameters, named_parameters, buffers, named_buffers, modules,
+-- named_modules, children, named_children) share one order: depth first,
+-- self before its children, a module's own tensors in registration order
+-- before its children's, the children in registration order. As in PyTorch,
+-- a module reachable by two paths (self.b = self.a) is walked once, under its
+-- first path, and a tensor held by two modules (tied weights) is listed once,
+-- under its first name; the named_ forms give the same entries as the plain
+-- ones, in the same order.
 local tl = require("tlua")
 local class = require("tlua.class")
 
@@ -163,13 +172,17 @@ local function values(list)
   return list
 end
 
---- parameters() -> array of tensors, in a stable order (own ones first, then each child's)
+--- parameters() -> array of the parameters of self and every submodule (own ones first, then each
+-- child's; each tensor once)
 function Module:parameters() return values(named(self, { "_param_keys" })) end
 
---- named_parameters() -> iterator over name, tensor (`for name, p in m:named_parameters() do`)
+--- named_parameters() -> iterator over name, tensor in the order of parameters()
+-- (`for name, p in m:named_parameters() do`; names as in state_dict: "encoder.weight")
 function Module:named_parameters() return iterate(named(self, { "_param_keys" })) end
 
+--- buffers() -> array of the buffers (register_buffer) of self and every submodule, each once
 function Module:buffers() return values(named(self, { "_buffer_keys" })) end
+--- named_buffers() -> iterator over name, tensor in the order of buffers()
 function Module:named_buffers() return iterate(named(self, { "_buffer_keys" })) end
 
 -- {name, module} of the direct submodules, each module once
@@ -185,17 +198,21 @@ local function named_children(self)
   return list
 end
 
---- children() -> array of the direct submodules (each once); named_children() -> iterator name, module
+--- children() -> array of the direct submodules, in registration order, each once
 function Module:children() return values(named_children(self)) end
+--- named_children() -> iterator over name, module in the order of children() (names as strings:
+-- "1", "encoder")
 function Module:named_children() return iterate(named_children(self)) end
 
---- modules() -> array of self and every submodule (depth first); named_modules() -> iterator
+--- modules() -> array of self and every submodule (depth first, self first), each once
 function Module:modules()
   local out = {}
   walk(self, "", function(m) out[#out + 1] = m end)
   return out
 end
 
+--- named_modules() -> iterator over name, module in the order of modules(); self is named ""
+-- and the others by their dotted path ("features.1")
 function Module:named_modules()
   local list = {}
   walk(self, "", function(m, prefix) list[#list + 1] = { prefix:sub(1, -2), m } end)
