@@ -70,9 +70,9 @@ end
 -- 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (tl.gelu_tanh)
 function F.gelu(x, opts) return F._gelu_form(opts, "gelu", 2)(x) end
 
--- the forms kept in tlua/nn/functional/ (losses, normalization, recurrent, convolution), one file
--- per concern
-for _, part in ipairs({ "losses", "normalization", "recurrent", "convolution" }) do
+-- the forms kept in tlua/nn/functional/ (losses, normalization, recurrent, convolution, the
+-- composed activations, the channel and alpha dropouts), one file per concern
+for _, part in ipairs({ "losses", "normalization", "recurrent", "convolution", "activations", "dropout" }) do
   for name, fn in pairs(require("tlua.nn.functional." .. part)) do F[name] = fn end
 end
 
