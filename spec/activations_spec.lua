@@ -178,7 +178,8 @@ describe("activations: strict numbers, options and inputs", function()
     assert.error_matches(function() nn.Softplus({ beta = "2" }) end, { "nn.Softplus", "beta", "a number" })
     assert.error_matches(function() nn.GELU({ approximate = "fast" }) end, { "nn.GELU", "'none' or 'tanh'" })
     assert.error_matches(function() nn.Softmax({ dims = 1 }) end, { "nn.Softmax", "unknown option 'dims'" })
-    assert.error_matches(function() nn.PReLU({ num_parameter = 3 }) end, { "nn.PReLU", "unknown option 'num_parameter'" })
+    assert.error_matches(function() nn.PReLU({ num_parameter = 3 }) end,
+      { "nn.PReLU", "unknown option 'num_parameter'" })
   end)
 
   it("Softmax, LogSoftmax and Softmin need a dim; GLU's dim and size; PReLU's parameters", function()

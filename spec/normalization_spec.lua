@@ -248,12 +248,14 @@ describe("nn.GroupNorm against PyTorch", function()
     tl.manual_seed(11)
     local x, w, b = tl.randn(2, 4, 3):double():requires_grad_(), tl.randn(4):double():requires_grad_(),
       tl.randn(4):double():requires_grad_()
-    assert.is_true(gradcheck(function(a, ww, bb) return F.group_norm(a, 2, { weight = ww, bias = bb }) end, { x, w, b }))
+    assert.is_true(gradcheck(function(a, ww, bb) return F.group_norm(a, 2, { weight = ww, bias = bb }) end,
+      { x, w, b }))
   end)
 
   it("bad options and inputs", function()
     assert.error_matches(function() nn.GroupNorm(3, 4) end, { "nn.GroupNorm", "divisible" })
-    assert.error_matches(function() nn.GroupNorm(2, 4, { afine = false }) end, { "nn.GroupNorm", "unknown option 'afine'" })
+    assert.error_matches(function() nn.GroupNorm(2, 4, { afine = false }) end,
+      { "nn.GroupNorm", "unknown option 'afine'" })
     assert.error_matches(function() nn.GroupNorm(2, 4)(tl.randn(2, 6, 3)) end, { "nn.GroupNorm", "[N, 4, ...]" })
     assert.error_matches(function() F.group_norm(tl.randn(2, 6), 4) end, { "group_norm", "divisible" })
     assert.error_matches(function() F.group_norm(tl.randn(2, 6), 0) end, { "group_norm", "num_groups" })
@@ -297,7 +299,8 @@ describe("nn.RMSNorm against PyTorch's formula", function()
     assert.error_matches(function() nn.RMSNorm(4, { epsilon = 1e-5 }) end, { "nn.RMSNorm", "unknown option 'epsilon'" })
     assert.error_matches(function() nn.RMSNorm(0) end, { "nn.RMSNorm", "normalized_shape" })
     assert.error_matches(function() nn.RMSNorm(4)(tl.randn(2, 5)) end, { "rms_norm", "[4]", "[2, 5]" })
-    assert.error_matches(function() F.rms_norm(tl.randn(2, 4), 4, { weight = tl.ones(5) }) end, { "rms_norm", "weight" })
+    assert.error_matches(function() F.rms_norm(tl.randn(2, 4), 4, { weight = tl.ones(5) }) end,
+      { "rms_norm", "weight" })
     assert.error_matches(function() F.rms_norm(tl.ones(2, 4, { dtype = "int64" }), 4) end, { "rms_norm", "floating" })
   end)
 end)
