@@ -13,7 +13,8 @@ end
 --- Adagrad(params, {lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0,
 -- eps = 1e-10, maximize = false}): sum <- sum + g^2 (g with the L2 weight decay, negated by
 -- maximize; sum starts at initial_accumulator_value), p <- p - clr g / (sqrt(sum) + eps) with
--- clr = lr / (1 + (step - 1) lr_decay). State per parameter: step, sum (made at its first step).
+-- clr = lr / (1 + (step - 1) lr_decay). State per parameter: step, sum (made at its first step,
+-- from its group's initial_accumulator_value, where torch 1.13 takes the constructor's for all).
 return composed.subclass("Adagrad",
   { lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0, eps = 1e-10, maximize = false },
   check, {
