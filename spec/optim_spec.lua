@@ -416,9 +416,10 @@ describe("the composed optimizers (RMSprop, Adagrad, Adamax, NAdam, RAdam) and t
       assert.error_matches(function() optim[name]({ p }, { lr = -0.1 }) end, { "optim." .. name, "lr", ">= 0" })
       assert.error_matches(function() optim[name]({ p }, { lr = 0 / 0 }) end, { "optim." .. name, "lr" })
       assert.error_matches(function() optim[name]({ p }, { eps = -1 }) end, { "optim." .. name, "eps", ">= 0" })
-      assert.error_matches(function() optim[name]({ p }, { weight_decay = "x" }) end, { "optim." .. name, "weight_decay" })
-      assert.error_matches(function() optim[name]({ p }, { maximize = 1 }) end, { "optim." .. name, "maximize", "true or false" })
-      assert.error_matches(function() optim[name]({ p }, { lrr = 0.1 }) end, { "optim." .. name, "unknown option 'lrr'" })
+      local who = "optim." .. name
+      assert.error_matches(function() optim[name]({ p }, { weight_decay = "x" }) end, { who, "weight_decay" })
+      assert.error_matches(function() optim[name]({ p }, { maximize = 1 }) end, { who, "maximize", "true or false" })
+      assert.error_matches(function() optim[name]({ p }, { lrr = 0.1 }) end, { who, "unknown option 'lrr'" })
       assert.error_matches(function() optim[name]({ { params = { p }, momentun = 1 } }) end,
         { "optim." .. name .. ": parameter group 1", "unknown option 'momentun'" })
       assert.error_matches(function() optim[name]({ tl.zeros(2) }) end, { "optim." .. name, "does not require grad" })
@@ -434,8 +435,10 @@ describe("the composed optimizers (RMSprop, Adagrad, Adamax, NAdam, RAdam) and t
     assert.error_matches(function() optim.Adagrad({ p }, { lr_decay = -1 }) end, { "optim.Adagrad", "lr_decay" })
     assert.error_matches(function() optim.Adagrad({ p }, { initial_accumulator_value = -1 }) end,
       { "optim.Adagrad", "initial_accumulator_value" })
-    assert.error_matches(function() optim.NAdam({ p }, { momentum_decay = -1 }) end, { "optim.NAdam", "momentum_decay" })
-    assert.error_matches(function() optim.Adam({ p }, { amsgrad = 1 }) end, { "optim.Adam", "amsgrad", "true or false" })
+    assert.error_matches(function() optim.NAdam({ p }, { momentum_decay = -1 }) end,
+      { "optim.NAdam", "momentum_decay" })
+    assert.error_matches(function() optim.Adam({ p }, { amsgrad = 1 }) end,
+      { "optim.Adam", "amsgrad", "true or false" })
     assert.error_matches(function() optim.SGD({ p }, { lr = 0.1, maximize = "no" }) end, { "optim.SGD", "maximize" })
   end)
 
@@ -481,7 +484,8 @@ describe("the composed optimizers (RMSprop, Adagrad, Adamax, NAdam, RAdam) and t
       }
       for _, problem in ipairs(problems) do
         problem[1]()
-        assert.error_matches(function() opt:step() end, { "optim." .. name:match("^%a+"), "parameter 1 of group 2", problem[2] })
+        assert.error_matches(function() opt:step() end,
+          { "optim." .. name:match("^%a+"), "parameter 1 of group 2", problem[2] })
         unchanged(before, name .. " " .. problem[2], problem[3])
         b.grad = grad(2)
         opt.state[b][key] = before[2][2][key]:clone()

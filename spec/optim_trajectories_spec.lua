@@ -94,3 +94,34 @@ describe("optimizers keep their state in the parameter's dtype", function()
     end)
   end
 end)
+
+describe("optimizers on cuda #cuda", function()
+  if tl.cuda.device_count() == 0 then
+    pending("no CUDA device: the CUDA specs of the optimizers' trajectories did not run")
+    return
+  end
+
+  -- every case in float32 on the GPU follows torch's float64 trajectory within float32 noise, and
+  -- its CPU float32 run closely
+  for _, case in ipairs(golden.cases) do
+    it(case.name .. " (optim." .. case.optim .. ") on cuda, float32", function()
+      local function run(device)
+        local ps = params()
+        for i, p in ipairs(ps) do ps[i] = p:detach():float():to(device):requires_grad_() end
+        local opt = build(case, ps)
+        for step = 1, #golden.grads do
+          for i, p in ipairs(ps) do p.grad = grad(step, i):float():to(device) end
+          opt:step()
+        end
+        return ps
+      end
+      local gpu, cpu = run("cuda"), run("cpu")
+      for i = 1, #gpu do
+        local g = gpu[i]:detach():to("cpu")
+        assert.are.equal("float32", g.dtype)
+        assert.tensor_near(case.trajectory[#golden.grads][i], g:double():reshape(-1), 1e-4, 1e-5, case.name)
+        assert.tensor_near(cpu[i]:detach(), g, 1e-5, 1e-6, case.name .. " cuda vs cpu")
+      end
+    end)
+  end
+end)

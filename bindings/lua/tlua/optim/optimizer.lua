@@ -167,11 +167,14 @@ function Optimizer:load_state_dict(sd)
       #sd.param_groups, #self.param_groups), 2)
   end
   for gi, g in ipairs(sd.param_groups) do
+    local unknown = {}
     for k in pairs(g) do
-      if self.group_accepted[k] == nil then
-        error(string.format("load_state_dict: parameter group %d has the option '%s', which optim.%s does not take "
-          .. "(a state dict of another optimizer?)", gi, tostring(k), self.name), 2)
-      end
+      if self.group_accepted[k] == nil then unknown[#unknown + 1] = "'" .. tostring(k) .. "'" end
+    end
+    if #unknown > 0 then
+      table.sort(unknown)
+      error(string.format("load_state_dict: parameter group %d has the options %s, which optim.%s does not take "
+        .. "(a state dict of another optimizer?)", gi, table.concat(unknown, ", "), self.name), 2)
     end
     local n, m = #(g.params or {}), #self.param_groups[gi].params
     if n ~= m then

@@ -27,7 +27,9 @@ function Plateau.new(cls, optimizer, opts)
     mode = "min", eps = 1e-8 }, cls)
   for k, v in pairs(opts) do if k ~= "min_lr" then self[k] = v end end
   if not (self.factor < 1 and self.factor >= 0) then bad("factor must be in [0, 1), got " .. self.factor) end
-  if self.mode ~= "min" and self.mode ~= "max" then bad("mode must be \"min\" or \"max\", got \"" .. self.mode .. "\"") end
+  if self.mode ~= "min" and self.mode ~= "max" then
+    bad("mode must be \"min\" or \"max\", got \"" .. self.mode .. "\"")
+  end
   if self.threshold_mode ~= "rel" and self.threshold_mode ~= "abs" then
     bad("threshold_mode must be \"rel\" or \"abs\", got \"" .. self.threshold_mode .. "\"")
   end

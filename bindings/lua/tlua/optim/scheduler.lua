@@ -166,10 +166,14 @@ function Scheduler:load_state_dict(sd)
     options.error(who .. ": expected a table from a scheduler's state_dict()", 2)
   end
   local mine = self:state_dict()
+  local unknown = {}
   for k in pairs(sd) do
-    if mine[k] == nil then
-      options.error(string.format("%s: unknown entry '%s' (a state dict of another scheduler?)", who, tostring(k)), 2)
-    end
+    if mine[k] == nil then unknown[#unknown + 1] = "'" .. tostring(k) .. "'" end
+  end
+  if #unknown > 0 then
+    table.sort(unknown)
+    options.error(string.format("%s: unknown entries %s (a state dict of another scheduler?)", who,
+      table.concat(unknown, ", ")), 2)
   end
   if type(sd._last_lr) == "table" and #sd._last_lr ~= #self.optimizer.param_groups then
     options.error(string.format("%s: the state dict has %d parameter groups, the optimizer %d", who, #sd._last_lr,

@@ -69,7 +69,9 @@ schedulers.MultiStepLR = Scheduler.define("MultiStepLR", {
     local milestones = args.milestones
     if type(milestones) ~= "table" then fail("optim.MultiStepLR: milestones expected a list of integers") end
     self.milestones = {}
-    for i, m in ipairs(milestones) do self.milestones[i] = check_integer("optim.MultiStepLR", "milestones[" .. i .. "]", m, 0) end
+    for i, m in ipairs(milestones) do
+      self.milestones[i] = check_integer("optim.MultiStepLR", "milestones[" .. i .. "]", m, 0)
+    end
     if #self.milestones == 0 and next(milestones) ~= nil then
       fail("optim.MultiStepLR: milestones expected a list of integers")
     end
@@ -132,8 +134,8 @@ schedulers.LinearLR = Scheduler.define("LinearLR", {
   accepted = { start_factor = "any", end_factor = "any", total_iters = "any" },
   configure = function(self, args)
     local who = "optim.LinearLR"
-    self.start_factor = args.start_factor == nil and 1.0 / 3 or check_range(who, "start_factor", args.start_factor, 0, 1,
-      true)
+    self.start_factor = args.start_factor == nil and 1.0 / 3 or
+        check_range(who, "start_factor", args.start_factor, 0, 1, true)
     self.end_factor = args.end_factor == nil and 1.0 or check_range(who, "end_factor", args.end_factor, 0, 1)
     self.total_iters = args.total_iters == nil and 5 or check_integer(who, "total_iters", args.total_iters, 1)
   end,
