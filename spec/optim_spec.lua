@@ -1,5 +1,5 @@
--- tl.optim: SGD, Adam, AdamW against PyTorch's update rules on fixed numbers, state dicts, the
--- learning-rate schedulers and clip_grad_norm.
+-- tl.optim: SGD, Adam, AdamW against PyTorch's update rules on fixed numbers, state dicts, the learning-rate
+-- schedulers and clip_grad_norm; the composed optimizers' bad options, all-or-nothing steps and maximize.
 local tl = require("tlua")
 local optim = tl.optim
 
