@@ -1,5 +1,5 @@
--- tl.optim: SGD, Adam, AdamW against PyTorch's update rules on fixed numbers, state dicts, the
--- learning-rate schedulers and clip_grad_norm.
+-- tl.optim: SGD, Adam, AdamW against PyTorch's update rules on fixed numbers, state dicts, the learning-rate
+-- schedulers and clip_grad_norm; the composed optimizers' bad options, all-or-nothing steps and maximize.
 local tl = require("tlua")
 local optim = tl.optim
 
@@ -404,5 +404,117 @@ describe("a step that fails changes nothing", function()
     opt.param_groups[2].momentum = -0.9
     assert.error_matches(function() opt:step() end, { "optim.SGD", "momentum", ">= 0" })
     assert_unchanged(before, opt, { a, b, c }, "SGD options")
+  end)
+end)
+
+describe("the composed optimizers (RMSprop, Adagrad, Adamax, NAdam, RAdam) and the new options", function()
+  local names = { "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam" }
+
+  it("reject bad options and unknown keys, naming the optimizer and the key", function()
+    local p = param()
+    for _, name in ipairs(names) do
+      assert.error_matches(function() optim[name]({ p }, { lr = -0.1 }) end, { "optim." .. name, "lr", ">= 0" })
+      assert.error_matches(function() optim[name]({ p }, { lr = 0 / 0 }) end, { "optim." .. name, "lr" })
+      assert.error_matches(function() optim[name]({ p }, { eps = -1 }) end, { "optim." .. name, "eps", ">= 0" })
+      local who = "optim." .. name
+      assert.error_matches(function() optim[name]({ p }, { weight_decay = "x" }) end, { who, "weight_decay" })
+      assert.error_matches(function() optim[name]({ p }, { maximize = 1 }) end, { who, "maximize", "true or false" })
+      assert.error_matches(function() optim[name]({ p }, { lrr = 0.1 }) end, { who, "unknown option 'lrr'" })
+      assert.error_matches(function() optim[name]({ { params = { p }, momentun = 1 } }) end,
+        { "optim." .. name .. ": parameter group 1", "unknown option 'momentun'" })
+      assert.error_matches(function() optim[name]({ tl.zeros(2) }) end, { "optim." .. name, "does not require grad" })
+    end
+    for _, name in ipairs({ "Adamax", "NAdam", "RAdam", "Adam", "AdamW" }) do
+      for _, betas in ipairs({ { 0.9, 1.0 }, { -0.1, 0.9 }, { 0.9 }, 0.9 }) do
+        assert.error_matches(function() optim[name]({ p }, { betas = betas }) end, { "optim." .. name, "betas" })
+      end
+    end
+    assert.error_matches(function() optim.RMSprop({ p }, { alpha = -0.5 }) end, { "optim.RMSprop", "alpha" })
+    assert.error_matches(function() optim.RMSprop({ p }, { momentum = -0.5 }) end, { "optim.RMSprop", "momentum" })
+    assert.error_matches(function() optim.RMSprop({ p }, { centered = "yes" }) end, { "optim.RMSprop", "centered" })
+    assert.error_matches(function() optim.Adagrad({ p }, { lr_decay = -1 }) end, { "optim.Adagrad", "lr_decay" })
+    assert.error_matches(function() optim.Adagrad({ p }, { initial_accumulator_value = -1 }) end,
+      { "optim.Adagrad", "initial_accumulator_value" })
+    assert.error_matches(function() optim.NAdam({ p }, { momentum_decay = -1 }) end,
+      { "optim.NAdam", "momentum_decay" })
+    assert.error_matches(function() optim.Adam({ p }, { amsgrad = 1 }) end,
+      { "optim.Adam", "amsgrad", "true or false" })
+    assert.error_matches(function() optim.SGD({ p }, { lr = 0.1, maximize = "no" }) end, { "optim.SGD", "maximize" })
+  end)
+
+  -- a problem with the last parameter leaves everything as it was
+  for _, name in ipairs({ "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "Adam (amsgrad)" }) do
+    it(name .. ": a bad gradient, state tensor or step count of the last parameter changes nothing", function()
+      local cls = optim[name:match("^%a+")]
+      local opts = { lr = 0.01 }
+      if name:find("amsgrad") then opts.amsgrad = true end
+      if name == "RMSprop" then opts.momentum = 0.9 end
+      local a, b = param(), param()
+      local opt = cls({ { params = { a } }, { params = { b } } }, opts)
+      a.grad, b.grad = grad(1), grad(1)
+      opt:step()
+      a.grad, b.grad = grad(2), grad(2)
+      local function snapshot()
+        local out = {}
+        for i, p in ipairs({ a, b }) do
+          local s = {}
+          for k, v in pairs(opt.state[p]) do s[k] = tl.is_tensor(v) and v:clone() or v end
+          out[i] = { p:detach():clone(), s }
+        end
+        return out
+      end
+      local function unchanged(before, what, skip)
+        for i, p in ipairs({ a, b }) do
+          assert.tensor_equal(before[i][1], p:detach(), what .. ": parameter " .. i)
+          for k, v in pairs(before[i][2]) do
+            if i == 2 and k == skip then -- the entry made bad
+            elseif tl.is_tensor(v) then assert.tensor_equal(v, opt.state[p][k], what .. ": " .. k)
+            else assert.are.equal(v, opt.state[p][k], what .. ": " .. k) end
+          end
+        end
+      end
+      local key
+      for k, v in pairs(opt.state[b]) do if tl.is_tensor(v) then key = k end end
+      local before = snapshot()
+      local problems = {
+        { function() opt.state[b][key] = tl.zeros(3, 2, { dtype = "float64" }) end, key .. " has shape [3, 2]", key },
+        { function() opt.state[b][key] = tl.zeros(2, 3, { dtype = "float32" }) end, key .. " is float32", key },
+        { function() opt.state[b][key] = "zeros" end, key .. " expected a tensor", key },
+        { function() opt.state[b].step = 1.5 end, "step count", "step" },
+      }
+      for _, problem in ipairs(problems) do
+        problem[1]()
+        assert.error_matches(function() opt:step() end,
+          { "optim." .. name:match("^%a+"), "parameter 1 of group 2", problem[2] })
+        unchanged(before, name .. " " .. problem[2], problem[3])
+        b.grad = grad(2)
+        opt.state[b][key] = before[2][2][key]:clone()
+        opt.state[b].step = before[2][2].step
+      end
+      opt:step() -- fixed, it steps
+      assert.are.equal(2, opt.state[b].step)
+    end)
+  end
+
+  it("maximize climbs: SGD, Adam (fused or not) and each composed optimizer follow -g", function()
+    for _, name in ipairs({ "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam" }) do
+      local adam = name == "Adam" or name == "AdamW"
+      for _, fused in ipairs(adam and { true, false } or { true }) do
+        local extra = adam and { fused = fused } or {}
+        local up, down = param(), param()
+        local function opts(maximize)
+          local o = { lr = 0.01, maximize = maximize, weight_decay = 0.1 }
+          for k, v in pairs(extra) do o[k] = v end
+          return o
+        end
+        local o1, o2 = optim[name]({ up }, opts(true)), optim[name]({ down }, opts(false))
+        for step = 1, 3 do
+          up.grad, down.grad = grad(step), -grad(step)
+          o1:step()
+          o2:step()
+        end
+        assert.tensor_equal(down:detach(), up:detach(), name)
+      end
+    end
   end)
 end)

@@ -251,6 +251,7 @@ end
 
 -- ---- to(): devices and dtypes ------------------------------------------------------------
 local floating = { float32 = true, float64 = true, bfloat16 = true, float16 = true }
+local replaced = require("tlua.nn.replaced")
 
 local function is_dtype(name)
   if type(name) ~= "string" then return false end
@@ -269,7 +270,8 @@ end
 
 --- to(device_or_dtype, ...): moves every parameter and buffer to a device and/or casts the
 -- floating ones to a dtype, replacing the tensors (parameters keep requires_grad; their grads
--- move with them). Returns self. Build optimizers after moving the model.
+-- move with them). Returns self. Build optimizers after moving the model (an optimizer holding a
+-- replaced parameter refuses to step: tlua.nn.replaced).
 function Module:to(...)
   local args = table.pack(...)
   if args.n == 0 then error("Module:to: expected a device or a dtype", 2) end
@@ -297,6 +299,13 @@ function Module:to(...)
     end)
   end)
   for _, a in ipairs(assignments) do rawset(a[1], a[2], a[3]) end
+  -- an optimizer built before this holds the old parameters: step() refuses them (tlua.nn.replaced)
+  local moved = {}
+  for i = 1, args.n do moved[i] = tostring(args[i]) end
+  moved = table.concat(moved, ", ")
+  for t, new in pairs(done) do
+    if new ~= t and t.requires_grad then replaced[t] = moved end
+  end
   return self
 end
 

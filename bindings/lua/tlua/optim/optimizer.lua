@@ -12,6 +12,8 @@ local tl = require("tlua")
 local class = require("tlua.class")
 local options = require("tlua.options")
 
+local replaced = require("tlua.nn.replaced")
+
 local is_tensor = tl.is_tensor
 
 local Optimizer = class("optim.Optimizer")
@@ -22,8 +24,10 @@ function Optimizer.subclass(name, defaults, check)
   local cls = class("optim." .. name, Optimizer)
   cls.name, cls.defaults, cls.check = name, defaults, check
   -- the keys an options table and a parameter group accept (tlua.options; check judges values)
-  -- (a group also carries initial_lr once a scheduler has run: opt.param_groups pass as groups)
-  cls.accepted, cls.group_accepted = {}, { params = "table", initial_lr = "number" }
+  -- (a group also carries initial_lr once a scheduler has run, and OneCycleLR's max_lr, min_lr,
+  -- max_momentum, base_momentum: opt.param_groups pass as groups)
+  cls.accepted, cls.group_accepted = {}, { params = "table", initial_lr = "number", max_lr = "number",
+    min_lr = "number", max_momentum = "number", base_momentum = "number" }
   for key in pairs(defaults) do cls.accepted[key], cls.group_accepted[key] = "any", "any" end
   return cls
 end
@@ -85,6 +89,15 @@ end
 -- problem at the caller of step().
 function Optimizer:_validate()
   local name = self.name
+  for gi, group in ipairs(self.param_groups) do
+    for pi, p in ipairs(group.params) do
+      local moved = replaced[p]
+      if moved then
+        error(string.format("optim.%s: parameter %d of group %d was replaced (moved to %s) after the optimizer was "
+          .. "built; build the optimizer after model:to(...)", name, pi, gi, moved), 3)
+      end
+    end
+  end
   for gi, group in ipairs(self.param_groups) do
     local bad = self.check and self.check(group, name)
     if bad then error(string.format("%s (parameter group %d)", bad, gi), 3) end
@@ -154,6 +167,15 @@ function Optimizer:load_state_dict(sd)
       #sd.param_groups, #self.param_groups), 2)
   end
   for gi, g in ipairs(sd.param_groups) do
+    local unknown = {}
+    for k in pairs(g) do
+      if self.group_accepted[k] == nil then unknown[#unknown + 1] = "'" .. tostring(k) .. "'" end
+    end
+    if #unknown > 0 then
+      table.sort(unknown)
+      error(string.format("load_state_dict: parameter group %d has the options %s, which optim.%s does not take "
+        .. "(a state dict of another optimizer?)", gi, table.concat(unknown, ", "), self.name), 2)
+    end
     local n, m = #(g.params or {}), #self.param_groups[gi].params
     if n ~= m then
       error(string.format("load_state_dict: parameter group %d has %d parameters in the state dict, %d in the optimizer",
@@ -164,6 +186,8 @@ function Optimizer:load_state_dict(sd)
   for gi, g in ipairs(sd.param_groups) do
     local group = copy(self.param_groups[gi]) -- the group's options as they will be once loaded
     for k, v in pairs(g) do if k ~= "params" then group[k] = v end end
+    local bad = self.check(group, self.name)
+    if bad then error(string.format("load_state_dict: %s (parameter group %d)", bad, gi), 2) end
     for pi, index in ipairs(g.params) do
       local p = self.param_groups[gi].params[pi]
       local s = sd.state[index]

@@ -1,24 +1,22 @@
 -- tl.optim SGD, Adam, AdamW (torch.optim's rules): a fused C step per SGD parameter, one for all of an Adam group.
 local tl = require("tlua")
 local Optimizer = require("tlua.optim.optimizer")
+local composed = require("tlua.optim.composed")
 
 local optimizers = {}
 
 -- The options checks return an error message, or nil when the group is fine.
-local function check_nonnegative(group, key, name)
-  local v = group[key]
-  if type(v) ~= "number" or not (v >= 0 and v < math.huge) then
-    return string.format("optim.%s: %s must be a finite number >= 0, got %s", name, key, tostring(v))
-  end
-end
+local check_nonnegative, check_boolean = composed.nonnegative, composed.boolean
 
 -- ---- SGD -------------------------------------------------------------------------------
---- SGD(params, {lr, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false})
-optimizers.SGD = Optimizer.subclass("SGD", { lr = false, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false },
+--- SGD(params, {lr, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false}):
+-- torch.optim.SGD's rule (maximize: the gradient negated); state per parameter: momentum_buffer
+optimizers.SGD = Optimizer.subclass("SGD",
+  { lr = false, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false },
   function(group, name)
     if group.lr == false then return "optim.SGD: lr is required" end
     local bad = check_nonnegative(group, "lr", name) or check_nonnegative(group, "momentum", name) or
-        check_nonnegative(group, "weight_decay", name)
+        check_nonnegative(group, "weight_decay", name) or check_boolean(group, "maximize", name)
     if bad then return bad end
     local d = group.dampening
     if type(d) ~= "number" or not (d > -math.huge and d < math.huge) then
@@ -45,6 +43,7 @@ function optimizers.SGD:_update(group)
   for _, p in ipairs(group.params) do
     local g = p.grad
     if g ~= nil then
+      if group.maximize then g = -g:detach() end
       local s, buf, first = state[p], nil, false
       if momentum ~= 0 then
         buf = s and s.momentum_buffer
@@ -75,15 +74,9 @@ end
 -- when there is no master.
 local function check_adam(group, name)
   local bad = check_nonnegative(group, "lr", name) or check_nonnegative(group, "eps", name) or
-      check_nonnegative(group, "weight_decay", name)
+      check_nonnegative(group, "weight_decay", name) or composed.betas(group, name)
   if bad then return bad end
-  local b = group.betas
-  if type(b) ~= "table" or type(b[1]) ~= "number" or type(b[2]) ~= "number" or
-     not (b[1] >= 0 and b[1] < 1 and b[2] >= 0 and b[2] < 1) then
-    return string.format("optim.%s: betas must be {beta1, beta2} with each in [0, 1)", name)
-  end
-  if group.amsgrad then return string.format("optim.%s: amsgrad is not supported", name) end
-  for _, key in ipairs({ "fused", "master_weights" }) do
+  for _, key in ipairs({ "fused", "master_weights", "amsgrad", "maximize" }) do
     if type(group[key]) ~= "boolean" then
       return string.format("optim.%s: %s must be true or false, got %s", name, key, tostring(group[key]))
     end
@@ -100,21 +93,8 @@ local function adam_layout(group, p)
   return master, moments
 end
 
-local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
-
 -- state tensor s[key] suits parameter p: its shape, dtype and device, contiguous
-local function check_state(s, key, p, dtype)
-  local t = s[key]
-  if not tl.is_tensor(t) then error(string.format("%s expected a tensor, got %s", key, type(t)), 0) end
-  if shape_str(t) ~= shape_str(p) then
-    error(string.format("%s has shape %s but the parameter has %s", key, shape_str(t), shape_str(p)), 0)
-  end
-  if t.dtype ~= dtype then error(string.format("%s is %s but must be %s", key, t.dtype, dtype), 0) end
-  if tostring(t.device) ~= tostring(p.device) then
-    error(string.format("%s is on %s but the parameter is on %s", key, tostring(t.device), tostring(p.device)), 0)
-  end
-  if not t:is_contiguous() then error(string.format("%s must be contiguous (it is updated in place)", key), 0) end
-end
+local check_state = composed.check_state
 
 -- the step's checks alone: the step count (an integer >= 0) here, the tensors by the C step's own
 -- checks (missing moments are ones the step creates), the state of the fused and master paths here
@@ -141,6 +121,14 @@ local function adam_check(group, p, g, s, decoupled)
   end
 end
 
+local function adam_check_all(group, p, g, s, decoupled)
+  adam_check(group, p, g, s, decoupled)
+  if s ~= nil and s.max_exp_avg_sq ~= nil then
+    local _, moments = adam_layout(group, p)
+    check_state(s, "max_exp_avg_sq", p, moments)
+  end
+end
+
 -- p's state as the step will use it (new tensors where it has none yet), not yet kept
 local function adam_state(group, p, s)
   local master, moments = adam_layout(group, p)
@@ -149,7 +137,33 @@ local function adam_state(group, p, s)
   out.exp_avg = s and s.exp_avg or zeros()
   out.exp_avg_sq = s and s.exp_avg_sq or zeros()
   if master then out.master = s and s.master or p:detach():to("float32") end
+  -- amsgrad's running maximum of exp_avg_sq (kept while amsgrad is off)
+  out.max_exp_avg_sq = s and s.max_exp_avg_sq or (group.amsgrad and zeros() or nil)
   return out
+end
+
+-- amsgrad (not in the fused C steps): torch.optim.Adam's single-tensor step composed of tensor ops
+-- on the master (or p), in the moments' dtype; g already negated by maximize
+local function adam_composed_step(group, p, g, new, decoupled)
+  local lr, weight_decay, beta1, beta2 = group.lr, group.weight_decay, group.betas[1], group.betas[2]
+  local work_dtype = new.exp_avg.dtype
+  local target = new.master or p
+  local x = target.dtype == work_dtype and target or target:to(work_dtype)
+  if g.dtype ~= work_dtype then g = g:to(work_dtype) end
+  if decoupled then
+    x:mul_(1 - lr * weight_decay)
+  elseif weight_decay ~= 0 then
+    g = g + x * weight_decay
+  end
+  new.exp_avg:mul_(beta1):add_(g * (1 - beta1))
+  composed.addcmul_(new.exp_avg_sq:mul_(beta2), g, g, 1 - beta2)
+  local step = new.step
+  local bias_correction1, bias_correction2 = 1 - beta1 ^ step, 1 - beta2 ^ step
+  new.max_exp_avg_sq:maximum_(new.exp_avg_sq)
+  local denom = (new.max_exp_avg_sq:sqrt() / math.sqrt(bias_correction2)):add_(group.eps)
+  composed.addcdiv_(x, new.exp_avg, denom, -(lr / bias_correction1))
+  if x ~= target then target:copy_(x) end
+  if new.master then p:copy_(new.master) end
 end
 
 local function keep(state, p, s, new)
@@ -177,6 +191,7 @@ local function adam_update_fused(self, group, decoupled)
         order[#order + 1] = b
       end
       local i = #b.params + 1
+      if group.maximize then g = -g:detach() end
       b.params[i], b.grads[i], b.m[i], b.v[i] = p, g, new.exp_avg, new.exp_avg_sq
       b.masters[i] = new.master or false
       b.states[i] = new
@@ -194,16 +209,20 @@ end
 
 -- (checked by _validate) the step count and new state are kept only once the step has run
 local function adam_update(self, group, decoupled)
-  if group.fused then return adam_update_fused(self, group, decoupled) end
+  if group.fused and not group.amsgrad then return adam_update_fused(self, group, decoupled) end
   local lr, eps, weight_decay = group.lr, group.eps, group.weight_decay
   local beta1, beta2 = group.betas[1], group.betas[2]
   local state = self.state
   for _, p in ipairs(group.params) do
     local g = p.grad
     if g ~= nil then
+      if group.maximize then g = -g:detach() end
       local new = adam_state(group, p, state[p])
       local step = new.step + 1
-      if new.master then
+      if group.amsgrad then
+        new.step = step
+        no_grad(adam_composed_step, group, p, g:detach(), new, decoupled)
+      elseif new.master then
         adam_step(new.master, g:detach():to("float32"), new.exp_avg, new.exp_avg_sq, step, lr, beta1, beta2, eps,
           weight_decay, decoupled)
         no_grad(function() p:copy_(new.master) end)
@@ -220,29 +239,32 @@ end
 local function adam_state_dtype(_, group, p, key)
   local master, moments = adam_layout(group, p)
   if key == "master" then return master and "float32" or nil end
-  if key == "exp_avg" or key == "exp_avg_sq" then return moments end
+  if key == "exp_avg" or key == "exp_avg_sq" or key == "max_exp_avg_sq" then return moments end
   return p.dtype
 end
 
-local ADAM_DEFAULTS = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, amsgrad = false, fused = true,
-  master_weights = true }
+local ADAM_DEFAULTS = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, amsgrad = false, maximize = false,
+  fused = true, master_weights = true }
 local function adam_defaults(weight_decay)
   local d = { weight_decay = weight_decay }
   for k, v in pairs(ADAM_DEFAULTS) do d[k] = v end
   return d
 end
 
---- Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, fused = true,
--- master_weights = true}): L2 weight decay added to the gradient
+--- Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false,
+-- maximize = false, fused = true, master_weights = true}): L2 weight decay added to the gradient;
+-- amsgrad divides by the running maximum of exp_avg_sq (state max_exp_avg_sq; a step composed of
+-- tensor ops, not fused); maximize negates the gradient. State per parameter: step, exp_avg,
+-- exp_avg_sq, max_exp_avg_sq (amsgrad), master (16-bit parameters with master_weights)
 optimizers.Adam = Optimizer.subclass("Adam", adam_defaults(0), check_adam)
-function optimizers.Adam:_check(group, p, g, s) adam_check(group, p, g, s, false) end
+function optimizers.Adam:_check(group, p, g, s) adam_check_all(group, p, g, s, false) end
 function optimizers.Adam:_update(group) adam_update(self, group, false) end
 optimizers.Adam._state_dtype = adam_state_dtype
 
---- AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, fused = true,
--- master_weights = true}): decoupled weight decay
+--- AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, amsgrad = false,
+-- maximize = false, fused = true, master_weights = true}): Adam with decoupled weight decay
 optimizers.AdamW = Optimizer.subclass("AdamW", adam_defaults(1e-2), check_adam)
-function optimizers.AdamW:_check(group, p, g, s) adam_check(group, p, g, s, true) end
+function optimizers.AdamW:_check(group, p, g, s) adam_check_all(group, p, g, s, true) end
 function optimizers.AdamW:_update(group) adam_update(self, group, true) end
 optimizers.AdamW._state_dtype = adam_state_dtype
 

@@ -1,109 +1,223 @@
--- tl.optim learning-rate schedulers: StepLR, LambdaLR, CosineAnnealingLR, WarmupCosineLR (classes of tlua.class).
+-- tl.optim's chainable learning-rate schedulers as torch 1.13 defines them: StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR, LambdaLR, CosineAnnealingLR, WarmupCosineLR.
 --
--- A scheduler sets group.lr = factor(epoch) applied to each group's initial lr. It starts at
--- epoch 0 (the lrs of epoch 0 are set when it is made); step() moves to the next epoch (call it
--- once per epoch, or once per batch for per-step schedules).
-local class = require("tlua.class")
+-- A scheduler sets each group's lr when it is made (epoch 0) and at each step() (call it once per
+-- epoch, or once per batch for per-step schedules). The chainable ones compute the next lr from
+-- the group's current one, as torch's get_lr() does, so two schedulers may act on one optimizer;
+-- step(epoch) (deprecated in torch) jumps by the closed form. state_dict()/load_state_dict()
+-- resume them (optim/scheduler.lua).
 local options = require("tlua.options")
+local Scheduler = require("tlua.optim.scheduler")
 
-local schedulers = {}
+local schedulers = { Scheduler = Scheduler }
+local each = Scheduler.each
 
-local Scheduler = class("optim.Scheduler")
-schedulers.Scheduler = Scheduler
+-- raises message at the user's line (depth: the fallback level, 4 from configure, 5 from a check it calls)
+local function fail(message, depth) options.error(message, depth or 4) end
 
--- a scheduler class: lr_at(self, base, epoch) gives the lr; configure(...) checks the arguments
--- after the optimizer and returns the scheduler's fields
-local function scheduler(name, lr_at, configure)
-  local cls = class("optim." .. name, Scheduler)
-  cls.name, cls.lr_at, cls.configure = name, lr_at, configure
-  schedulers[name] = cls
-  return cls
-end
-
--- cls(optimizer, ...): errors point at the caller (cls(...) tail-calls new; configure's at level 3)
-function Scheduler.new(cls, optimizer, ...)
-  local fields = cls.configure(...)
-  if getmetatable(optimizer) == nil or type(optimizer.param_groups) ~= "table" then
-    error(string.format("optim.%s: argument 1 expected an optimizer", cls.name), 2)
+local function check_number(who, key, v)
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+    fail(string.format("%s: %s must be a finite number, got %s", who, key, tostring(v)), 5)
   end
-  local self = setmetatable(fields, cls)
-  self.optimizer = optimizer
-  self.base_lrs = {}
-  for i, group in ipairs(optimizer.param_groups) do
-    if group.initial_lr == nil then group.initial_lr = group.lr end
-    self.base_lrs[i] = group.initial_lr
+  return v
+end
+
+local function check_integer(who, key, v, min)
+  if math.type(v) ~= "integer" or v < min then
+    fail(string.format("%s: %s must be an integer >= %d, got %s", who, key, min, tostring(v)), 5)
   end
-  self.last_epoch = -1
-  self:step()
-  return self
+  return v
 end
 
---- step(): advances one epoch and sets each group's lr
-function Scheduler:step()
-  self.last_epoch = self.last_epoch + 1
-  self._last_lr = {}
-  for i, group in ipairs(self.optimizer.param_groups) do
-    group.lr = self:lr_at(self.base_lrs[i], self.last_epoch)
-    self._last_lr[i] = group.lr
+local function check_range(who, key, v, low, high, low_open)
+  check_number(who, key, v)
+  if v > high or v < low or (low_open and v == low) then
+    fail(string.format("%s: %s must be in %s%s, %s], got %s", who, key, low_open and "(" or "[", low, high,
+      tostring(v)), 5)
   end
+  return v
+end
+schedulers._checks = { number = check_number, integer = check_integer, range = check_range }
+
+-- the lr each group has now
+local function current(self)
+  return each(self, function(group) return group.lr end)
 end
 
---- get_last_lr() -> the lr of each group, as last set
-function Scheduler:get_last_lr()
-  return { table.unpack(self._last_lr) }
+--- StepLR(optimizer, step_size, {gamma = 0.1}) (or gamma positionally, or {step_size =, gamma =}):
+-- the lr times gamma every step_size epochs (base * gamma ^ floor(epoch / step_size))
+schedulers.StepLR = Scheduler.define("StepLR", {
+  names = { "step_size", "gamma" }, accepted = { step_size = "any", gamma = "any" },
+  configure = function(self, args)
+    self.step_size = check_integer("optim.StepLR", "step_size", args.step_size, 1)
+    self.gamma = args.gamma == nil and 0.1 or check_number("optim.StepLR", "gamma", args.gamma)
+  end,
+  get_lr = function(self)
+    if self.last_epoch == 0 or self.last_epoch % self.step_size ~= 0 then return current(self) end
+    return each(self, function(group) return group.lr * self.gamma end)
+  end,
+  closed_form = function(self)
+    return each(self, function(_, base) return base * self.gamma ^ (self.last_epoch // self.step_size) end)
+  end,
+})
+
+--- MultiStepLR(optimizer, milestones, {gamma = 0.1}) (or gamma positionally, or {milestones =,
+-- gamma =}): the lr times gamma at each milestone epoch (a list of integers; one repeated k
+-- times multiplies by gamma^k)
+schedulers.MultiStepLR = Scheduler.define("MultiStepLR", {
+  names = { "milestones", "gamma" }, accepted = { milestones = "table", gamma = "any" },
+  configure = function(self, args)
+    local milestones = args.milestones
+    if type(milestones) ~= "table" then fail("optim.MultiStepLR: milestones expected a list of integers") end
+    self.milestones = {}
+    for i, m in ipairs(milestones) do
+      self.milestones[i] = check_integer("optim.MultiStepLR", "milestones[" .. i .. "]", m, 0)
+    end
+    if #self.milestones == 0 and next(milestones) ~= nil then
+      fail("optim.MultiStepLR: milestones expected a list of integers")
+    end
+    table.sort(self.milestones)
+    self.gamma = args.gamma == nil and 0.1 or check_number("optim.MultiStepLR", "gamma", args.gamma)
+  end,
+  get_lr = function(self)
+    local count = 0
+    for _, m in ipairs(self.milestones) do if m == self.last_epoch then count = count + 1 end end
+    if count == 0 then return current(self) end
+    return each(self, function(group) return group.lr * self.gamma ^ count end)
+  end,
+  closed_form = function(self)
+    local passed = 0
+    for _, m in ipairs(self.milestones) do if m <= self.last_epoch then passed = passed + 1 end end
+    return each(self, function(_, base) return base * self.gamma ^ passed end)
+  end,
+})
+
+--- ExponentialLR(optimizer, gamma) (or {gamma =}): the lr times gamma every epoch
+schedulers.ExponentialLR = Scheduler.define("ExponentialLR", {
+  names = { "gamma" }, accepted = { gamma = "any" },
+  configure = function(self, args)
+    self.gamma = check_number("optim.ExponentialLR", "gamma", args.gamma)
+  end,
+  get_lr = function(self)
+    if self.last_epoch == 0 then return current(self) end
+    return each(self, function(group) return group.lr * self.gamma end)
+  end,
+  closed_form = function(self)
+    return each(self, function(_, base) return base * self.gamma ^ self.last_epoch end)
+  end,
+})
+
+--- ConstantLR(optimizer, {factor = 1/3, total_iters = 5}) (or positionally): the lr times factor
+-- (in (0, 1]) until epoch total_iters, then the lr itself
+schedulers.ConstantLR = Scheduler.define("ConstantLR", {
+  names = { "factor", "total_iters" }, accepted = { factor = "any", total_iters = "any" },
+  configure = function(self, args)
+    self.factor = args.factor == nil and 1.0 / 3 or check_range("optim.ConstantLR", "factor", args.factor, 0, 1, true)
+    self.total_iters = args.total_iters == nil and 5 or
+        check_integer("optim.ConstantLR", "total_iters", args.total_iters, 0)
+  end,
+  get_lr = function(self)
+    if self.last_epoch == 0 then return each(self, function(group) return group.lr * self.factor end) end
+    if self.last_epoch ~= self.total_iters then return current(self) end
+    return each(self, function(group) return group.lr * (1.0 / self.factor) end)
+  end,
+  closed_form = function(self)
+    local done = self.last_epoch >= self.total_iters and 1 or 0
+    return each(self, function(_, base) return base * (self.factor + done * (1 - self.factor)) end)
+  end,
+})
+
+--- LinearLR(optimizer, {start_factor = 1/3, end_factor = 1, total_iters = 5}) (or positionally):
+-- the lr times a factor going linearly from start_factor (in (0, 1]) to end_factor (in [0, 1])
+-- over total_iters epochs, then held
+schedulers.LinearLR = Scheduler.define("LinearLR", {
+  names = { "start_factor", "end_factor", "total_iters" },
+  accepted = { start_factor = "any", end_factor = "any", total_iters = "any" },
+  configure = function(self, args)
+    local who = "optim.LinearLR"
+    self.start_factor = args.start_factor == nil and 1.0 / 3 or
+        check_range(who, "start_factor", args.start_factor, 0, 1, true)
+    self.end_factor = args.end_factor == nil and 1.0 or check_range(who, "end_factor", args.end_factor, 0, 1)
+    self.total_iters = args.total_iters == nil and 5 or check_integer(who, "total_iters", args.total_iters, 1)
+  end,
+  get_lr = function(self)
+    local e, s, t = self.end_factor, self.start_factor, self.total_iters
+    if self.last_epoch == 0 then return each(self, function(group) return group.lr * s end) end
+    if self.last_epoch > t then return current(self) end
+    return each(self, function(group)
+      return group.lr * (1. + (e - s) / (t * s + (self.last_epoch - 1) * (e - s)))
+    end)
+  end,
+  closed_form = function(self)
+    local e, s, t = self.end_factor, self.start_factor, self.total_iters
+    return each(self, function(_, base) return base * (s + (e - s) * math.min(t, self.last_epoch) / t) end)
+  end,
+})
+
+local function is_callable(v)
+  if type(v) == "function" then return true end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__call ~= nil
 end
 
-function Scheduler:state_dict()
-  return { last_epoch = self.last_epoch, base_lrs = { table.unpack(self.base_lrs) } }
-end
+--- LambdaLR(optimizer, lr_lambda): lr = base * lr_lambda(epoch); lr_lambda a function of the
+-- epoch, or a list of them, one per parameter group (not saved by state_dict)
+schedulers.LambdaLR = Scheduler.define("LambdaLR", {
+  names = { "lr_lambda" }, accepted = { lr_lambda = "callable|table" },
+  configure = function(self, args, optimizer)
+    local fn, n = args.lr_lambda, #optimizer.param_groups
+    if is_callable(fn) then
+      self.lr_lambdas = {}
+      for i = 1, n do self.lr_lambdas[i] = fn end
+    elseif type(fn) == "table" and #fn == n then
+      for i = 1, n do
+        if not is_callable(fn[i]) then fail("optim.LambdaLR: lr_lambda[" .. i .. "] expected a function") end
+      end
+      self.lr_lambdas = { table.unpack(fn, 1, n) }
+    elseif type(fn) == "table" then
+      fail(string.format("optim.LambdaLR: expected %d lr_lambdas (one per parameter group), got %d", n, #fn))
+    else
+      fail("optim.LambdaLR: argument 2 expected a function of the epoch (or a list of them), got " .. type(fn))
+    end
+  end,
+  get_lr = function(self)
+    return each(self, function(_, base, i) return base * self.lr_lambdas[i](self.last_epoch) end)
+  end,
+})
+schedulers.LambdaLR._not_state = { lr_lambdas = true }
 
-function Scheduler:load_state_dict(sd)
-  self.last_epoch = sd.last_epoch - 1
-  self.base_lrs = { table.unpack(sd.base_lrs) }
-  self:step()
-end
-
--- (opts) or positional arguments: opts (checked against accepted, tlua.options), or nil followed by
--- the positional ones (called by configure: errors at level 4, the user; the parentheses keep this
--- frame, a tail call would not)
-local function positional(who, accepted, opts, ...)
-  if type(opts) == "table" then return (options.check(opts, who, accepted, 4)) end
-  return nil, opts, ...
-end
-
---- StepLR(optimizer, step_size, gamma = 0.1) or StepLR(optimizer, {step_size =, gamma =}):
--- lr = base * gamma ^ floor(epoch / step_size)
-scheduler("StepLR", function(self, base, epoch)
-  return base * self.gamma ^ (epoch // self.step_size)
-end, function(...)
-  local opts, step_size, gamma = positional("optim.StepLR", { step_size = "any", gamma = "number" }, ...)
-  if opts then step_size, gamma = opts.step_size, opts.gamma end
-  if math.type(step_size) ~= "integer" or step_size < 1 then
-    error("optim.StepLR: step_size must be a positive integer, got " .. tostring(step_size), 3)
-  end
-  return { step_size = step_size, gamma = gamma or 0.1 }
-end)
-
---- LambdaLR(optimizer, fn): lr = base * fn(epoch)
-scheduler("LambdaLR", function(self, base, epoch)
-  return base * self.fn(epoch)
-end, function(fn)
-  if type(fn) ~= "function" then error("optim.LambdaLR: argument 2 expected a function of the epoch", 3) end
-  return { fn = fn }
-end)
-
---- CosineAnnealingLR(optimizer, T_max, eta_min = 0) or (optimizer, {T_max =, eta_min =}):
--- lr = eta_min + (base - eta_min) (1 + cos(pi epoch / T_max)) / 2 (the closed form of PyTorch's)
-scheduler("CosineAnnealingLR", function(self, base, epoch)
-  return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
-end, function(...)
-  local opts, T_max, eta_min = positional("optim.CosineAnnealingLR", { T_max = "any", eta_min = "number" }, ...)
-  if opts then T_max, eta_min = opts.T_max, opts.eta_min end
-  if type(T_max) ~= "number" or T_max <= 0 then
-    error("optim.CosineAnnealingLR: T_max must be a number > 0, got " .. tostring(T_max), 3)
-  end
-  return { T_max = T_max, eta_min = eta_min or 0 }
-end)
+--- CosineAnnealingLR(optimizer, T_max, {eta_min = 0}) (or eta_min positionally, or {T_max =,
+-- eta_min =}): eta_min + (base - eta_min) (1 + cos(pi epoch / T_max)) / 2, by torch's recursive
+-- form (which continues past T_max as a cosine of period 2 T_max)
+schedulers.CosineAnnealingLR = Scheduler.define("CosineAnnealingLR", {
+  names = { "T_max", "eta_min" }, accepted = { T_max = "any", eta_min = "any" },
+  configure = function(self, args)
+    if type(args.T_max) ~= "number" or not (args.T_max > 0 and args.T_max < math.huge) then
+      fail("optim.CosineAnnealingLR: T_max must be a number > 0, got " .. tostring(args.T_max))
+    end
+    self.T_max = args.T_max
+    self.eta_min = args.eta_min == nil and 0 or check_number("optim.CosineAnnealingLR", "eta_min", args.eta_min)
+  end,
+  get_lr = function(self)
+    local e, T, eta_min = self.last_epoch, self.T_max, self.eta_min
+    if e == 0 then return current(self) end
+    if self._step_count == 1 and e > 0 then
+      return each(self, function(_, base) return eta_min + (base - eta_min) * (1 + math.cos(e * math.pi / T)) / 2 end)
+    end
+    if (e - 1 - T) % (2 * T) == 0 then
+      return each(self, function(group, base)
+        return group.lr + (base - eta_min) * (1 - math.cos(math.pi / T)) / 2
+      end)
+    end
+    return each(self, function(group)
+      return (1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) * (group.lr - eta_min) + eta_min
+    end)
+  end,
+  closed_form = function(self)
+    return each(self, function(_, base)
+      return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+    end)
+  end,
+})
 
 --- cosine_with_warmup(warmup_steps, total_steps, min_ratio = 0) -> fn(step) for LambdaLR:
 -- step / warmup_steps during the warmup, then a cosine from 1 down to min_ratio at total_steps
@@ -129,6 +243,9 @@ function schedulers.WarmupCosineLR(optimizer, opts)
   if math.type(warmup) ~= "integer" or warmup < 0 or warmup > opts.total_steps then
     options.error("optim.WarmupCosineLR: warmup_steps must be an integer in [0, total_steps], got " ..
       tostring(warmup), 2)
+  end
+  if not Scheduler.is_optimizer(optimizer) then
+    options.error("optim.WarmupCosineLR: argument 1 expected an optimizer, got " .. type(optimizer), 2)
   end
   return schedulers.LambdaLR(optimizer, schedulers.cosine_with_warmup(warmup, opts.total_steps, opts.min_ratio))
 end
