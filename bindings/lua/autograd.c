@@ -109,6 +109,56 @@ lua_State *tlb_backward_state(void) {
     return backward_state;
 }
 
+/* tl._autograd_grad(outputs, inputs, grad_outputs | nil, retain_graph) -> the list of the
+   inputs' gradients (nil where none reaches an input): tl_autograd_grad, with hooks run in
+   this state as backward runs them */
+static int ag_autograd_grad(lua_State *L) {
+    int count = 0, n_inputs = 0, n_grads = 0;
+    tl_tensor **roots = tlb_check_tensor_list(L, 1, "autograd.grad", "outputs", &count);
+    tl_tensor **inputs = tlb_check_tensor_list(L, 2, "autograd.grad", "inputs", &n_inputs);
+    tl_tensor **grads = NULL;
+    if (!lua_isnoneornil(L, 3)) {
+        size_t n = tlb_check_list_length(L, 3, "autograd.grad", "grad_outputs");
+        if ((int)n != count)
+            return tlb_errorf(L,
+                              "autograd.grad: grad_outputs has %d entries but there are %d "
+                              "outputs",
+                              (int)n, count);
+        grads = lua_newuserdatauv(L, sizeof *grads * (size_t)(count ? count : 1), 0);
+        for (int r = 0; r < count; r++) {
+            lua_rawgeti(L, 3, r + 1);
+            grads[r] = lua_isnil(L, -1) ? NULL : tlb_totensor(L, -1, "autograd.grad");
+            if (!lua_isnil(L, -1) && !grads[r])
+                return tlb_errorf(L,
+                                  "autograd.grad: grad_outputs[%d] expected a tensor or nil, "
+                                  "got %s",
+                                  r + 1, luaL_typename(L, -1));
+            lua_pop(L, 1);
+        }
+        n_grads = count;
+    }
+    (void)n_grads;
+    bool retain_graph = lua_toboolean(L, 4);
+    tl_tensor **out = lua_newuserdatauv(L, sizeof *out * (size_t)(n_inputs ? n_inputs : 1), 0);
+    lua_State *previous = backward_state;
+    backward_state = L;
+    tl_status status = tl_autograd_grad(count, roots, grads, n_inputs, inputs, retain_graph, out);
+    backward_state = previous;
+    if (!previous) tlb_run_backward_callbacks(L, status == TL_OK);
+    if (status != TL_OK) return tlb_fail(L);
+    lua_createtable(L, n_inputs, 0);
+    int list = lua_gettop(L);
+    for (int i = 0; i < n_inputs; i++) {
+        if (!out[i]) continue; /* a hole: nil */
+        tlb_box *box = tlb_newbox(L);
+        box->tensor = out[i];
+        tlb_account(L, out[i]);
+        lua_rawseti(L, list, i + 1);
+    }
+    lua_pushinteger(L, n_inputs);
+    return 2;
+}
+
 /* ---- grad mode ------------------------------------------------------------ */
 static int ag_is_grad_enabled(lua_State *L) {
     lua_pushboolean(L, tl_is_grad_enabled());
@@ -383,5 +433,6 @@ const luaL_Reg tlb_autograd_functions[] = {
     {"_autocast_get", ag_autocast_get},
     {"enable_grad", ag_enable_grad},
     {"custom_function", ag_custom_function},
+    {"_autograd_grad", ag_autograd_grad},
     {NULL, NULL},
 };

@@ -1,11 +1,12 @@
-/* Autograd hooks from Lua: a leaf's grad-ready hook and callbacks queued to run when the
-   current backward ends. */
+/* Autograd hooks from Lua: tensors' gradient hooks, a leaf's grad-ready hook and callbacks
+   queued to run when the current backward ends. */
 #include <stdlib.h>
 
 #include "binding.h"
 
 static const char hook_call_key = 'h';
 static const char queue_key = 'q';
+static const char grad_hook_call_key = 'g';
 
 /* What a tensor's hook keeps: its state's anchor and the registry reference of its Lua function
    there. */
@@ -72,6 +73,66 @@ static int ag_set_grad_ready_hook(lua_State *L) {
     return 0;
 }
 
+/* Runs (protected) a gradient hook's function with the gradient; leaves its result (nil or a
+   replacement tensor) on the stack. Upvalue 1 is the tensor metatable. */
+static int grad_hook_call_body(lua_State *L) {
+    hook_user *u = lua_touserdata(L, 1);
+    tl_tensor *grad = lua_touserdata(L, 2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, u->ref);
+    tlb_box *box = tlb_newbox(L);
+    box->tensor = tl_retain(grad);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
+static tl_status grad_hook_fire(void *user, tl_tensor *grad, tl_tensor **replacement) {
+    lua_State *L = tlb_backward_state();
+    TL_TRY(tlb_anchor_check(((hook_user *)user)->anchor, L, "a gradient hook set from Lua"));
+    if (!lua_checkstack(L, 4)) return tl_error(TL_ERR_MEMORY, "backward: Lua stack overflow");
+    int top = lua_gettop(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hook_call_key);
+    lua_pushlightuserdata(L, user);
+    lua_pushlightuserdata(L, grad);
+    tl_status status = TL_OK;
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        const char *message = lua_tostring(L, -1);
+        status = tl_error(TL_ERR_AUTOGRAD, "gradient hook: %s",
+                          message ? message : "(error object is not a string)");
+    } else if (!lua_isnil(L, -1)) {
+        tl_tensor *t = tlb_peek_tensor(L, -1);
+        if (!t)
+            status = tl_error(TL_ERR_AUTOGRAD,
+                              "gradient hook: expected to return nil or a tensor, got %s",
+                              luaL_typename(L, -1));
+        else
+            *replacement = tl_retain(t);
+    }
+    lua_settop(L, top);
+    return status;
+}
+
+/* tl._add_grad_hook(t, fn) -> the hook's id (tl_remove_grad_hook) */
+static int ag_add_grad_hook(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "register_hook");
+    if (!lua_isfunction(L, 2)) return tlb_type_error(L, 2, "register_hook", "a function");
+    hook_user *u = malloc(sizeof *u);
+    if (!u) return tlb_errorf(L, "register_hook: out of memory");
+    lua_pushvalue(L, 2);
+    u->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    u->anchor = tlb_anchor_of(L);
+    int64_t id = 0;
+    if (tl_add_grad_hook(t, grad_hook_fire, u, hook_release, &id) != TL_OK) return tlb_fail(L);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* tl._remove_grad_hook(t, id) -> whether t had that hook */
+static int ag_remove_grad_hook(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "remove_hook");
+    lua_pushboolean(L, tl_remove_grad_hook(t, (int64_t)luaL_checkinteger(L, 2)));
+    return 1;
+}
+
 /* tl.autograd.queue_callback(fn): fn() runs once the outermost backward now running ends
    (before it returns), in the order queued. */
 static int ag_queue_callback(lua_State *L) {
@@ -104,10 +165,15 @@ void tlb_grad_hooks_init(lua_State *L, int mt) {
     lua_pushvalue(L, mt);
     lua_pushcclosure(L, hook_call_body, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &hook_call_key);
+    lua_pushvalue(L, mt);
+    lua_pushcclosure(L, grad_hook_call_body, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &grad_hook_call_key);
 }
 
 const luaL_Reg tlb_grad_hook_functions[] = {
     {"_set_grad_ready_hook", ag_set_grad_ready_hook},
     {"_queue_callback", ag_queue_callback},
+    {"_add_grad_hook", ag_add_grad_hook},
+    {"_remove_grad_hook", ag_remove_grad_hook},
     {NULL, NULL},
 };

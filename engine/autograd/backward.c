@@ -15,11 +15,21 @@ typedef struct pass_entry {
     tl_tensor **many;
 } pass_entry;
 
-/* A leaf with a grad-ready hook and how many edges of this pass still bring it a gradient. */
+/* A leaf this pass follows (a grad-ready hook, gradient hooks or a gradient to capture) and how
+   many edges of this pass still bring it a gradient; sum gathers them when the leaf's whole
+   gradient is wanted at once (gradient hooks, a capture). */
 typedef struct hooked_leaf {
     tl_tensor *leaf;
     int pending;
+    bool gathers;
+    tl_tensor *sum;
 } hooked_leaf;
+
+/* An input of tl_autograd_grad and the gradient gathered for it (NULL while none came). */
+typedef struct capture {
+    tl_tensor *input;
+    tl_tensor *grad;
+} capture;
 
 /* The state of one backward pass, owned by that pass alone: a backward started
    while another runs (from a custom function's backward) has its own, so the
@@ -32,8 +42,10 @@ typedef struct pass {
     size_t index_size;    /* a power of two, > 2 * capacity */
     tl_tensor **grads_in; /* room for the widest node's input gradients */
     int grads_in_capacity;
-    hooked_leaf *hooked; /* leaves with a grad-ready hook, and their edges still to run */
+    hooked_leaf *hooked; /* leaves followed, and their edges still to run */
     int hooked_count, hooked_capacity;
+    capture *captures; /* tl_autograd_grad's inputs (NULL for tl_backward) */
+    int capture_count;
 } pass;
 
 static size_t slot_of(const pass *p, const tl_node *node) {
@@ -129,7 +141,24 @@ static bool has_ready_hook(const tl_tensor *leaf) {
     return leaf && leaf->autograd && leaf->autograd->ready_fn;
 }
 
-/* The entry of a hooked leaf, or -1. Few leaves carry hooks (a model's parameters under
+static bool has_grad_hooks(const tl_tensor *leaf) {
+    return leaf && leaf->autograd && leaf->autograd->hooks.count > 0;
+}
+
+/* The capture of t in this pass, or -1. */
+static int capture_of(const pass *p, const tl_tensor *t) {
+    for (int i = 0; i < p->capture_count; i++)
+        if (p->captures[i].input == t) return i;
+    return -1;
+}
+
+/* Whether this pass follows leaf's edges, and whether it gathers its gradient first. */
+static bool follows(const pass *p, const tl_tensor *leaf, bool *gathers) {
+    *gathers = has_grad_hooks(leaf) || (p->captures && capture_of(p, leaf) >= 0);
+    return *gathers || (!p->captures && has_ready_hook(leaf));
+}
+
+/* The entry of a followed leaf, or -1. Few leaves are followed (a model's parameters under
    data-parallel training), and each is looked up once per edge: a scan is enough. */
 static int hooked_of(const pass *p, const tl_tensor *leaf) {
     for (int i = 0; i < p->hooked_count; i++)
@@ -137,8 +166,8 @@ static int hooked_of(const pass *p, const tl_tensor *leaf) {
     return -1;
 }
 
-/* Counts one more edge of this pass into leaf (which has a hook). */
-static tl_status count_hooked_edge(pass *p, tl_tensor *leaf) {
+/* Counts one more edge of this pass into leaf (which the pass follows). */
+static tl_status count_hooked_edge(pass *p, tl_tensor *leaf, bool gathers) {
     int i = hooked_of(p, leaf);
     if (i >= 0) {
         p->hooked[i].pending++;
@@ -151,23 +180,73 @@ static tl_status count_hooked_edge(pass *p, tl_tensor *leaf) {
         p->hooked = grown;
         p->hooked_capacity = capacity;
     }
-    p->hooked[p->hooked_count++] = (hooked_leaf){.leaf = leaf, .pending = 1};
+    p->hooked[p->hooked_count++] = (hooked_leaf){.leaf = leaf, .pending = 1, .gathers = gathers};
     return TL_OK;
 }
 
-/* One edge into leaf has run: the last one calls the leaf's hook. */
-static tl_status edge_done(pass *p, tl_tensor *leaf) {
-    if (!has_ready_hook(leaf)) return TL_OK;
-    int i = hooked_of(p, leaf);
-    if (i < 0 || --p->hooked[i].pending > 0) return TL_OK;
-    struct tl_autograd_meta *meta = leaf->autograd;
-    return meta->ready_fn(meta->ready_user, leaf);
+/* *slot += grad (takes grad's reference). */
+static tl_status accumulate(tl_tensor **slot, tl_tensor *grad) {
+    if (!*slot) {
+        *slot = grad;
+        return TL_OK;
+    }
+    tl_tensor *sum;
+    tl_status status = tl_add(*slot, grad, &sum);
+    tl_release(grad);
+    if (status != TL_OK) return status;
+    tl_release(*slot);
+    *slot = sum;
+    return TL_OK;
 }
 
-/* Collects every node reachable from root (each once), and counts the edges into hooked
-   leaves. */
-static tl_status collect(pass *p, tl_node *root) {
-    TL_TRY(pass_add(p, root));
+static tl_status accumulate_leaf(tl_tensor *leaf, tl_tensor *grad);
+
+/* A gathered leaf's whole gradient for the pass (sum, taken; may be NULL): its gradient hooks
+   run on it, then it goes to the leaf's capture (tl_autograd_grad) or into its grad. */
+static tl_status leaf_gathered(pass *p, tl_tensor *leaf, tl_tensor *sum) {
+    tl_status status = TL_OK;
+    if (sum && has_grad_hooks(leaf)) status = tl_grad_hooks_run(&leaf->autograd->hooks, -1, &sum);
+    if (status != TL_OK || !sum) return status;
+    if (p->captures) {
+        int c = capture_of(p, leaf);
+        if (c >= 0) return accumulate(&p->captures[c].grad, sum);
+        tl_release(sum);
+        return TL_OK;
+    }
+    return accumulate_leaf(leaf, sum);
+}
+
+/* One edge into a followed leaf has run (its gradient g, taken, may be NULL): a gathering leaf
+   adds it to its sum; the last edge hands the sum on and calls the leaf's grad-ready hook. */
+static tl_status edge_done(pass *p, tl_tensor *leaf, tl_tensor *g) {
+    int i = hooked_of(p, leaf);
+    if (i < 0) {
+        tl_release(g);
+        return TL_OK;
+    }
+    hooked_leaf *h = &p->hooked[i];
+    tl_status status = TL_OK;
+    if (g && h->gathers)
+        status = accumulate(&h->sum, g);
+    else if (g)
+        status = accumulate_leaf(leaf, g);
+    if (status != TL_OK || --h->pending > 0) return status;
+    if (h->gathers) {
+        tl_tensor *sum = h->sum;
+        h->sum = NULL;
+        status = leaf_gathered(p, leaf, sum);
+    }
+    struct tl_autograd_meta *meta = leaf->autograd;
+    if (status == TL_OK && !p->captures && has_ready_hook(leaf))
+        status = meta->ready_fn(meta->ready_user, leaf);
+    return status;
+}
+
+/* Collects every node reachable from the roots (each once), and counts the edges into the
+   leaves the pass follows. */
+static tl_status collect(pass *p, int count, tl_node *const *roots) {
+    for (int r = 0; r < count; r++)
+        if (roots[r] && entry_of(p, roots[r]) < 0) TL_TRY(pass_add(p, roots[r]));
     /* entries double as the work list: scan them as they are appended */
     for (int next = 0; next < p->count; next++) {
         tl_node *node = p->entries[next].node;
@@ -175,8 +254,9 @@ static tl_status collect(pass *p, tl_node *root) {
             tl_node *input = node->inputs[i].node;
             if (input && entry_of(p, input) < 0) TL_TRY(pass_add(p, input));
             tl_tensor *leaf = node->inputs[i].leaf;
-            if (!input && node->needs_input_grad[i] && has_ready_hook(leaf))
-                TL_TRY(count_hooked_edge(p, leaf));
+            bool gathers;
+            if (!input && node->needs_input_grad[i] && follows(p, leaf, &gathers))
+                TL_TRY(count_hooked_edge(p, leaf, gathers));
         }
     }
     return TL_OK;
@@ -202,21 +282,6 @@ static tl_status in_output_dtype(const tl_node *node, int output_nr, tl_tensor *
     tl_release(*g);
     *g = cast;
     return status;
-}
-
-/* *slot += grad (takes grad's reference). */
-static tl_status accumulate(tl_tensor **slot, tl_tensor *grad) {
-    if (!*slot) {
-        *slot = grad;
-        return TL_OK;
-    }
-    tl_tensor *sum;
-    tl_status status = tl_add(*slot, grad, &sum);
-    tl_release(grad);
-    if (status != TL_OK) return status;
-    tl_release(*slot);
-    *slot = sum;
-    return TL_OK;
 }
 
 /* Adds grad into leaf.grad, in the leaf's dtype: in place into a contiguous grad (a view of a
@@ -285,100 +350,244 @@ static tl_status no_grad_error(const tl_tensor *t) {
     return tl_error(TL_ERR_AUTOGRAD, "backward: the tensor does not require grad: %s", why);
 }
 
-tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
-    if (!tl_requires_grad(root)) return no_grad_error(root);
-    tl_tensor *seed;
+/* The gradient backward starts root from: grad cast to root's dtype (root's shape and device),
+   or ones for a one-element root when grad is NULL. who names the caller in errors. */
+static tl_status make_seed(const char *who, tl_tensor *root, tl_tensor *grad, tl_tensor **seed) {
     char sa[256], sb[256];
     if (grad) {
         if (grad->ndim != root->ndim ||
             memcmp(grad->shape, root->shape, sizeof root->shape[0] * (size_t)root->ndim) != 0)
-            return tl_error(TL_ERR_SHAPE, "backward: grad has shape %s but the tensor has %s",
+            return tl_error(TL_ERR_SHAPE, "%s: grad has shape %s but the tensor has %s", who,
                             tl_shape_str(grad, sb, sizeof sb), tl_shape_str(root, sa, sizeof sa));
         if (!tl_device_equal(tl_tensor_device(grad), tl_tensor_device(root)))
-            return tl_error(TL_ERR_DEVICE, "backward: grad is on another device than the tensor");
-        TL_TRY(tl_cast(grad, root->dtype, &seed));
-    } else {
-        if (tl_numel(root) != 1)
-            return tl_error(TL_ERR_SHAPE,
-                            "backward: grad can be omitted only for a one-element tensor, got "
-                            "shape %s (pass the gradient of the loss with respect to it)",
-                            tl_shape_str(root, sa, sizeof sa));
-        TL_TRY(tl_ones(root->shape, root->ndim, root->dtype, tl_tensor_device(root), &seed));
+            return tl_error(TL_ERR_DEVICE, "%s: grad is on another device than the tensor", who);
+        return tl_cast(grad, root->dtype, seed);
     }
-    tl_node *root_node = root->autograd->grad_fn;
-    if (!root_node) {
-        TL_TRY(accumulate_leaf(root, seed));
-        return has_ready_hook(root) ? root->autograd->ready_fn(root->autograd->ready_user, root)
-                                    : TL_OK;
-    }
+    if (tl_numel(root) != 1)
+        return tl_error(TL_ERR_SHAPE,
+                        "%s: grad can be omitted only for a one-element tensor, got shape %s "
+                        "(pass the gradient of the loss with respect to it)",
+                        who, tl_shape_str(root, sa, sizeof sa));
+    return tl_ones(root->shape, root->ndim, root->dtype, tl_tensor_device(root), seed);
+}
 
+static bool node_captured(const pass *p, const tl_node *node) {
+    for (int c = 0; c < p->capture_count; c++) {
+        const tl_tensor *t = p->captures[c].input;
+        if (t->autograd && t->autograd->grad_fn == node) return true;
+    }
+    return false;
+}
+
+/* Which entries (sorted, later nodes first) lead to a capture: a node whose gradients reach a
+   captured leaf, the node of a captured non-leaf, or a node that leads to one. */
+static tl_status mark_needed(const pass *p, bool **out) {
+    bool *needed = calloc((size_t)(p->count ? p->count : 1), sizeof *needed);
+    if (!needed) return tl_error(TL_ERR_MEMORY, "autograd.grad: out of memory");
+    for (int n = p->count - 1; n >= 0; n--) { /* inputs' nodes come later in the order */
+        const tl_node *node = p->entries[n].node;
+        for (int i = 0; i < node->num_inputs && !needed[n]; i++) {
+            const tl_edge *edge = &node->inputs[i];
+            if (!node->needs_input_grad[i]) continue;
+            if (edge->node)
+                needed[n] = needed[entry_of(p, edge->node)] || node_captured(p, edge->node);
+            else
+                needed[n] = edge->leaf && capture_of(p, edge->leaf) >= 0;
+        }
+    }
+    *out = needed;
+    return TL_OK;
+}
+
+/* Hands a node's gradient g for input i on (takes g): to the pending gradients of the node
+   that made it, to a followed leaf, or into a leaf's grad (dropped by tl_autograd_grad). */
+static tl_status pass_on(pass *p, tl_node *node, int i, tl_tensor *g) {
+    tl_edge *edge = &node->inputs[i];
+    if (!node->needs_input_grad[i]) {
+        tl_release(g);
+        return TL_OK;
+    }
+    if (edge->node) {
+        tl_tensor **pending = NULL;
+        tl_status status = entry_grads(&p->entries[entry_of(p, edge->node)], &pending);
+        if (status == TL_OK) status = in_output_dtype(edge->node, edge->output_nr, &g);
+        if (status != TL_OK) {
+            tl_release(g);
+            return status;
+        }
+        return accumulate(&pending[edge->output_nr], g);
+    }
+    if (!edge->leaf) {
+        tl_release(g);
+        return TL_OK;
+    }
+    if (hooked_of(p, edge->leaf) >= 0) return edge_done(p, edge->leaf, g);
+    if (p->captures) {
+        tl_release(g);
+        return TL_OK;
+    }
+    return accumulate_leaf(edge->leaf, g);
+}
+
+/* Runs one node of the pass: its tensor hooks, the captures it holds, then (when needed) its
+   backward, handing each input's gradient on. */
+static tl_status run_node(pass *p, int n, const bool *needed, tl_device device, bool retain_graph) {
+    pass_entry *e = &p->entries[n];
+    tl_node *node = e->node;
+    tl_tensor **grads_out = NULL, **grads_in = NULL;
+    tl_status status = entry_grads(e, &grads_out);
+    for (int o = 0; o < node->num_outputs && status == TL_OK && node->hooks.count; o++)
+        if (grads_out[o]) status = tl_grad_hooks_run(&node->hooks, o, &grads_out[o]);
+    for (int c = 0; c < p->capture_count && status == TL_OK; c++) {
+        const tl_tensor *t = p->captures[c].input;
+        if (t->autograd->grad_fn != node || !grads_out[t->autograd->output_nr]) continue;
+        status = accumulate(&p->captures[c].grad, tl_retain(grads_out[t->autograd->output_nr]));
+    }
+    if (status != TL_OK || (needed && !needed[n])) {
+        entry_clear(e);
+        return status;
+    }
+    for (int o = 0; o < node->num_outputs && status == TL_OK; o++) {
+        if (grads_out[o]) continue; /* an output nobody used: its gradient is zero */
+        status = tl_zeros(node->output_shape[o], node->output_ndim[o], node->output_dtype[o],
+                          device, &grads_out[o]);
+    }
+    if (status == TL_OK) status = pass_grads_in(p, node->num_inputs, &grads_in);
+    node->last_use = !retain_graph;
+    if (status == TL_OK) status = node->backward(node, grads_out, grads_in);
+    node->last_use = false;
+    entry_clear(e);
+    for (int i = 0; grads_in && i < node->num_inputs; i++) {
+        tl_tensor *g = grads_in[i];
+        grads_in[i] = NULL;
+        if (status != TL_OK) {
+            tl_release(g);
+        } else if (g) {
+            status = pass_on(p, node, i, g);
+        } else if (!node->inputs[i].node && node->needs_input_grad[i] &&
+                   hooked_of(p, node->inputs[i].leaf) >= 0) {
+            status = edge_done(p, node->inputs[i].leaf, NULL);
+        }
+    }
+    if (!retain_graph) {
+        node->released = true;
+        tl_node_free_saved(node);
+    }
+    return status;
+}
+
+/* A backward pass from the roots, each with its seed (taken): leaf roots first, then every node
+   later-created first. */
+static tl_status run_pass(pass *p, int count, tl_tensor *const *roots, tl_tensor **seeds,
+                          bool retain_graph) {
+    tl_node **root_nodes = malloc(sizeof *root_nodes * (size_t)count);
+    tl_status status = root_nodes ? TL_OK : tl_error(TL_ERR_MEMORY, "backward: out of memory");
+    for (int r = 0; status == TL_OK && r < count; r++) root_nodes[r] = roots[r]->autograd->grad_fn;
+    if (status == TL_OK) status = collect(p, count, root_nodes);
+    if (status == TL_OK) {
+        qsort(p->entries, (size_t)p->count, sizeof *p->entries, by_sequence_descending);
+        rebuild_index(p);
+    }
+    for (int r = 0; r < count; r++) {
+        tl_tensor *seed = seeds[r];
+        seeds[r] = NULL;
+        if (status != TL_OK) {
+            tl_release(seed);
+        } else if (!root_nodes[r]) { /* a leaf: its whole gradient is the seed */
+            status = leaf_gathered(p, roots[r], seed);
+            struct tl_autograd_meta *meta = roots[r]->autograd;
+            if (status == TL_OK && !p->captures && has_ready_hook(roots[r]))
+                status = meta->ready_fn(meta->ready_user, roots[r]);
+        } else {
+            tl_tensor **pending = NULL;
+            status = entry_grads(&p->entries[entry_of(p, root_nodes[r])], &pending);
+            if (status == TL_OK)
+                status = accumulate(&pending[roots[r]->autograd->output_nr], seed);
+            else
+                tl_release(seed);
+        }
+    }
+    bool *needed = NULL;
+    if (status == TL_OK && p->captures) status = mark_needed(p, &needed);
+    for (int n = 0; status == TL_OK && n < p->count; n++)
+        status = run_node(p, n, needed, tl_tensor_device(roots[0]), retain_graph);
+    free(needed);
+    free(root_nodes);
+    return status;
+}
+
+static void pass_free(pass *p) {
+    for (int i = 0; i < p->count; i++) entry_clear(&p->entries[i]);
+    for (int i = 0; i < p->hooked_count; i++) tl_release(p->hooked[i].sum);
+    free(p->entries);
+    free(p->index);
+    free(p->grads_in);
+    free(p->hooked);
+}
+
+/* Runs a pass with grad mode and autocast off (backward formulas are not recorded). */
+static tl_status run_quietly(pass *p, int count, tl_tensor *const *roots, tl_tensor **seeds,
+                             bool retain_graph) {
     bool previous_mode = tl_set_grad_enabled(false);
     tl_autocast_state previous_autocast;
     tl_autocast_set((tl_autocast_state){.enabled = false}, &previous_autocast);
-    pass p = {0};
-    tl_status status = collect(&p, root_node);
-    tl_tensor **root_grads = NULL;
-    if (status == TL_OK) {
-        qsort(p.entries, (size_t)p.count, sizeof *p.entries, by_sequence_descending);
-        rebuild_index(&p);
-        status = entry_grads(&p.entries[0], &root_grads);
-    }
-    if (status == TL_OK)
-        root_grads[root->autograd->output_nr] = seed;
-    else
-        tl_release(seed);
-
-    for (int n = 0; status == TL_OK && n < p.count; n++) {
-        pass_entry *e = &p.entries[n];
-        tl_node *node = e->node;
-        tl_tensor **grads_out = NULL, **grads_in = NULL;
-        status = entry_grads(e, &grads_out);
-        for (int o = 0; o < node->num_outputs && status == TL_OK; o++) {
-            if (grads_out[o]) continue; /* an output nobody used: its gradient is zero */
-            status = tl_zeros(node->output_shape[o], node->output_ndim[o], node->output_dtype[o],
-                              tl_tensor_device(root), &grads_out[o]);
-        }
-        if (status == TL_OK) status = pass_grads_in(&p, node->num_inputs, &grads_in);
-        node->last_use = !retain_graph;
-        if (status == TL_OK) status = node->backward(node, grads_out, grads_in);
-        node->last_use = false;
-        entry_clear(e);
-        for (int i = 0; grads_in && i < node->num_inputs; i++) {
-            tl_edge *edge = &node->inputs[i];
-            tl_tensor *g = grads_in[i];
-            grads_in[i] = NULL;
-            if (!g) {
-                if (status == TL_OK && !edge->node && node->needs_input_grad[i])
-                    status = edge_done(&p, edge->leaf);
-                continue;
-            }
-            tl_tensor **pending = NULL;
-            if (status != TL_OK || !node->needs_input_grad[i])
-                tl_release(g);
-            else if (edge->node) {
-                status = entry_grads(&p.entries[entry_of(&p, edge->node)], &pending);
-                if (status == TL_OK) status = in_output_dtype(edge->node, edge->output_nr, &g);
-                if (status == TL_OK)
-                    status = accumulate(&pending[edge->output_nr], g);
-                else
-                    tl_release(g);
-            } else if (edge->leaf) {
-                status = accumulate_leaf(edge->leaf, g);
-                if (status == TL_OK) status = edge_done(&p, edge->leaf);
-            } else
-                tl_release(g);
-        }
-        if (!retain_graph) {
-            node->released = true;
-            tl_node_free_saved(node);
-        }
-    }
-    for (int i = 0; i < p.count; i++) entry_clear(&p.entries[i]);
-    free(p.entries);
-    free(p.index);
-    free(p.grads_in);
-    free(p.hooked);
+    tl_status status = run_pass(p, count, roots, seeds, retain_graph);
     tl_set_grad_enabled(previous_mode);
     tl_autocast_set(previous_autocast, NULL);
+    return status;
+}
+
+tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
+    if (!tl_requires_grad(root)) return no_grad_error(root);
+    tl_tensor *seed;
+    TL_TRY(make_seed("backward", root, grad, &seed));
+    pass p = {0};
+    tl_status status = run_quietly(&p, 1, &root, &seed, retain_graph);
+    pass_free(&p);
+    return status;
+}
+
+tl_status tl_autograd_grad(int count, tl_tensor *const *roots, tl_tensor *const *grads,
+                           int n_inputs, tl_tensor *const *inputs, bool retain_graph,
+                           tl_tensor **out) {
+    if (count < 1 || n_inputs < 1)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "autograd.grad: needs at least one output and one input, got %d and %d",
+                        count, n_inputs);
+    for (int r = 0; r < count; r++)
+        if (!tl_requires_grad(roots[r]))
+            return tl_error(TL_ERR_AUTOGRAD,
+                            "autograd.grad: output %d does not require grad (no input it was "
+                            "computed from requires grad)",
+                            r + 1);
+    for (int i = 0; i < n_inputs; i++)
+        if (!tl_requires_grad(inputs[i]))
+            return tl_error(TL_ERR_AUTOGRAD,
+                            "autograd.grad: input %d does not require grad, so no gradient "
+                            "reaches it",
+                            i + 1);
+    tl_tensor **seeds = calloc((size_t)count, sizeof *seeds);
+    capture *captures = calloc((size_t)n_inputs, sizeof *captures);
+    tl_status status =
+        seeds && captures ? TL_OK : tl_error(TL_ERR_MEMORY, "autograd.grad: out of memory");
+    for (int r = 0; status == TL_OK && r < count; r++)
+        status = make_seed("autograd.grad", roots[r], grads ? grads[r] : NULL, &seeds[r]);
+    for (int i = 0; captures && i < n_inputs; i++) captures[i].input = inputs[i];
+    pass p = {.captures = captures, .capture_count = n_inputs};
+    if (status == TL_OK) status = run_quietly(&p, count, roots, seeds, retain_graph);
+    pass_free(&p);
+    for (int r = 0; seeds && r < count; r++) tl_release(seeds[r]);
+    for (int i = 0; captures && i < n_inputs; i++) {
+        if (status != TL_OK) {
+            tl_release(captures[i].grad);
+            continue;
+        }
+        /* a leaf named twice gathered into its first capture */
+        int first = capture_of(&p, inputs[i]);
+        out[i] =
+            first < i && !captures[i].grad && out[first] ? tl_retain(out[first]) : captures[i].grad;
+    }
+    free(seeds);
+    free(captures);
     return status;
 }

@@ -23,6 +23,7 @@ bool tl_set_grad_enabled(bool enabled) {
 /* ---- per-tensor data ----------------------------------------------------- */
 static void meta_destroy(struct tl_autograd_meta *meta) {
     if (meta->ready_release) meta->ready_release(meta->ready_user);
+    tl_grad_hooks_free(&meta->hooks);
     tl_release(meta->grad);
     tl_node_release(meta->grad_fn);
     free(meta);
@@ -311,6 +312,7 @@ void tl_node_release(tl_node *node) {
        overflow the C stack */
     while (node && --node->refcount == 0) {
         tl_node_free_saved(node);
+        tl_grad_hooks_free(&node->hooks);
         tl_node *next = NULL;
         for (int i = 0; i < node->num_inputs; i++) {
             tl_release(node->inputs[i].leaf);

@@ -14,6 +14,28 @@
 
 typedef struct tl_node tl_node;
 
+/* A gradient hook (tl_add_grad_hook) and the hooks of one place: a leaf's meta, or the node that
+   made a non-leaf (with the output it made). */
+typedef struct tl_grad_hook {
+    int64_t id;
+    int output_nr; /* a node's hook: the output whose gradient it sees */
+    tl_grad_hook_fn fn;
+    void *user;
+    tl_grad_ready_release release;
+} tl_grad_hook;
+
+typedef struct tl_grad_hook_list {
+    tl_grad_hook *items;
+    int count, capacity;
+} tl_grad_hook_list;
+
+/* Releases every hook's user and the list's memory. */
+void tl_grad_hooks_free(tl_grad_hook_list *list);
+/* Runs the hooks of list seeing output_nr (-1: every hook), in the order they were added, on
+   *grad (a reference it holds): a hook's replacement takes *grad's place (the old reference is
+   released). On failure *grad is released and NULL. */
+tl_status tl_grad_hooks_run(tl_grad_hook_list *list, int output_nr, tl_tensor **grad);
+
 /* Computes grads_in[i] for each needed input from grads_out (one per output,
    never NULL). Each grads_in[i] it sets is a new reference, "=" semantics:
    the engine accumulates. */
@@ -76,6 +98,7 @@ struct tl_node {
     double scalar[3]; /* an op's numbers (clamp's bounds, a pointwise op's, ...) */
     bool has_scalar[3];
     int64_t ints[TL_MAX_DIMS]; /* dims of permute, start of narrow, ... */
+    tl_grad_hook_list hooks;   /* tensor hooks on this node's outputs (tl_add_grad_hook) */
     /* custom functions */
     tl_custom_backward custom_backward;
     tl_custom_release custom_release;
@@ -97,6 +120,7 @@ struct tl_autograd_meta {
     tl_grad_ready_fn ready_fn;
     void *ready_user;
     tl_grad_ready_release ready_release;
+    tl_grad_hook_list hooks; /* a leaf's gradient hooks (a non-leaf's live on its grad_fn) */
 };
 
 /* The tensor's autograd data, created on first use (NULL on allocation failure). */

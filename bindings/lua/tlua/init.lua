@@ -29,6 +29,9 @@ local element_sizes = { float32 = 4, float64 = 8, bfloat16 = 2, float16 = 2, int
 function tl.Tensor.element_size(t) return element_sizes[t.dtype] end
 function tl.Tensor.zero_(t) return t:fill_(0) end
 
+-- t:register_hook(fn) and t:retain_grad() (tlua/autograd/hooks.lua)
+require("tlua.autograd.hooks")
+
 -- tl.autocast(dtype, fn?) and tl.autocast_dtype(): tlua/autocast.lua
 do
   local autocast = require("tlua.autocast")

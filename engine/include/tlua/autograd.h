@@ -35,6 +35,19 @@ typedef void (*tl_grad_ready_release)(void *user);
 tl_status tl_set_grad_ready_hook(tl_tensor *t, tl_grad_ready_fn fn, void *user,
                                  tl_grad_ready_release release);
 
+/* A tensor's gradient hook: each backward (and tl_autograd_grad) calls fn(user, grad,
+   &replacement) with the whole gradient of t in that pass, before it is used: a leaf's before
+   it is added into t's grad, a non-leaf's before the op that made t passes it on. fn may set
+   *replacement (a new reference, t's shape) to use in grad's place. Hooks run in the order they
+   were added; an error from fn stops the backward with that error. *id (may be NULL) names the
+   hook for tl_remove_grad_hook. release (may be NULL) frees user when the hook is removed or
+   its tensor's graph is freed, also on failure. t must require grad. */
+typedef tl_status (*tl_grad_hook_fn)(void *user, tl_tensor *grad, tl_tensor **replacement);
+tl_status tl_add_grad_hook(tl_tensor *t, tl_grad_hook_fn fn, void *user,
+                           tl_grad_ready_release release, int64_t *id);
+/* Removes the hook id of t (releasing its user); false when t has no such hook. */
+bool tl_remove_grad_hook(tl_tensor *t, int64_t id);
+
 /* ---- grad mode (per thread) --------------------------------------------- */
 bool tl_is_grad_enabled(void);
 /* Returns the previous mode, to restore it. */
@@ -63,6 +76,16 @@ tl_status tl_autocast_set(tl_autocast_state state, tl_autocast_state *previous);
    d(loss)/d(root) (NULL means 1 for a one-element root). Without
    retain_graph the graph's saved tensors are freed as it goes. */
 tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph);
+/* The gradients of the roots (count of them) with respect to inputs (n_inputs of them), without
+   touching any tensor's grad: out[i] = sum over the roots of d(root)/d(inputs[i]) weighted by
+   grads[r] (NULL entries, or grads NULL: 1 for one-element roots), a new reference, or NULL
+   when no root depends on inputs[i]. Runs only the part of the graph between the roots and the
+   inputs; tensor hooks run as in tl_backward, grad-ready hooks do not. Without retain_graph the
+   saved tensors of the nodes it ran are freed. Inputs may be leaves or not; each must require
+   grad. */
+tl_status tl_autograd_grad(int count, tl_tensor *const *roots, tl_tensor *const *grads,
+                           int n_inputs, tl_tensor *const *inputs, bool retain_graph,
+                           tl_tensor **out);
 
 /* ---- recording ops: same contract as the tl_* ops, plus the graph ------- */
 tl_status tl_ag_neg(tl_tensor *a, tl_tensor **out);
