@@ -95,7 +95,7 @@ local function ctc(who, o, log_probs, targets, input_lengths, target_lengths)
   local T, N, C = log_probs.shape[1], log_probs.shape[2], log_probs.shape[3]
   if o.blank > C then fail("%s: blank is %d, out of range for the %d classes", who, o.blank, C) end
   local batched_targets = targets:dim() == 2
-  if targets:dim() > 2 or (batched_targets and targets.shape[1] ~= N) then
+  if targets:dim() == 0 or targets:dim() > 2 or (batched_targets and targets.shape[1] ~= N) then
     fail("%s: targets must be [N, S] (N = %d, padded) or 1-D (concatenated), got shape %s", who, N,
       shape_str(targets.shape))
   end

@@ -234,7 +234,9 @@ local function clamped_logs(x)
 end
 
 -- -(y log x + (1 - y) log(1 - x)), each log clamped at -100; its gradient is torch's,
--- (x - y) / max(x (1 - x), 1e-12), finite where x is 0 or 1
+-- (x - y) / max(x (1 - x), 1e-12), finite where x is 0 or 1 (torch's 1e-12 is a float32 constant),
+-- and the target's is torch's too
+local BCE_EPS = 9.999999960041972e-13
 local BinaryCrossEntropy = tl.autograd.Function {
   name = "binary_cross_entropy",
   forward = function(ctx, x, y)
@@ -245,11 +247,9 @@ local BinaryCrossEntropy = tl.autograd.Function {
   backward = function(ctx, g)
     local x, y = ctx.saved_tensors[1], ctx.saved_tensors[2]
     local gx, gy
-    if ctx.needs_input_grad[1] then gx = g * (x - y) / (x * (1 - x)):clamp(1e-12) end
-    if ctx.needs_input_grad[2] then
-      local log_x, log_1mx = clamped_logs(x)
-      gy = g * (log_1mx - log_x)
-    end
+    if ctx.needs_input_grad[1] then gx = g * (x - y) / (x * (1 - x)):clamp(BCE_EPS) end
+    -- the target's: torch's -logit(x), unclamped (inf where x is 0 or 1)
+    if ctx.needs_input_grad[2] then gy = g * (tl.log1p(-x) - x:log()) end
     return gx, gy
   end,
 }
