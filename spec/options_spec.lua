@@ -24,7 +24,6 @@ local lua_cases = {
   { "nn.Embedding", "nn.Embedding", "dtyp", function() nn.Embedding(4, 3, { dtyp = "float64" }) end },
   { "nn.CrossEntropyLoss", "nn.CrossEntropyLoss", "label_smothing",
     function() nn.CrossEntropyLoss({ label_smothing = 0.1 }) end },
-  { "nn.MSELoss", "nn.MSELoss", "reduction", function() nn.MSELoss({ reduction = "sum" }) end },
   { "nn.GELU", "nn.GELU", "approximat", function() nn.GELU({ approximat = "tanh" }) end },
   { "nn.MoE", "nn.MoE", "topk", function() nn.MoE{ dim = 4, hidden = 8, experts = 2, top_k = 1, topk = 1 } end },
   { "nn.MoE", "nn.MoE", "activaton", function() nn.MoE(4, 8, 2, 1, { activaton = "relu" }) end },
@@ -156,6 +155,38 @@ local lua_cases = {
   { "shapes.allclose", "allclose", "equalnan", function() tl.allclose(tl.ones(2), tl.ones(2), { equalnan = true }) end },
 }
 
+-- every loss: its module (built with the misspelled key) and its functional form (called with
+-- valid tensors and the misspelled key)
+local losses = {
+  cross_entropy = { "CrossEntropyLoss", function() return tl.randn(2, 3), tl.tensor({ 1, 2 }) end },
+  nll_loss = { "NLLLoss", function() return tl.randn(2, 3), tl.tensor({ 1, 2 }) end },
+  binary_cross_entropy = { "BCELoss", function() return tl.rand(2), tl.rand(2) end },
+  binary_cross_entropy_with_logits = { "BCEWithLogitsLoss", function() return tl.randn(2), tl.rand(2) end },
+  mse_loss = { "MSELoss", function() return tl.randn(2), tl.randn(2) end },
+  l1_loss = { "L1Loss", function() return tl.randn(2), tl.randn(2) end },
+  smooth_l1_loss = { "SmoothL1Loss", function() return tl.randn(2), tl.randn(2) end },
+  huber_loss = { "HuberLoss", function() return tl.randn(2), tl.randn(2) end },
+  kl_div = { "KLDivLoss", function() return tl.randn(2), tl.rand(2) end },
+  cosine_embedding_loss = { "CosineEmbeddingLoss",
+    function() return tl.randn(2, 3), tl.randn(2, 3), tl.tensor({ 1, -1 }) end },
+  margin_ranking_loss = { "MarginRankingLoss", function() return tl.randn(2), tl.randn(2), tl.tensor({ 1, -1 }) end },
+  triplet_margin_loss = { "TripletMarginLoss", function() return tl.randn(2, 3), tl.randn(2, 3), tl.randn(2, 3) end },
+  ctc_loss = { "CTCLoss", function() return tl.randn(4, 1, 3):log_softmax(3), tl.tensor({ { 2 } }), { 4 }, { 1 } end },
+}
+local loss_names = {}
+for name in pairs(losses) do loss_names[#loss_names + 1] = name end
+table.sort(loss_names)
+for _, name in ipairs(loss_names) do
+  local class, args = losses[name][1], losses[name][2]
+  lua_cases[#lua_cases + 1] = { "nn." .. class, "nn." .. class, "reductio",
+    function() nn[class]({ reductio = "sum" }) end }
+  lua_cases[#lua_cases + 1] = { "nn.functional." .. name, name, "reductio", function()
+      local a = table.pack(args())
+      a[a.n + 1] = { reductio = "sum" }
+      F[name](table.unpack(a, 1, a.n + 1))
+    end }
+end
+
 -- each activation class (one per one-tensor op of the op table) takes no options
 for name in pairs(require("tlua.nn.activations")) do
   if name ~= "GELU" and name ~= "Identity" then
@@ -173,7 +204,6 @@ local no_options = {
   ["nn.functional"] = "walked below", ["nn.init"] = "walked below",
   ["nn.functional.linear"] = "tensors", ["nn.functional.embedding"] = "tensors",
   ["nn.functional.layer_norm"] = "tensors and eps", ["nn.functional.dropout"] = "p and training",
-  ["nn.functional.mse_loss"] = "tensors",
   ["nn.functional.lstm_cell"] = "tensors", ["nn.functional.gru_cell"] = "tensors",
   ["nn.functional.rnn_tanh_cell"] = "tensors", ["nn.functional.rnn_relu_cell"] = "tensors",
   ["nn.functional.lstm_layer"] = "tensors and reverse", ["nn.functional.gru_layer"] = "tensors and reverse",
@@ -201,7 +231,7 @@ local no_options = {
   ["autograd.set_grad_ready_hook"] = "a tensor and a function", ["autograd.queue_callback"] = "a function",
 }
 -- the C ops of nn.functional (cases below) and its ops of the op table (one tensor, no options)
-local c_functional = { conv2d = true, max_pool2d = true, cross_entropy = true, scaled_dot_product_attention = true }
+local c_functional = { conv2d = true, max_pool2d = true, scaled_dot_product_attention = true }
 local table_ops = {}
 for _, op in ipairs(tl.ops()) do table_ops[op.name] = true end
 

@@ -19,20 +19,12 @@ F.layer_norm = tl.layer_norm
 --- scaled_dot_product_attention(q [..., T, D], k [..., S, D], v [..., S, D],
 -- {causal = false, scale = 1 / sqrt(D), dropout = 0}): softmax(scale q k^T) v, fused
 F.scaled_dot_product_attention = tl.scaled_dot_product_attention
---- cross_entropy(logits [N, C], target [N] (classes 1..C), {label_smoothing = 0})
-F.cross_entropy = tl.cross_entropy
 
 --- pad(x, pads, {mode = "constant", value = 0}): pads in torch's order (the last dim first:
 -- {before, after, before, after, ...}); modes constant, reflect, replicate, circular
 F.pad = tl.pad
 --- one_hot(index, classes = -1): int64 [..., classes], 1 at each (1-based) index
 F.one_hot = tl.one_hot
-
---- mse_loss(input, target): mean of the squared differences
-function F.mse_loss(input, target)
-  local d = input - target
-  return (d * d):mean()
-end
 
 --- dropout(x, p = 0.5, training = true): when training, tl.dropout(x, p) (one kernel zeroes
 -- elements with probability p and scales the rest by 1 / (1 - p); p = 0 returns x); the

@@ -6,9 +6,10 @@
 --   functional.lua    nn.functional: the op table's one-tensor ops, nn ops, dropout, and the forms of
 --                     functional/ (losses, normalization, recurrent, convolution)
 --   activations.lua   a module class per one-tensor op of the op table (ReLU, GELU, Tanh, ...), Identity
---   layers.lua        Linear, Conv2d, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, losses
+--   layers.lua        Linear, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding
 --   convolution.lua   Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
---   losses.lua        the loss modules (CrossEntropyLoss, NLLLoss, BCELoss, ...)
+--   losses.lua        the loss modules (CrossEntropyLoss, NLLLoss, BCELoss, ..., CTCLoss) over
+--                     functional/loss_core.lua and functional/ctc.lua
 --   normalization.lua BatchNorm1d/2d, GroupNorm, RMSNorm
 --   recurrent.lua     RNN layers and cells (LSTM, GRU, LSTMCell, GRUCell)
 --   transformer.lua   MultiheadAttention, TransformerEncoderLayer

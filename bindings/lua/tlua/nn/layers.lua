@@ -1,4 +1,4 @@
--- tl.nn layers: Linear, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding, and the losses CrossEntropyLoss, MSELoss.
+-- tl.nn layers: Linear, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding (the losses are in losses.lua).
 local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
 local init = require("tlua.nn.init_weights")
@@ -17,8 +17,6 @@ local ACCEPTED = {
   LayerNorm = { eps = "number", elementwise_affine = "boolean", bias = "boolean", dtype = "string",
     device = "string" },
   Embedding = { dtype = "string", device = "string" },
-  CrossEntropyLoss = { label_smoothing = "number" },
-  MSELoss = {},
 }
 
 local function check_size(v, what, cls)
@@ -350,36 +348,6 @@ function Embedding:extra_repr()
   if self.max_norm then s = s .. string.format(", max_norm=%g", self.max_norm) end
   if self.norm_type ~= 2 then s = s .. string.format(", norm_type=%g", self.norm_type) end
   return s
-end
-
--- ---- losses ----------------------------------------------------------------------------------
---- CrossEntropyLoss({label_smoothing = 0}): (logits [N, C], target [N] of classes 1..C) -> mean loss
-local CrossEntropyLoss = Module:extend("CrossEntropyLoss")
-layers.CrossEntropyLoss = CrossEntropyLoss
-
-function CrossEntropyLoss:init(opts)
-  opts = options.check(opts, "nn.CrossEntropyLoss", ACCEPTED.CrossEntropyLoss, 3)
-  self.label_smoothing = opts.label_smoothing or 0
-end
-
-function CrossEntropyLoss:forward(logits, target)
-  return tl.cross_entropy(logits, target, self.label_smoothing)
-end
-
-function CrossEntropyLoss:extra_repr()
-  return self.label_smoothing ~= 0 and string.format("label_smoothing=%g", self.label_smoothing) or ""
-end
-
---- MSELoss(): mean squared error (an options table, if given, must be empty)
-local MSELoss = Module:extend("MSELoss")
-layers.MSELoss = MSELoss
-
-function MSELoss:init(opts)
-  options.check(opts, "nn.MSELoss", ACCEPTED.MSELoss, 3)
-end
-
-function MSELoss:forward(input, target)
-  return F.mse_loss(input, target)
 end
 
 return layers
