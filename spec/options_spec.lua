@@ -84,6 +84,10 @@ local lua_cases = {
   { "nn.init.kaiming_normal_", "nn.init.kaiming_normal_", "nonlinearty",
     function() nn.init.kaiming_normal_(tl.empty(3, 4), { nonlinearty = "relu" }) end },
   { "nn.functional.gelu", "gelu", "approx", function() F.gelu(tl.randn(3), { approx = "tanh" }) end },
+  { "autograd.grad", "autograd.grad", "retain", function()
+    local x = tl.randn(2, { requires_grad = true })
+    tl.autograd.grad((x * x):sum(), x, { retain = true })
+  end },
   { "nn.functional.conv1d", "conv1d", "dilations",
     function() F.conv1d(tl.randn(1, 1, 5), tl.randn(1, 1, 3), nil, { dilations = 2 }) end },
   { "nn.functional.conv_transpose1d", "conv_transpose1d", "group",
