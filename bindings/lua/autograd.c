@@ -109,9 +109,9 @@ lua_State *tlb_backward_state(void) {
     return backward_state;
 }
 
-/* tl._autograd_grad(outputs, inputs, grad_outputs | nil, retain_graph) -> the list of the
-   inputs' gradients (nil where none reaches an input): tl_autograd_grad, with hooks run in
-   this state as backward runs them */
+/* tl._autograd_grad(outputs, inputs, grad_outputs | nil, retain_graph, create_graph) -> the list
+   of the inputs' gradients (nil where none reaches an input) and its length: tl_autograd_grad,
+   with hooks run in this state as backward runs them */
 static int ag_autograd_grad(lua_State *L) {
     int count = 0, n_inputs = 0, n_grads = 0;
     tl_tensor **roots = tlb_check_tensor_list(L, 1, "autograd.grad", "outputs", &count);
@@ -138,11 +138,12 @@ static int ag_autograd_grad(lua_State *L) {
         n_grads = count;
     }
     (void)n_grads;
-    bool retain_graph = lua_toboolean(L, 4);
+    bool retain_graph = lua_toboolean(L, 4), create_graph = lua_toboolean(L, 5);
     tl_tensor **out = lua_newuserdatauv(L, sizeof *out * (size_t)(n_inputs ? n_inputs : 1), 0);
     lua_State *previous = backward_state;
     backward_state = L;
-    tl_status status = tl_autograd_grad(count, roots, grads, n_inputs, inputs, retain_graph, out);
+    tl_status status =
+        tl_autograd_grad(count, roots, grads, n_inputs, inputs, retain_graph, create_graph, out);
     backward_state = previous;
     if (!previous) tlb_run_backward_callbacks(L, status == TL_OK);
     if (status != TL_OK) return tlb_fail(L);

@@ -46,6 +46,7 @@ typedef struct pass {
     int hooked_count, hooked_capacity;
     capture *captures; /* tl_autograd_grad's inputs (NULL for tl_backward) */
     int capture_count;
+    bool create_graph; /* the gradients are recorded: differentiable formulas, recording sums */
 } pass;
 
 static size_t slot_of(const pass *p, const tl_node *node) {
@@ -184,14 +185,14 @@ static tl_status count_hooked_edge(pass *p, tl_tensor *leaf, bool gathers) {
     return TL_OK;
 }
 
-/* *slot += grad (takes grad's reference). */
-static tl_status accumulate(tl_tensor **slot, tl_tensor *grad) {
+/* *slot += grad (takes grad's reference); recorded in a pass that creates a graph. */
+static tl_status accumulate(const pass *p, tl_tensor **slot, tl_tensor *grad) {
     if (!*slot) {
         *slot = grad;
         return TL_OK;
     }
     tl_tensor *sum;
-    tl_status status = tl_add(*slot, grad, &sum);
+    tl_status status = p->create_graph ? tl_ag_add(*slot, grad, &sum) : tl_add(*slot, grad, &sum);
     tl_release(grad);
     if (status != TL_OK) return status;
     tl_release(*slot);
@@ -209,7 +210,7 @@ static tl_status leaf_gathered(pass *p, tl_tensor *leaf, tl_tensor *sum) {
     if (status != TL_OK || !sum) return status;
     if (p->captures) {
         int c = capture_of(p, leaf);
-        if (c >= 0) return accumulate(&p->captures[c].grad, sum);
+        if (c >= 0) return accumulate(p, &p->captures[c].grad, sum);
         tl_release(sum);
         return TL_OK;
     }
@@ -227,7 +228,7 @@ static tl_status edge_done(pass *p, tl_tensor *leaf, tl_tensor *g) {
     hooked_leaf *h = &p->hooked[i];
     tl_status status = TL_OK;
     if (g && h->gathers)
-        status = accumulate(&h->sum, g);
+        status = accumulate(p, &h->sum, g);
     else if (g)
         status = accumulate_leaf(leaf, g);
     if (status != TL_OK || --h->pending > 0) return status;
@@ -274,11 +275,11 @@ static int by_sequence_descending(const void *a, const void *b) {
    have another dtype than its outputs (a bfloat16 product added to a float32 bias gives the
    product a float32 gradient), and each backward formula expects its outputs' dtype. Casts *g in
    place of the reference it holds; on failure *g is released and NULL. */
-static tl_status in_output_dtype(const tl_node *node, int output_nr, tl_tensor **g) {
+static tl_status in_output_dtype(const pass *p, const tl_node *node, int output_nr, tl_tensor **g) {
     tl_dtype want = node->output_dtype[output_nr];
     if ((*g)->dtype == want) return TL_OK;
     tl_tensor *cast = NULL;
-    tl_status status = tl_cast(*g, want, &cast);
+    tl_status status = p->create_graph ? tl_ag_cast(*g, want, &cast) : tl_cast(*g, want, &cast);
     tl_release(*g);
     *g = cast;
     return status;
@@ -410,12 +411,12 @@ static tl_status pass_on(pass *p, tl_node *node, int i, tl_tensor *g) {
     if (edge->node) {
         tl_tensor **pending = NULL;
         tl_status status = entry_grads(&p->entries[entry_of(p, edge->node)], &pending);
-        if (status == TL_OK) status = in_output_dtype(edge->node, edge->output_nr, &g);
+        if (status == TL_OK) status = in_output_dtype(p, edge->node, edge->output_nr, &g);
         if (status != TL_OK) {
             tl_release(g);
             return status;
         }
-        return accumulate(&pending[edge->output_nr], g);
+        return accumulate(p, &pending[edge->output_nr], g);
     }
     if (!edge->leaf) {
         tl_release(g);
@@ -441,7 +442,7 @@ static tl_status run_node(pass *p, int n, const bool *needed, tl_device device, 
     for (int c = 0; c < p->capture_count && status == TL_OK; c++) {
         const tl_tensor *t = p->captures[c].input;
         if (t->autograd->grad_fn != node || !grads_out[t->autograd->output_nr]) continue;
-        status = accumulate(&p->captures[c].grad, tl_retain(grads_out[t->autograd->output_nr]));
+        status = accumulate(p, &p->captures[c].grad, tl_retain(grads_out[t->autograd->output_nr]));
     }
     if (status != TL_OK || (needed && !needed[n])) {
         entry_clear(e);
@@ -453,8 +454,14 @@ static tl_status run_node(pass *p, int n, const bool *needed, tl_device device, 
                           device, &grads_out[o]);
     }
     if (status == TL_OK) status = pass_grads_in(p, node->num_inputs, &grads_in);
+    tl_backward_fn backward = node->backward;
+    if (p->create_graph && !(backward = tl_graph_formula(node)))
+        status = tl_error(TL_ERR_AUTOGRAD,
+                          "autograd.grad: create_graph = true: the gradient of '%s' is not "
+                          "differentiable yet (ops with differentiable gradients: %s)",
+                          node->name, tl_graph_formula_names());
     node->last_use = !retain_graph;
-    if (status == TL_OK) status = node->backward(node, grads_out, grads_in);
+    if (status == TL_OK) status = backward(node, grads_out, grads_in);
     node->last_use = false;
     entry_clear(e);
     for (int i = 0; grads_in && i < node->num_inputs; i++) {
@@ -502,7 +509,7 @@ static tl_status run_pass(pass *p, int count, tl_tensor *const *roots, tl_tensor
             tl_tensor **pending = NULL;
             status = entry_grads(&p->entries[entry_of(p, root_nodes[r])], &pending);
             if (status == TL_OK)
-                status = accumulate(&pending[roots[r]->autograd->output_nr], seed);
+                status = accumulate(p, &pending[roots[r]->autograd->output_nr], seed);
             else
                 tl_release(seed);
         }
@@ -525,10 +532,11 @@ static void pass_free(pass *p) {
     free(p->hooked);
 }
 
-/* Runs a pass with grad mode and autocast off (backward formulas are not recorded). */
+/* Runs a pass with autocast off, and grad mode off (backward formulas are not recorded) unless
+   the pass creates a graph. */
 static tl_status run_quietly(pass *p, int count, tl_tensor *const *roots, tl_tensor **seeds,
                              bool retain_graph) {
-    bool previous_mode = tl_set_grad_enabled(false);
+    bool previous_mode = tl_set_grad_enabled(p->create_graph);
     tl_autocast_state previous_autocast;
     tl_autocast_set((tl_autocast_state){.enabled = false}, &previous_autocast);
     tl_status status = run_pass(p, count, roots, seeds, retain_graph);
@@ -549,7 +557,7 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph) {
 
 tl_status tl_autograd_grad(int count, tl_tensor *const *roots, tl_tensor *const *grads,
                            int n_inputs, tl_tensor *const *inputs, bool retain_graph,
-                           tl_tensor **out) {
+                           bool create_graph, tl_tensor **out) {
     if (count < 1 || n_inputs < 1)
         return tl_error(TL_ERR_ARGUMENT,
                         "autograd.grad: needs at least one output and one input, got %d and %d",
@@ -573,7 +581,7 @@ tl_status tl_autograd_grad(int count, tl_tensor *const *roots, tl_tensor *const 
     for (int r = 0; status == TL_OK && r < count; r++)
         status = make_seed("autograd.grad", roots[r], grads ? grads[r] : NULL, &seeds[r]);
     for (int i = 0; captures && i < n_inputs; i++) captures[i].input = inputs[i];
-    pass p = {.captures = captures, .capture_count = n_inputs};
+    pass p = {.captures = captures, .capture_count = n_inputs, .create_graph = create_graph};
     if (status == TL_OK) status = run_quietly(&p, count, roots, seeds, retain_graph);
     pass_free(&p);
     for (int r = 0; seeds && r < count; r++) tl_release(seeds[r]);

@@ -328,6 +328,21 @@ void tl_node_release(tl_node *node) {
     }
 }
 
+/* Where t, saved by node, comes from (tl_saved's origin): one of the node's outputs, or one of
+   its inputs that requires grad (the leaf itself, or a tensor of the same producer and output). */
+static int origin_of(const tl_node *node, const tl_tensor *t) {
+    const struct tl_autograd_meta *meta = t->autograd;
+    if (meta && meta->grad_fn == node) return -(meta->output_nr + 1);
+    for (int i = 0; i < node->num_inputs; i++) {
+        const tl_edge *edge = &node->inputs[i];
+        if (!node->needs_input_grad[i]) continue;
+        if (edge->leaf == t) return i + 1;
+        if (edge->node && meta && meta->grad_fn == edge->node && meta->output_nr == edge->output_nr)
+            return i + 1;
+    }
+    return 0;
+}
+
 tl_status tl_node_save(tl_node *node, int slot, const char *what, tl_tensor *t) {
     if (slot < 0 || slot >= TL_NODE_MAX_ARITY * 4)
         return tl_error(TL_ERR_ARGUMENT, "%s: saved slot %d out of range (0 to %d)", node->name,
@@ -347,7 +362,43 @@ tl_status tl_node_save(tl_node *node, int slot, const char *what, tl_tensor *t) 
     tl_tensor *alias;
     TL_TRY(tl_make_view(t, t->shape, t->strides, t->ndim, t->offset, &alias));
     tl_release(node->saved[slot].tensor);
-    node->saved[slot] = (tl_saved){.tensor = alias, .version = t->storage->version, .what = what};
+    node->saved[slot] = (tl_saved){.tensor = alias,
+                                   .version = t->storage->version,
+                                   .what = what,
+                                   .origin = origin_of(node, t)};
+    return TL_OK;
+}
+
+tl_status tl_node_saved_attached(tl_node *node, int slot, tl_tensor **out) {
+    tl_tensor *saved;
+    TL_TRY(tl_node_saved(node, slot, &saved));
+    int origin = node->saved[slot].origin;
+    tl_node *producer = NULL;
+    int output_nr = 0;
+    if (origin > 0) {
+        const tl_edge *edge = &node->inputs[origin - 1];
+        if (edge->leaf) { /* the leaf itself: its storage still holds the saved version */
+            *out = tl_retain(edge->leaf);
+            return TL_OK;
+        }
+        producer = edge->node, output_nr = edge->output_nr;
+    } else if (origin < 0) {
+        producer = node, output_nr = -origin - 1;
+    }
+    tl_tensor *alias;
+    TL_TRY(tl_make_view(saved, saved->shape, saved->strides, saved->ndim, saved->offset, &alias));
+    if (producer) {
+        struct tl_autograd_meta *meta = tl_meta(alias);
+        if (!meta) {
+            tl_release(alias);
+            return tl_error(TL_ERR_MEMORY, "%s: out of memory recording the graph", node->name);
+        }
+        producer->refcount++;
+        meta->grad_fn = producer;
+        meta->output_nr = output_nr;
+        meta->requires_grad = true;
+    }
+    *out = alias;
     return TL_OK;
 }
 

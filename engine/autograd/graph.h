@@ -55,6 +55,9 @@ typedef struct tl_saved {
     tl_tensor *tensor; /* NULL when not saved */
     uint64_t version;
     const char *what; /* "self", "other", "result": for error messages */
+    /* where the tensor came from, for a gradient that is itself differentiated
+       (tl_node_saved_attached): 0 a constant, i + 1 the node's input i, -(k + 1) its output k */
+    int origin;
 } tl_saved;
 
 /* Why a tensor does not require grad, for backward's error message. */
@@ -148,6 +151,15 @@ tl_status tl_node_save(tl_node *node, int slot, const char *what, tl_tensor *t);
 /* The saved tensor in slot, checked: raises a clear error if the slot is
    empty, freed by an earlier backward, or t was modified in place. */
 tl_status tl_node_saved(tl_node *node, int slot, tl_tensor **out);
+/* The same as a new reference joined to the graph (a backward that records its own graph,
+   create_graph): the node's input it was saved from with that input's history, or its output
+   (whose producer is this node); a constant stays a constant. */
+tl_status tl_node_saved_attached(tl_node *node, int slot, tl_tensor **out);
+/* The differentiable gradient of node's op (create_graph: made of recording ops, so the
+   gradient has a graph of its own), or NULL when that op has none yet. */
+tl_backward_fn tl_graph_formula(const tl_node *node);
+/* The names of the ops tl_graph_formula knows, ", "-separated, for error messages. */
+const char *tl_graph_formula_names(void);
 /* Makes output i of node produce t (t becomes a non-leaf requiring grad); an index past the
    node's room for outputs is an error (nothing changes). */
 tl_status tl_node_set_output(tl_node *node, int index, tl_tensor *t);

@@ -82,10 +82,12 @@ tl_status tl_backward(tl_tensor *root, tl_tensor *grad, bool retain_graph);
    when no root depends on inputs[i]. Runs only the part of the graph between the roots and the
    inputs; tensor hooks run as in tl_backward, grad-ready hooks do not. Without retain_graph the
    saved tensors of the nodes it ran are freed. Inputs may be leaves or not; each must require
-   grad. */
+   grad. With create_graph the gradients are computed by recording ops (each op's differentiable
+   gradient; an op without one is an error naming it), so they have a graph of their own and can
+   be differentiated again; keep retain_graph with it to differentiate through the first graph. */
 tl_status tl_autograd_grad(int count, tl_tensor *const *roots, tl_tensor *const *grads,
                            int n_inputs, tl_tensor *const *inputs, bool retain_graph,
-                           tl_tensor **out);
+                           bool create_graph, tl_tensor **out);
 
 /* ---- recording ops: same contract as the tl_* ops, plus the graph ------- */
 tl_status tl_ag_neg(tl_tensor *a, tl_tensor **out);

@@ -1,4 +1,4 @@
--- tl.autograd.gradcheck: autograd's gradients against central finite differences in float64.
+-- tl.autograd.gradcheck and gradgradcheck: autograd's first and second derivatives against central finite differences in float64.
 local core = require("tlua.core")
 local options = require("tlua.options")
 
@@ -110,6 +110,53 @@ function autograd.gradcheck(fn, inputs, opts)
     worst.analytic, worst.numeric, atol, rtol)
   if raise then error(message, 2) end
   return false, message
+end
+
+local GRADGRADCHECK_OPTIONS = { eps = "number", atol = "number", rtol = "number", raise = "boolean",
+  grad_outputs = "table" }
+
+--- gradgradcheck(fn, inputs, opts): checks the second derivatives: the gradients of
+-- fn(table.unpack(inputs)) with respect to the inputs that require grad, computed by
+-- autograd.grad with create_graph = true for grad_outputs v (opts.grad_outputs, one tensor per
+-- output; default: fixed pseudo-random float64 values), are themselves checked by gradcheck
+-- against finite differences. opts: eps, atol, rtol, raise as gradcheck's.
+function autograd.gradgradcheck(fn, inputs, opts)
+  opts = options.check(opts, "gradgradcheck", GRADGRADCHECK_OPTIONS, 2)
+  local grad = require("tlua.autograd").grad
+  local wrt = {}
+  for _, t in ipairs(inputs) do
+    if is_tensor(t) and t.requires_grad then wrt[#wrt + 1] = t end
+  end
+  if #wrt == 0 then error("gradgradcheck: no input requires grad", 2) end
+  local v = opts.grad_outputs
+  if not v then
+    v = {}
+    local outputs = as_list(core.no_grad(fn, table.unpack(inputs)))
+    for o, out in ipairs(outputs) do
+      -- values in [-1, 1] that do not depend on the random generator's state
+      local values = core.arange(1, out:numel() + 1, { dtype = "float64" }):mul(0.7 + o):sin()
+      v[o] = values:reshape(out.shape):to(out.device)
+    end
+  end
+  -- the first derivatives as a function of the inputs, differentiable (create_graph)
+  local function first_derivatives(...)
+    local args = { ... }
+    return core.enable_grad(function()
+      local outputs = as_list(fn(table.unpack(args)))
+      local with = {}
+      for _, t in ipairs(args) do
+        if is_tensor(t) and t.requires_grad then with[#with + 1] = t end
+      end
+      local grads = grad(outputs, with, { grad_outputs = v, create_graph = true, allow_unused = true })
+      local list = {}
+      for i = 1, #with do
+        list[#list + 1] = grads[i] or core.zeros(with[i].shape, { dtype = with[i].dtype, device = with[i].device })
+      end
+      return list
+    end)
+  end
+  return autograd.gradcheck(first_derivatives, inputs,
+    { eps = opts.eps, atol = opts.atol, rtol = opts.rtol, raise = opts.raise })
 end
 
 return autograd

@@ -24,23 +24,26 @@ local function as_list(v, what)
   return v
 end
 
---- grad(outputs, inputs, {grad_outputs = nil, retain_graph = false, allow_unused = false}) -> a list
+--- grad(outputs, inputs, {grad_outputs = nil, retain_graph = create_graph, create_graph = false,
+-- allow_unused = false}) -> a list
 -- of the gradients of the outputs (a tensor or a list) with respect to each input (a tensor or a
 -- list), without touching any tensor's .grad: sum over the outputs of d(output)/d(input) weighted
 -- by grad_outputs (a tensor or list; nil entries mean 1 for one-element outputs). Only the part of
 -- the graph between them runs; tensor hooks run. An input no output depends on is an error unless
--- allow_unused (its entry is then nil). create_graph = true (a gradient that is itself
--- differentiable) is not supported yet and raises an error.
+-- allow_unused (its entry is then nil). create_graph = true records the gradients' own graph, so
+-- they can be differentiated again (a gradient penalty, a Hessian-vector product): the
+-- pointwise arithmetic, exp, log, sqrt, tanh, sigmoid, relu, silu, gelu, erf, pow, sum, mean,
+-- softmax, log_softmax, linear, matmul, views and casts have differentiable gradients; another op
+-- on the path is an error naming it.
 --   local gx = tl.autograd.grad(y, x)[1]
 function autograd.grad(outputs, inputs, opts)
   opts = options.check(opts, "autograd.grad", GRAD_OPTIONS)
-  if opts.create_graph then
-    options.error("autograd.grad: create_graph = true (double backward) is not supported yet")
-  end
   local outs, ins = as_list(outputs, "outputs"), as_list(inputs, "inputs")
   local grads = opts.grad_outputs
   if core.is_tensor(grads) then grads = { grads } end
-  local results, n = core._autograd_grad(outs, ins, grads, opts.retain_graph or false)
+  local retain = opts.retain_graph
+  if retain == nil then retain = opts.create_graph or false end
+  local results, n = core._autograd_grad(outs, ins, grads, retain, opts.create_graph or false)
   if not opts.allow_unused then
     for i = 1, n do
       if results[i] == nil then
