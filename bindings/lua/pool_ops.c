@@ -57,13 +57,16 @@ static int finish(lua_State *L, tl_tensor *input, const pool_call *c) {
                           tl_shape_str(input, si, sizeof si));
     }
     tl_tensor *x = input, *values = NULL, *indices = NULL, *shifted = NULL;
-    tl_status status = unbatched ? tl_ag_unsqueeze(input, 0, &x) : TL_OK;
-    if (status == TL_OK) status = run_call(c, x, &values, c->want_indices ? &indices : NULL);
-    if (unbatched && x != input) tl_release(x);
-    if (status == TL_OK && unbatched) {
+    /* a failed recording releases its output: nothing to release after one */
+    if (unbatched && tl_ag_unsqueeze(input, 0, &x) != TL_OK) return tlb_fail(L);
+    tl_status status = run_call(c, x, &values, c->want_indices ? &indices : NULL);
+    if (x != input) tl_release(x);
+    if (status != TL_OK) return tlb_fail(L);
+    if (unbatched) {
         tl_tensor *v = values, *i = indices;
         values = indices = NULL;
         status = tl_ag_squeeze(v, 0, &values);
+        if (status != TL_OK) values = NULL;
         if (status == TL_OK && i) status = tl_squeeze(i, 0, &indices);
         tl_release(v), tl_release(i);
     }

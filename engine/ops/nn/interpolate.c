@@ -24,8 +24,8 @@ static tl_status out_size(const char *what, int64_t in, int64_t size, double sca
     const double o = floor((double)in * scale);
     if (o < 1 || o > 0x1p62)
         return tl_error(TL_ERR_ARGUMENT,
-                        "interpolate: %s %lld times scale_factor %g gives output size %.0f (expected "
-                        ">= 1)",
+                        "interpolate: %s %lld times scale_factor %g gives output size %g (expected "
+                        ">= 1 and < 2^62)",
                         what, (long long)in, scale, o);
     *out = (int64_t)o;
     return TL_OK;

@@ -120,6 +120,13 @@ local function per_dim(v, n, what, kind, level)
   return list
 end
 
+-- tl._interpolate, its errors raised at the caller of interpolate
+local function resample(...)
+  local ok, y = pcall(tl._interpolate, ...)
+  if not ok then options.error((tostring(y):gsub("^[^\n]-:%d+: ", "", 1)), 3) end
+  return y
+end
+
 --- interpolate(x [N, C, L] or [N, C, H, W], {size = nil, scale_factor = nil, mode = "nearest",
 -- align_corners = nil}): resampled to size (an integer or one per spatial dim) or to
 -- floor(in * scale_factor); modes "nearest" (PyTorch's: source floor(o * in / out), with a scale
@@ -159,12 +166,11 @@ function part.interpolate(x, opts)
   if n == 1 then
     sh, fh = 1, 0
     sw, fw = size and size[1] or 0, scale and scale[1] or 0
-    local y = tl._interpolate(x:unsqueeze(3), kernel, sh, sw, fh, fw, opts.align_corners or false)
-    return y:squeeze(3)
+    return resample(x:unsqueeze(3), kernel, sh, sw, fh, fw, opts.align_corners or false):squeeze(3)
   end
   sh, sw = size and size[1] or 0, size and size[2] or 0
   fh, fw = scale and scale[1] or 0, scale and scale[2] or 0
-  return tl._interpolate(x, kernel, sh, sw, fh, fw, opts.align_corners or false)
+  return resample(x, kernel, sh, sw, fh, fw, opts.align_corners or false)
 end
 
 return part
