@@ -8,9 +8,12 @@
 #include "tlua/nn.h"
 
 static const tlb_option max_pool_options[] = {
-    {"stride", TLB_OPTION_PAIR},          {"padding", TLB_OPTION_PAIR},
-    {"dilation", TLB_OPTION_PAIR},        {"ceil_mode", TLB_OPTION_BOOLEAN},
-    {"return_indices", TLB_OPTION_BOOLEAN}, {NULL, 0},
+    {"stride", TLB_OPTION_PAIR},
+    {"padding", TLB_OPTION_PAIR},
+    {"dilation", TLB_OPTION_PAIR},
+    {"ceil_mode", TLB_OPTION_BOOLEAN},
+    {"return_indices", TLB_OPTION_BOOLEAN},
+    {NULL, 0},
 };
 static const tlb_option avg_pool_options[] = {
     {"stride", TLB_OPTION_PAIR},
@@ -37,11 +40,16 @@ typedef struct pool_call {
 
 static tl_status run_call(const pool_call *c, tl_tensor *x, tl_tensor **out, tl_tensor **indices) {
     switch (c->kind) {
-    case 0: return tl_ag_max_pool2d_with(x, &c->pool, out, indices);
-    case 1: return tl_ag_avg_pool2d(x, &c->pool, out);
-    case 2: return tl_ag_adaptive_max_pool2d(x, c->out_h, c->out_w, out, indices);
-    case 3: return tl_ag_adaptive_avg_pool2d(x, c->out_h, c->out_w, out);
-    default: return tl_ag_interpolate(x, &c->interp, out);
+    case 0:
+        return tl_ag_max_pool2d_with(x, &c->pool, out, indices);
+    case 1:
+        return tl_ag_avg_pool2d(x, &c->pool, out);
+    case 2:
+        return tl_ag_adaptive_max_pool2d(x, c->out_h, c->out_w, out, indices);
+    case 3:
+        return tl_ag_adaptive_avg_pool2d(x, c->out_h, c->out_w, out);
+    default:
+        return tl_ag_interpolate(x, &c->interp, out);
     }
 }
 

@@ -21,8 +21,8 @@ static tl_status max_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tens
 }
 
 /* Records the node of a max pooling that made out and idx; hands idx to *indices or drops it. */
-static tl_status record_max_pool(const char *name, tl_tensor *input, tl_tensor *out,
-                                 tl_tensor *idx, tl_tensor **indices) {
+static tl_status record_max_pool(const char *name, tl_tensor *input, tl_tensor *out, tl_tensor *idx,
+                                 tl_tensor **indices) {
     tl_node *node;
     tl_status status = tl_record(name, max_pool2d_backward, 1, &input, out, &node);
     if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", idx, out);
@@ -43,13 +43,12 @@ tl_status tl_ag_max_pool2d_with(tl_tensor *input, const tl_pool2d_options *opts,
 tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
                            int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
     tl_tensor *idx;
-    TL_TRY(
-        tl_max_pool2d(input, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out, &idx));
+    TL_TRY(tl_max_pool2d(input, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out, &idx));
     return record_max_pool("max_pool2d", input, *out, idx, NULL);
 }
 
-tl_status tl_ag_adaptive_max_pool2d(tl_tensor *input, int64_t out_h, int64_t out_w,
-                                    tl_tensor **out, tl_tensor **indices) {
+tl_status tl_ag_adaptive_max_pool2d(tl_tensor *input, int64_t out_h, int64_t out_w, tl_tensor **out,
+                                    tl_tensor **indices) {
     tl_tensor *idx;
     TL_TRY(tl_adaptive_max_pool2d(input, out_h, out_w, out, &idx));
     return record_max_pool("adaptive_max_pool2d", input, *out, idx, indices);
@@ -87,16 +86,15 @@ tl_status tl_ag_avg_pool2d(tl_tensor *input, const tl_pool2d_options *opts, tl_t
     tl_node *node;
     TL_TRY(tl_record("avg_pool2d", avg_pool2d_backward, 1, &input, *out, &node));
     if (!node) return TL_OK;
-    const int64_t s[9] = {opts->kernel_h, opts->kernel_w, opts->stride_h,
-                          opts->stride_w, opts->pad_h,    opts->pad_w,
-                          opts->ceil_mode, opts->count_include_pad, opts->divisor};
+    const int64_t s[9] = {opts->kernel_h, opts->kernel_w, opts->stride_h,  opts->stride_w,
+                          opts->pad_h,    opts->pad_w,    opts->ceil_mode, opts->count_include_pad,
+                          opts->divisor};
     for (int i = 0; i < 9; i++) node->ints[i] = s[i];
     return TL_OK;
 }
 
 /* ---- adaptive_avg_pool2d: nothing saved (the output size is the output's) ------------------- */
-static tl_status adaptive_avg_pool2d_backward(tl_node *node, tl_tensor *const *g,
-                                              tl_tensor **gi) {
+static tl_status adaptive_avg_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *grad;
     TL_TRY(output_grad(node, g[0], &grad));
     tl_status status = tl_adaptive_avg_pool2d_backward(grad, node->input_shape[0], &gi[0]);
@@ -126,12 +124,11 @@ static tl_status interpolate_backward(tl_node *node, tl_tensor *const *g, tl_ten
     return status;
 }
 
-tl_status tl_ag_interpolate(tl_tensor *input, const tl_interpolate_options *opts,
-                            tl_tensor **out) {
+tl_status tl_ag_interpolate(tl_tensor *input, const tl_interpolate_options *opts, tl_tensor **out) {
     TL_TRY(tl_interpolate(input, opts, out));
     tl_node *node;
-    const char *name = opts->mode == TL_INTERPOLATE_BILINEAR ? "upsample_bilinear2d"
-                                                             : "upsample_nearest2d";
+    const char *name =
+        opts->mode == TL_INTERPOLATE_BILINEAR ? "upsample_bilinear2d" : "upsample_nearest2d";
     TL_TRY(tl_record(name, interpolate_backward, 1, &input, *out, &node));
     if (!node) return TL_OK;
     node->ints[0] = opts->mode, node->ints[1] = opts->size_h, node->ints[2] = opts->size_w;

@@ -121,7 +121,8 @@ typedef struct tl_avg_window2d {
     int64_t divisor;
 } tl_avg_window2d;
 /* forward: dst [N, C, OH, OW] = the window means of src [N, C, H, W]; backward: dst [N, C, H, W] =
-   each output's gradient src [N, C, OH, OW] spread over its window, divided as the forward ("="). */
+   each output's gradient (src [N, C, OH, OW]) spread over its window as the forward divides ("=").
+ */
 typedef tl_status (*tl_avg_pool_kernel)(tl_tensor *dst, const tl_tensor *src,
                                         const tl_avg_window2d *window);
 /* interpolate's resampling of images [batch, channels, in_h, in_w] to [.., out_h, out_w].

@@ -15,8 +15,7 @@
 
 /* Adaptive pooling's window of output o (of out) over in: floor(o in / out) ..
    ceil((o + 1) in / out), never empty. */
-TL_POOL_FN void tl_adaptive_span(int64_t o, int64_t in, int64_t out, int64_t *start,
-                                 int64_t *end) {
+TL_POOL_FN void tl_adaptive_span(int64_t o, int64_t in, int64_t out, int64_t *start, int64_t *end) {
     *start = o * in / out;
     *end = ((o + 1) * in + out - 1) / out;
 }
@@ -68,7 +67,7 @@ TL_POOL_FN int64_t tl_nearest_source(int64_t o, int64_t in, float scale) {
 #define TL_LINEAR_SOURCE(name, C)                                                                  \
     TL_POOL_FN void name(int64_t o, int64_t in, double scale, bool align_corners, int64_t *i0,     \
                          int64_t *i1, C *l0, C *l1) {                                              \
-        C src = align_corners ? (C)((C)scale * (C)o) : (C)((C)scale * ((double)o + 0.5) - 0.5);   \
+        C src = align_corners ? (C)((C)scale * (C)o) : (C)((C)scale * ((double)o + 0.5) - 0.5);    \
         if (src < (C)0) src = (C)0;                                                                \
         int64_t a = (int64_t)src;                                                                  \
         if (a > in - 1) a = in - 1;                                                                \

@@ -90,8 +90,8 @@ typedef struct tl_pool2d_options {
 } tl_pool2d_options;
 /* max_pool2d with dilation and ceil_mode: input [N, C, H, W]; a window whose taps all fall in
    the padding is refused. indices as tl_max_pool2d's. */
-tl_status tl_max_pool2d_with(const tl_tensor *input, const tl_pool2d_options *opts,
-                             tl_tensor **out, tl_tensor **indices);
+tl_status tl_max_pool2d_with(const tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out,
+                             tl_tensor **indices);
 /* Recording form; indices (may be NULL) gets a reference to the argmax positions. */
 tl_status tl_ag_max_pool2d_with(tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out,
                                 tl_tensor **indices);
@@ -100,8 +100,8 @@ tl_status tl_ag_max_pool2d_with(tl_tensor *input, const tl_pool2d_options *opts,
    likewise; indices as tl_max_pool2d's, its backward tl_max_pool2d_backward. */
 tl_status tl_adaptive_max_pool2d(const tl_tensor *input, int64_t out_h, int64_t out_w,
                                  tl_tensor **out, tl_tensor **indices);
-tl_status tl_ag_adaptive_max_pool2d(tl_tensor *input, int64_t out_h, int64_t out_w,
-                                    tl_tensor **out, tl_tensor **indices);
+tl_status tl_ag_adaptive_max_pool2d(tl_tensor *input, int64_t out_h, int64_t out_w, tl_tensor **out,
+                                    tl_tensor **indices);
 /* avg_pool2d: input [N, C, H, W] -> the window means [N, C, OH, OW] (opts' dilation must be 1). */
 tl_status tl_avg_pool2d(const tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out);
 /* grad_input [input_shape] from grad [N, C, OH, OW]: each gradient spread over its window. */
@@ -121,10 +121,13 @@ tl_status tl_ag_adaptive_avg_pool2d(tl_tensor *input, int64_t out_h, int64_t out
    a result >= 1); scales given are used as PyTorch uses them (the source step is 1 / scale),
    else the step is H / OH. nearest: output o reads min(floor(o * step), H - 1) (in float);
    bilinear: align_corners maps the corner pixels' centres onto each other. */
-typedef enum tl_interpolate_mode { TL_INTERPOLATE_NEAREST, TL_INTERPOLATE_BILINEAR } tl_interpolate_mode;
+typedef enum tl_interpolate_mode {
+    TL_INTERPOLATE_NEAREST,
+    TL_INTERPOLATE_BILINEAR
+} tl_interpolate_mode;
 typedef struct tl_interpolate_options {
     tl_interpolate_mode mode;
-    int64_t size_h, size_w; /* 0: from the scale */
+    int64_t size_h, size_w;  /* 0: from the scale */
     double scale_h, scale_w; /* 0: none */
     bool align_corners;      /* bilinear only */
 } tl_interpolate_options;

@@ -47,7 +47,8 @@ static inline int64_t avg_work(const tl_avg_window2d *a) {
                     const avg_cell c = avg_cell_of(a, oh, ow);                                     \
                     C sum = 0;                                                                     \
                     for (int64_t ih = c.h0; ih < c.h1; ih++)                                       \
-                        for (int64_t iw = c.w0; iw < c.w1; iw++) sum += LOAD(x[ih * w->width + iw]); \
+                        for (int64_t iw = c.w0; iw < c.w1; iw++)                                   \
+                            sum += LOAD(x[ih * w->width + iw]);                                    \
                     y[oh * w->out_w + ow] = STORE(sum / (C)c.divisor);                             \
                 }                                                                                  \
         }                                                                                          \
@@ -67,7 +68,7 @@ static inline int64_t avg_work(const tl_avg_window2d *a) {
         const bool native = sizeof(T) == sizeof(C);                                                \
         C *scratch = NULL;                                                                         \
         if (!native) {                                                                             \
-            scratch = malloc((size_t)nn_max_threads() * (size_t)(in_size + 1) * sizeof(C));       \
+            scratch = malloc((size_t)nn_max_threads() * (size_t)(in_size + 1) * sizeof(C));        \
             if (!scratch)                                                                          \
                 return tl_error(TL_ERR_MEMORY, "avg_pool2d_backward: out of memory for the sums"); \
         }                                                                                          \
@@ -81,7 +82,7 @@ static inline int64_t avg_work(const tl_avg_window2d *a) {
                     const avg_cell c = avg_cell_of(a, oh, ow);                                     \
                     const C v = LOAD(g[oh * w->out_w + ow]) / (C)c.divisor;                        \
                     for (int64_t ih = c.h0; ih < c.h1; ih++)                                       \
-                        for (int64_t iw = c.w0; iw < c.w1; iw++) acc[ih * w->width + iw] += v;    \
+                        for (int64_t iw = c.w0; iw < c.w1; iw++) acc[ih * w->width + iw] += v;     \
                 }                                                                                  \
             if (!native)                                                                           \
                 for (int64_t e = 0; e < in_size; e++) gi[p * in_size + e] = STORE(acc[e]);         \

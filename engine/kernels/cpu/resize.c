@@ -54,7 +54,7 @@ static int64_t *nearest_sources(const tl_resize2d *r) {
     const T *go = tl_data(src);                                                                    \
     C *scratch = NULL;                                                                             \
     if (!native) {                                                                                 \
-        scratch = malloc((size_t)nn_max_threads() * (size_t)(in_size + 1) * sizeof(C));           \
+        scratch = malloc((size_t)nn_max_threads() * (size_t)(in_size + 1) * sizeof(C));            \
         if (!scratch) {                                                                            \
             free(sources);                                                                         \
             return no_memory(op);                                                                  \

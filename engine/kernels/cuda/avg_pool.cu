@@ -14,8 +14,7 @@ struct avg_axis {
 };
 
 __device__ __forceinline__ void axis_span(const avg_axis &a, bool adaptive, bool count_pad,
-                                          int64_t o, int64_t *start, int64_t *end,
-                                          int64_t *count) {
+                                          int64_t o, int64_t *start, int64_t *end, int64_t *count) {
     tl_avg_span(o, a.in, a.out, a.kernel, a.stride, a.pad, adaptive, count_pad, start, end, count);
 }
 
@@ -36,8 +35,8 @@ __device__ __forceinline__ int64_t first_covering(const avg_axis &a, bool adapti
 
 template <class E>
 __global__ void __launch_bounds__(AVG_THREADS)
-    avg_kernel(typename E::T *out, const typename E::T *in, const __grid_constant__ tl_avg_window2d a,
-               int64_t total) {
+    avg_kernel(typename E::T *out, const typename E::T *in,
+               const __grid_constant__ tl_avg_window2d a, int64_t total) {
     typedef typename E::C C;
     const tl_window2d &w = a.window;
     const avg_axis rows = {w.height, w.out_h, w.kernel_h, w.stride_h, w.pad_h};
@@ -103,7 +102,8 @@ static tl_status launch_avg(const tl_cuda_where *at, int dtype, void *dst, const
             avg_backward_kernel<E>
                 <<<grid, AVG_THREADS, 0, at->stream>>>((T *)dst, (const T *)src, *a, total);
         else
-            avg_kernel<E><<<grid, AVG_THREADS, 0, at->stream>>>((T *)dst, (const T *)src, *a, total);
+            avg_kernel<E>
+                <<<grid, AVG_THREADS, 0, at->stream>>>((T *)dst, (const T *)src, *a, total);
         return tl_cuda_check_launch(at->op);
     });
 }

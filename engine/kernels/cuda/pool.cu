@@ -1,7 +1,7 @@
-/* CUDA max_pool2d, adaptive_max_pool2d and their backward with their table, the dtypes of cpu/pool.c: the forward as
-   cpu/pool.c (first maximum, the last NaN wins, padding never does); the backward scatters each
-   plane's gradients with one warp that adds them in output order (lanes with the same index add in
-   lane order), so the sums are deterministic and equal to the CPU's. */
+/* CUDA max_pool2d, adaptive_max_pool2d and their backward with their table, the dtypes of
+   cpu/pool.c: the forward as cpu/pool.c (first maximum, the last NaN wins, padding never does); the
+   backward scatters each plane's gradients with one warp that adds them in output order (lanes with
+   the same index add in lane order), so the sums are deterministic and equal to the CPU's. */
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/pool_window.h"
@@ -11,7 +11,8 @@
 #define POOL_WARPS      4           /* planes per block of the backward */
 #define POOL_BATCH      4           /* outputs per lane loaded at once by the backward */
 
-/* One thread per output element; ADAPTIVE: adaptive_max_pool2d's windows (kernels/pool_window.h). */
+/* One thread per output element; ADAPTIVE: adaptive_max_pool2d's windows (kernels/pool_window.h).
+ */
 template <class E, bool ADAPTIVE>
 __global__ void __launch_bounds__(POOL_THREADS)
     pool_kernel(typename E::T *out, int64_t *indices, const typename E::T *in,
@@ -115,11 +116,11 @@ static tl_status launch_max_pool(const tl_cuda_where *at, int dtype, void *out, 
         const int64_t total = w->batch * w->channels * w->out_h * w->out_w;
         const unsigned grid = tl_cuda_grid(tl_ceil_div(total, POOL_THREADS), at->sm_count);
         if (adaptive)
-            pool_kernel<E, true>
-                <<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices, (const T *)in, *w, total);
+            pool_kernel<E, true><<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices,
+                                                                        (const T *)in, *w, total);
         else
-            pool_kernel<E, false>
-                <<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices, (const T *)in, *w, total);
+            pool_kernel<E, false><<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices,
+                                                                         (const T *)in, *w, total);
         return tl_cuda_check_launch(at->op);
     });
 }

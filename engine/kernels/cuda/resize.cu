@@ -54,8 +54,8 @@ __device__ __forceinline__ int64_t first_reading(const resize_axis &a, int64_t i
 
 template <class E, bool LINEAR>
 __global__ void __launch_bounds__(RESIZE_THREADS)
-    resize_kernel(typename E::T *out, const typename E::T *in, const __grid_constant__ tl_resize2d r,
-                  int64_t total) {
+    resize_kernel(typename E::T *out, const typename E::T *in,
+                  const __grid_constant__ tl_resize2d r, int64_t total) {
     typedef typename E::C C;
     const resize_axis rows = {r.in_h, r.out_h, r.scale_h, r.align_corners};
     const resize_axis cols = {r.in_w, r.out_w, r.scale_w, r.align_corners};
@@ -71,8 +71,9 @@ __global__ void __launch_bounds__(RESIZE_THREADS)
         if (!LINEAR) {
             out[e] = x[h0 * r.in_w + w0];
         } else {
-            const C v = a0 * (b0 * E::load(x[h0 * r.in_w + w0]) + b1 * E::load(x[h0 * r.in_w + w1])) +
-                        a1 * (b0 * E::load(x[h1 * r.in_w + w0]) + b1 * E::load(x[h1 * r.in_w + w1]));
+            const C v =
+                a0 * (b0 * E::load(x[h0 * r.in_w + w0]) + b1 * E::load(x[h0 * r.in_w + w1])) +
+                a1 * (b0 * E::load(x[h1 * r.in_w + w0]) + b1 * E::load(x[h1 * r.in_w + w1]));
             out[e] = E::store(v);
         }
     }
@@ -133,9 +134,11 @@ static tl_status launch_resize(const tl_cuda_where *at, int dtype, void *dst, co
         T *d = (T *)dst;
         const T *s = (const T *)src;
         if (backward && linear)
-            resize_backward_kernel<E, true><<<grid, RESIZE_THREADS, 0, at->stream>>>(d, s, *r, total);
+            resize_backward_kernel<E, true>
+                <<<grid, RESIZE_THREADS, 0, at->stream>>>(d, s, *r, total);
         else if (backward)
-            resize_backward_kernel<E, false><<<grid, RESIZE_THREADS, 0, at->stream>>>(d, s, *r, total);
+            resize_backward_kernel<E, false>
+                <<<grid, RESIZE_THREADS, 0, at->stream>>>(d, s, *r, total);
         else if (linear)
             resize_kernel<E, true><<<grid, RESIZE_THREADS, 0, at->stream>>>(d, s, *r, total);
         else

@@ -8,7 +8,8 @@ static tl_status check_images(const char *op, const char *name, const int64_t *s
     if (ndim != 4)
         return tl_error(TL_ERR_SHAPE, "%s: %s must be [N, C, H, W], got shape %s", op, name,
                         nn_shape_str(shape, ndim, si, sizeof si));
-    if (shape[0] < 0 || shape[1] < 0 || shape[2] < (zero_ok ? 0 : 1) || shape[3] < (zero_ok ? 0 : 1))
+    if (shape[0] < 0 || shape[1] < 0 || shape[2] < (zero_ok ? 0 : 1) ||
+        shape[3] < (zero_ok ? 0 : 1))
         return tl_error(TL_ERR_SHAPE, "%s: %s height and width must be >= 1, got shape %s", op,
                         name, nn_shape_str(shape, ndim, si, sizeof si));
     return TL_OK;
@@ -38,7 +39,8 @@ static tl_status run_avg(tl_op op_id, const tl_tensor *src, const int64_t dst_sh
         if (tl_numel(x) == 0) {
             status = tl_fill_(result, tl_scalar_int(0));
         } else {
-            const tl_kernel_entry *k = tl_dispatch(op_id, device, src->dtype, NN_TENSORS(result, x));
+            const tl_kernel_entry *k =
+                tl_dispatch(op_id, device, src->dtype, NN_TENSORS(result, x));
             status = k ? k->fn.avg_pool(result, x, a) : tl_dispatch_status();
         }
     }
@@ -56,11 +58,10 @@ static tl_status check_grad(const char *op, const tl_tensor *grad, const int64_t
                             const tl_avg_window2d *a) {
     char sg[256], se[256];
     TL_TRY(nn_check_floating(op, "grad", grad));
-    const int64_t expected[4] = {input_shape[0], input_shape[1], a->window.out_h,
-                                 a->window.out_w};
+    const int64_t expected[4] = {input_shape[0], input_shape[1], a->window.out_h, a->window.out_w};
     if (!nn_same_shape(grad, expected, 4))
-        return tl_error(TL_ERR_SHAPE, "%s: grad must have shape %s for input shape %s, got %s",
-                        op, nn_shape_str(expected, 4, se, sizeof se),
+        return tl_error(TL_ERR_SHAPE, "%s: grad must have shape %s for input shape %s, got %s", op,
+                        nn_shape_str(expected, 4, se, sizeof se),
                         nn_shape_str(input_shape, 4, sg, sizeof sg),
                         tl_shape_str(grad, sg, sizeof sg));
     return TL_OK;

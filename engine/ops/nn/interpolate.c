@@ -75,7 +75,8 @@ static tl_status run_resize(tl_op op_id, const tl_tensor *src, const int64_t dst
         if (tl_numel(x) == 0) {
             status = tl_fill_(result, tl_scalar_int(0));
         } else {
-            const tl_kernel_entry *k = tl_dispatch(op_id, device, src->dtype, NN_TENSORS(result, x));
+            const tl_kernel_entry *k =
+                tl_dispatch(op_id, device, src->dtype, NN_TENSORS(result, x));
             status = k ? k->fn.resize(result, x, r) : tl_dispatch_status();
         }
     }
@@ -100,7 +101,7 @@ tl_status tl_interpolate(const tl_tensor *input, const tl_interpolate_options *o
     TL_TRY(resolve(op, input->shape, opts, &r));
     const int64_t shape[4] = {r.batch, r.channels, r.out_h, r.out_w};
     tl_op id = opts->mode == TL_INTERPOLATE_BILINEAR ? TL_OP_upsample_bilinear2d
-                                                      : TL_OP_upsample_nearest2d;
+                                                     : TL_OP_upsample_nearest2d;
     return run_resize(id, input, shape, &r, out);
 }
 
@@ -117,8 +118,9 @@ tl_status tl_interpolate_backward(const tl_tensor *grad, const int64_t input_sha
     const int64_t expected[4] = {r.batch, r.channels, r.out_h, r.out_w};
     if (!nn_same_shape(grad, expected, 4))
         return tl_error(TL_ERR_SHAPE, "%s: grad must have shape %s, got %s", op,
-                        nn_shape_str(expected, 4, se, sizeof se), tl_shape_str(grad, sg, sizeof sg));
+                        nn_shape_str(expected, 4, se, sizeof se),
+                        tl_shape_str(grad, sg, sizeof sg));
     tl_op id = opts->mode == TL_INTERPOLATE_BILINEAR ? TL_OP_upsample_bilinear2d_backward
-                                                      : TL_OP_upsample_nearest2d_backward;
+                                                     : TL_OP_upsample_nearest2d_backward;
     return run_resize(id, grad, input_shape, &r, grad_input);
 }

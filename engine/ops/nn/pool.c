@@ -81,10 +81,10 @@ tl_status tl_max_pool2d_with(const tl_tensor *input, const tl_pool2d_options *o,
     tl_window2d w;
     TL_TRY(check_images(op, input));
     TL_TRY(nn_pool_window(op, input->shape, o, &w));
-    TL_TRY(check_taps(op, "height", w.height, w.out_h, w.kernel_h, w.stride_h, w.pad_h,
-                      w.dilation_h));
-    TL_TRY(check_taps(op, "width", w.width, w.out_w, w.kernel_w, w.stride_w, w.pad_w,
-                      w.dilation_w));
+    TL_TRY(
+        check_taps(op, "height", w.height, w.out_h, w.kernel_h, w.stride_h, w.pad_h, w.dilation_h));
+    TL_TRY(
+        check_taps(op, "width", w.width, w.out_w, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w));
     return run_max_pool(TL_OP_max_pool2d, input, &w, out, indices);
 }
 
@@ -168,7 +168,8 @@ tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
     tl_status status = tl_contiguous((tl_tensor *)grad, &g);
     if (status == TL_OK) status = tl_contiguous((tl_tensor *)indices, &idx);
     if (status == TL_OK) status = tl_empty(input_shape, 4, grad->dtype, device, &result);
-    if (status == TL_OK && tl_numel(g) == 0) status = tl_fill_(result, tl_scalar_int(0));
+    if (status == TL_OK && tl_numel(g) == 0)
+        status = tl_fill_(result, tl_scalar_int(0));
     else if (status == TL_OK) {
         const tl_kernel_entry *k =
             tl_dispatch(TL_OP_max_pool2d_backward, device, grad->dtype, NN_TENSORS(result, g, idx));
