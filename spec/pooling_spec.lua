@@ -221,7 +221,8 @@ describe("bad inputs", function()
       { "interpolate", "align_corners" })
     assert.error_matches(function() F.interpolate(x, { size = 3, mode = "bilinear", antialias = true }) end,
       { "interpolate", "antialias" })
-    assert.error_matches(function() F.interpolate(x, { size = { 3, 4, 5 } }) end, { "interpolate", "size", "2 entries" })
+    assert.error_matches(function() F.interpolate(x, { size = { 3, 4, 5 } }) end,
+      { "interpolate", "size", "2 entries" })
     assert.error_matches(function() F.interpolate(x, { size = 0 }) end, { "interpolate", "size", ">= 1" })
     assert.error_matches(function() F.interpolate(x, { scale_factor = -2 }) end, { "interpolate", "scale_factor" })
     assert.error_matches(function() F.interpolate(x, { scale_factor = 0.1 }) end,

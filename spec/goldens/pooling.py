@@ -53,7 +53,8 @@ def case(name, op, shape, args, torch_fn, indices=False):
     cases.append(c)
 
 
-# ---- max pooling: odd sizes, padding, dilation, ceil_mode (with the window that would start in the right padding dropped)
+# ---- max pooling: odd sizes, padding, dilation, ceil_mode (with the window that would start in the right
+# padding dropped)
 def max2d(name, shape, k, opts):
     o = dict(opts)
     o["return_indices"] = True

@@ -224,7 +224,9 @@ cases.max_pool2d = {
   reference = function(_, x, g) return { K.max_pool2d(x, g, 2, 2) } end,
 }
 -- pooling and interpolate: forward and backward kernels of each op (K.max_pool, K.avg_pool, K.interpolate)
-local function axis(out, kernel, stride, pad, dilation) return { out = out, kernel = kernel, stride = stride, pad = pad, dilation = dilation } end
+local function axis(out, kernel, stride, pad)
+  return { out = out, kernel = kernel, stride = stride, pad = pad }
+end
 cases.adaptive_max_pool2d = {
   inputs = function(G) return { G.distinct(2, 3, 7, 5), G.normal(2, 3, 3, 4) } end,
   run = differentiated(function(x) return tl.adaptive_max_pool2d(x, { 3, 4 }) end),

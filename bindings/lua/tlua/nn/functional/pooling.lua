@@ -98,7 +98,10 @@ end
 part.adaptive_max_pool2d = tl.adaptive_max_pool2d
 
 -- interpolate's modes by input rank: the 2-d kernel each one runs
-local MODES = { [3] = { nearest = "nearest", linear = "bilinear" }, [4] = { nearest = "nearest", bilinear = "bilinear" } }
+local MODES = {
+  [3] = { nearest = "nearest", linear = "bilinear" },
+  [4] = { nearest = "nearest", bilinear = "bilinear" },
+}
 
 -- size or scale_factor as a list of n entries (a single value repeated)
 local function per_dim(v, n, what, kind, level)
