@@ -103,6 +103,21 @@ local cases = {
                        { input(1, 2, 4, 5), input(2, 2, 2, 3) } } },
   max_pool2d = { { function(x) return tl.max_pool2d(x, 2) end, { input(2, 2, 4, 4) } },
                  { function(x) return tl.max_pool2d(x, 3, { stride = 2, padding = 1 }) end, { input(1, 2, 5, 5) } } },
+  adaptive_max_pool2d = { { function(x) return tl.adaptive_max_pool2d(x, { 3, 2 }) end, { input(1, 2, 5, 7) } } },
+  avg_pool2d = { { function(x) return tl.avg_pool2d(x, 3, { stride = 2, padding = 1, ceil_mode = true }) end,
+                   { input(1, 2, 6, 5) } },
+                 { function(x) return tl.avg_pool2d(x, 2, { padding = 1, count_include_pad = false }) end,
+                   { input(1, 2, 4, 5) } } },
+  adaptive_avg_pool2d = { { function(x) return tl.adaptive_avg_pool2d(x, { 3, 4 }) end, { input(1, 2, 5, 7) } } },
+  upsample_nearest2d = { { function(x) return tl.nn.functional.interpolate(x, { scale_factor = 1.5 }) end,
+                           { input(1, 2, 3, 4) } } },
+  upsample_bilinear2d = { { function(x)
+                              return tl.nn.functional.interpolate(x, { size = { 5, 3 }, mode = "bilinear" })
+                            end, { input(1, 2, 3, 4) } },
+                          { function(x)
+                              return tl.nn.functional.interpolate(x, { scale_factor = 2, mode = "bilinear",
+                                align_corners = true })
+                            end, { input(1, 2, 3, 3) } } },
   embedding = { { function(w) return tl.embedding(tl.tensor({ { 1, 3 }, { 3, 4 } }), w) end, { input(4, 3) } } },
   cross_entropy = { { function(l) return tl.cross_entropy(l, tl.tensor({ 1, 3, 2 })) end, { input(3, 4) } },
                     { function(l) return tl.cross_entropy(l, tl.tensor({ 4, 1, 4 }), { label_smoothing = 0.2 }) end,

@@ -20,6 +20,18 @@ local lua_cases = {
   { "nn.ConvTranspose2d", "nn.ConvTranspose2d", "padding_mod",
     function() nn.ConvTranspose2d(1, 1, 3, { padding_mod = "zeros" }) end },
   { "nn.MaxPool2d", "nn.MaxPool2d", "strid", function() nn.MaxPool2d(2, { strid = 1 }) end },
+  { "nn.MaxPool1d", "nn.MaxPool1d", "dilatio", function() nn.MaxPool1d(2, { dilatio = 1 }) end },
+  { "nn.AvgPool1d", "nn.AvgPool1d", "ceil", function() nn.AvgPool1d(2, { ceil = true }) end },
+  { "nn.AvgPool2d", "nn.AvgPool2d", "divisor", function() nn.AvgPool2d(2, { divisor = 2 }) end },
+  { "nn.AdaptiveMaxPool1d", "nn.AdaptiveMaxPool1d", "indices",
+    function() nn.AdaptiveMaxPool1d(2, { indices = true }) end },
+  { "nn.AdaptiveMaxPool2d", "nn.AdaptiveMaxPool2d", "indices",
+    function() nn.AdaptiveMaxPool2d(2, { indices = true }) end },
+  { "nn.Upsample", "nn.Upsample", "scale", function() nn.Upsample({ scale = 2 }) end },
+  { "nn.UpsamplingNearest2d", "nn.UpsamplingNearest2d", "mode",
+    function() nn.UpsamplingNearest2d({ mode = "nearest" }) end },
+  { "nn.UpsamplingBilinear2d", "nn.UpsamplingBilinear2d", "align_corners",
+    function() nn.UpsamplingBilinear2d({ size = 2, align_corners = true }) end },
   { "nn.LayerNorm", "nn.LayerNorm", "epsilon", function() nn.LayerNorm(4, { epsilon = 1e-6 }) end },
   { "nn.Embedding", "nn.Embedding", "dtyp", function() nn.Embedding(4, 3, { dtyp = "float64" }) end },
   { "nn.CrossEntropyLoss", "nn.CrossEntropyLoss", "label_smothing",
@@ -94,6 +106,12 @@ local lua_cases = {
     function() F.conv_transpose1d(tl.randn(1, 1, 5), tl.randn(1, 1, 3), { group = 1 }) end },
   { "nn.functional.conv_transpose2d", "conv_transpose2d", "output_pad",
     function() F.conv_transpose2d(tl.randn(1, 1, 5, 5), tl.randn(1, 1, 3, 3), { output_pad = 1 }) end },
+  { "nn.functional.max_pool1d", "max_pool1d", "padd", function() F.max_pool1d(tl.randn(1, 2, 4), 2, { padd = 1 }) end },
+  { "nn.functional.avg_pool1d", "avg_pool1d", "padd", function() F.avg_pool1d(tl.randn(1, 2, 4), 2, { padd = 1 }) end },
+  { "nn.functional.adaptive_max_pool1d", "adaptive_max_pool1d", "indices",
+    function() F.adaptive_max_pool1d(tl.randn(1, 2, 4), 2, { indices = true }) end },
+  { "nn.functional.interpolate", "interpolate", "scale",
+    function() F.interpolate(tl.randn(1, 1, 2, 2), { scale = 2 }) end },
   -- tl.optim
   { "optim.SGD", "optim.SGD", "momentun", function() optim.SGD({ param() }, { lr = 0.1, momentun = 0.9 }) end },
   { "optim.Adam", "optim.Adam", "beta", function() optim.Adam({ param() }, { beta = { 0.9, 0.99 } }) end },
@@ -225,6 +243,9 @@ local no_options = {
   ["nn.functional.glu"] = "dim", ["nn.functional.softmin"] = "dim",
   ["nn.init.trunc_normal_"] = "mean, std, a, b", ["nn.init.eye_"] = "a tensor", ["nn.init.dirac_"] = "groups",
   ["nn.init.orthogonal_"] = "gain",
+  ["nn.functional.mse_loss"] = "tensors",
+  ["nn.AdaptiveAvgPool1d"] = "an output size", ["nn.AdaptiveAvgPool2d"] = "an output size",
+  ["nn.functional.adaptive_avg_pool1d"] = "a tensor and an output size",
   ["nn.init.calculate_gain"] = "a name and a parameter", ["nn.init.constant_"] = "a value",
   ["nn.init.normal_"] = "mean, std", ["nn.init.uniform_"] = "a, b", ["nn.init.zeros_"] = "a tensor",
   ["nn.init.ones_"] = "a tensor", ["nn.init.xavier_uniform_"] = "gain", ["nn.init.xavier_normal_"] = "gain",
@@ -239,7 +260,8 @@ local no_options = {
   ["autograd.set_grad_ready_hook"] = "a tensor and a function", ["autograd.queue_callback"] = "a function",
 }
 -- the C ops of nn.functional (cases below) and its ops of the op table (one tensor, no options)
-local c_functional = { conv2d = true, max_pool2d = true, scaled_dot_product_attention = true }
+local c_functional = { conv2d = true, max_pool2d = true, scaled_dot_product_attention = true,
+  avg_pool2d = true, adaptive_max_pool2d = true, adaptive_avg_pool2d = true }
 local table_ops = {}
 for _, op in ipairs(tl.ops()) do table_ops[op.name] = true end
 
@@ -391,6 +413,9 @@ local c_cases = {
   { "pad", "mod", function() tl.pad(like, { 1, 1 }, { mod = "reflect" }) end },
   { "conv2d", "strides", function() tl.conv2d(tl.randn(1, 1, 4, 4), tl.randn(1, 1, 2, 2), { strides = 2 }) end },
   { "max_pool2d", "padd", function() tl.max_pool2d(tl.randn(1, 1, 4, 4), 2, { padd = 1 }) end },
+  { "avg_pool2d", "divisor", function() tl.avg_pool2d(tl.randn(1, 1, 4, 4), 2, { divisor = 1 }) end },
+  { "adaptive_max_pool2d", "indices",
+    function() tl.adaptive_max_pool2d(tl.randn(1, 1, 4, 4), 2, { indices = true }) end },
   { "cross_entropy", "smoothing",
     function() tl.cross_entropy(tl.randn(2, 3), tl.tensor({ 1, 2 }), { smoothing = 0.1 }) end },
   { "backward", "retain", function()

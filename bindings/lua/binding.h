@@ -244,6 +244,7 @@ extern const luaL_Reg tlb_cuda_functions[]; /* cuda.c: tl._cuda_* (tl.cuda in tl
 extern const luaL_Reg tlb_meta_methods[];
 extern const luaL_Reg tlb_object_functions[];
 extern const luaL_Reg tlb_nn_functions[], tlb_io_functions[]; /* nn_ops.c, io.c */
+extern const luaL_Reg tlb_pool_functions[];                   /* pool_ops.c */
 extern const luaL_Reg tlb_lifetime_meta[];
 
 /* metamethods.c: __index (needs the methods table as upvalue 2) */

@@ -54,7 +54,8 @@ int luaopen_tlua_core(lua_State *L) {
         tlb_constructor_functions, tlb_runtime_functions,   tlb_autograd_functions,
         tlb_object_functions,      tlb_nn_functions,        tlb_io_functions,
         tlb_cuda_functions,        tlb_grouped_functions,   tlb_block_sparse_functions,
-        tlb_attention_functions,   tlb_grad_hook_functions, tlb_distributed_functions};
+        tlb_attention_functions,   tlb_grad_hook_functions, tlb_distributed_functions,
+        tlb_pool_functions};
     for (size_t i = 0; i < sizeof function_lists / sizeof function_lists[0]; i++)
         set_functions(L, function_lists[i], module, mt);
 

@@ -1,4 +1,4 @@
-/* nn op bindings: conv2d, max_pool2d, embedding, cross_entropy, layer_norm, dropout, the fused
+/* nn op bindings: conv2d, embedding, cross_entropy, layer_norm, dropout, the fused
    optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi), the fused gradient clip
    (tl._clip_grad_norm_multi) and the row gather of the
    DataLoader (tl._gather_rows).
@@ -8,17 +8,9 @@
 #include "binding.h"
 #include "tlua/nn.h"
 
-/* ---- options -------------------------------------------------------------------------------- */
-/* max_pool2d's {stride, padding}: each an integer or {h, w} */
-static const tlb_option window_options[] = {
-    {"stride", TLB_OPTION_PAIR},
-    {"padding", TLB_OPTION_PAIR},
-    {NULL, 0},
-};
-
 /* ---- 1-based index tensors ------------------------------------------------------------------ */
 /* Checks that indices (the Lua argument named what) is an integer tensor. */
-/* ---- conv2d, max_pool2d ------------------------------------------------------------------------
+/* ---- conv2d ------------------------------------------------------------------------
  */
 /* conv2d's and conv_transpose2d's options: stride, padding, dilation (each an integer or
    {h, w}), groups; output_padding for conv_transpose2d */
@@ -79,26 +71,6 @@ static int nn_conv_transpose2d(lua_State *L) {
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     tl_status status = tl_ag_conv_transpose2d(input, weight, bias, &o, output_padding, &out);
-    return tlb_result(L, box, status, out);
-}
-
-/* max_pool2d(input, kernel_size, {stride = kernel_size, padding = 0}) */
-static int nn_max_pool2d(lua_State *L) {
-    tl_tensor *input = tlb_check(L, 1, "max_pool2d");
-    int64_t kernel[2];
-    if (lua_isnoneornil(L, 2))
-        return tlb_errorf(L, "max_pool2d: argument 2 (kernel_size) expected an integer or a "
-                             "table {h, w}, got nil");
-    tlb_check_pair(L, 2, "max_pool2d", "kernel_size", kernel);
-    int64_t stride[2] = {kernel[0], kernel[1]}, padding[2] = {0, 0};
-    if (tlb_check_options(L, 3, "max_pool2d", window_options)) {
-        tlb_option_pair(L, 3, "max_pool2d", "stride", stride);
-        tlb_option_pair(L, 3, "max_pool2d", "padding", padding);
-    }
-    tl_tensor *out = NULL;
-    tlb_box *box = tlb_newbox(L);
-    tl_status status = tl_ag_max_pool2d(input, kernel[0], kernel[1], stride[0], stride[1],
-                                        padding[0], padding[1], &out);
     return tlb_result(L, box, status, out);
 }
 
@@ -405,7 +377,6 @@ static int nn_gather_rows(lua_State *L) {
 const luaL_Reg tlb_nn_functions[] = {
     {"conv2d", nn_conv2d},
     {"conv_transpose2d", nn_conv_transpose2d},
-    {"max_pool2d", nn_max_pool2d},
     {"embedding", nn_embedding},
     {"cross_entropy", nn_cross_entropy},
     {"layer_norm", nn_layer_norm},

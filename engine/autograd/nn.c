@@ -126,30 +126,6 @@ tl_status tl_ag_conv_transpose2d(tl_tensor *input, tl_tensor *weight, tl_tensor 
         record_conv_transpose2d(operands[0], operands[1], operands[2], &o, output_padding, out));
 }
 
-/* ---- max_pool2d ----------------------------------------------------------------------------
-   Saved: slot 0 the argmax indices. */
-static tl_status max_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    tl_tensor *indices, *grad;
-    TL_TRY(tl_node_saved(node, 0, &indices));
-    TL_TRY(output_grad(node, g[0], &grad));
-    /* the indices are the forward's own (and unchanged: tl_node_saved checks the version) */
-    tl_status status = nn_max_pool2d_backward(grad, indices, node->input_shape[0], false, &gi[0]);
-    tl_release(grad);
-    return status;
-}
-
-tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
-                           int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
-    tl_tensor *indices;
-    TL_TRY(
-        tl_max_pool2d(input, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out, &indices));
-    tl_node *node;
-    tl_status status = tl_record("max_pool2d", max_pool2d_backward, 1, &input, *out, &node);
-    if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", indices, *out);
-    tl_release(indices);
-    return status;
-}
-
 /* ---- embedding -----------------------------------------------------------------------------
    Inputs: indices (never differentiable), weight. Saved: slot 0 the indices. */
 static tl_status embedding_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {

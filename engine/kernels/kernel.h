@@ -110,6 +110,35 @@ typedef tl_status (*tl_pool_kernel)(tl_tensor *out, tl_tensor *indices, const tl
 /* grad_in [N, C, H, W] = grad_out scattered (summed) to indices ("="). */
 typedef tl_status (*tl_pool_backward_kernel)(tl_tensor *grad_in, const tl_tensor *grad_out,
                                              const tl_tensor *indices, const tl_window2d *window);
+/* avg_pool2d / adaptive_avg_pool2d (and their backward) over window (dilation 1). Output oh
+   averages rows oh * stride_h - pad_h .. + kernel_h - 1 clipped to the input, divided by divisor
+   when > 0, else by the window's size clipped to the padded input (count_include_pad) or to the
+   input; adaptive: rows floor(oh H / OH) .. ceil((oh + 1) H / OH) - 1, by their count (kernel,
+   stride and padding unused). Columns likewise. */
+typedef struct tl_avg_window2d {
+    tl_window2d window;
+    bool adaptive, count_include_pad;
+    int64_t divisor;
+} tl_avg_window2d;
+/* forward: dst [N, C, OH, OW] = the window means of src [N, C, H, W]; backward: dst [N, C, H, W] =
+   each output's gradient (src [N, C, OH, OW]) spread over its window as the forward divides ("=").
+ */
+typedef tl_status (*tl_avg_pool_kernel)(tl_tensor *dst, const tl_tensor *src,
+                                        const tl_avg_window2d *window);
+/* interpolate's resampling of images [batch, channels, in_h, in_w] to [.., out_h, out_w].
+   nearest: output o reads input min(floor((float)o * (float)scale), in - 1); bilinear: source
+   coordinate scale * o (align_corners) or max(scale * (o + 0.5) - 0.5, 0), computed in the compute
+   type, blending its two neighbours (the last input row twice). scale: the source step per output
+   step, as the op resolved it (equal sizes: 1). */
+typedef struct tl_resize2d {
+    int64_t batch, channels, in_h, in_w, out_h, out_w;
+    double scale_h, scale_w;
+    bool align_corners;
+} tl_resize2d;
+/* forward: dst [N, C, out_h, out_w] from src [N, C, in_h, in_w]; backward: dst [N, C, in_h, in_w]
+   = the sum of src [N, C, out_h, out_w] times each output's weight on it ("="). */
+typedef tl_status (*tl_resize_kernel)(tl_tensor *dst, const tl_tensor *src,
+                                      const tl_resize2d *resize);
 /* index_check: indices int32/int64, contiguous: an element outside [range->first, + count) is
    the error tl_index_range_error makes; at once on the CPU, raised by the next synchronization
    on CUDA (the check only queued). */
@@ -238,6 +267,8 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(im2col, tl_im2col_kernel)                                                            \
     SIGNATURE(pool, tl_pool_kernel)                                                                \
     SIGNATURE(pool_backward, tl_pool_backward_kernel)                                              \
+    SIGNATURE(avg_pool, tl_avg_pool_kernel)                                                        \
+    SIGNATURE(resize, tl_resize_kernel)                                                            \
     SIGNATURE(index_check, tl_index_check_kernel)                                                  \
     SIGNATURE(embedding, tl_embedding_kernel)                                                      \
     SIGNATURE(cross_entropy, tl_cross_entropy_kernel)                                              \

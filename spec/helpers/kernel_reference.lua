@@ -383,4 +383,120 @@ function M.attention_head(Q, Kh, V, G, scale, causal, keep)
   return y, gq, gk, gv
 end
 
+-- ---- pooling and interpolate (tlua's pooling ops; PyTorch's definitions, written out per element) ----
+-- One axis of a pooling window: the input positions (0-based) output o reads, given
+-- w = {in, out, kernel, stride, pad, dilation, adaptive = bool}.
+local function pool_taps(o, w)
+  local taps = {}
+  if w.adaptive then
+    for i = math.floor(o * w.input / w.out), math.ceil((o + 1) * w.input / w.out) - 1 do taps[#taps + 1] = i end
+    return taps
+  end
+  for k = 0, w.kernel - 1 do
+    local i = o * w.stride - w.pad + k * (w.dilation or 1)
+    if i >= 0 and i < w.input then taps[#taps + 1] = i end
+  end
+  return taps
+end
+
+-- The output size of a window along an axis (PyTorch's pooling_output_shape, with ceil_mode).
+function M.pool_out(input, kernel, stride, pad, dilation, ceil_mode)
+  local span = (dilation or 1) * (kernel - 1) + 1
+  local num = input + 2 * pad - span
+  local o = (ceil_mode and -(-num // stride) or num // stride) + 1
+  if ceil_mode and (o - 1) * stride >= input + pad then o = o - 1 end
+  return o
+end
+
+-- Runs cell(plane, oh, ow, taps_h, taps_w) -> value, list of {flat input index, weight} for each
+-- output of x [N, C, H, W] with axes ah, aw (pool_taps' w without in); returns y and the
+-- gradient of sum(y * g): the weights times g added at the indices.
+local function per_window(x, g, ah, aw, cell)
+  local fx, sx = ref.flatten(x)
+  local fg = ref.flatten(g)
+  local N, C, H, W = sx[1], sx[2], sx[3], sx[4]
+  ah.input, aw.input = H, W
+  local y, gx = {}, {}
+  for i = 1, #fx do gx[i] = 0.0 end
+  for plane = 0, N * C - 1 do
+    for oh = 0, ah.out - 1 do
+      for ow = 0, aw.out - 1 do
+        local th, tw = pool_taps(oh, ah), pool_taps(ow, aw)
+        local yi = (plane * ah.out + oh) * aw.out + ow + 1
+        local value, weights = cell(function(ih, iw) return fx[(plane * H + ih) * W + iw + 1] end, th, tw, oh, ow)
+        y[yi] = value
+        for _, e in ipairs(weights) do
+          local at = (plane * H + e[1]) * W + e[2] + 1
+          gx[at] = gx[at] + e[3] * fg[yi]
+        end
+      end
+    end
+  end
+  return ref.unflatten(y, { N, C, ah.out, aw.out }), ref.unflatten(gx, sx)
+end
+
+-- max pooling (distinct values in each window) of x with axes ah, aw: returns y, gx
+function M.max_pool(x, g, ah, aw)
+  return per_window(x, g, ah, aw, function(at, th, tw)
+    local best, bh, bw = -math.huge, nil, nil
+    for _, ih in ipairs(th) do
+      for _, iw in ipairs(tw) do
+        if at(ih, iw) > best then best, bh, bw = at(ih, iw), ih, iw end
+      end
+    end
+    return best, { { bh, bw, 1.0 } }
+  end)
+end
+
+-- average pooling: divisor, else count_include_pad's window clipped to the padded input, else
+-- the taps' count; returns y, gx
+function M.avg_pool(x, g, ah, aw, count_include_pad, divisor)
+  local function padded(o, a)
+    if a.adaptive then return #pool_taps(o, a) end
+    local s = o * a.stride - a.pad
+    return math.min(s + a.kernel, a.input + a.pad) - s
+  end
+  return per_window(x, g, ah, aw, function(at, th, tw, oh, ow)
+    local d = divisor or (count_include_pad and padded(oh, ah) * padded(ow, aw) or #th * #tw)
+    local sum, weights = 0.0, {}
+    for _, ih in ipairs(th) do
+      for _, iw in ipairs(tw) do
+        sum = sum + at(ih, iw)
+        weights[#weights + 1] = { ih, iw, 1 / d }
+      end
+    end
+    return sum / d, weights
+  end)
+end
+
+-- interpolate of x [N, C, H, W] to out_h x out_w by mode "nearest" or "bilinear" (align_corners),
+-- sizes given (the source step in / out); returns y, gx
+function M.interpolate(x, g, out_h, out_w, mode, align_corners)
+  local _, sx = ref.flatten(x)
+  local function sources(o, input, out)
+    if mode == "nearest" then return { { math.min(math.floor(o * input / out), input - 1), 1.0 } } end
+    local src
+    if align_corners then
+      src = out > 1 and o * (input - 1) / (out - 1) or 0
+    else
+      src = math.max((o + 0.5) * input / out - 0.5, 0)
+    end
+    local i0 = math.min(math.floor(src), input - 1)
+    local l1 = src - i0
+    return { { i0, 1 - l1 }, { math.min(i0 + 1, input - 1), l1 } }
+  end
+  local ah = { out = out_h, kernel = 1, stride = 1, pad = 0 }
+  local aw = { out = out_w, kernel = 1, stride = 1, pad = 0 }
+  return per_window(x, g, ah, aw, function(at, _, _, oh, ow)
+    local value, weights = 0.0, {}
+    for _, h in ipairs(sources(oh, sx[3], out_h)) do
+      for _, w in ipairs(sources(ow, sx[4], out_w)) do
+        value = value + h[2] * w[2] * at(h[1], w[1])
+        weights[#weights + 1] = { h[1], w[1], h[2] * w[2] }
+      end
+    end
+    return value, weights
+  end)
+end
+
 return M

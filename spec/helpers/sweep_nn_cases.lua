@@ -4,6 +4,7 @@
 local tl = require("tlua")
 local ref = require("helpers.reference")
 local K = require("helpers.kernel_reference")
+local F = require("tlua.nn.functional")
 
 local cases = {}
 
@@ -221,6 +222,68 @@ cases.max_pool2d = {
     return { y:detach(), x.grad }
   end,
   reference = function(_, x, g) return { K.max_pool2d(x, g, 2, 2) } end,
+}
+-- pooling and interpolate: forward and backward kernels of each op (K.max_pool, K.avg_pool, K.interpolate)
+local function axis(out, kernel, stride, pad)
+  return { out = out, kernel = kernel, stride = stride, pad = pad }
+end
+cases.adaptive_max_pool2d = {
+  inputs = function(G) return { G.distinct(2, 3, 7, 5), G.normal(2, 3, 3, 4) } end,
+  run = differentiated(function(x) return tl.adaptive_max_pool2d(x, { 3, 4 }) end),
+  reference = function(_, x, g)
+    return { K.max_pool(x, g, { out = 3, adaptive = true }, { out = 4, adaptive = true }) }
+  end,
+}
+-- with padding counted and ceil_mode, then without the padding and with a divisor
+cases.avg_pool2d = {
+  inputs = function(G) return { G.normal(2, 3, 6, 7), G.normal(2, 3, 4, 4), G.normal(2, 3, 7, 4) } end,
+  run = function(x, g1, g2)
+    x = leaves(x)
+    local y1 = tl.avg_pool2d(x, 3, { stride = 2, padding = 1, ceil_mode = true })
+    y1:backward(g1)
+    local gx1 = x.grad
+    x = leaves(x)
+    local y2 = tl.avg_pool2d(x, { 2, 3 }, { stride = { 1, 2 }, padding = { 1, 1 }, count_include_pad = false })
+    y2:backward(g2)
+    local x3 = leaves(x)
+    local y3 = tl.avg_pool2d(x3, 2, { divisor_override = 3 })
+    y3:backward(y3:detach())
+    return { y1:detach(), gx1, y2:detach(), x.grad, y3:detach(), x3.grad }
+  end,
+  reference = function(_, x, g1, g2)
+    local y1, gx1 = K.avg_pool(x, g1, axis(4, 3, 2, 1), axis(4, 3, 2, 1), true)
+    local y2, gx2 = K.avg_pool(x, g2, axis(7, 2, 1, 1), axis(4, 3, 2, 1), false)
+    local y3 = K.avg_pool(x, g2, axis(3, 2, 2, 0), axis(3, 2, 2, 0), true, 3)
+    local _, gx3 = K.avg_pool(x, y3, axis(3, 2, 2, 0), axis(3, 2, 2, 0), true, 3)
+    return { y1, gx1, y2, gx2, y3, gx3 }
+  end,
+}
+cases.adaptive_avg_pool2d = {
+  inputs = function(G) return { G.normal(2, 3, 7, 5), G.normal(2, 3, 3, 7) } end,
+  run = differentiated(function(x) return tl.adaptive_avg_pool2d(x, { 3, 7 }) end),
+  reference = function(_, x, g)
+    return { K.avg_pool(x, g, { out = 3, adaptive = true }, { out = 7, adaptive = true }) }
+  end,
+}
+cases.upsample_nearest2d = {
+  inputs = function(G) return { G.normal(2, 3, 3, 4), G.normal(2, 3, 5, 10) } end,
+  run = differentiated(function(x) return F.interpolate(x, { size = { 5, 10 } }) end),
+  reference = function(_, x, g) return { K.interpolate(x, g, 5, 10, "nearest") } end,
+}
+cases.upsample_bilinear2d = {
+  inputs = function(G) return { G.normal(2, 3, 4, 5), G.normal(2, 3, 7, 3), G.normal(2, 3, 7, 3) } end,
+  run = function(x, g1, g2)
+    local out = differentiated(function(t) return F.interpolate(t, { size = { 7, 3 }, mode = "bilinear" }) end)(x, g1)
+    local aligned = differentiated(function(t)
+      return F.interpolate(t, { size = { 7, 3 }, mode = "bilinear", align_corners = true })
+    end)(x, g2)
+    return { out[1], out[2], aligned[1], aligned[2] }
+  end,
+  reference = function(_, x, g1, g2)
+    local y1, gx1 = K.interpolate(x, g1, 7, 3, "bilinear", false)
+    local y2, gx2 = K.interpolate(x, g2, 7, 3, "bilinear", true)
+    return { y1, gx1, y2, gx2 }
+  end,
 }
 local EMBEDDING_INDEX = { { 1, 7, 3 }, { 3, 3, 2 } }
 cases.embedding = {
@@ -472,6 +535,8 @@ local case_of_op = {
   conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
   conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",
   max_pool2d_backward = "max_pool2d", embedding_backward = "embedding",
+  avg_pool2d_backward = "avg_pool2d", adaptive_avg_pool2d_backward = "adaptive_avg_pool2d",
+  upsample_nearest2d_backward = "upsample_nearest2d", upsample_bilinear2d_backward = "upsample_bilinear2d",
   cross_entropy_backward = "cross_entropy", layer_norm_backward_input = "layer_norm",
   layer_norm_backward_weight = "layer_norm", sgd_step = "optim", adam_step = "optim",
 }

@@ -78,6 +78,66 @@ tl_status tl_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
 tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
                            int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out);
 
+/* ---- pooling with every option --------------------------------------------------------------
+   A window: kernel >= 1, stride >= 1, 0 <= padding <= kernel / 2, dilation >= 1 (max pooling
+   only; average pooling takes 1); ceil_mode rounds the output size up, as long as the last window
+   starts inside the input or its left padding (PyTorch's rule). count_include_pad and divisor
+   (> 0 divides every window's sum; 0: none) are average pooling's. */
+typedef struct tl_pool2d_options {
+    int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+    bool ceil_mode, count_include_pad;
+    int64_t divisor;
+} tl_pool2d_options;
+/* max_pool2d with dilation and ceil_mode: input [N, C, H, W]; a window whose taps all fall in
+   the padding is refused. indices as tl_max_pool2d's. */
+tl_status tl_max_pool2d_with(const tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out,
+                             tl_tensor **indices);
+/* Recording form; indices (may be NULL) gets a reference to the argmax positions. */
+tl_status tl_ag_max_pool2d_with(tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out,
+                                tl_tensor **indices);
+/* adaptive_max_pool2d: input [N, C, H, W] -> [N, C, out_h, out_w] (sizes >= 1), output (oh, ow)
+   the maximum over rows floor(oh H / out_h) .. ceil((oh + 1) H / out_h) - 1 and the columns
+   likewise; indices as tl_max_pool2d's, its backward tl_max_pool2d_backward. */
+tl_status tl_adaptive_max_pool2d(const tl_tensor *input, int64_t out_h, int64_t out_w,
+                                 tl_tensor **out, tl_tensor **indices);
+tl_status tl_ag_adaptive_max_pool2d(tl_tensor *input, int64_t out_h, int64_t out_w, tl_tensor **out,
+                                    tl_tensor **indices);
+/* avg_pool2d: input [N, C, H, W] -> the window means [N, C, OH, OW] (opts' dilation must be 1). */
+tl_status tl_avg_pool2d(const tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out);
+/* grad_input [input_shape] from grad [N, C, OH, OW]: each gradient spread over its window. */
+tl_status tl_avg_pool2d_backward(const tl_tensor *grad, const int64_t input_shape[4],
+                                 const tl_pool2d_options *opts, tl_tensor **grad_input);
+tl_status tl_ag_avg_pool2d(tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out);
+/* adaptive_avg_pool2d: the means over adaptive_max_pool2d's windows. */
+tl_status tl_adaptive_avg_pool2d(const tl_tensor *input, int64_t out_h, int64_t out_w,
+                                 tl_tensor **out);
+tl_status tl_adaptive_avg_pool2d_backward(const tl_tensor *grad, const int64_t input_shape[4],
+                                          tl_tensor **grad_input);
+tl_status tl_ag_adaptive_avg_pool2d(tl_tensor *input, int64_t out_h, int64_t out_w,
+                                    tl_tensor **out);
+
+/* ---- interpolate -----------------------------------------------------------------------------
+   input [N, C, H, W] -> [N, C, OH, OW]: OH = size_h when > 0, else floor(H * scale_h) (scale > 0,
+   a result >= 1); scales given are used as PyTorch uses them (the source step is 1 / scale),
+   else the step is H / OH. nearest: output o reads min(floor(o * step), H - 1) (in float);
+   bilinear: align_corners maps the corner pixels' centres onto each other. */
+typedef enum tl_interpolate_mode {
+    TL_INTERPOLATE_NEAREST,
+    TL_INTERPOLATE_BILINEAR
+} tl_interpolate_mode;
+typedef struct tl_interpolate_options {
+    tl_interpolate_mode mode;
+    int64_t size_h, size_w;  /* 0: from the scale */
+    double scale_h, scale_w; /* 0: none */
+    bool align_corners;      /* bilinear only */
+} tl_interpolate_options;
+tl_status tl_interpolate(const tl_tensor *input, const tl_interpolate_options *opts,
+                         tl_tensor **out);
+/* grad_input [input_shape] from grad [N, C, OH, OW] (OH, OW as the forward made them). */
+tl_status tl_interpolate_backward(const tl_tensor *grad, const int64_t input_shape[4],
+                                  const tl_interpolate_options *opts, tl_tensor **grad_input);
+tl_status tl_ag_interpolate(tl_tensor *input, const tl_interpolate_options *opts, tl_tensor **out);
+
 /* ---- block_sparse_linear -------------------------------------------------------------------
    y [..., R*b] = x [..., C*b] @ W^T + bias with W [R*b, C*b] held as blocks [nnz, b, b] on the
    pattern that layout indexes (tlua/block_layout.h); bias [R*b] may be NULL. The layout's

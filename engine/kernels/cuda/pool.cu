@@ -1,17 +1,19 @@
-/* CUDA max_pool2d and its backward with their table, the dtypes of cpu/pool.c: the forward as
-   cpu/pool.c (first maximum, the last NaN wins, padding never does); the backward scatters each
-   plane's gradients with one warp that adds them in output order (lanes with the same index add in
-   lane order), so the sums are deterministic and equal to the CPU's. */
+/* CUDA max_pool2d, adaptive_max_pool2d and their backward with their table, the dtypes of
+   cpu/pool.c: the forward as cpu/pool.c (first maximum, the last NaN wins, padding never does); the
+   backward scatters each plane's gradients with one warp that adds them in output order (lanes with
+   the same index add in lane order), so the sums are deterministic and equal to the CPU's. */
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
+#include "kernels/pool_window.h"
 
 #define POOL_THREADS    256
 #define POOL_SMEM_BYTES (48 * 1024) /* shared accumulators without an opt-in */
 #define POOL_WARPS      4           /* planes per block of the backward */
 #define POOL_BATCH      4           /* outputs per lane loaded at once by the backward */
 
-/* One thread per output element. */
-template <class E>
+/* One thread per output element; ADAPTIVE: adaptive_max_pool2d's windows (kernels/pool_window.h).
+ */
+template <class E, bool ADAPTIVE>
 __global__ void __launch_bounds__(POOL_THREADS)
     pool_kernel(typename E::T *out, int64_t *indices, const typename E::T *in,
                 const __grid_constant__ tl_window2d w, int64_t total) {
@@ -21,22 +23,23 @@ __global__ void __launch_bounds__(POOL_THREADS)
         const int64_t plane = e / out_size, q = e - plane * out_size;
         const int64_t oh = q / w.out_w, ow = q - oh * w.out_w;
         const typename E::T *x = in + plane * w.height * w.width;
-        int64_t h0 = oh * w.stride_h - w.pad_h, h1 = h0 + w.kernel_h;
-        int64_t w0 = ow * w.stride_w - w.pad_w, w1 = w0 + w.kernel_w;
-        h0 = h0 < 0 ? 0 : h0, h1 = h1 > w.height ? w.height : h1;
-        w0 = w0 < 0 ? 0 : w0, w1 = w1 > w.width ? w.width : w1;
+        int64_t h0, h1, dh, w0, w1, dw;
+        tl_max_taps(oh, w.height, w.out_h, w.kernel_h, w.stride_h, w.pad_h, w.dilation_h, ADAPTIVE,
+                    &h0, &h1, &dh);
+        tl_max_taps(ow, w.width, w.out_w, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w, ADAPTIVE,
+                    &w0, &w1, &dw);
         int64_t best = h0 * w.width + w0;
         C max = E::load(x[best]);
         bool nan = false;
-        for (int64_t ih = h0; ih < h1; ih++)
-            for (int64_t iw = w0; iw < w1; iw++) {
+        for (int64_t ih = h0; ih < h1; ih += dh)
+            for (int64_t iw = w0; iw < w1; iw += dw) {
                 const C v = E::load(x[ih * w.width + iw]);
                 if (v > max) max = v, best = ih * w.width + iw;
                 nan |= v != v;
             }
         if (nan)
-            for (int64_t ih = h0; ih < h1; ih++)
-                for (int64_t iw = w0; iw < w1; iw++) {
+            for (int64_t ih = h0; ih < h1; ih += dh)
+                for (int64_t iw = w0; iw < w1; iw += dw) {
                     const C v = E::load(x[ih * w.width + iw]);
                     if (v != v) best = ih * w.width + iw;
                 }
@@ -106,14 +109,18 @@ __global__ void pool_backward_kernel(typename E::T *grad_in, const typename E::T
 }
 
 static tl_status launch_max_pool(const tl_cuda_where *at, int dtype, void *out, int64_t *indices,
-                                 const void *in, const tl_window2d *w) {
+                                 const void *in, const tl_window2d *w, bool adaptive) {
     return tl_cuda_floating(dtype, at->op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
         typedef typename E::T T;
         const int64_t total = w->batch * w->channels * w->out_h * w->out_w;
         const unsigned grid = tl_cuda_grid(tl_ceil_div(total, POOL_THREADS), at->sm_count);
-        pool_kernel<E>
-            <<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices, (const T *)in, *w, total);
+        if (adaptive)
+            pool_kernel<E, true><<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices,
+                                                                        (const T *)in, *w, total);
+        else
+            pool_kernel<E, false><<<grid, POOL_THREADS, 0, at->stream>>>((T *)out, indices,
+                                                                         (const T *)in, *w, total);
         return tl_cuda_check_launch(at->op);
     });
 }
@@ -150,13 +157,23 @@ static tl_status launch_max_pool_backward(const tl_cuda_where *at, int dtype, vo
 }
 
 /* ---- the table -------------------------------------------------------------------------- */
-static tl_status cuda_max_pool2d(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
-                                 const tl_window2d *w) {
+static tl_status run_max_pool(const char *op, tl_tensor *out, tl_tensor *indices,
+                              const tl_tensor *in, const tl_window2d *w, bool adaptive) {
     if (tl_numel(out) == 0) return TL_OK;
     tl_cuda_where at;
-    TL_TRY(tl_cuda_where_of(out, "max_pool2d", &at));
+    TL_TRY(tl_cuda_where_of(out, op, &at));
     return launch_max_pool(&at, tl_cuda_dtype_of(in), tl_data(out), tl_cuda_data<int64_t>(indices),
-                           tl_data(in), w);
+                           tl_data(in), w, adaptive);
+}
+
+static tl_status cuda_max_pool2d(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
+                                 const tl_window2d *w) {
+    return run_max_pool("max_pool2d", out, indices, in, w, false);
+}
+
+static tl_status cuda_adaptive_max_pool2d(tl_tensor *out, tl_tensor *indices, const tl_tensor *in,
+                                          const tl_window2d *w) {
+    return run_max_pool("adaptive_max_pool2d", out, indices, in, w, true);
 }
 
 static tl_status cuda_max_pool2d_backward(tl_tensor *grad_in, const tl_tensor *grad_out,
@@ -170,6 +187,7 @@ static tl_status cuda_max_pool2d_backward(tl_tensor *grad_in, const tl_tensor *g
 
 static const tl_kernel_entry entries[] = {
     TL_KERNEL(max_pool2d, TL_DTYPES_FLOATING, pool, cuda_max_pool2d),
+    TL_KERNEL(adaptive_max_pool2d, TL_DTYPES_FLOATING, pool, cuda_adaptive_max_pool2d),
     TL_KERNEL(max_pool2d_backward, TL_DTYPES_FLOATING, pool_backward, cuda_max_pool2d_backward),
 };
 

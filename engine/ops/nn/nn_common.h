@@ -77,6 +77,14 @@ static inline tl_window2d nn_window(const int64_t *image, int64_t kernel_h, int6
                          .out_w = out_w};
 }
 
+/* A pooling window (tlua/nn.h's tl_pool2d_options) over images [N, C, H, W] (image), its
+   output size, refusing bad sizes and padding over half the kernel (op names the caller). */
+tl_status nn_pool_window(const char *op, const int64_t *image, const tl_pool2d_options *opts,
+                         tl_window2d *window);
+/* Adaptive pooling's sizes (out_h, out_w >= 0) as a window (kernel, stride 1, padding 0). */
+tl_status nn_adaptive_window(const char *op, const int64_t *image, int64_t out_h, int64_t out_w,
+                             tl_window2d *window);
+
 /* tl_max_pool2d_backward; check_indices = false skips the range check of indices (two
    reductions) for indices the forward made, as autograd's. */
 tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,

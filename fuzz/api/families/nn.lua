@@ -1,4 +1,4 @@
--- Statement makers of the API fuzzer for nn ops and modules: conv2d, max_pool2d, embedding, cross_entropy,
+-- Statement makers of the API fuzzer for nn ops and modules: conv2d, pooling, interpolate, embedding, cross_entropy,
 -- layer_norm, losses, scaled_dot_product_attention, and tl.nn modules (forward, to, state_dict round trips).
 local Gen = require("gen")
 local literal = Gen.literal
@@ -47,8 +47,48 @@ local function max_pool2d(extreme)
     local a = g:chance(0.3) and g:tensor(function(i) return i.ndim == 4 or i.ndim == 3 end)
     local x = a and a.ref
         or g:fresh({ g:int(1, 2), g:int(1, 3), g:int(0, 9), g:int(0, 9) }, g:float_dtype(), g:chance(0.4))
-    return fmt("%s = tl.max_pool2d(%s, %s, %s)", g:target(), x, window(g, 1, 3, extreme), window_opts(g, extreme))
+    local opts = window_opts(g, extreme):sub(1, -2)
+    local extra = {}
+    if g:chance(0.4) then extra[#extra + 1] = "dilation = " .. window(g, 1, 3, extreme) end
+    if g:chance(0.4) then extra[#extra + 1] = "ceil_mode = " .. literal(g:chance(0.5)) end
+    if g:chance(0.3) then extra[#extra + 1] = "return_indices = true" end
+    if #extra > 0 then opts = opts .. (opts == "{" and "" or ", ") .. table.concat(extra, ", ") end
+    return fmt("%s = tl.max_pool2d(%s, %s, %s})", g:target(), x, window(g, 1, 3, extreme), opts)
   end
+end
+
+-- an image input for the pooling makers: an existing 3-D or 4-D tensor, or a fresh one
+local function image(g)
+  local a = g:chance(0.3) and g:tensor(function(i) return i.ndim == 4 or i.ndim == 3 end)
+  return a and a.ref or g:fresh({ g:int(0, 2), g:int(1, 3), g:int(0, 9), g:int(0, 9) }, g:float_dtype(), g:chance(0.4))
+end
+
+local function avg_pool2d(extreme)
+  return function(g)
+    local opts = window_opts(g, extreme):sub(1, -2)
+    local extra = {}
+    if g:chance(0.4) then extra[#extra + 1] = "ceil_mode = " .. literal(g:chance(0.5)) end
+    if g:chance(0.4) then extra[#extra + 1] = "count_include_pad = " .. literal(g:chance(0.5)) end
+    if g:chance(0.2) then extra[#extra + 1] = "divisor_override = " .. literal(g:pick { 1, 3, 0, -2, 2.5 }) end
+    if #extra > 0 then opts = opts .. (opts == "{" and "" or ", ") .. table.concat(extra, ", ") end
+    return fmt("%s = tl.avg_pool2d(%s, %s, %s})", g:target(), image(g), window(g, 1, 3, extreme), opts)
+  end
+end
+
+local function adaptive_pool2d(g)
+  local op = g:pick { "adaptive_avg_pool2d", "adaptive_max_pool2d" }
+  local opts = op == "adaptive_max_pool2d" and g:chance(0.5) and ", {return_indices = true}" or ""
+  return fmt("%s = tl.%s(%s, %s%s)", g:target(), op, image(g), window(g, 0, 6, g:chance(0.1)), opts)
+end
+
+local function interpolate(g)
+  local rank = g:pick { 3, 4, 4, 4 }
+  local x = rank == 4 and image(g) or g:fresh({ g:int(0, 2), g:int(1, 3), g:int(1, 9) }, g:float_dtype(), g:chance(0.4))
+  local mode = g:pick { "nearest", "bilinear", "linear", "bicubic" }
+  local size = g:chance(0.5) and "size = " .. window(g, 1, 12, g:chance(0.05))
+      or "scale_factor = " .. literal(g:pick { 2, 1.5, 0.5, 3, 0.7, { 2, 0.5 }, 0, -1, 1e300 })
+  local align = g:chance(0.3) and ", align_corners = " .. literal(g:chance(0.5)) or ""
+  return fmt("%s = tl.nn.functional.interpolate(%s, {%s, mode = %s%s})", g:target(), x, size, literal(mode), align)
 end
 
 local ops = {
@@ -56,6 +96,10 @@ local ops = {
   conv2d_extreme = conv2d(true),
   max_pool2d = max_pool2d(false),
   max_pool2d_extreme = max_pool2d(true),
+  avg_pool2d = avg_pool2d(false),
+  avg_pool2d_extreme = avg_pool2d(true),
+  adaptive_pool2d = adaptive_pool2d,
+  interpolate = interpolate,
   embedding = function(g)
     local rows, dim = g:int(0, 6), g:int(0, 5)
     local index_shape = g:shape(24)

@@ -63,8 +63,8 @@ end
 function F.gelu(x, opts) return F._gelu_form(opts, "gelu", 2)(x) end
 
 -- the forms kept in tlua/nn/functional/ (losses, normalization, recurrent, convolution, the
--- composed activations, the channel and alpha dropouts), one file per concern
-for _, part in ipairs({ "losses", "normalization", "recurrent", "convolution", "activations", "dropout" }) do
+-- composed activations, the channel and alpha dropouts, pooling), one file per concern
+for _, part in ipairs({ "losses", "normalization", "recurrent", "convolution", "activations", "dropout", "pooling" }) do
   for name, fn in pairs(require("tlua.nn.functional." .. part)) do F[name] = fn end
 end
 

@@ -4,10 +4,11 @@
 --   state_dict.lua    state_dict(), load_state_dict(), nn.keys
 --   init_weights.lua  nn.init: uniform_, normal_, kaiming_*, xavier_*, ...
 --   functional.lua    nn.functional: the op table's one-tensor ops, nn ops, dropout, and the forms of
---                     functional/ (losses, normalization, recurrent, convolution)
+--                     functional/ (losses, normalization, recurrent, convolution, pooling)
 --   activations.lua   a module class per one-tensor op of the op table (ReLU, GELU, Tanh, ...), Identity
---   layers.lua        Linear, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding
+--   layers.lua        Linear, Flatten, Dropout, LayerNorm, Embedding
 --   convolution.lua   Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+--   pooling.lua       MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d, Upsample, ...
 --   losses.lua        the loss modules (CrossEntropyLoss, NLLLoss, BCELoss, ..., CTCLoss) over
 --                     functional/loss_core.lua and functional/ctc.lua
 --   normalization.lua BatchNorm1d/2d, GroupNorm, RMSNorm
@@ -30,7 +31,7 @@ local nn = {
   functional = require("tlua.nn.functional"),
 }
 
-for _, file in ipairs({ "activations", "layers", "convolution", "losses", "normalization", "recurrent", "transformer", "containers", "moe",
+for _, file in ipairs({ "activations", "layers", "convolution", "pooling", "losses", "normalization", "recurrent", "transformer", "containers", "moe",
   "block_sparse", "data_parallel" }) do
   for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
 end

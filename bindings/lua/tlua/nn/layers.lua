@@ -1,4 +1,4 @@
--- tl.nn layers: Linear, MaxPool2d, Flatten, Dropout, LayerNorm, Embedding (the losses are in losses.lua).
+-- tl.nn layers: Linear, Flatten, Dropout, LayerNorm, Embedding (the losses are in losses.lua).
 local tl = require("tlua")
 local Module = require("tlua.nn.module").Module
 local init = require("tlua.nn.init_weights")
@@ -10,10 +10,8 @@ local layers = {}
 
 -- each layer's options and their kinds (tlua.options), checked by its init: errors point at the
 -- caller of the constructor (init is level 1, Module.new 2, the user 3)
-local PAIR = "integer|table"
 local ACCEPTED = {
   Linear = { bias = "boolean", dtype = "string", device = "string" },
-  MaxPool2d = { stride = PAIR, padding = PAIR },
   LayerNorm = { eps = "number", elementwise_affine = "boolean", bias = "boolean", dtype = "string",
     device = "string" },
   Embedding = { dtype = "string", device = "string" },
@@ -27,11 +25,6 @@ end
 
 local function tensor_opts(opts)
   return { dtype = opts.dtype or "float32", device = opts.device or "cpu" }
-end
-
-local function pair_str(v)
-  if type(v) == "table" then return "(" .. v[1] .. ", " .. v[2] .. ")" end
-  return tostring(v)
 end
 
 --- Linear(in_features, out_features, {bias = true, dtype =, device =}): y = x W^T + b
@@ -70,26 +63,6 @@ end
 function Linear:extra_repr()
   return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features, self.out_features,
     tostring(self.bias ~= nil))
-end
-
---- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0})
-local MaxPool2d = Module:extend("MaxPool2d")
-layers.MaxPool2d = MaxPool2d
-
-function MaxPool2d:init(kernel_size, opts)
-  opts = options.check(opts, "nn.MaxPool2d", ACCEPTED.MaxPool2d, 3)
-  self.kernel_size = kernel_size
-  self.stride = opts.stride
-  self.padding = opts.padding or 0
-end
-
-function MaxPool2d:forward(x)
-  return tl.max_pool2d(x, self.kernel_size, { stride = self.stride, padding = self.padding })
-end
-
-function MaxPool2d:extra_repr()
-  return string.format("kernel_size=%s, stride=%s, padding=%s", pair_str(self.kernel_size),
-    pair_str(self.stride or self.kernel_size), pair_str(self.padding))
 end
 
 --- Flatten(start_dim = 2, end_dim = -1): flattens dims start_dim..end_dim into one (1-based,
