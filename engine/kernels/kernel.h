@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "tlua/block_layout.h"
+#include "tlua/nn.h"
 #include "tlua/tensor.h"
 #include "kernels/gemm.h"
 #include "kernels/op.h"
@@ -99,6 +100,12 @@ typedef struct tl_window2d {
     int64_t out_h, out_w;
     int64_t col_row_stride, col_batch_stride;
 } tl_window2d;
+/* conv2d by a library's direct convolution (cuDNN on CUDA), dense NCHW tensors, the geometry
+   of tlua/nn.h: conv2d_dnn: out = conv2d(a = input, b = weight); conv2d_dnn_backward_input:
+   out = the input's gradient from a = grad, b = weight; conv2d_dnn_backward_weight: out = the
+   weight's gradient from a = grad, b = input ("=" semantics each). */
+typedef tl_status (*tl_conv_kernel)(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                                    const tl_conv2d_options *options);
 /* im2col: dst = columns of the images src (zeros where the window is in the padding).
    col2im: dst = images, each element the sum of the columns that read it ("="). */
 typedef tl_status (*tl_im2col_kernel)(tl_tensor *dst, const tl_tensor *src,
@@ -265,6 +272,7 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(matmul_inplace, tl_matmul_inplace_kernel)                                            \
     SIGNATURE(random, tl_random_kernel)                                                            \
     SIGNATURE(im2col, tl_im2col_kernel)                                                            \
+    SIGNATURE(conv, tl_conv_kernel)                                                                \
     SIGNATURE(pool, tl_pool_kernel)                                                                \
     SIGNATURE(pool_backward, tl_pool_backward_kernel)                                              \
     SIGNATURE(avg_pool, tl_avg_pool_kernel)                                                        \

@@ -23,6 +23,11 @@ function cuda.reset_peak_memory_stats(device) return core._cuda_reset_peak_memor
 --- returns cached blocks to the driver (every device when none is given)
 function cuda.empty_cache(device) return core._cuda_empty_cache(device) end
 
+--- set_cudnn_enabled(flag) / cudnn_enabled(): whether conv2d and conv_transpose2d run on cuDNN on a
+-- CUDA device (the default) or by im2col and cuBLAS as on the CPU (torch.backends.cudnn.enabled)
+function cuda.set_cudnn_enabled(flag) return core._set_cudnn_enabled(flag) end
+function cuda.cudnn_enabled() return core._cudnn_enabled() end
+
 --- get_rng_state() / set_rng_state(state): the random generator's state. tlua has one generator
 -- (a seed and a counter of Philox blocks) that CPU and CUDA kernels draw from alike, so these are
 -- tl.get_rng_state and tl.set_rng_state; a checkpoint needs only one of them

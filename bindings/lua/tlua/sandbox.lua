@@ -49,7 +49,8 @@ local submodules = {
     "RandomSampler", "SubsetRandomSampler", "BatchSampler", "default_collate", "splitmix", "FASHION_MNIST_CLASSES" },
   data_read = { "read_idx", "FashionMNIST", "FASHION_MNIST_ROOT" },
   cuda = { "is_available", "device_count", "current_device", "synchronize", "host_waits", "memory_stats",
-    "reset_peak_memory_stats", "empty_cache", "get_rng_state", "set_rng_state", "manual_seed" },
+    "reset_peak_memory_stats", "empty_cache", "get_rng_state", "set_rng_state", "manual_seed",
+    "set_cudnn_enabled", "cudnn_enabled" },
 }
 
 --- op_names(tl) -> the set of tl's names that are rows of the op table (tl.ops()) and their

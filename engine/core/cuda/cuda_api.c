@@ -1,5 +1,5 @@
-/* The parts of the CUDA API that every build has: the matmul precision setting, and in a build
-   without CUDA the functions of tlua/cuda.h, answering that there is no device. */
+/* The parts of the CUDA API that every build has: the matmul precision and cuDNN settings, and in a
+   build without CUDA the functions of tlua/cuda.h, answering that there is no device. */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -29,6 +29,16 @@ const char *tl_get_matmul_precision(void) {
 bool tl_cuda_matmul_allow_tf32(void);
 bool tl_cuda_matmul_allow_tf32(void) {
     return atomic_load(&allow_tf32);
+}
+
+static atomic_bool cudnn_disabled; /* false: conv2d runs on cuDNN where a build has it */
+
+void tl_set_cudnn_enabled(bool enabled) {
+    atomic_store(&cudnn_disabled, !enabled);
+}
+
+bool tl_cudnn_enabled(void) {
+    return !atomic_load(&cudnn_disabled);
 }
 
 #ifndef TLUA_HAVE_CUDA

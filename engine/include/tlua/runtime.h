@@ -71,6 +71,11 @@ tl_status tl_check_deadline(const char *op);
 tl_status tl_set_matmul_precision(const char *precision);
 /* "highest" or "high". */
 const char *tl_get_matmul_precision(void);
+/* Whether conv2d (and conv_transpose2d) run on cuDNN on a CUDA device where the build has it
+   (the default), or by im2col and cuBLAS as on the CPU: for comparing the two, as
+   torch.backends.cudnn.enabled. */
+void tl_set_cudnn_enabled(bool enabled);
+bool tl_cudnn_enabled(void);
 
 /* What the CPU storage allocator holds: bytes of the live tensors' storages
    (as requested, before alignment), their highest value since the last reset,

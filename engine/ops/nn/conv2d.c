@@ -1,5 +1,6 @@
 /* conv2d by im2col + GEMM over chunks of the batch: validation and the split backward. */
 #include "ops/nn/nn_common.h"
+#include "tlua/runtime.h"
 
 /* Scratch elements (columns and the output or gradient with the samples side by side) of one
    chunk of samples: the whole batch at once unless that exceeds this (32 MiB of float32). Each
@@ -217,11 +218,49 @@ static tl_status forward_chunk(tl_tensor *out3, int64_t b0, int64_t count, const
     return status;
 }
 
+/* ---- on cuDNN (a CUDA device, tl_cudnn_enabled) ------------------------------------------ */
+/* Whether op (one of the conv2d_dnn rows) runs t's device and dtype. */
+static bool use_dnn(tl_op op, const tl_tensor *t) {
+    return tl_tensor_device(t).type == TL_DEVICE_CUDA && tl_cudnn_enabled() &&
+           tl_has_kernel(op, TL_DEVICE_CUDA, t->dtype);
+}
+
+/* *out (a new tensor of shape) = the conv kernel of op over a and b, made dense; adds bias per
+   channel when given. */
+static tl_status run_dnn(tl_op op, const int64_t shape[4], const tl_tensor *a, const tl_tensor *b,
+                         const tl_tensor *bias, const tl_conv2d_options *o, tl_tensor **out) {
+    tl_device device = tl_tensor_device(a);
+    tl_tensor *da = NULL, *db = NULL, *result = NULL, *bias4 = NULL;
+    tl_status status = tl_contiguous((tl_tensor *)a, &da);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)b, &db);
+    if (status == TL_OK) status = tl_empty(shape, 4, a->dtype, device, &result);
+    if (status == TL_OK) {
+        const tl_kernel_entry *k = tl_dispatch(op, device, a->dtype, NN_TENSORS(result, da, db));
+        status = k ? k->fn.conv(result, da, db, o) : tl_dispatch_status();
+    }
+    if (status == TL_OK && bias) {
+        int64_t bias_shape[4] = {1, shape[1], 1, 1};
+        status = tl_view((tl_tensor *)bias, bias_shape, 4, &bias4);
+        if (status == TL_OK) status = tl_add_(result, bias4);
+    }
+    tl_release(da), tl_release(db), tl_release(bias4);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
+
 tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
                     const tl_conv2d_options *opts, tl_tensor **out) {
     const tl_conv2d_options o = options_or_defaults(opts);
     tl_window2d w;
     TL_TRY(check_conv(input, weight, bias, &o, &w));
+    if (use_dnn(TL_OP_conv2d_dnn, input)) {
+        const int64_t shape[4] = {w.batch, weight->shape[0], w.out_h, w.out_w};
+        return run_dnn(TL_OP_conv2d_dnn, shape, input, weight, bias, &o, out);
+    }
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
     const int64_t chunk = chunk_size(N, (c_kk + O + 1) * P);
@@ -293,6 +332,13 @@ tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weigh
                         op, (long long)input_shape[1]);
     TL_TRY(check_geometry(op, input_shape, weight->shape, &o, &w));
     TL_TRY(nn_check_like(op, "grad", grad, "weight", weight, true));
+    if (use_dnn(TL_OP_conv2d_dnn_backward_input, grad)) {
+        tl_tensor *g;
+        TL_TRY(check_grad(op, grad, input_shape, weight->shape, &w, &g));
+        tl_release(g);
+        return run_dnn(TL_OP_conv2d_dnn_backward_input, input_shape, grad, weight, NULL, &o,
+                       grad_input);
+    }
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
     const int64_t chunk = chunk_size(N, (c_kk + O) * P);
@@ -349,6 +395,13 @@ tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
                         (long long)weight_shape[1]);
     TL_TRY(check_geometry(op, input->shape, weight_shape, &o, &w));
     TL_TRY(nn_check_like(op, "grad", grad, "input", input, true));
+    if (use_dnn(TL_OP_conv2d_dnn_backward_weight, grad)) {
+        tl_tensor *g;
+        TL_TRY(check_grad(op, grad, input->shape, weight_shape, &w, &g));
+        tl_release(g);
+        return run_dnn(TL_OP_conv2d_dnn_backward_weight, weight_shape, grad, input, NULL, &o,
+                       grad_weight);
+    }
     const int64_t N = w.batch, O = weight_shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
     const int64_t chunk = chunk_size(N, (c_kk + O) * P);
