@@ -63,13 +63,21 @@ local function assert_same_state(a, b, exact, rtol)
   local sa, sb = a.model:state_dict(), b.model:state_dict()
   assert.are.same(nn.keys(sa), nn.keys(sb))
   for name, t in pairs(sa) do
-    if exact then assert.tensor_equal(t, sb[name], name) else assert.tensor_near(t, sb[name]:to("cpu"), rtol, rtol, name) end
+    if exact then
+      assert.tensor_equal(t, sb[name], name)
+    else
+      assert.tensor_near(t:to("cpu"), sb[name]:to("cpu"), rtol, rtol, name)
+    end
   end
   local oa, ob = a.optimizer:state_dict(), b.optimizer:state_dict()
   for i, s in pairs(oa.state) do
     for k, v in pairs(s) do
       if tl.is_tensor(v) then
-        if exact then assert.tensor_equal(v, ob.state[i][k]) else assert.tensor_near(v:to("cpu"), ob.state[i][k]:to("cpu"), rtol, rtol) end
+        if exact then
+          assert.tensor_equal(v, ob.state[i][k])
+        else
+          assert.tensor_near(v:to("cpu"), ob.state[i][k]:to("cpu"), rtol, rtol)
+        end
       else
         assert.are.equal(v, ob.state[i][k])
       end
@@ -224,7 +232,8 @@ describe("tl.checkpoint.load errors", function()
     train(o, 1, 2)
     local s = snapshot(o)
     for _, case in ipairs({
-      { { model = o.model, optimizer = sgd.optimizer }, { "checkpoint.load", "'optimizer'", "optim.AdamW", "optim.SGD" } },
+      { { model = o.model, optimizer = sgd.optimizer },
+        { "checkpoint.load", "'optimizer'", "optim.AdamW", "optim.SGD" } },
       { { model = o.model, sched = o.scheduler }, { "'sched' is not in the checkpoint", "scheduler" } },
       { { model = o.model, scheduler = sgd.scheduler }, { "optim.OneCycleLR", "optim.CosineAnnealingLR" } },
       { { model = o.model, step = 3 }, { "'step'", "load_state_dict", "number" } },
@@ -300,7 +309,8 @@ describe("tl.checkpoint.load errors", function()
     -- saved without the RNG state: loading it asks for {rng = false}
     local norng = dir .. "/norng.safetensors"
     tl.checkpoint.save(norng, { model = o.model }, { rng = false })
-    assert.error_matches(function() tl.checkpoint.load(norng, { model = o.model }) end, { "no RNG state", "rng = false" })
+    assert.error_matches(function() tl.checkpoint.load(norng, { model = o.model }) end,
+      { "no RNG state", "rng = false" })
     tl.checkpoint.load(norng, { model = o.model }, { rng = false })
     assert_unchanged(o, s)
   end)

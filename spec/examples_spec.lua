@@ -67,8 +67,8 @@ end)
 
 describe("examples/resnet/train.lua", function()
   it("a tiny ResNet trains (the loss falls), and resumes bitwise", function()
-    local args = "--limit 192 --test-limit 100 --width 4 --blocks 1 --epochs 2 --batch 24 --optimizer adamw --lr 0.02 " ..
-      "--label-smoothing 0"
+    local args = "--limit 192 --test-limit 100 --width 4 --blocks 1 --epochs 2 --batch 24 --optimizer adamw " ..
+      "--lr 0.02 --label-smoothing 0"
     local log = check_resume("resnet/train.lua", args, 10)
     assert.matches("resnet: widths 4/8/16, 1 blocks a stage", log, 1, true)
     assert.matches("epoch 2/2: train loss [%d.]+, train accuracy [%d.]+%%, test accuracy [%d.]+%%", log)

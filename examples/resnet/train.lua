@@ -224,8 +224,8 @@ for epoch = run.epoch, opts.epochs do
   local seen = math.max(run.seen, 1)
   history[epoch] = { loss = run.loss_sum / seen, train_acc = run.correct / seen, test_acc = accuracy,
     time = epoch_time }
-  print(string.format("epoch %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%% (%.1f s, %.0f images/s)",
-    epoch, opts.epochs, run.loss_sum / seen, 100 * run.correct / seen, 100 * accuracy, epoch_time, seen / epoch_time))
+  print(string.format("epoch %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%% " ..
+    "(%.1f s, %.0f images/s)", epoch, opts.epochs, run.loss_sum / seen, 100 * run.correct / seen, 100 * accuracy, epoch_time, seen / epoch_time))
   run.epoch, run.seen, run.correct, run.loss_sum = epoch + 1, 0, 0, 0
   save_checkpoint()
 end
