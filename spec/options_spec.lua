@@ -162,6 +162,9 @@ local lua_cases = {
       tl.autograd.gradcheck(function(x) return x * 2 end, { tl.randn(2, { dtype = "float64", requires_grad = true }) },
         { atoll = 1e-6 })
     end },
+  -- tl.checkpoint (the options are checked before the file is touched)
+  { "checkpoint.save", "checkpoint.save", "rgn", function() tl.checkpoint.save("/nowhere/x", {}, { rgn = false }) end },
+  { "checkpoint.load", "checkpoint.load", "rgn", function() tl.checkpoint.load("/nowhere/x", {}, { rgn = false }) end },
   -- the other Lua modules
   { "progress.new", "progress.new", "totl", function() require("tlua.progress").new { totl = 3 } end },
   { "progress.Bar:update", "progress.Bar:update", "los", function()
@@ -222,6 +225,7 @@ end
 
 -- public names that take no options table, and why
 local no_options = {
+  ["checkpoint.read"] = "a path",
   ["nn.Module"] = "the base class", ["nn.ModuleList"] = "modules", ["nn.Sequential"] = "modules",
   ["nn.Flatten"] = "start_dim, end_dim", ["nn.Unflatten"] = "dim, sizes",
   ["nn.Identity"] = "argument-insensitive, as PyTorch's (a drop-in for a layer)",
@@ -265,7 +269,8 @@ local c_functional = { conv2d = true, max_pool2d = true, scaled_dot_product_atte
 local table_ops = {}
 for _, op in ipairs(tl.ops()) do table_ops[op.name] = true end
 
--- every public name of tl.nn (with nn.functional and nn.init), tl.optim, tl.data and tl.autograd
+-- every public name of tl.nn (with nn.functional and nn.init), tl.optim, tl.data, tl.autograd and
+-- tl.checkpoint
 local function public_names()
   local names = {}
   local function add(prefix, module)
@@ -279,6 +284,7 @@ local function public_names()
   add("optim.", optim)
   add("data.", data)
   add("autograd.", tl.autograd)
+  add("checkpoint.", tl.checkpoint)
   table.sort(names)
   return names
 end
@@ -301,7 +307,7 @@ local function check_refusal(case, positioned)
 end
 
 describe("options tables of the Lua modules", function()
-  it("cover every public name of tl.nn, tl.optim, tl.data and tl.autograd", function()
+  it("cover every public name of tl.nn, tl.optim, tl.data, tl.autograd and tl.checkpoint", function()
     local covered = {}
     for _, case in ipairs(lua_cases) do covered[case[1]] = true end
     local unclassified = {}

@@ -64,6 +64,19 @@ describe("the sandbox's allow-list", function()
     assert.is_nil(none.cuda.set_device)
     assert.is_nil(none.data.read_idx)
     assert.are.equal(tl.data.read_idx, all.data.read_idx)
+    -- tl.checkpoint: load and read with the read grant, save with the write grant
+    assert.is_nil(none.checkpoint.save)
+    assert.is_nil(none.checkpoint.load)
+    local read_only = sandbox.view(tl, { read = true })
+    assert.are.equal(tl.checkpoint.load, read_only.checkpoint.load)
+    assert.are.equal(tl.checkpoint.read, read_only.checkpoint.read)
+    assert.is_nil(read_only.checkpoint.save)
+    assert.are.equal(tl.checkpoint.save, sandbox.view(tl, { write = true }).checkpoint.save)
+    local classified = {}
+    for _, name in ipairs({ "read", "load", "save" }) do classified[name] = true end
+    for name in pairs(tl.checkpoint) do
+      assert.is_true(classified[name] or name:match("^_") ~= nil, "tl.checkpoint." .. name .. " is not classified")
+    end
     assert.are.equal(tl.add, none.add)
     assert.are.equal(tl.add_, none.add_)
   end)

@@ -3,11 +3,17 @@
 --   tlua examples/fashion_mnist/train.lua [--model mlp|cnn] [--epochs N] [--batch N] [--lr X]
 --        [--optimizer adam|sgd] [--schedule cosine|none] [--device cpu|cuda] [--seed N]
 --        [--threads N] [--save path] [--csv path] [--limit N] [--root dir] [--sparse D] [--block N]
+--        [--checkpoint path] [--checkpoint-every N] [--resume path] [--stop-after N]
 --
 -- Defaults: the MLP (784-512-256-10, ReLU) for 10 epochs (the CNN: 5), batch 128, Adam lr 1e-3
 -- annealed to 0 along a cosine over the run (stepped every batch). The loss of every batch goes
 -- to a CSV file (--csv; by default fashion_mnist_loss.csv next to --save, or in the current
 -- directory); --save writes the model's state_dict with tl.save (safetensors) at the end.
+--
+-- Resuming: --checkpoint path writes the whole run (model, optimizer, schedule, the loader's
+-- position, the RNG, the step and the epoch's running figures; tl.checkpoint) at the end of
+-- every epoch, every --checkpoint-every steps and when the run stops; --resume path goes on from
+-- one (with the same options) and ends bitwise where the uninterrupted run ends, on the CPU.
 --
 -- Data-parallel: `tlua --nproc N examples/fashion_mnist/train.lua --device cuda` trains on N GPUs
 -- (nn.DataParallel, a sharded loader: --batch is each rank's); rank 0 logs, writes the CSV and
@@ -38,14 +44,19 @@ usage: tlua examples/fashion_mnist/train.lua [options]
   --block N             the block size of --sparse (default 16: 784 = 49 x 16)
   --root dir            the dataset's folder (default $TLUA_FASHION_MNIST, else
                         /usr/share/datasets/fashion-mnist)
+  --checkpoint path     write the run's state there (tl.checkpoint) after every epoch, every
+                        --checkpoint-every steps and at the end, for --resume
+  --checkpoint-every N  also every N steps (default 0: after epochs only)
+  --resume path         go on from a checkpoint of --checkpoint (give the same options)
+  --stop-after N        stop after step N (writing the checkpoint), as an interrupted run
   --help                this text]]
 
 local defaults = { model = "mlp", batch = 128, optimizer = "adam", schedule = "cosine", device = "cpu", seed = 1,
   root = tl.data.FASHION_MNIST_ROOT }
 local numeric = { epochs = "integer", batch = "integer", lr = "number", seed = "integer", limit = "integer",
-  threads = "integer", sparse = "number", block = "integer" }
+  threads = "integer", sparse = "number", block = "integer", checkpoint_every = "integer", stop_after = "integer" }
 local text = { model = true, optimizer = true, device = true, save = true, csv = true, root = true,
-  schedule = true }
+  schedule = true, checkpoint = true, resume = true }
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text,
   defaults = defaults })
 if opts.model ~= "mlp" and opts.model ~= "cnn" then fail("--model must be mlp or cnn") end
@@ -56,6 +67,9 @@ if opts.epochs < 1 or opts.batch < 1 then fail("--epochs and --batch must be >= 
 if opts.sparse and not (opts.sparse > 0 and opts.sparse <= 1) then fail("--sparse must be in (0, 1]") end
 if opts.sparse and opts.model ~= "mlp" then fail("--sparse applies to the mlp") end
 opts.block = opts.block or 16
+opts.checkpoint_every = opts.checkpoint_every or 0
+if opts.checkpoint_every < 0 then fail("--checkpoint-every must be >= 0") end
+if opts.stop_after and opts.stop_after < 1 then fail("--stop-after must be >= 1") end
 opts.lr = opts.lr or (opts.optimizer == "adam" and 1e-3 or 0.05)
 if not opts.csv then
   local dir = opts.save and opts.save:match("^(.*)/[^/]*$")
@@ -129,6 +143,36 @@ local loss_fn = nn.CrossEntropyLoss()
 print(string.format("model %s, %s lr %g (%s schedule), batch %d, %d epochs, device %s, %d threads", opts.model,
   opts.optimizer, opts.lr, opts.schedule, opts.batch, opts.epochs, opts.device, tl.get_num_threads()))
 
+-- ---- checkpoints -------------------------------------------------------------------------------
+-- the options a resumed run must share with the run it goes on from
+local run_args = { model = opts.model, epochs = opts.epochs, batch = opts.batch, lr = opts.lr,
+  optimizer = opts.optimizer, schedule = opts.schedule, seed = opts.seed, limit = opts.limit or 0,
+  sparse = opts.sparse or 0, block = opts.block, world = world }
+local objects = { model = inner, optimizer = optimizer, scheduler = scheduler, loader = train_loader }
+
+-- where the run is: the epoch under way, the step, its running figures, the finished epochs
+local run = { epoch = 1, step = 0, seen = 0, correct = 0, loss_sum = 0, history = {}, train_time = 0 }
+if opts.resume then
+  local saved = tl.checkpoint.read(opts.resume)
+  local args = type(saved.extra) == "table" and saved.extra.args
+  if type(args) ~= "table" then fail("'" .. opts.resume .. "' was not written by this script's --checkpoint") end
+  for k, v in pairs(run_args) do
+    if args[k] ~= v then
+      fail(string.format("--resume: the checkpoint's run had %s = %s, this one %s (give the same options)", k,
+        tostring(args[k]), tostring(v)))
+    end
+  end
+  run = tl.checkpoint.load(opts.resume, objects).extra.run
+  print(string.format("resumed from %s: epoch %d, step %d", opts.resume, run.epoch, run.step))
+end
+
+local function save_checkpoint()
+  if opts.checkpoint and rank == 0 then
+    tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = optimizer, scheduler = scheduler,
+      loader = train_loader, step = run.step, extra = { args = run_args, run = run } })
+  end
+end
+
 -- ---- loops -------------------------------------------------------------------------------------
 local function evaluate()
   model:eval()
@@ -144,15 +188,30 @@ local function evaluate()
   return correct / total
 end
 
-local csv = rank == 0 and assert(io.open(opts.csv, "w")) or { write = function() end, close = function() end }
-csv:write("epoch,batch,step,loss,accuracy\n")
+-- the CSV: a resumed run keeps the rows up to its checkpoint's step and appends
+local function open_csv()
+  if rank ~= 0 then return { write = function() end, close = function() end } end
+  local kept = { "epoch,batch,step,loss,accuracy\n" }
+  local old = opts.resume and io.open(opts.csv, "r")
+  if old then
+    for line in old:lines() do
+      local row_step = tonumber(line:match("^%d+,%d+,(%d+),"))
+      if row_step and row_step <= run.step then kept[#kept + 1] = line .. "\n" end
+    end
+    old:close()
+  end
+  local f = assert(io.open(opts.csv, "w"))
+  f:write(table.concat(kept))
+  return f
+end
+local csv = open_csv()
 
-local history = {}
-local train_time, step = 0, 0
-for epoch = 1, opts.epochs do
+local history = run.history
+local stopped = false
+for epoch = run.epoch, opts.epochs do
   model:train()
+  run.epoch = epoch
   local bar = progress.new { total = train_loader:len(), label = string.format("epoch %d/%d", epoch, opts.epochs) }
-  local seen, correct, loss_sum = 0, 0, 0
   for b, x, y in train_loader:enumerate() do
     local logits = model(x)
     local loss = loss_fn(logits, y)
@@ -160,26 +219,44 @@ for epoch = 1, opts.epochs do
     loss:backward()
     optimizer:step()
     if scheduler then scheduler:step() end
-    step = step + 1
+    run.step = run.step + 1
+    local step = run.step
     local n = y:numel() * world
     if world > 1 then loss = dist.all_reduce(loss:detach():clone(), "avg") end
     local l = loss:item()
     local hits = logits:detach():argmax(2):eq(y):sum()
     if world > 1 then dist.all_reduce(hits, "sum") end
     local c = hits:item()
-    seen, correct, loss_sum = seen + n, correct + c, loss_sum + l * n
+    run.seen, run.correct, run.loss_sum = run.seen + n, run.correct + c, run.loss_sum + l * n
     csv:write(string.format("%d,%d,%d,%.6f,%.6f\n", epoch, b, step, l, c / n))
-    bar:update(b, { loss = loss_sum / seen, acc = correct / seen, samples = n })
+    bar:update(b, { loss = run.loss_sum / run.seen, acc = run.correct / run.seen, samples = n })
+    if opts.stop_after and step >= opts.stop_after then
+      stopped = true
+      break
+    end
+    if opts.checkpoint_every > 0 and step % opts.checkpoint_every == 0 then save_checkpoint() end
   end
   local epoch_time = bar:finish()
-  train_time = train_time + epoch_time
+  run.train_time = run.train_time + epoch_time
+  if stopped then break end
   local accuracy = evaluate()
-  history[epoch] = { loss = loss_sum / seen, train_acc = correct / seen, test_acc = accuracy, time = epoch_time }
-  print(string.format("epoch %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%% (%.1f s, %.0f samples/s)",
-    epoch, opts.epochs, loss_sum / seen, 100 * correct / seen, 100 * accuracy, epoch_time, seen / epoch_time))
+  local seen = math.max(run.seen, 1)
+  history[epoch] = { loss = run.loss_sum / seen, train_acc = run.correct / seen, test_acc = accuracy,
+    time = epoch_time }
+  print(string.format("epoch %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%% " ..
+    "(%.1f s, %.0f samples/s)", epoch, opts.epochs, run.loss_sum / seen, 100 * run.correct / seen, 100 * accuracy, epoch_time, seen / epoch_time))
+  run.epoch, run.seen, run.correct, run.loss_sum = epoch + 1, 0, 0, 0
+  save_checkpoint()
 end
 csv:close()
+local train_time = run.train_time
 
+if stopped then
+  save_checkpoint()
+  print(string.format("stopped after step %d (--stop-after)%s", run.step,
+    opts.checkpoint and ("; resume with --resume " .. opts.checkpoint) or ""))
+  return
+end
 local final = history[#history]
 print(string.format("done: %s, %d epochs, test accuracy %.2f%%, training time %.1f s, wall time %.1f s",
   opts.model, opts.epochs, 100 * final.test_acc, train_time, tl.clock() - t0))

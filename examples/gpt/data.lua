@@ -121,12 +121,17 @@ function Dataset:batch(split, B, T)
   return self:batch_at(split, tl.randint(1, n - T + 1, { B }, { device = self.device }), T)
 end
 
---- sampler(seed) -> draw(split, B, T, rank = 0, world = 1) -> x, y: windows drawn by a generator
---- of the sampler's own (not tl's), so every rank of a data-parallel job draws the same global
---- batch of B * world windows and keeps rows rank * B + 1 .. (rank + 1) * B: the ranks' batches
---- together are the batch B * world of one process.
-function Dataset:sampler(seed)
+--- sampler(seed, drawn = 0) -> draw(split, B, T, rank = 0, world = 1) -> x, y, and drawn() -> the
+--- number of windows drawn so far: windows drawn by a generator of the sampler's own (not tl's),
+--- so every rank of a data-parallel job draws the same global batch of B * world windows and
+--- keeps rows rank * B + 1 .. (rank + 1) * B: the ranks' batches together are the batch
+--- B * world of one process. A sampler made with drawn = drawn() of another of the same seed goes
+--- on where that one is (a resumed run's).
+function Dataset:sampler(seed, drawn)
   local random = tl.data.splitmix(seed) -- a generator of its own, the same on every rank
+  local count = drawn or 0
+  for _ = 1, count do random(1) end -- each draw advances the generator by one, whatever its range
+  local function draws() return count end
   return function(split, B, T, rank, world)
     rank, world = rank or 0, world or 1
     local src = split == "val" and self.val or self.train
@@ -137,8 +142,9 @@ function Dataset:sampler(seed)
       local o = random(n - T)
       if k > rank * B and k <= (rank + 1) * B then offsets[#offsets + 1] = o end
     end
+    count = count + B * world
     return self:batch_at(split, tl.tensor(offsets, { dtype = "int64" }), T)
-  end
+  end, draws
 end
 
 --- batch_at(split, offsets, T) -> x, y: the windows starting at the given 1-based token offsets

@@ -3,11 +3,17 @@
 --   tlua examples/gpt/train.lua [--steps N] [--layers N] [--dim N] [--heads N] [--context N]
 --        [--batch N] [--lr X] [--device cpu|cuda] [--dtype float32|bfloat16|float16|float64]
 --        [--data path] [--save path] [--csv path] [--moe E] [--sparse-ffn D] ...
+--        [--checkpoint path] [--checkpoint-every N] [--resume path] [--stop-after N]
 --
 -- Prints `step N loss X` lines (with tokens/s) every --log-every steps and a progress bar in
 -- between, writes every step's loss to a CSV file, evaluates the validation loss every
 -- --eval-every steps and at the end, and with --save writes the model (safetensors, with the
 -- config and the vocabulary in its metadata) for examples/gpt/sample.lua.
+--
+-- Resuming: --checkpoint path writes the whole run (model, AdamW, the schedule, the RNG, the
+-- batch sampler's position, the step and the losses not yet logged; tl.checkpoint) every
+-- --checkpoint-every steps and at the end; --resume path goes on from one (with the same options)
+-- and ends bitwise where the uninterrupted run ends, on the CPU.
 --
 -- Data-parallel: `tlua --nproc N examples/gpt/train.lua ...` trains on N GPUs (nn.DataParallel);
 -- --batch is each rank's, every rank draws the same global batch of batch * N windows and keeps
@@ -54,13 +60,19 @@ usage: tlua examples/gpt/train.lua [options]
   --seed N           seed of the initialisation and the batches (default 1337)
   --data-parallel    wrap the model in nn.DataParallel even in a world of one (its cost alone);
                      under tlua --nproc N (N > 1) it is always wrapped
+  --checkpoint path  write the run's state there (tl.checkpoint) every --checkpoint-every
+                     steps and at the end, for --resume
+  --checkpoint-every N  steps between checkpoints (default 500; 0: only at the end)
+  --resume path      go on from a checkpoint of --checkpoint (give the same options)
+  --stop-after N     stop after step N (writing the checkpoint), as an interrupted run
   --help             this text]]
 
 local numeric = { steps = "integer", layers = "integer", dim = "integer", heads = "integer", context = "integer",
   batch = "integer", lr = "number", warmup = "integer", weight_decay = "number", grad_clip = "number",
   dropout = "number", eval_every = "integer", eval_iters = "integer", log_every = "integer", moe = "integer",
-  sparse_ffn = "number", block = "integer", seed = "integer" }
-local text_options = { device = true, dtype = true, data = true, save = true, csv = true, attention = true }
+  sparse_ffn = "number", block = "integer", seed = "integer", checkpoint_every = "integer", stop_after = "integer" }
+local text_options = { device = true, dtype = true, data = true, save = true, csv = true, attention = true,
+  checkpoint = true, resume = true }
 
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options,
   flags = { data_parallel = true } })
@@ -87,6 +99,9 @@ opts.eval_every = opts.eval_every or 250
 opts.eval_iters = opts.eval_iters or 20
 opts.log_every = opts.log_every or 50
 opts.seed = opts.seed or 1337
+opts.checkpoint_every = opts.checkpoint_every or 500
+if opts.checkpoint_every < 0 then fail("--checkpoint-every must be >= 0") end
+if opts.stop_after and opts.stop_after < 1 then fail("--stop-after must be >= 1") end
 local dtypes = { float32 = true, bfloat16 = true, float16 = true, float64 = true }
 if not dtypes[opts.dtype] then fail("--dtype must be float32, bfloat16, float16 or float64") end
 for _, k in ipairs { "steps", "layers", "dim", "heads", "context", "batch", "eval_iters", "log_every", "block" } do
@@ -123,7 +138,7 @@ if world > 1 or opts.data_parallel then
   model = tl.nn.DataParallel(model) -- rank 0's weights everywhere; gradients averaged in backward
   tl.manual_seed(opts.seed + 7919 * rank) -- each rank its own dropout masks
 end
-local draw = ds:sampler(opts.seed)
+local draw, drawn = ds:sampler(opts.seed)
 
 -- AdamW as nanoGPT: weight decay on matrices (2 dims or more), none on biases and norms
 local decay, no_decay = {}, {}
@@ -166,32 +181,93 @@ local function sync()
   if on_gpu then tl.cuda.synchronize() end
 end
 
+-- ---- checkpoints -----------------------------------------------------------------------------
+-- the options a resumed run must share with the run it goes on from
+local run_args = {}
+for _, k in ipairs { "steps", "layers", "dim", "heads", "context", "batch", "lr", "warmup", "weight_decay", "grad_clip",
+  "dropout", "dtype", "seed", "moe", "sparse_ffn", "block", "attention" } do
+  run_args[k] = opts[k] == nil and "" or opts[k]
+end
+run_args.world, run_args.vocab = world, ds.vocab.size
+local objects = { model = inner, optimizer = opt, scheduler = schedule }
+
+-- where the run is: the last step done, the losses and lrs of the steps not yet logged (read from
+-- the device: numbers), the last logged loss, the windows the sampler drew
+local run = { step = 0, pending = {}, pending_lr = {}, last_loss = nil, drawn = 0 }
+if opts.resume then
+  local saved = tl.checkpoint.read(opts.resume)
+  local args = type(saved.extra) == "table" and saved.extra.args
+  if type(args) ~= "table" then fail("'" .. opts.resume .. "' was not written by this script's --checkpoint") end
+  for k, v in pairs(run_args) do
+    if args[k] ~= v then
+      fail(string.format("--resume: the checkpoint's run had %s = %s, this one %s (give the same options)", k,
+        tostring(args[k]), tostring(v)))
+    end
+  end
+  run = tl.checkpoint.load(opts.resume, objects).extra.run
+  draw, drawn = ds:sampler(opts.seed, run.drawn)
+  say(string.format("resumed from %s at step %d", opts.resume, run.step))
+end
+
 -- ---- training -------------------------------------------------------------------------------
--- rank 0 writes the CSV (the other ranks' losses are their own batches')
-local csv = rank == 0 and assert(io.open(opts.csv, "w")) or { write = function() end, close = function() end }
-csv:write("step,loss,lr\n")
+-- rank 0 writes the CSV (the other ranks' losses are their own batches'); a resumed run keeps
+-- the rows up to its checkpoint's step and appends
+local function open_csv()
+  if rank ~= 0 then return { write = function() end, close = function() end } end
+  local kept = { "step,loss,lr\n" }
+  local old = opts.resume and io.open(opts.csv, "r")
+  if old then
+    for line in old:lines() do
+      local row_step = tonumber(line:match("^(%d+),"))
+      if row_step and row_step <= run.step then kept[#kept + 1] = line .. "\n" end
+    end
+    old:close()
+  end
+  local f = assert(io.open(opts.csv, "w"))
+  f:write(table.concat(kept))
+  return f
+end
+local csv = open_csv()
 local params = model:parameters()
 local tokens_per_step = opts.batch * opts.context * world
--- the last log_every losses stay on the device until a log line reads them (one wait)
-local pending, pending_lr = {}, {}
+-- the last log_every losses stay on the device until a log line (or a checkpoint) reads them (one
+-- wait); written is how many of them the CSV has
+local pending, pending_lr, written = run.pending, run.pending_lr, #run.pending
 local bar = progress.new { total = opts.steps, label = "train", unit = "step", rate = "tokens" }
 sync()
 local start, interval_start, interval_steps = tl.clock(), tl.clock(), 0
-local last_loss, val_loss = nil, nil
+local last_loss, val_loss = run.last_loss, nil
+
+-- the pending losses as numbers, the ones not yet in the CSV written there
+local function write_pending(step)
+  for k = written + 1, #pending do
+    if tl.is_tensor(pending[k]) then pending[k] = pending[k]:item() end
+    csv:write(string.format("%d,%.6f,%.6g\n", step - #pending + k, pending[k], pending_lr[k]))
+  end
+  written = #pending
+end
 
 local function flush(step)
+  write_pending(step)
   local sum = 0
-  for k, l in ipairs(pending) do
-    local v = l:item()
-    sum = sum + v
-    csv:write(string.format("%d,%.6f,%.6g\n", step - #pending + k, v, pending_lr[k]))
-  end
+  for _, v in ipairs(pending) do sum = sum + v end
   local mean = sum / #pending
-  pending, pending_lr = {}, {}
+  pending, pending_lr, written = {}, {}, 0
   return mean
 end
 
-for step = 1, opts.steps do
+local function save_checkpoint(step)
+  if not opts.checkpoint then return end
+  write_pending(step)
+  if rank == 0 then
+    run = { step = step, pending = pending, pending_lr = pending_lr, last_loss = last_loss, drawn = drawn() }
+    tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = opt, scheduler = schedule, step = step,
+      extra = { args = run_args, run = run } })
+  end
+end
+
+local first_step, last_step = run.step + 1, opts.stop_after and math.min(opts.stop_after, opts.steps) or opts.steps
+for step = first_step, last_step do
   local x, y = draw("train", opts.batch, opts.context, rank, world)
   local _, loss = forward(x, y)
   loss:backward()
@@ -225,12 +301,21 @@ for step = 1, opts.steps do
     interval_start, interval_steps = tl.clock(), 0
   end
   bar:update(step, { loss = last_loss, samples = tokens_per_step })
+  if opts.checkpoint_every > 0 and step % opts.checkpoint_every == 0 and step < last_step then
+    save_checkpoint(step)
+  end
 end
+save_checkpoint(last_step)
 local elapsed = bar:finish()
 csv:close()
+if last_step < opts.steps then
+  say(string.format("stopped after step %d (--stop-after)%s", last_step,
+    opts.checkpoint and ("; resume with --resume " .. opts.checkpoint) or ""))
+  return
+end
 val_loss = estimate_loss("val")
 say(string.format("done: %d steps in %.1f s (%.0f tokens/s), train loss %.4f, val loss %.4f", opts.steps,
-  tl.clock() - start, opts.steps * tokens_per_step / elapsed, last_loss, val_loss))
+  tl.clock() - start, (last_step - first_step + 1) * tokens_per_step / elapsed, last_loss, val_loss))
 if rank == 0 then print("loss history: " .. opts.csv) end
 
 if opts.save and rank == 0 then

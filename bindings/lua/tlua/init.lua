@@ -8,8 +8,10 @@ tl.int32, tl.int64, tl.bool = "int32", "int64", "bool"
 tl.float, tl.double, tl.half, tl.int, tl.long = "float32", "float64", "float16", "int32", "int64"
 tl.dtypes = { "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool" }
 
--- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data, tl.cuda, tl.distributed
-local submodules = { autograd = true, nn = true, optim = true, data = true, cuda = true, distributed = true }
+-- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data, tl.cuda, tl.distributed,
+-- tl.checkpoint
+local submodules = { autograd = true, nn = true, optim = true, data = true, cuda = true, distributed = true,
+  checkpoint = true }
 
 -- a rank of a data-parallel job (tlua --nproc N) trains on its own GPU: "cuda" names
 -- cuda:LOCAL_RANK there (tl.distributed.cuda_index; os is absent in the embedding sandbox)

@@ -28,7 +28,7 @@ sandbox.allowed = {
   "set_matmul_precision", "get_matmul_precision", "cuda_device_count", "memory_stats",
   "reset_peak_memory_stats", "clock", "ops", "kernels", "kernel_variants", "trace",
   -- submodules (their own allow-lists below)
-  "nn", "optim", "autograd", "data", "cuda",
+  "nn", "optim", "autograd", "data", "cuda", "checkpoint",
 }
 
 -- names a grant of the host adds: tl_lua_options' read_dirs / write_dirs / network
@@ -48,6 +48,11 @@ local submodules = {
   data = { "DataLoader", "TensorDataset", "Subset", "ConcatDataset", "random_split", "SequentialSampler",
     "RandomSampler", "SubsetRandomSampler", "BatchSampler", "default_collate", "splitmix", "FASHION_MNIST_CLASSES" },
   data_read = { "read_idx", "FashionMNIST", "FASHION_MNIST_ROOT" },
+  -- tl.checkpoint: reading with the read grant, writing with the write grant (tl.load / tl.save
+  -- under them check the paths again)
+  checkpoint = {},
+  checkpoint_read = { "read", "load" },
+  checkpoint_write = { "save" },
   cuda = { "is_available", "device_count", "current_device", "synchronize", "host_waits", "memory_stats",
     "reset_peak_memory_stats", "empty_cache", "get_rng_state", "set_rng_state", "manual_seed",
     "set_cudnn_enabled", "cudnn_enabled" },
@@ -84,10 +89,11 @@ function sandbox.view(tl, grants)
     if grants[grant] and name ~= "distributed" then view[name] = tl[name] end
   end
   for name, names in pairs(submodules) do
-    if name ~= "data_read" then
+    if not name:match("_read$") and not name:match("_write$") then
       local module = tl[name]
       local sub = names == true and module or pick(module, names)
-      if name == "data" and grants.read then pick(module, submodules.data_read, sub) end
+      if grants.read and submodules[name .. "_read"] then pick(module, submodules[name .. "_read"], sub) end
+      if grants.write and submodules[name .. "_write"] then pick(module, submodules[name .. "_write"], sub) end
       view[name] = sub
       modules["tlua." .. name] = sub
     end

@@ -1,0 +1,116 @@
+-- The example training scripts: tiny runs of examples/resnet and examples/lstm train (the loss falls), and every example stopped after a few steps (--stop-after, --checkpoint) and resumed (--resume) ends bitwise where the uninterrupted run ends, CSV included (CPU).
+local files = require("helpers.files")
+local sh_quote, read_file, BIN, ROOT = files.sh_quote, files.read_file, files.BIN, files.ROOT
+
+local dir
+before_each(function() dir = files.make_temp_dir() end)
+after_each(function() files.remove_dir(dir) end)
+
+-- runs an example with arguments in dir; returns whether it succeeded and its output
+local function run(script, args)
+  local log = dir .. "/log"
+  local ok = os.execute(string.format("cd %s && TLUA_PROGRESS=off %s %s %s > %s 2>&1", sh_quote(dir), sh_quote(BIN),
+    sh_quote(ROOT .. "/examples/" .. script), args, sh_quote(log)))
+  return ok == true or ok == 0, read_file(log) or ""
+end
+
+-- the loss column of a CSV (column `col`), in order
+local function losses(path, col)
+  local out = {}
+  for line in (read_file(path) or ""):gmatch("[^\n]+") do
+    local fields = {}
+    for f in line:gmatch("[^,]+") do fields[#fields + 1] = f end
+    out[#out + 1] = tonumber(fields[col])
+  end
+  return out
+end
+
+local function mean(list, from, to)
+  local s = 0
+  for i = from, to do s = s + list[i] end
+  return s / (to - from + 1)
+end
+
+-- the uninterrupted run (--save a.safetensors, --csv a.csv) against one stopped after `stop`
+-- steps and resumed (--save b.safetensors, --csv b.csv): the same model file, byte for byte
+local function check_resume(script, args, stop)
+  local ok, log = run(script, args .. " --csv a.csv --save a.safetensors")
+  assert.is_true(ok, log)
+  local full_log = log
+  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --checkpoint-every 3 --stop-after " .. stop)
+  assert.is_true(ok, log)
+  assert.matches("stopped after step " .. stop .. " %(%-%-stop%-after%)", log)
+  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --resume ck.safetensors --save b.safetensors")
+  assert.is_true(ok, log)
+  assert.matches("resumed from ck.safetensors", log, 1, true)
+  local a, b = read_file(dir .. "/a.safetensors"), read_file(dir .. "/b.safetensors")
+  assert.is_truthy(a, full_log)
+  assert.is_true(a == b, "the resumed run's model differs from the uninterrupted run's")
+  assert.are.equal(read_file(dir .. "/a.csv"), read_file(dir .. "/b.csv"))
+  -- other options than the checkpoint's are refused
+  ok, log = run(script, args .. " --seed 99 --resume ck.safetensors")
+  assert.is_false(ok)
+  assert.matches("--resume: the checkpoint's run had seed = ", log, 1, true)
+  return full_log
+end
+
+describe("examples resume bitwise (CPU)", function()
+  it("fashion_mnist/train.lua", function()
+    check_resume("fashion_mnist/train.lua", "--limit 256 --epochs 2 --batch 32", 5)
+  end)
+
+  it("gpt/train.lua (with dropout)", function()
+    check_resume("gpt/train.lua", "--steps 10 --layers 1 --dim 16 --heads 2 --context 16 --batch 4 --log-every 4 " ..
+      "--eval-every 6 --eval-iters 1 --dropout 0.1", 7)
+  end)
+end)
+
+describe("examples/resnet/train.lua", function()
+  it("a tiny ResNet trains (the loss falls), and resumes bitwise", function()
+    local args = "--limit 192 --test-limit 100 --width 4 --blocks 1 --epochs 2 --batch 24 --optimizer adamw " ..
+      "--lr 0.02 --label-smoothing 0"
+    local log = check_resume("resnet/train.lua", args, 10)
+    assert.matches("resnet: widths 4/8/16, 1 blocks a stage", log, 1, true)
+    assert.matches("epoch 2/2: train loss [%d.]+, train accuracy [%d.]+%%, test accuracy [%d.]+%%", log)
+    assert.matches("done: resnet, 2 epochs, test accuracy", log, 1, true)
+    local l = losses(dir .. "/a.csv", 4)
+    assert.are.equal(16, #l)
+    assert.is_true(mean(l, 13, 16) < mean(l, 1, 4) - 0.05, log)
+  end)
+
+  it("refuses bad options with its usage", function()
+    local ok, log = run("resnet/train.lua", "--optimizer lion")
+    assert.is_false(ok)
+    assert.matches("--optimizer must be sgd or adamw", log, 1, true)
+    ok, log = run("resnet/train.lua", "--widht 8")
+    assert.is_false(ok)
+    assert.matches("usage: tlua examples/resnet/train.lua", log, 1, true)
+  end)
+end)
+
+describe("examples/lstm", function()
+  it("train.lua: a tiny LSTM trains (the loss falls), samples, resumes bitwise; sample.lua continues it", function()
+    local args = "--steps 24 --hidden 32 --embed 16 --bptt 16 --batch 8 --lr 0.01 --log-every 8 --eval-every 12 " ..
+      "--eval-chunks 2 --dropout 0.1 --sample-tokens 20"
+    local log = check_resume("lstm/train.lua", args, 10)
+    assert.matches("step 12 val loss [%d.]+ %([%d.]+ bits/char%)", log)
+    assert.matches("done: 24 steps .* val loss [%d.]+", log)
+    assert.matches("sample %(temperature 0.8%):", log)
+    local l = losses(dir .. "/a.csv", 2)
+    assert.are.equal(24, #l)
+    assert.is_true(mean(l, 19, 24) < mean(l, 1, 6) - 0.3, log)
+    local ok, text = run("lstm/sample.lua", "--model a.safetensors --tokens 30 --samples 2 --prompt Q")
+    assert.is_true(ok, text)
+    assert.are.equal("Q", text:sub(1, 1))
+    assert.matches("\n%-%-%-\nQ", text)
+  end)
+
+  it("refuses bad options with its usage", function()
+    local ok, log = run("lstm/train.lua", "--bptt 0")
+    assert.is_false(ok)
+    assert.matches("--bptt must be at least 1", log, 1, true)
+    ok, log = run("lstm/sample.lua", "--tokens 3")
+    assert.is_false(ok)
+    assert.matches("--model is required", log, 1, true)
+  end)
+end)
