@@ -59,6 +59,42 @@ describe("convolution layers against PyTorch", function()
         if case.bias then assert.tensor_near(case.gbias, m.bias.grad:to("cpu"), 1e-10, 1e-10) end
       end)
     end
+    it("with cuDNN off (im2col and cuBLAS, as on the CPU) the values and gradients are the same", function()
+      assert.is_true(tl.cuda.cudnn_enabled())
+      tl.cuda.set_cudnn_enabled(false)
+      local ok, err = pcall(function()
+        for _, case in ipairs(goldens) do
+          local m, x, y = run(case, "cuda")
+          assert.tensor_near(case.y, y:to("cpu"), 1e-10, 1e-10)
+          assert.tensor_near(case.gx, x.grad:to("cpu"), 1e-10, 1e-10)
+          assert.tensor_near(case.gweight, m.weight.grad:to("cpu"), 1e-10, 1e-10)
+        end
+        local case = goldens[2]
+        for _, dtype in ipairs({ "float32", "bfloat16", "float16" }) do
+          local x = tl.tensor(case.x, { dtype = dtype, device = "cuda" }):requires_grad_()
+          local w = tl.tensor(case.weight, { dtype = dtype, device = "cuda" }):requires_grad_()
+          local y = F.conv2d(x, w, nil, case.options)
+          y:sum():backward()
+          assert.tensor_near(case.y, y:to("cpu"):to("float64"), 3e-2, 1e-1)
+        end
+      end)
+      tl.cuda.set_cudnn_enabled(true)
+      assert(ok, err)
+    end)
+
+    it("float32, bfloat16 and float16 on cuDNN agree with float64 (values and gradients)", function()
+      local case = goldens[1]
+      for dtype, tol in pairs({ float32 = 1e-5, bfloat16 = 3e-2, float16 = 5e-3 }) do
+        local x = tl.tensor(case.x, { dtype = dtype, device = "cuda" }):requires_grad_()
+        local w = tl.tensor(case.weight, { dtype = dtype, device = "cuda" }):requires_grad_()
+        local y = F.conv2d(x, w, tl.tensor(case.bias, { dtype = dtype, device = "cuda" }), case.options)
+        tl.sum(y:to("float64") * tl.tensor(case.r, { dtype = "float64", device = "cuda" })):backward()
+        assert.tensor_near(case.y, y:to("cpu"):to("float64"), tol, tol * 4)
+        assert.tensor_near(case.gx, x.grad:to("cpu"):to("float64"), tol * 2, tol * 8)
+        assert.tensor_near(case.gweight, w.grad:to("cpu"):to("float64"), tol * 2, tol * 16)
+      end
+    end)
+
     it("bfloat16 autocast-sized kernels agree with float64", function()
       local case = goldens[2]
       local x = tl.tensor(case.x, { dtype = "bfloat16", device = "cuda" })

@@ -347,9 +347,13 @@ describe("data.DataLoader's samplers and collation", function()
       { "data.DataLoader: unknown option 'batchsize' (accepted: [1], batch_sampler, batch_size, collate_fn, dataset," })
     assert.error_matches(function() data.DataLoader { ds, batch_size = 2.5 } end,
       { "data.DataLoader: option batch_size expected an integer, got 2.5" })
-    assert.error_matches(function() data.DataLoader { ds, pin_memory = true } end,
-      { "data.DataLoader: pin_memory needs" })
+    if tl.cuda.device_count() == 0 then
+      assert.error_matches(function() data.DataLoader { ds, pin_memory = true } end,
+        { "data.DataLoader: pin_memory needs CUDA" })
+      assert.error_matches(function() tl.ones(2):pin_memory() end, "pin_memory: pinned host memory needs CUDA")
+    end
     assert.are.equal(4, #data.DataLoader { ds, pin_memory = false })
+    assert.is_false(tl.ones(2):is_pinned())
     assert.error_matches(function() data.DataLoader { ds, sampler = { 1 }, shuffle = true } end,
       { "data.DataLoader: sampler and shuffle exclude each other" })
     for _, key in ipairs({ "batch_size", "shuffle", "drop_last" }) do
@@ -501,6 +505,36 @@ describe("data.DataLoader on cuda #cuda", function()
     pending("no CUDA device: the CUDA specs of the DataLoader did not run")
     return
   end
+
+  it("pin_memory: batches in pinned host memory, then on the GPU with the same values", function()
+    local x = tl.arange(1, 7):reshape(3, 2)
+    local p = x:pin_memory()
+    assert.is_true(p:is_pinned())
+    assert.is_false(x:is_pinned())
+    assert.are.equal("cpu", p.device)
+    assert.tensor_equal(x, p)
+    assert.are.equal(p, p:pin_memory()) -- pinned already: itself
+    assert.tensor_equal(x, p:to("cuda"):to("cpu"))
+    assert.error_matches(function() x:to("cuda"):pin_memory() end, "only CPU tensors can be pinned")
+    local ds = dataset(7)
+    local plain, pinned = {}, {}
+    for a, b in data.DataLoader { ds, batch_size = 3, shuffle = true, seed = 2 }:iter() do plain[#plain + 1] = { a, b } end
+    for a, b in data.DataLoader { ds, batch_size = 3, shuffle = true, seed = 2, pin_memory = true }:iter() do
+      assert.is_true(a:is_pinned())
+      pinned[#pinned + 1] = { a, b }
+    end
+    for a, b in data.DataLoader { ds, batch_size = 3, shuffle = true, seed = 2, pin_memory = true,
+      device = "cuda" }:iter() do
+      assert.are.equal("cuda:0", a.device)
+      pinned[#pinned + 1] = { a:to("cpu"), b:to("cpu") }
+    end
+    assert.are.equal(6, #pinned)
+    for k = 1, 3 do
+      assert.tensor_equal(plain[k][1], pinned[k][1])
+      assert.tensor_equal(plain[k][1], pinned[k + 3][1])
+      assert.tensor_equal(plain[k][2], pinned[k + 3][2])
+    end
+  end)
 
   it("moves every tensor of a batch (tables included) and queues the next batch's copy first", function()
     local ds = dataset(7)

@@ -52,6 +52,21 @@ static int m_item(lua_State *L) {
     return 1;
 }
 
+/* t:pin_memory() -> a copy of CPU tensor t in pinned host memory (t itself when pinned) */
+static int m_pin_memory(lua_State *L) {
+    tl_tensor *t = tlb_check(L, 1, "pin_memory");
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_pin_memory(t, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* t:is_pinned() -> whether t lives in pinned host memory */
+static int m_is_pinned(lua_State *L) {
+    lua_pushboolean(L, tl_is_pinned(tlb_check(L, 1, "is_pinned")));
+    return 1;
+}
+
 static int m_is_contiguous(lua_State *L) {
     lua_pushboolean(L, tl_is_contiguous(tlb_check(L, 1, "is_contiguous")));
     return 1;
@@ -302,6 +317,8 @@ const luaL_Reg tlb_view_methods[] = {
     {"item", m_item},
     {"totable", tlb_totable},
     {"is_contiguous", m_is_contiguous},
+    {"pin_memory", m_pin_memory},
+    {"is_pinned", m_is_pinned},
     {"view", m_view},
     {"reshape", m_reshape},
     {"expand", m_expand},

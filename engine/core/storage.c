@@ -102,6 +102,34 @@ tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
     return TL_OK;
 }
 
+tl_status tl_storage_new_pinned(size_t nbytes, tl_storage **out) {
+#ifdef TLUA_HAVE_CUDA
+    if (nbytes > TL_MAX_ALLOCATION)
+        return tl_error(TL_ERR_MEMORY,
+                        "pin_memory: cannot allocate %zu bytes (more than the %llu-byte limit of "
+                        "one tensor)",
+                        nbytes, (unsigned long long)TL_MAX_ALLOCATION);
+    tl_storage *s = calloc(1, sizeof *s);
+    if (!s) return tl_error(TL_ERR_MEMORY, "pin_memory: out of memory allocating a storage");
+    tl_status status = tl_cuda_host_alloc(nbytes, "pin_memory", &s->data);
+    if (status != TL_OK) {
+        free(s);
+        return status;
+    }
+    cpu_count_alloc(nbytes);
+    s->nbytes = nbytes;
+    s->device = (tl_device){.type = TL_DEVICE_CPU, .index = 0};
+    s->refcount = 1;
+    s->pinned = true;
+    *out = s;
+    return TL_OK;
+#else
+    (void)nbytes, (void)out;
+    return tl_error(TL_ERR_DEVICE,
+                    "pin_memory: pinned host memory needs CUDA (this build has no CUDA support)");
+#endif
+}
+
 void tl_storage_retain(tl_storage *s) {
     s->refcount++;
 }
@@ -116,7 +144,12 @@ void tl_storage_release(tl_storage *s) {
     {
         atomic_fetch_sub(&cpu_allocated, s->nbytes);
         atomic_fetch_add(&cpu_free_count, 1);
-        free(s->data);
+#ifdef TLUA_HAVE_CUDA
+        if (s->pinned)
+            tl_cuda_host_free(s->data);
+        else
+#endif
+            free(s->data);
     }
     storage_free_header(s);
 }

@@ -8,6 +8,10 @@
 
 /* 64-byte aligned (CPU) device memory of nbytes, refcount 1. */
 tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out);
+/* An uninitialised contiguous CPU tensor in pinned host memory (tl_storage_new_pinned). */
+tl_status tl_empty_pinned(const int64_t *shape, int ndim, tl_dtype dtype, tl_tensor **out);
+/* nbytes of pinned host memory (CPU device), refcount 1; an error without CUDA. */
+tl_status tl_storage_new_pinned(size_t nbytes, tl_storage **out);
 void tl_storage_retain(tl_storage *s);
 void tl_storage_release(tl_storage *s);
 

@@ -54,6 +54,31 @@ tl_status tl_empty(const int64_t *shape, int ndim, tl_dtype dtype, tl_device dev
     return TL_OK;
 }
 
+bool tl_is_pinned(const tl_tensor *t) {
+    return t->storage && t->storage->pinned;
+}
+
+tl_status tl_empty_pinned(const int64_t *shape, int ndim, tl_dtype dtype, tl_tensor **out) {
+    int64_t numel = 0;
+    size_t nbytes = 0;
+    TL_TRY(tl_shape_numel("pin_memory", shape, ndim, &numel));
+    TL_TRY(tl_size_bytes("pin_memory", numel, dtype, &nbytes));
+    tl_tensor *p = calloc(1, sizeof *p);
+    if (!p) return tl_error(TL_ERR_MEMORY, "pin_memory: out of memory allocating a tensor");
+    tl_status status = tl_storage_new_pinned(nbytes, &p->storage);
+    if (status != TL_OK) {
+        free(p);
+        return status;
+    }
+    p->refcount = 1;
+    p->dtype = dtype;
+    p->ndim = ndim;
+    if (ndim) memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
+    tl_contiguous_strides(p->shape, ndim, p->strides);
+    *out = p;
+    return TL_OK;
+}
+
 tl_status tl_empty_like(const tl_tensor *like, tl_tensor **out) {
     return tl_empty(like->shape, like->ndim, like->dtype, like->storage->device, out);
 }

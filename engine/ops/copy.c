@@ -140,3 +140,22 @@ tl_status tl_clone(const tl_tensor *t, tl_tensor **out) {
     *out = copy;
     return TL_OK;
 }
+
+tl_status tl_pin_memory(const tl_tensor *t, tl_tensor **out) {
+    if (t->storage->device.type != TL_DEVICE_CPU)
+        return tl_error(TL_ERR_DEVICE,
+                        "pin_memory: the tensor is on a GPU; only CPU tensors can be pinned");
+    if (tl_is_pinned(t)) {
+        *out = tl_retain((tl_tensor *)t);
+        return TL_OK;
+    }
+    tl_tensor *p;
+    TL_TRY(tl_empty_pinned(t->shape, t->ndim, t->dtype, &p));
+    tl_status status = tl_copy_(p, t);
+    if (status != TL_OK) {
+        tl_release(p);
+        return status;
+    }
+    *out = p;
+    return TL_OK;
+}

@@ -9,7 +9,7 @@ sandbox.allowed = {
   "Tensor", "tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn",
   "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
   "randn_like", "is_tensor", "is_released", "release", "item", "totable", "numel", "dim", "size",
-  "stride", "is_contiguous", "to", "t", "split", "chunk", "unbind",
+  "stride", "is_contiguous", "is_pinned", "pin_memory", "to", "t", "split", "chunk", "unbind",
   -- dtype names
   "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "float", "double", "half",
   "int", "long", "dtypes",

@@ -227,3 +227,20 @@ tl_status tl_cuda_empty_cache(int device) {
     }
     return TL_OK;
 }
+
+tl_status tl_cuda_host_alloc(size_t nbytes, const char *op, void **out) {
+    void *ptr = NULL;
+    cudaError_t err = cudaHostAlloc(&ptr, nbytes ? nbytes : 1, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tl_error(err == cudaErrorMemoryAllocation ? TL_ERR_MEMORY : TL_ERR_DEVICE,
+                        "%s: cannot allocate %zu bytes of pinned host memory (%s)", op, nbytes,
+                        cudaGetErrorString(err));
+    }
+    *out = ptr;
+    return TL_OK;
+}
+
+void tl_cuda_host_free(void *ptr) {
+    if (ptr && cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+}

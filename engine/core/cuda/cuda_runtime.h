@@ -71,6 +71,10 @@ tl_status tl_cuda_check_launch(const char *op);
 tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out);
 /* Gives a block back to the device's cache (for reuse on the device's stream, in order). */
 void tl_cuda_free(int device, void *ptr);
+/* Page-locked (pinned) host memory of nbytes, from which copies to a device run without the
+   host waiting; tl_cuda_host_free gives it back (cudaFreeHost waits for the copies reading it). */
+tl_status tl_cuda_host_alloc(size_t nbytes, const char *op, void **out);
+void tl_cuda_host_free(void *ptr);
 
 /* ---- copies (cuda/context.c) ---------------------------------------------------------- */
 /* n bytes host <-> device or device <-> device, on the device's stream; returns when dst may

@@ -24,6 +24,7 @@ typedef struct tl_storage {
     int refcount;
     uint64_t version;
     struct tl_memory_budget *budget; /* charged with nbytes (tlua/runtime.h), or NULL */
+    bool pinned; /* CPU memory page-locked for fast, asynchronous copies to a GPU */
 } tl_storage;
 
 struct tl_autograd_meta;
@@ -63,6 +64,12 @@ tl_status tl_ones(const int64_t *shape, int ndim, tl_dtype dtype, tl_device devi
                   tl_tensor **out);
 /* An empty tensor with the shape, dtype and device of `like` (contiguous). */
 tl_status tl_empty_like(const tl_tensor *like, tl_tensor **out);
+/* A copy of CPU tensor t in pinned (page-locked) host memory, from which a copy to a GPU runs
+   while the host goes on (t:to("cuda") after it does not wait); an error in a build or machine
+   without CUDA. t itself when it is pinned already (a new reference). */
+tl_status tl_pin_memory(const tl_tensor *t, tl_tensor **out);
+/* Whether t's storage is pinned host memory. */
+bool tl_is_pinned(const tl_tensor *t);
 /* Copies `numel` elements of `dtype` from host memory into a new tensor. */
 tl_status tl_from_host(const void *data, const int64_t *shape, int ndim, tl_dtype dtype,
                        tl_device device, tl_tensor **out);

@@ -107,11 +107,17 @@ function collate.default_collate(samples)
 end
 
 -- moves the tensors of a batch (a tensor or nested tables of them) to device; other values stay
-local function to_device(value, device)
-  if tl.is_tensor(value) then return value:to(device) end
+-- value (a tensor, or a plain table of them, nested) with every CPU tensor copied into pinned host
+-- memory (pin) and then moved to device (when given): from pinned memory the copy to a GPU runs
+-- while the host goes on
+local function to_device(value, device, pin)
+  if tl.is_tensor(value) then
+    if pin and value.device == "cpu" then value = value:pin_memory() end
+    return device and value:to(device) or value
+  end
   if type(value) == "table" and getmetatable(value) == nil then
     local out = {}
-    for k, v in pairs(value) do out[k] = to_device(v, device) end
+    for k, v in pairs(value) do out[k] = to_device(v, device, pin) end
     return out
   end
   return value

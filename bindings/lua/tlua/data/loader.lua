@@ -32,7 +32,8 @@ loader.DataLoader = DataLoader
 --
 -- device: every tensor of a batch moves there; the next batch is gathered and its copy queued
 -- before the current one is handed out (a worker-free prefetch: on CUDA the copy runs while the
--- step computes). pin_memory = true is refused: tlua has no pinned host buffers yet.
+-- step computes). pin_memory = true: batches are gathered into pinned (page-locked) host memory
+-- (t:pin_memory()), so the copy to the GPU runs while the host goes on; needs CUDA.
 --
 -- shard = {rank, world} (ranks from 0, as tl.distributed.rank(); or shard = true for this
 -- rank of the job): every rank draws the same epoch order (seed defaults to 0, the same on
@@ -114,9 +115,9 @@ function DataLoader.new(cls, opts)
   if batch_size < 1 then
     options.error("data.DataLoader: batch_size must be a positive integer, got " .. tostring(batch_size), 2)
   end
-  if opts.pin_memory then
-    options.error("data.DataLoader: pin_memory needs pinned (page-locked) host buffers, which tlua does not offer " ..
-      "yet (a C op: Tensor:pin_memory()); leave it out, device = \"cuda\" already queues the next batch's copy", 2)
+  if opts.pin_memory and not tl.cuda.is_available() then
+    options.error("data.DataLoader: pin_memory needs CUDA (pinned host memory speeds copies to a GPU; this " ..
+      "build or machine has none)", 2)
   end
   if opts.sampler ~= nil and opts.shuffle ~= nil then
     options.error("data.DataLoader: sampler and shuffle exclude each other (a sampler gives the order)", 2)
@@ -139,6 +140,7 @@ function DataLoader.new(cls, opts)
   local self = setmetatable({
     dataset = dataset, batch_size = batch_size, shuffle = opts.shuffle and true or false,
     drop_last = opts.drop_last and true or false, device = opts.device, collate_fn = opts.collate_fn,
+    pin_memory = opts.pin_memory and true or false,
     seed = opts.seed, epoch = 0, _position = 0, _done = true,
   }, cls)
   if opts.sampler ~= nil then self.sampler = as_sampler("data.DataLoader: sampler", opts.sampler, 2) end
@@ -274,8 +276,8 @@ local function load_batch(self, indices)
       out = table.pack(table.unpack(columns, 1, width))
     end
   end
-  if self.device then
-    for i = 1, out.n do out[i] = to_device(out[i], self.device) end
+  if self.device or self.pin_memory then
+    for i = 1, out.n do out[i] = to_device(out[i], self.device, self.pin_memory) end
   end
   return out
 end
