@@ -50,59 +50,52 @@ describe("convolution layers against PyTorch", function()
       pending("no CUDA device: the CUDA convolution specs did not run")
       return
     end
-    for _, case in ipairs(goldens) do
-      it(case.name .. ": CUDA values and gradients against PyTorch", function()
-        local m, x, y = run(case, "cuda")
-        assert.tensor_near(case.y, y:to("cpu"), 1e-10, 1e-10)
-        assert.tensor_near(case.gx, x.grad:to("cpu"), 1e-10, 1e-10)
-        assert.tensor_near(case.gweight, m.weight.grad:to("cpu"), 1e-10, 1e-10)
-        if case.bias then assert.tensor_near(case.gbias, m.bias.grad:to("cpu"), 1e-10, 1e-10) end
+    local coverage = require("helpers.coverage")
+    local TOLERANCE = { float64 = 1e-10, float32 = 1e-5, bfloat16 = 3e-2, float16 = 5e-3 }
+
+    -- the golden's layer in dtype on CUDA: forward and backward traced, then compared with
+    -- PyTorch's float64 values (so the kernels that ran count as checked)
+    local function check_on_cuda(case, dtype)
+      local tol = TOLERANCE[dtype]
+      coverage.compared(function()
+        local opts = { dtype = dtype, device = "cuda" }
+        for k, v in pairs(case.options) do opts[k] = v end
+        local m = nn[case.cls](case.cin, case.cout, case.kernel, opts)
+        tl.no_grad(function()
+          m.weight:copy_(tl.tensor(case.weight, { dtype = "float64" }))
+          if case.bias then m.bias:copy_(tl.tensor(case.bias, { dtype = "float64" })) end
+        end)
+        local x = tl.tensor(case.x, { dtype = dtype, device = "cuda" }):requires_grad_()
+        local y = m(x)
+        tl.sum(y:to("float64") * tl.tensor(case.r, { dtype = "float64", device = "cuda" })):backward()
+        return y:to("cpu"):to("float64"), x.grad:to("cpu"):to("float64"), m.weight.grad:to("cpu"):to("float64")
+      end, function(y, gx, gw)
+        local scale = dtype == "float64" and 1 or 4
+        assert.tensor_near(case.y, y, tol, tol * scale)
+        assert.tensor_near(case.gx, gx, tol * 2, tol * 2 * scale)
+        assert.tensor_near(case.gweight, gw, tol * 2, tol * 4 * scale)
       end)
     end
-    it("with cuDNN off (im2col and cuBLAS, as on the CPU) the values and gradients are the same", function()
-      assert.is_true(tl.cuda.cudnn_enabled())
-      tl.cuda.set_cudnn_enabled(false)
-      local ok, err = pcall(function()
-        for _, case in ipairs(goldens) do
-          local m, x, y = run(case, "cuda")
-          assert.tensor_near(case.y, y:to("cpu"), 1e-10, 1e-10)
-          assert.tensor_near(case.gx, x.grad:to("cpu"), 1e-10, 1e-10)
-          assert.tensor_near(case.gweight, m.weight.grad:to("cpu"), 1e-10, 1e-10)
-        end
-        local case = goldens[2]
-        for _, dtype in ipairs({ "float32", "bfloat16", "float16" }) do
-          local x = tl.tensor(case.x, { dtype = dtype, device = "cuda" }):requires_grad_()
-          local w = tl.tensor(case.weight, { dtype = dtype, device = "cuda" }):requires_grad_()
-          local y = F.conv2d(x, w, nil, case.options)
-          y:sum():backward()
-          assert.tensor_near(case.y, y:to("cpu"):to("float64"), 3e-2, 1e-1)
-        end
+
+    for _, enabled in ipairs({ true, false }) do
+      local path = enabled and "cuDNN" or "im2col and cuBLAS (cuDNN off)"
+      it(path .. ": every golden in float64, and float32, bfloat16, float16", function()
+        tl.cuda.set_cudnn_enabled(enabled)
+        local ok, err = pcall(function()
+          for _, case in ipairs(goldens) do check_on_cuda(case, "float64") end
+          for _, dtype in ipairs({ "float32", "bfloat16", "float16" }) do
+            check_on_cuda(goldens[1], dtype) -- groups and dilation
+            check_on_cuda(goldens[12], dtype) -- a transposed convolution
+          end
+        end)
+        tl.cuda.set_cudnn_enabled(true)
+        assert(ok, err)
       end)
-      tl.cuda.set_cudnn_enabled(true)
-      assert(ok, err)
-    end)
+    end
 
-    it("float32, bfloat16 and float16 on cuDNN agree with float64 (values and gradients)", function()
-      local case = goldens[1]
-      for dtype, tol in pairs({ float32 = 1e-5, bfloat16 = 3e-2, float16 = 5e-3 }) do
-        local x = tl.tensor(case.x, { dtype = dtype, device = "cuda" }):requires_grad_()
-        local w = tl.tensor(case.weight, { dtype = dtype, device = "cuda" }):requires_grad_()
-        local y = F.conv2d(x, w, tl.tensor(case.bias, { dtype = dtype, device = "cuda" }), case.options)
-        tl.sum(y:to("float64") * tl.tensor(case.r, { dtype = "float64", device = "cuda" })):backward()
-        assert.tensor_near(case.y, y:to("cpu"):to("float64"), tol, tol * 4)
-        assert.tensor_near(case.gx, x.grad:to("cpu"):to("float64"), tol * 2, tol * 8)
-        assert.tensor_near(case.gweight, w.grad:to("cpu"):to("float64"), tol * 2, tol * 16)
-      end
-    end)
-
-    it("bfloat16 autocast-sized kernels agree with float64", function()
-      local case = goldens[2]
-      local x = tl.tensor(case.x, { dtype = "bfloat16", device = "cuda" })
-      local w = tl.tensor(case.weight, { dtype = "bfloat16", device = "cuda" })
-      local y = F.conv2d(x, w, nil, case.options)
-      local ref = F.conv2d(tl.tensor(case.x, { dtype = "float64" }), tl.tensor(case.weight, { dtype = "float64" }), nil,
-        case.options)
-      assert.tensor_near(ref, y:to("cpu"):to("float64"), 3e-2, 1e-1)
+    it("cudnn_enabled is a setting: on by default, a boolean only", function()
+      assert.is_true(tl.cuda.cudnn_enabled())
+      assert.error_matches(function() tl.cuda.set_cudnn_enabled(1) end, "expected a boolean")
     end)
   end)
 
