@@ -11,13 +11,18 @@ static tl_dtype stats_dtype(tl_dtype dtype) {
     return dtype == TL_F64 ? TL_F64 : TL_F32;
 }
 
-static tl_status check_input(const char *op, const tl_tensor *input) {
+/* input (or the tensor named name): [N, C, ...] of a floating dtype */
+static tl_status check_named(const char *op, const char *name, const tl_tensor *input) {
     char si[256];
-    TL_TRY(tl_check_tensor_arg(op, "input", input));
+    TL_TRY(tl_check_tensor_arg(op, name, input));
     if (input->ndim < 2)
-        return tl_error(TL_ERR_SHAPE, "%s: input must have at least 2 dims [N, C, ...], got %s", op,
-                        tl_shape_str(input, si, sizeof si));
-    return nn_check_floating(op, "input", input);
+        return tl_error(TL_ERR_SHAPE, "%s: %s must have at least 2 dims [N, C, ...], got %s", op,
+                        name, tl_shape_str(input, si, sizeof si));
+    return nn_check_floating(op, name, input);
+}
+
+static tl_status check_input(const char *op, const tl_tensor *input) {
+    return check_named(op, "input", input);
 }
 
 /* A per-channel tensor t (named name): [C] of a floating dtype on input's device. */
@@ -193,7 +198,7 @@ tl_status tl_batch_norm_backward_reduce(const tl_tensor *grad, const tl_tensor *
                                         tl_tensor **sum_dy, tl_tensor **sum_dy_xhat) {
     const char *op = "batch_norm_backward_reduce";
     if (!sum_dy && !sum_dy_xhat) return TL_OK;
-    TL_TRY(check_input(op, grad));
+    TL_TRY(check_named(op, "grad", grad));
     if (sum_dy_xhat) {
         if (!input || !mean || !invstd)
             return tl_error(TL_ERR_ARGUMENT, "%s: sum_dy_xhat needs input, mean and invstd", op);
