@@ -124,6 +124,16 @@ local cases = {
                       { input(3, 4) } } },
   layer_norm = { { function(x, w, b) return tl.layer_norm(x, w, b) end, { input(3, 5), input(5), input(5) } },
                  { function(x) return tl.layer_norm(x, nil, nil, 1e-3) end, { input(2, 2, 4) } } },
+  -- training (the batch's statistics; no running ones, so evaluations do not drift) and eval on
+  -- fixed running statistics, weight and bias included
+  batch_norm = { { function(x, w, b) return tl.batch_norm(x, nil, nil, { weight = w, bias = b, training = true }) end,
+                   { input(3, 2, 4), input(2), input(2) } },
+                 { function(x, w, b)
+                     local rm = tl.tensor({ 0.1, -0.2 }, { dtype = "float64" })
+                     local rv = tl.tensor({ 0.5, 1.5 }, { dtype = "float64" })
+                     return tl.batch_norm(x, rm, rv, { weight = w, bias = b, eps = 1e-3 })
+                   end, { input(2, 2, 2, 3), input(2), input(2) } },
+                 { function(x) return tl.batch_norm(x, nil, nil, { training = true }) end, { input(5, 3) } } },
   -- under a fixed seed, so every evaluation draws the same mask; contiguous and transposed
   dropout = { { function(x) tl.manual_seed(17) return tl.dropout(x, 0.4) end, { input(4, 5) } },
               { function(x) tl.manual_seed(3) return tl.dropout(x:transpose(1, 2), 0.25) end, { input(3, 6) } } },

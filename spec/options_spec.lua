@@ -424,6 +424,7 @@ local c_cases = {
     function() tl.adaptive_max_pool2d(tl.randn(1, 1, 4, 4), 2, { indices = true }) end },
   { "cross_entropy", "smoothing",
     function() tl.cross_entropy(tl.randn(2, 3), tl.tensor({ 1, 2 }), { smoothing = 0.1 }) end },
+  { "batch_norm", "trainning", function() tl.batch_norm(tl.randn(3, 2), nil, nil, { trainning = true }) end },
   { "backward", "retain", function()
       local x = tl.randn(2, { requires_grad = true })
       x:sum():backward({ retain = true })

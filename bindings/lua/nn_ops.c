@@ -1,4 +1,4 @@
-/* nn op bindings: conv2d, embedding, cross_entropy, layer_norm, dropout, the fused
+/* nn op bindings: conv2d, embedding, cross_entropy, layer_norm, batch_norm, dropout, the fused
    optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi), the fused gradient clip
    (tl._clip_grad_norm_multi) and the row gather of the
    DataLoader (tl._gather_rows).
@@ -133,6 +133,37 @@ static int nn_layer_norm(lua_State *L) {
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
     tl_status status = tl_ag_layer_norm(input, weight, bias, eps, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* ---- batch_norm --------------------------------------------------------------------------------
+ */
+static const tlb_option batch_norm_options[] = {
+    {"weight", TLB_OPTION_TENSOR},   {"bias", TLB_OPTION_TENSOR}, {"training", TLB_OPTION_BOOLEAN},
+    {"momentum", TLB_OPTION_NUMBER}, {"eps", TLB_OPTION_NUMBER},  {NULL, 0},
+};
+
+/* batch_norm(input, running_mean?, running_var?, {weight, bias, training = false, momentum = 0.1,
+   eps = 1e-5}): per channel (dim 2); training updates the running statistics in place */
+static int nn_batch_norm(lua_State *L) {
+    const char *op = "batch_norm";
+    tl_tensor *input = tlb_check(L, 1, op);
+    tl_tensor *running_mean = tlb_opt_tensor(L, 2, op, "running_mean");
+    tl_tensor *running_var = tlb_opt_tensor(L, 3, op, "running_var");
+    tl_tensor *weight = NULL, *bias = NULL;
+    bool training = false;
+    double momentum = 0.1, eps = 1e-5;
+    if (tlb_check_options(L, 4, op, batch_norm_options)) {
+        tlb_option_tensor(L, 4, op, "weight", &weight);
+        tlb_option_tensor(L, 4, op, "bias", &bias);
+        tlb_option_bool(L, 4, op, "training", &training);
+        tlb_option_number(L, 4, op, "momentum", &momentum);
+        tlb_option_number(L, 4, op, "eps", &eps);
+    }
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_batch_norm(input, weight, bias, running_mean, running_var, training,
+                                        momentum, eps, &out);
     return tlb_result(L, box, status, out);
 }
 
@@ -380,6 +411,7 @@ const luaL_Reg tlb_nn_functions[] = {
     {"embedding", nn_embedding},
     {"cross_entropy", nn_cross_entropy},
     {"layer_norm", nn_layer_norm},
+    {"batch_norm", nn_batch_norm},
     {"dropout", nn_dropout},
     {"_sgd_step", nn_sgd_step},
     {"_adam_step", nn_adam_step},

@@ -255,6 +255,79 @@ tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
                                record_layer_norm(operands[0], operands[1], operands[2], eps, out));
 }
 
+/* ---- batch_norm ----------------------------------------------------------------------------
+   Inputs: input, weight, bias (either may be NULL; the running statistics are no inputs: the
+   forward updates them outside the graph). Saved: slots 0, 2, 3 the input, mean and invstd (only
+   if the input's or the weight's gradient is needed), slot 1 the weight (only if the input's
+   gradient is needed). ints[0]: whether there is a weight; ints[1]: whether the forward used the
+   batch's statistics (the input's gradient then goes through them). The per-channel sums run
+   once, and only those the needed gradients read. */
+static tl_status batch_norm_gradients(tl_node *node, const tl_tensor *grad, tl_tensor *input,
+                                      tl_tensor *mean, tl_tensor *invstd, tl_tensor *weight,
+                                      tl_tensor **gi) {
+    const bool *needs = node->needs_input_grad, batch = node->ints[1] != 0;
+    const bool want_dy = needs[NORM_BIAS] || (needs[NORM_INPUT] && batch);
+    const bool want_dy_xhat = needs[NORM_WEIGHT] || (needs[NORM_INPUT] && batch);
+    tl_tensor *sum_dy = NULL, *sum_dy_xhat = NULL;
+    tl_status status = TL_OK;
+    if (want_dy || want_dy_xhat)
+        status = tl_batch_norm_backward_reduce(grad, input, mean, invstd, want_dy ? &sum_dy : NULL,
+                                               want_dy_xhat ? &sum_dy_xhat : NULL);
+    if (status == TL_OK && needs[NORM_INPUT])
+        status =
+            tl_batch_norm_backward_input(grad, input, mean, invstd, weight, batch ? sum_dy : NULL,
+                                         batch ? sum_dy_xhat : NULL, &gi[NORM_INPUT]);
+    if (status == TL_OK && needs[NORM_WEIGHT])
+        status = tl_cast(sum_dy_xhat, node->input_dtype[NORM_WEIGHT], &gi[NORM_WEIGHT]);
+    if (status == TL_OK && needs[NORM_BIAS])
+        status = tl_cast(sum_dy, node->input_dtype[NORM_BIAS], &gi[NORM_BIAS]);
+    tl_release(sum_dy), tl_release(sum_dy_xhat);
+    return status;
+}
+
+static tl_status batch_norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    const bool *needs = node->needs_input_grad;
+    tl_tensor *grad, *input = NULL, *mean = NULL, *invstd = NULL, *weight = NULL;
+    TL_TRY(output_grad(node, g[0], &grad));
+    tl_status status = TL_OK;
+    if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
+        status = tl_node_saved(node, 0, &input);
+        if (status == TL_OK) status = tl_node_saved(node, 2, &mean);
+        if (status == TL_OK) status = tl_node_saved(node, 3, &invstd);
+    }
+    if (status == TL_OK && needs[NORM_INPUT] && node->ints[0])
+        status = tl_node_saved(node, 1, &weight);
+    if (status == TL_OK) status = batch_norm_gradients(node, grad, input, mean, invstd, weight, gi);
+    tl_release(grad);
+    return status;
+}
+
+tl_status tl_ag_batch_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                           tl_tensor *running_mean, tl_tensor *running_var, bool training,
+                           double momentum, double eps, tl_tensor **out) {
+    tl_tensor *mean, *invstd;
+    TL_TRY(tl_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                         out, &mean, &invstd));
+    tl_node *node;
+    tl_tensor *inputs[3] = {input, weight, bias};
+    tl_status status = tl_record("batch_norm", batch_norm_backward, 3, inputs, *out, &node);
+    if (status == TL_OK && node) {
+        const bool *needs = node->needs_input_grad;
+        node->ints[0] = weight != NULL;
+        node->ints[1] = training;
+        node->scalar[0] = eps;
+        if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
+            status = tl_record_save(node, 0, "input", input, *out);
+            if (status == TL_OK) status = tl_record_save(node, 2, "mean", mean, *out);
+            if (status == TL_OK) status = tl_record_save(node, 3, "invstd", invstd, *out);
+        }
+        if (status == TL_OK && needs[NORM_INPUT] && weight)
+            status = tl_record_save(node, 1, "weight", weight, *out);
+    }
+    tl_release(mean), tl_release(invstd);
+    return status;
+}
+
 /* ---- layer_norm_ in place: slots 0 the result y (x after the op), 1 the weight, 2 mean,
    3 rstd, 4 the bias. Backward recovers the input, x = mean + (y - bias) / weight / rstd (in
    float32 for bfloat16/float16), then takes layer_norm's gradients. ints[0], ints[1]: whether

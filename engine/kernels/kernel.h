@@ -181,6 +181,34 @@ typedef tl_status (*tl_layer_norm_backward_kernel)(tl_tensor *first, tl_tensor *
                                                    const tl_tensor *grad_out, const tl_tensor *in,
                                                    const tl_tensor *mean, const tl_tensor *rstd,
                                                    const tl_tensor *weight);
+/* batch_norm over in [N, C, S] (contiguous; S the product of the trailing dims, 1 without),
+   per channel c over its M = N * S elements. Every per-channel tensor is contiguous [C] of the
+   statistics dtype (float32; float64 for float64 input): weight, bias (may be NULL), mean and
+   invstd (written), running_mean and running_var (read and updated in place; both NULL when
+   training without them). training: mean and biased variance of the batch (sums in double),
+   invstd = 1 / sqrt(var + eps), running r = (1 - momentum) r + momentum s (the unbiased
+   variance, var * M / (M - 1)); M > 1. Not training: mean = running_mean, invstd = 1 /
+   sqrt(running_var + eps). out = (x - mean) * invstd * weight + bias ("="). */
+typedef struct tl_batch_norm_args {
+    double momentum, eps;
+    bool training;
+} tl_batch_norm_args;
+typedef tl_status (*tl_batch_norm_kernel)(tl_tensor *out, tl_tensor *mean, tl_tensor *invstd,
+                                          tl_tensor *running_mean, tl_tensor *running_var,
+                                          const tl_tensor *in, const tl_tensor *weight,
+                                          const tl_tensor *bias, const tl_batch_norm_args *args);
+/* batch_norm_backward_reduce: first = sum_dy [C] = sum of grad_out per channel, second =
+   sum_dy_xhat [C] = sum of grad_out * (x - mean) * invstd (either NULL; in, mean and invstd
+   are read only for second); weight, sum_dy, sum_dy_xhat NULL.
+   batch_norm_backward_input: first = grad_in [N, C, S], second NULL; with sum_dy and
+   sum_dy_xhat (the batch statistics' formula) grad_in = weight * invstd * (g - sum_dy / M -
+   xhat * sum_dy_xhat / M), without them (running statistics) grad_in = g * invstd * weight
+   (weight may be NULL: 1). Per-channel tensors as above; "=" semantics. */
+typedef tl_status (*tl_batch_norm_backward_kernel)(tl_tensor *first, tl_tensor *second,
+                                                   const tl_tensor *grad_out, const tl_tensor *in,
+                                                   const tl_tensor *mean, const tl_tensor *invstd,
+                                                   const tl_tensor *weight, const tl_tensor *sum_dy,
+                                                   const tl_tensor *sum_dy_xhat);
 /* Hyper-parameters of one optimizer step (PyTorch's names). */
 typedef struct tl_optim_args {
     double lr, momentum, dampening, weight_decay; /* SGD (and lr, weight_decay for Adam) */
@@ -283,6 +311,8 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(cross_entropy_backward, tl_cross_entropy_backward_kernel)                            \
     SIGNATURE(layer_norm, tl_layer_norm_kernel)                                                    \
     SIGNATURE(layer_norm_backward, tl_layer_norm_backward_kernel)                                  \
+    SIGNATURE(batch_norm, tl_batch_norm_kernel)                                                    \
+    SIGNATURE(batch_norm_backward, tl_batch_norm_backward_kernel)                                  \
     SIGNATURE(optim, tl_optim_kernel)                                                              \
     SIGNATURE(optim_multi, tl_optim_multi_kernel)                                                  \
     SIGNATURE(clip_norm_multi, tl_clip_norm_multi_kernel)                                          \

@@ -1,5 +1,5 @@
-/* C unit test of embedding, cross_entropy, layer_norm and the optimizer steps against float64
-   references, finite differences and PyTorch. */
+/* C unit test of embedding, cross_entropy, layer_norm, batch_norm's backward checks and the
+   optimizer steps against float64 references, finite differences and PyTorch. */
 #include "nn_test_support.h"
 
 /* ---- embedding ------------------------------------------------------------------------------ */
@@ -428,10 +428,54 @@ static void test_optim(void) {
     tl_release(p), tl_release(g), tl_release(g5), tl_release(g64), tl_release(buf);
 }
 
+/* ---- batch_norm's backward ops: their checks name the op and the argument ---------------------
+ */
+static void expect_error(const char *what, tl_status status, const char *needle) {
+    CHECK(status != TL_OK && strstr(tl_last_error(), needle) != NULL, "%s: got '%s', wanted '%s'",
+          what, status == TL_OK ? "no error" : tl_last_error(), needle);
+}
+
+static void test_batch_norm_backward_checks(void) {
+    const int64_t shape[3] = {4, 3, 2}, c = 3, c2 = 2;
+    tl_tensor *x, *g, *mean, *invstd, *mean64, *short_stat, *sum_dy = NULL, *gi = NULL;
+    OK(tl_zeros(shape, 3, TL_F32, TL_CPU, &x));
+    OK(tl_zeros(shape, 3, TL_F32, TL_CPU, &g));
+    OK(tl_zeros(&c, 1, TL_F32, TL_CPU, &mean));
+    OK(tl_ones(&c, 1, TL_F32, TL_CPU, &invstd));
+    OK(tl_zeros(&c, 1, TL_F64, TL_CPU, &mean64));
+    OK(tl_zeros(&c2, 1, TL_F32, TL_CPU, &short_stat));
+    expect_error("input: mean of float64",
+                 tl_batch_norm_backward_input(g, x, mean64, invstd, NULL, NULL, NULL, &gi),
+                 "batch_norm_backward_input: mean must be float32");
+    expect_error("input: invstd of 2",
+                 tl_batch_norm_backward_input(g, x, mean, short_stat, NULL, NULL, NULL, &gi),
+                 "batch_norm_backward_input: invstd must be [3]");
+    expect_error("input: one sum",
+                 tl_batch_norm_backward_input(g, x, mean, invstd, NULL, mean, NULL, &gi),
+                 "sum_dy and sum_dy_xhat must be both");
+    expect_error("reduce: sum_dy_xhat without x",
+                 tl_batch_norm_backward_reduce(g, NULL, mean, invstd, NULL, &sum_dy),
+                 "batch_norm_backward_reduce: sum_dy_xhat needs input, mean and invstd");
+    expect_error("reduce: grad of another shape",
+                 tl_batch_norm_backward_reduce(short_stat, x, mean, invstd, NULL, &sum_dy),
+                 "batch_norm_backward_reduce: grad must have at least 2 dims");
+    CHECK(gi == NULL && sum_dy == NULL, "batch_norm backward: a failing call gave a result");
+    /* sum_dy alone reads no input: the sums of ones per channel are N * S */
+    tl_tensor *ones;
+    OK(tl_ones(shape, 3, TL_F32, TL_CPU, &ones));
+    OK(tl_batch_norm_backward_reduce(ones, NULL, NULL, NULL, &sum_dy, NULL));
+    const float *s = tl_data(sum_dy);
+    CHECK(s[0] == 8 && s[1] == 8 && s[2] == 8, "batch_norm_backward_reduce: sum_dy of ones");
+    tl_release(ones), tl_release(sum_dy);
+    tl_release(x), tl_release(g), tl_release(mean), tl_release(invstd), tl_release(mean64);
+    tl_release(short_stat);
+}
+
 int main(void) {
     test_embedding();
     test_cross_entropy();
     test_layer_norm();
+    test_batch_norm_backward_checks();
     test_optim();
     if (failures) {
         printf("test_nn_ops: %d failure(s)\n", failures);

@@ -1,6 +1,6 @@
 -- Lua references of the kernel sweep (spec/kernel_sweep_spec.lua), independent of the engine:
 -- integer arithmetic with the engine's wrapping, casts, the Philox4x32-10 generator of the
--- random kernels, the softmax gradients, and conv2d, max_pool2d, embedding, cross_entropy, layer_norm and the
+-- random kernels, the softmax gradients, and conv2d, max_pool2d, embedding, cross_entropy, layer_norm, batch_norm and the
 -- optimizer steps by plain loops over flat row-major arrays, in float64.
 local ref = require("helpers.reference")
 
@@ -281,6 +281,55 @@ function M.layer_norm(x, w, b, g, eps)
     for j = 1, D do
       y[i][j] = xhat[j] * w[j] + b[j]
       gx[i][j] = rstd * (gh[j] - m1 - xhat[j] * m2)
+    end
+  end
+  return y, gx, gw, gb
+end
+
+-- batch_norm over flat row-major x, g of [N, C, S] (w, b, rm, rv flat [C]; rm, rv updated in
+-- place when training): y, the gradients of x, w and b for the output's gradient g, in float64.
+-- training: the batch's mean and biased variance (running: momentum towards the unbiased one);
+-- else the running statistics, with the input's gradient g * w * invstd.
+function M.batch_norm(x, w, b, g, rm, rv, N, C, S, o)
+  local M_ = N * S
+  local y, gx, gw, gb = {}, {}, {}, {}
+  for c = 1, C do
+    local function at(n, j) return ((n - 1) * C + c - 1) * S + j end
+    local mean, invstd
+    if o.training then
+      local sum, sq = 0.0, 0.0
+      for n = 1, N do for j = 1, S do sum = sum + x[at(n, j)] end end
+      mean = sum / M_
+      for n = 1, N do for j = 1, S do sq = sq + (x[at(n, j)] - mean) ^ 2 end end
+      local var = sq / M_
+      invstd = 1 / math.sqrt(var + o.eps)
+      if rm then
+        rm[c] = (1 - o.momentum) * rm[c] + o.momentum * mean
+        rv[c] = (1 - o.momentum) * rv[c] + o.momentum * var * M_ / (M_ - 1)
+      end
+    else
+      mean, invstd = rm[c], 1 / math.sqrt(rv[c] + o.eps)
+    end
+    local sdy, sdyx = 0.0, 0.0
+    for n = 1, N do
+      for j = 1, S do
+        local i = at(n, j)
+        local xhat = (x[i] - mean) * invstd
+        y[i] = xhat * w[c] + b[c]
+        sdy, sdyx = sdy + g[i], sdyx + g[i] * xhat
+      end
+    end
+    gw[c], gb[c] = sdyx, sdy
+    for n = 1, N do
+      for j = 1, S do
+        local i = at(n, j)
+        if o.training then
+          local xhat = (x[i] - mean) * invstd
+          gx[i] = w[c] * invstd * (g[i] - sdy / M_ - xhat * sdyx / M_)
+        else
+          gx[i] = g[i] * w[c] * invstd
+        end
+      end
     end
   end
   return y, gx, gw, gb

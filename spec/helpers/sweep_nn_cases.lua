@@ -340,6 +340,45 @@ cases.layer_norm = {
   reference = function(_, x, w, b, g) return { K.layer_norm(x, w, b, g, 1e-5) } end,
 }
 
+-- batch_norm of [N, C, *spatial]: a training step (the running statistics updated) and an eval
+-- step on them, each with its output and the gradients of input, weight and bias; shapes pick
+-- the CUDA paths (sweep_variant_cases.lua)
+local function batch_norm_case(shape)
+  local C = shape[2]
+  local N, S = shape[1], 1
+  for d = 3, #shape do S = S * shape[d] end
+  return {
+    inputs = function(G)
+      return { G.normal(table.unpack(shape)), G.normal(C), G.normal(C), G.normal(table.unpack(shape)),
+        G.normal(C), G.uniform(0.5, 2, C) }
+    end,
+    run = function(x, w, b, g, rm, rv)
+      local out = {}
+      rm, rv = rm:clone(), rv:clone()
+      for _, training in ipairs({ true, false }) do
+        local xl, wl, bl = leaves(x, w, b)
+        local y = tl.batch_norm(xl, rm, rv, { weight = wl, bias = bl, training = training, momentum = 0.25 })
+        y:backward(g)
+        for _, v in ipairs({ y:detach(), xl.grad, wl.grad, bl.grad }) do out[#out + 1] = v end
+        if training then out[#out + 1], out[#out + 2] = rm:clone(), rv:clone() end
+      end
+      return out
+    end,
+    reference = function(_, x, w, b, g, rm, rv)
+      local out = {}
+      local fx, fg = ref.flatten(x), ref.flatten(g)
+      for _, training in ipairs({ true, false }) do
+        local y, gx, gw, gb = K.batch_norm(fx, w, b, fg, rm, rv, N, C, S,
+          { training = training, momentum = 0.25, eps = 1e-5 })
+        for _, v in ipairs({ ref.unflatten(y, shape), ref.unflatten(gx, shape), gw, gb }) do out[#out + 1] = v end
+        if training then out[#out + 1], out[#out + 2] = { table.unpack(rm) }, { table.unpack(rv) } end
+      end
+      return out
+    end,
+  }
+end
+cases.batch_norm = batch_norm_case({ 3, 4, 2, 3 })
+
 -- three steps of SGD (momentum, nesterov, weight decay), Adam (L2 decay) and AdamW, one
 -- adam_step per parameter (fused = false, state in the parameter's dtype)
 local OPTIMIZERS = {
@@ -538,7 +577,8 @@ local case_of_op = {
   avg_pool2d_backward = "avg_pool2d", adaptive_avg_pool2d_backward = "adaptive_avg_pool2d",
   upsample_nearest2d_backward = "upsample_nearest2d", upsample_bilinear2d_backward = "upsample_bilinear2d",
   cross_entropy_backward = "cross_entropy", layer_norm_backward_input = "layer_norm",
-  layer_norm_backward_weight = "layer_norm", sgd_step = "optim", adam_step = "optim",
+  layer_norm_backward_weight = "layer_norm", batch_norm_backward_reduce = "batch_norm",
+  batch_norm_backward_input = "batch_norm", sgd_step = "optim", adam_step = "optim",
 }
 
-return { cases = cases, case_of_op = case_of_op }
+return { cases = cases, case_of_op = case_of_op, batch_norm_case = batch_norm_case }

@@ -1,4 +1,4 @@
--- The kernel sweep's cases for the paths of kernels that have several (tl.kernel_variants()): for each op and variant (and each path of a loop many kernels share), inputs and a run that take that path, against Lua loops (attention with its dropout mask drawn from Philox4x32-10 in Lua; block-sparse linear from its blocks laid out dense; elementwise ops on inputs laid out for the path).
+-- The kernel sweep's cases for the paths of kernels that have several (tl.kernel_variants()): for each op and variant (and each path of a loop many kernels share), inputs and a run that take that path, against Lua loops (batch_norm's planes and columns; attention with its dropout mask drawn from Philox4x32-10 in Lua; block-sparse linear from its blocks laid out dense; elementwise ops on inputs laid out for the path).
 local tl = require("tlua")
 local ref = require("helpers.reference")
 local K = require("helpers.kernel_reference")
@@ -305,7 +305,17 @@ local cast = {
   },
 }
 
+-- ---- batch_norm: S >= 64 reads a channel's planes by blocks (chunks over N), S < 64 the
+-- columns of [N, C * S]; the backward's kernels take the same path as the forward
+local batch_norm = {
+  planes = nn_sweep.batch_norm_case({ 3, 2, 8, 9 }),
+  columns = nn_sweep.batch_norm_case({ 5, 3, 2 }),
+}
+
 return {
+  batch_norm = batch_norm,
+  batch_norm_backward_reduce = batch_norm,
+  batch_norm_backward_input = batch_norm,
   scaled_dot_product_attention = attention,
   scaled_dot_product_attention_backward = attention,
   block_sparse_linear = block_sparse,

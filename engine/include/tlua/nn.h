@@ -265,6 +265,40 @@ tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor 
    naming the op). */
 tl_status tl_ag_layer_norm_(tl_tensor *x, tl_tensor *weight, tl_tensor *bias, double eps);
 
+/* ---- batch_norm ----------------------------------------------------------------------------
+   Per channel c (dim 1) of input [N, C, ...] (ndim >= 2, any trailing dims), over its M = N *
+   (trailing sizes) elements: out = (x - mean) * invstd * weight + bias, invstd = 1 / sqrt(var +
+   eps) (weight, bias [C] or NULL; any floating dtype: they compute in the statistics dtype,
+   float32, float64 for float64 input). training: the batch's mean and biased variance (M > 1,
+   or M == 0: an empty output, NaN statistics), and running_mean and running_var (both [C] of
+   a floating dtype, or both NULL) move in place: r = (1 - momentum) r + momentum s, s the batch
+   mean and unbiased variance (momentum in [0, 1], the caller's factor: a cumulative average
+   passes 1 / batches). Not training: the running statistics (required) normalize. save_mean,
+   save_invstd (each may be NULL): [C] in the statistics dtype, the mean and invstd used, what
+   the backward reads. */
+tl_status tl_batch_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                        tl_tensor *running_mean, tl_tensor *running_var, bool training,
+                        double momentum, double eps, tl_tensor **out, tl_tensor **save_mean,
+                        tl_tensor **save_invstd);
+/* sum_dy = grad summed per channel, sum_dy_xhat = grad * (x - mean) * invstd summed per
+   channel ([C], statistics dtype); pass NULL for the one not wanted (input, mean and invstd may
+   be NULL without sum_dy_xhat). They are the bias's and the weight's gradients. */
+tl_status tl_batch_norm_backward_reduce(const tl_tensor *grad, const tl_tensor *input,
+                                        const tl_tensor *mean, const tl_tensor *invstd,
+                                        tl_tensor **sum_dy, tl_tensor **sum_dy_xhat);
+/* The input's gradient: with sum_dy and sum_dy_xhat (a forward on the batch's statistics)
+   weight * invstd * (grad - sum_dy / M - xhat * sum_dy_xhat / M), xhat = (x - mean) * invstd;
+   with both NULL (on the running statistics) grad * invstd * weight. weight may be NULL. */
+tl_status tl_batch_norm_backward_input(const tl_tensor *grad, const tl_tensor *input,
+                                       const tl_tensor *mean, const tl_tensor *invstd,
+                                       const tl_tensor *weight, const tl_tensor *sum_dy,
+                                       const tl_tensor *sum_dy_xhat, tl_tensor **grad_input);
+/* Recorded (input, weight and bias differentiable; the running statistics are updated as
+   tl_batch_norm does, outside the graph). */
+tl_status tl_ag_batch_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                           tl_tensor *running_mean, tl_tensor *running_var, bool training,
+                           double momentum, double eps, tl_tensor **out);
+
 /* ---- dropout -------------------------------------------------------------------------------
    x (floating, any strides), p in [0, 1] -> out = x * keep / (1 - p), x's shape and dtype,
    contiguous, in one kernel: element e (x's row-major index) is kept when the float32 uniform

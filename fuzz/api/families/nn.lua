@@ -1,5 +1,5 @@
 -- Statement makers of the API fuzzer for nn ops and modules: conv2d, pooling, interpolate, embedding, cross_entropy,
--- layer_norm, losses, scaled_dot_product_attention, and tl.nn modules (forward, to, state_dict round trips).
+-- layer_norm, batch_norm, losses, scaled_dot_product_attention, and tl.nn modules (forward, to, state_dict round trips).
 local Gen = require("gen")
 local literal = Gen.literal
 
@@ -133,6 +133,30 @@ local ops = {
     local b = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
     local eps = g:chance(0.8) and "" or (", " .. literal(g:pick { 0.0, -1.0, 1e-300, 0 / 0, math.huge }))
     return fmt("%s = tl.layer_norm(%s, %s, %s%s)", g:target(), x, w, b, eps)
+  end,
+  -- batch_norm: x [N, C, ...] mostly, per-channel tensors mostly of C (of any floating dtype), the
+  -- running statistics given or not (fresh, so they may be updated in place), options mostly valid
+  batch_norm = function(g)
+    local a = g:chance(0.4) and g:tensor(function(i) return i.ndim >= 2 and i.floating end)
+    local shape = a and a.shape or g:shape()
+    local x = a and a.ref or g:fresh(shape, g:float_dtype(), g:chance(0.4))
+    local c = shape[2] or 1
+    local function channel()
+      return g:fresh({ g:chance(0.9) and c or c + 1 }, g:float_dtype(), g:chance(0.5))
+    end
+    local running = g:chance(0.7)
+    local rm, rv = running and channel() or "nil", running and channel() or "nil"
+    if g:chance(0.05) then rv = "nil" end
+    local parts = {}
+    if g:chance(0.6) then parts[#parts + 1] = "weight = " .. channel() end
+    if g:chance(0.6) then parts[#parts + 1] = "bias = " .. channel() end
+    if g:chance(0.6) then parts[#parts + 1] = "training = " .. tostring(g:chance(0.7)) end
+    if g:chance(0.3) then
+      parts[#parts + 1] = "momentum = " .. literal(g:pick { 0.1, 0, 1, 0.5, -0.1, 2, 0 / 0 })
+    end
+    if g:chance(0.2) then parts[#parts + 1] = "eps = " .. literal(g:pick { 1e-5, 0.0, -1.0, 0 / 0, math.huge }) end
+    if g:chance(0.03) then parts[#parts + 1] = "trainig = true" end
+    return fmt("%s = tl.batch_norm(%s, %s, %s, {%s})", g:target(), x, rm, rv, table.concat(parts, ", "))
   end,
   mse_loss = function(g)
     local a = g:tensor(function(i) return i.floating end)

@@ -1,4 +1,4 @@
--- tl.nn.functional's normalization forms (merged into tl.nn.functional by functional.lua): batch_norm, group_norm, rms_norm, composed from tensor ops (autograd differentiates them).
+-- tl.nn.functional's normalization forms (merged into tl.nn.functional by functional.lua): batch_norm (the engine's fused op), group_norm and rms_norm (composed from tensor ops; autograd differentiates them).
 local tl = require("tlua")
 local options = require("tlua.options")
 
@@ -46,6 +46,18 @@ local function per_channel(t, x, c, who, what, dtype)
   end
   if t.dtype ~= dtype then t = t:to(dtype) end
   return t:view(channel_shape(x, c))
+end
+
+-- a per-channel tensor t ([C]) checked (who, what), as it is
+local function check_channel(t, c, who, what)
+  if not is_tensor(t) then
+    options.error(string.format("%s: %s must be a tensor, got %s", who, what, type(t)), 3)
+  end
+  if #t.shape ~= 1 or t.shape[1] ~= c then
+    options.error(string.format("%s: %s must have shape [%d] (the input's channels), got %s", who, what, c,
+      shape_str(t.shape)), 3)
+  end
+  return t
 end
 
 local function check_floating(x, who)
@@ -98,39 +110,17 @@ function part.batch_norm(x, running_mean, running_var, opts)
         c, is_tensor(t) and shape_str(t.shape) or type(t)), 2)
     end
   end
-  local per = numel(shape) // c
+  local per = c > 0 and numel(shape) // c or 0
   if training and per <= 1 then
     options.error(string.format("%s: expected more than 1 value per channel when training, got input of shape %s",
       who, shape_str(shape)), 2)
   end
-  local cx = compute_form(x)
-  local dtype = cx.dtype
-  local weight = opts.weight and per_channel(opts.weight, x, c, who, "weight", dtype)
-  local bias = opts.bias and per_channel(opts.bias, x, c, who, "bias", dtype)
-  local dims = { 1 }
-  for d = 3, #shape do dims[#dims + 1] = d end
-  local mean, invstd
-  if training then
-    mean = cx:mean(dims, true)
-    local var = cx:var(dims, { keepdim = true, correction = 0 })
-    invstd = (var + eps):rsqrt()
-    if running_mean ~= nil then
-      tl.no_grad(function()
-        local m = mean:detach():view(c):to(running_mean.dtype)
-        local v = (var:detach():view(c) * (per / (per - 1))):to(running_var.dtype)
-        running_mean:mul_(1 - momentum):add_(m * momentum)
-        running_var:mul_(1 - momentum):add_(v * momentum)
-      end)
-    end
-  else
-    mean = running_mean:to(dtype):view(channel_shape(x, c))
-    invstd = (running_var:to(dtype):view(channel_shape(x, c)) + eps):rsqrt()
-  end
-  local y = (cx - mean) * invstd
-  if weight then y = y * weight end
-  if bias then y = y + bias end
-  if y.dtype ~= x.dtype then y = y:to(x.dtype) end
-  return y
+  local weight = opts.weight and check_channel(opts.weight, c, who, "weight")
+  local bias = opts.bias and check_channel(opts.bias, c, who, "bias")
+  -- one engine op (tl.batch_norm): the statistics, the running update and the normalization in
+  -- fused kernels; 16-bit inputs compute in float32
+  return tl.batch_norm(x, running_mean, running_var,
+    { weight = weight, bias = bias, training = training, momentum = momentum, eps = eps })
 end
 
 local GROUP_NORM = { weight = "tensor", bias = "tensor", eps = "number" }
