@@ -234,7 +234,8 @@ describe("tl.batch_norm on cuda #cuda", function()
   local CTOL = { float64 = { 1e-12, 1e-12 }, float32 = { 1e-5, 1e-5 }, bfloat16 = { 2e-2, 2e-2 },
     float16 = { 2e-3, 2e-3 } }
   local function on(device, x, w, b, g, rm, rv, training)
-    x, w, b, g = x:to(device):requires_grad_(), w:to(device):requires_grad_(), b:to(device):requires_grad_(), g:to(device)
+    local function leaf(t) return t:to(device):detach():clone():requires_grad_() end
+    x, w, b, g = leaf(x), leaf(w), leaf(b), g:to(device)
     rm, rv = rm:to(device), rv:to(device)
     local y = tl.batch_norm(x, rm, rv, { weight = w, bias = b, training = training, momentum = 0.3 })
     y:backward(g)

@@ -62,8 +62,8 @@ describe("convolution layers against PyTorch", function()
         for k, v in pairs(case.options) do opts[k] = v end
         local m = nn[case.cls](case.cin, case.cout, case.kernel, opts)
         tl.no_grad(function()
-          m.weight:copy_(tl.tensor(case.weight, { dtype = "float64" }))
-          if case.bias then m.bias:copy_(tl.tensor(case.bias, { dtype = "float64" })) end
+          m.weight:copy_(tl.tensor(case.weight, { dtype = "float64", device = "cuda" }))
+          if case.bias then m.bias:copy_(tl.tensor(case.bias, { dtype = "float64", device = "cuda" })) end
         end)
         local x = tl.tensor(case.x, { dtype = dtype, device = "cuda" }):requires_grad_()
         local y = m(x)

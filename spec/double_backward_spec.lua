@@ -100,7 +100,7 @@ describe("create_graph", function()
     it("a Hessian-vector product on CUDA matches the CPU's", function()
       local xc = tl.tensor({ 0.3, -1.2, 2 }, { dtype = "float64" })
       local function hvp(device)
-        local x = xc:to(device):requires_grad_()
+        local x = xc:to(device):detach():clone():requires_grad_()
         local g = tl.autograd.grad((x:tanh() * x):sum(), x, { create_graph = true })[1]
         return tl.autograd.grad((g * g):sum(), x)[1]:to("cpu")
       end

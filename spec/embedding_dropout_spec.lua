@@ -254,7 +254,7 @@ describe("embedding and channel dropout on cuda #cuda", function()
 
   it("Dropout2d and AlphaDropout on CUDA: whole channels, the same rule", function()
     tl.manual_seed(46)
-    local x = tl.randn(20, 30, 2, 2, { device = "cuda" }) + 5
+    local x = tl.randn(20, 30, 2, 2, { device = "cuda", dtype = "float64" }) + 5
     local y = nn.Dropout2d(0.4)(x)
     assert.is_true((whole_channels(x:to("cpu"):double(), y:to("cpu"):double(), 2, 1 / 0.6)))
     local z = F.alpha_dropout(tl.randn(100000, { device = "cuda" }), 0.2)

@@ -345,7 +345,7 @@ describe("attention layers on cuda #cuda", function()
     gpu:load_state_dict(cpu:state_dict())
     local q, k, v = tl.randn(2, 5, 16), tl.randn(2, 7, 8), tl.randn(2, 7, 12)
     local kpm = tl.rand(2, 7):lt(0.3)
-    kpm[{ 1 }] = false
+    kpm:narrow(1, 1, 1):fill_(false)
     local am = tl.randn(5, 7)
     local oc, wc = cpu(q, k, v, { key_padding_mask = kpm, attn_mask = am })
     local og, wg = gpu(q:to("cuda"), k:to("cuda"), v:to("cuda"), { key_padding_mask = kpm:to("cuda"),

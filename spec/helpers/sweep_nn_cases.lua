@@ -203,15 +203,29 @@ cases.scaled_dot_product_attention = {
   end,
 }
 
+-- conv2d by im2col and GEMMs (cuDNN off: the CPU's path, and CUDA's when cuDNN is disabled)
+local function conv2d_run(x, w, b, g)
+  x, w, b = leaves(x, w, b)
+  local y = tl.conv2d(x, w, b, { stride = 2, padding = 1 })
+  y:backward(g)
+  return { y:detach(), x.grad, w.grad, b.grad }
+end
 cases.conv2d = {
   inputs = function(G) return { G.normal(2, 3, 6, 6), G.normal(4, 3, 3, 3), G.normal(4), G.normal(2, 4, 3, 3) } end,
-  run = function(x, w, b, g)
-    x, w, b = leaves(x, w, b)
-    local y = tl.conv2d(x, w, b, { stride = 2, padding = 1 })
-    y:backward(g)
-    return { y:detach(), x.grad, w.grad, b.grad }
+  run = function(...)
+    tl.cuda.set_cudnn_enabled(false)
+    local ok, out = pcall(conv2d_run, ...)
+    tl.cuda.set_cudnn_enabled(true)
+    if not ok then error(out, 0) end
+    return out
   end,
   reference = function(_, x, w, b, g) return { K.conv2d(x, w, b, g, 2, 1) } end,
+}
+-- the same on cuDNN (CUDA's default)
+cases.conv2d_dnn = {
+  inputs = cases.conv2d.inputs,
+  run = conv2d_run,
+  reference = cases.conv2d.reference,
 }
 cases.max_pool2d = {
   inputs = function(G) return { G.distinct(2, 3, 6, 6), G.normal(2, 3, 3, 3) } end,
@@ -573,6 +587,7 @@ local case_of_op = {
   matmul_backward_other = "matmul_backward", outer_forward = "outer",
   conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
   conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",
+  conv2d_dnn_backward_input = "conv2d_dnn", conv2d_dnn_backward_weight = "conv2d_dnn",
   max_pool2d_backward = "max_pool2d", embedding_backward = "embedding",
   avg_pool2d_backward = "avg_pool2d", adaptive_avg_pool2d_backward = "adaptive_avg_pool2d",
   upsample_nearest2d_backward = "upsample_nearest2d", upsample_bilinear2d_backward = "upsample_bilinear2d",
