@@ -236,7 +236,7 @@ describe("tl.batch_norm on cuda #cuda", function()
   local function on(device, x, w, b, g, rm, rv, training)
     local function leaf(t) return t:to(device):detach():clone():requires_grad_() end
     x, w, b, g = leaf(x), leaf(w), leaf(b), g:to(device)
-    rm, rv = rm:to(device), rv:to(device)
+    rm, rv = rm:to(device):clone(), rv:to(device):clone() -- updated in place: each device its own
     local y = tl.batch_norm(x, rm, rv, { weight = w, bias = b, training = training, momentum = 0.3 })
     y:backward(g)
     return { y:detach(), x.grad, w.grad, b.grad, rm, rv }
