@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "tlua/block_layout.h"
-#include "tlua/nn.h"
+#include "tlua/conv.h"
 #include "tlua/tensor.h"
 #include "kernels/gemm.h"
 #include "kernels/op.h"

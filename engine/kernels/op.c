@@ -109,6 +109,15 @@ const char *tl_op_family_name(tl_op_family family) {
     return (unsigned)family < TL_FAMILY_COUNT ? names[family] : "unknown";
 }
 
+bool tl_family_device_only(tl_op_family family) {
+    static const bool device_only[TL_FAMILY_COUNT + 1] = {
+#define DEVICE_ONLY(family, device) [TL_FAMILY_##family] = true,
+#include "tlua/ops.def"
+#undef DEVICE_ONLY
+    };
+    return (unsigned)family < TL_FAMILY_COUNT && device_only[family];
+}
+
 static const char *backward_name(tl_backward_kind kind) {
     return kind == TL_BACKWARD_KERNELS    ? "kernels"
            : kind == TL_BACKWARD_COMPOSED ? "composed"

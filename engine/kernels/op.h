@@ -57,5 +57,8 @@ const tl_op_info *tl_op_info_of(tl_op op);
 tl_op tl_op_by_name(const char *name);
 /* The family's name as written in ops.def ("LAYER_NORM"), "unknown" out of range. */
 const char *tl_op_family_name(tl_op_family family);
+/* Whether family's kernels exist on one device only (a DEVICE_ONLY row of ops.def: a library's,
+   such as cuDNN's convolutions), so its ops have no CPU kernel. */
+bool tl_family_device_only(tl_op_family family);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "tlua/block_layout.h"
+#include "tlua/conv.h"
 #include "tlua/ops.h"
 #include "tlua/tensor.h"
 
@@ -20,20 +21,7 @@ extern "C" {
    each, so autograd runs only those it needs. Each op's recording form (tl_ag_conv2d, ...:
    the functional op plus the autograd graph, see tlua/autograd.h) is declared beside it. */
 
-/* ---- conv2d, conv_transpose2d -----------------------------------------------------------
-   The geometry, {h, w} per field: stride >= 1, zero padding >= 0 on both sides, dilation >= 1
-   (the kernel's taps that far apart), and groups >= 1: the C input and O output channels split
-   into `groups` equal runs, output run g reading only input run g (groups = C: depthwise). */
-typedef struct tl_conv2d_options {
-    int64_t stride[2], padding[2], dilation[2];
-    int64_t groups;
-} tl_conv2d_options;
-
-/* Stride 1, no padding, dilation 1, one group. */
-static inline tl_conv2d_options tl_conv2d_defaults(void) {
-    return (tl_conv2d_options){{1, 1}, {0, 0}, {1, 1}, 1};
-}
-
+/* ---- conv2d, conv_transpose2d: the geometry, tl_conv2d_options, is in tlua/conv.h ---------- */
 /* input [N, C, H, W], weight [O, C / groups, kh, kw], bias [O] or NULL -> out [N, O, OH, OW]
    with OH = (H + 2 padding - dilation (kh - 1) - 1) / stride + 1, OW likewise; opts NULL: the
    defaults. By im2col + GEMM (tl_gemm), batched over the samples and the groups. */
