@@ -12,25 +12,43 @@ tlb_box *tlb_newbox(lua_State *L) {
     return box;
 }
 
-/* Tensor memory counts as garbage-collector debt so that loops making large
-   temporaries collect them at the pace of their memory, not of the (tiny) Lua
-   heap: a collector step every 256 KiB of tensors keeps the garbage small (and
-   the allocator fast); tiny ops pay an addition and a compare. */
+/* Tensor memory counts as garbage-collector debt so that loops making large temporaries collect
+   them at the pace of their memory, not of the (tiny) Lua heap. A collector step runs once the
+   tensors made since the last one reach a quarter of the tensor memory live at that step (and at
+   least 256 KiB): the garbage stays within about a quarter of what is in use, and the collector's
+   work per tensor byte stays small however many tensors a step makes (a step per few megabytes
+   would traverse the whole Lua heap for each large activation of a network). Tiny ops pay an
+   addition and a compare. */
 #ifndef TLB_ACCOUNT_STEP_BYTES
 #define TLB_ACCOUNT_STEP_BYTES (256 << 10)
 #endif
 static _Thread_local size_t pending_bytes;
+static _Thread_local size_t step_bytes = TLB_ACCOUNT_STEP_BYTES;
+
+/* Bytes of tensor memory now held on the CPU and every GPU. */
+static uint64_t tensor_bytes_in_use(void) {
+    tl_cpu_memory_stats cpu;
+    tl_cpu_get_memory_stats(&cpu);
+    uint64_t total = cpu.allocated_bytes;
+    for (int d = 0; d < tl_cuda_device_count(); d++) {
+        tl_cuda_allocator_stats gpu;
+        if (tl_cuda_memory_stats(d, &gpu) == TL_OK) total += gpu.allocated_bytes;
+    }
+    return total;
+}
 
 void tlb_account(lua_State *L, const tl_tensor *t) {
     const tl_storage *s = t->storage;
     /* the tensor's own header, and its storage unless shared (a view) */
     pending_bytes += sizeof(tl_tensor);
     if (s->refcount == 1) pending_bytes += sizeof(tl_storage) + ((s->nbytes + 63) & ~(size_t)63);
-    if (pending_bytes >= TLB_ACCOUNT_STEP_BYTES) {
+    if (pending_bytes >= step_bytes) {
         size_t kb = pending_bytes >> 10;
         pending_bytes = 0;
         /* a step runs even when the user stopped the collector: ask first */
         if (lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb > INT32_MAX ? INT32_MAX : (int)kb);
+        uint64_t quarter = tensor_bytes_in_use() / 4;
+        step_bytes = quarter > TLB_ACCOUNT_STEP_BYTES ? (size_t)quarter : TLB_ACCOUNT_STEP_BYTES;
     }
 }
 
