@@ -1,0 +1,228 @@
+-- The fused cell ops tl.lstm_cell_pointwise / tl.gru_cell_pointwise and the fused layer runs of nn.LSTM / nn.GRU against the composed tensor-op math (spec/helpers/recurrent_reference.lua) in float64, values and gradients; every floating dtype, strided inputs, autocast, bad inputs (#cuda: CPU against CUDA).
+local tl = require("tlua")
+local nn = tl.nn
+local R = require("helpers.recurrent_reference")
+
+local FLOATS = { "float32", "float64", "bfloat16", "float16" }
+local TOL = { float64 = 1e-13, float32 = 1e-5, bfloat16 = 3e-2, float16 = 3e-3 }
+
+local function dbl(...) return tl.randn(...):double() end
+local function leaf(t) return t:detach():requires_grad_() end
+
+-- the gradients of fn's results (a list) against inputs, with upstream gradients gs
+local function grads(fn, inputs, gs)
+  local ins = {}
+  for i, x in ipairs(inputs) do ins[i] = leaf(x) end
+  local outs = fn(table.unpack(ins))
+  return outs, tl.autograd.grad(outs, ins, { grad_outputs = gs })
+end
+
+local function near_all(expected, got, tol, what)
+  assert.are.equal(#expected, #got, what .. ": count")
+  for i = 1, #expected do assert.tensor_near(expected[i], got[i], tol, tol, what .. " " .. i) end
+end
+
+describe("lstm_cell_pointwise", function()
+  it("matches the composed math and its gradients (float64; one or two gate inputs)", function()
+    tl.manual_seed(1)
+    for _, shape in ipairs({ { 5, 3 }, { 2, 3, 4 }, { 6 } }) do
+      local gshape = { table.unpack(shape) }
+      gshape[#gshape] = 4 * gshape[#gshape]
+      local a, b, c = dbl(gshape), dbl(gshape), dbl(shape)
+      local gh, gc = dbl(shape), dbl(shape)
+      local outs, g = grads(function(x, y, z) return { tl.lstm_cell_pointwise(x, y, z) } end, { a, b, c }, { gh, gc })
+      local routs, rg = grads(function(x, y, z) return { R.lstm(x + y, z) } end, { a, b, c }, { gh, gc })
+      near_all(routs, outs, 1e-14, "values")
+      near_all(rg, g, 1e-13, "gradients")
+      -- one input: the gates already summed; only h used
+      local h1 = tl.lstm_cell_pointwise(a + b, c)
+      assert.tensor_near(routs[1], h1, 1e-14, 1e-14)
+      local _, g1 = grads(function(x, z) return { (tl.lstm_cell_pointwise(x, z)) } end, { a + b, c }, { gh })
+      local _, r1 = grads(function(x, z) return { (R.lstm(x, z)) } end, { a + b, c }, { gh })
+      near_all(r1, g1, 1e-13, "h only")
+    end
+  end)
+
+  it("computes every floating dtype (16-bit in float32) and strided inputs", function()
+    tl.manual_seed(2)
+    local a, c = dbl(4, 12), dbl(4, 3)
+    local h64, c64 = R.lstm(a, c)
+    for _, dtype in ipairs(FLOATS) do
+      local h, c1 = tl.lstm_cell_pointwise(a:to(dtype), c:to(dtype))
+      assert.are.equal(dtype, h.dtype)
+      assert.tensor_near(h64, h:double(), TOL[dtype], TOL[dtype], dtype .. " h")
+      assert.tensor_near(c64, c1:double(), TOL[dtype], TOL[dtype], dtype .. " c")
+    end
+    -- transposed gates and c_prev
+    local at, ct = dbl(12, 4):t(), dbl(3, 4):t()
+    local hr, cr = R.lstm(at, ct)
+    local h, c1 = tl.lstm_cell_pointwise(at, ct)
+    assert.tensor_near(hr, h, 1e-14, 1e-14)
+    assert.tensor_near(cr, c1, 1e-14, 1e-14)
+  end)
+
+  it("runs in the autocast dtype inside an autocast region (torch's cells do too)", function()
+    local h, c = tl.autocast("bfloat16", function()
+      return tl.lstm_cell_pointwise(tl.randn(2, 8), tl.randn(2, 2))
+    end)
+    assert.are.equal("bfloat16", h.dtype)
+    assert.are.equal("bfloat16", c.dtype)
+  end)
+
+  it("refuses bad input naming the op and the argument", function()
+    local g, c = tl.randn(2, 8), tl.randn(2, 2)
+    assert.error_matches(function() tl.lstm_cell_pointwise(tl.randn(2, 7), c) end,
+      { "lstm_cell_pointwise", "gates", "4 * H", "[2, 7]" })
+    assert.error_matches(function() tl.lstm_cell_pointwise(tl.randn(3, 8), c) end,
+      { "lstm_cell_pointwise", "gates", "leading dims" })
+    assert.error_matches(function() tl.lstm_cell_pointwise(g, tl.randn(2, 4), c) end,
+      { "lstm_cell_pointwise", "gates2" })
+    assert.error_matches(function() tl.lstm_cell_pointwise(g:double(), c) end,
+      { "lstm_cell_pointwise", "float32", "float64" })
+    assert.error_matches(function() tl.lstm_cell_pointwise(g, tl.ones(2, 2, { dtype = "int64" })) end,
+      { "lstm_cell_pointwise", "c_prev", "floating" })
+    assert.error_matches(function() tl.lstm_cell_pointwise(tl.randn(4), tl.tensor(1.0)) end,
+      { "lstm_cell_pointwise", "c_prev", "at least 1 dim" })
+    assert.error_matches(function() tl.lstm_cell_pointwise(g) end, { "lstm_cell_pointwise", "tensor" })
+    assert.error_matches(function() tl._lstm_cell_backward(nil, nil, nil, tl.randn(2, 4), c, c, true) end,
+      { "lstm_cell_pointwise_backward", "workspace" })
+  end)
+end)
+
+describe("gru_cell_pointwise", function()
+  it("matches the composed math and its gradients (float64)", function()
+    tl.manual_seed(3)
+    for _, shape in ipairs({ { 5, 3 }, { 2, 3, 4 }, { 6 } }) do
+      local gshape = { table.unpack(shape) }
+      gshape[#gshape] = 3 * gshape[#gshape]
+      local gi, gh, h, g = dbl(gshape), dbl(gshape), dbl(shape), dbl(shape)
+      local outs, gr = grads(function(a, b, c) return { tl.gru_cell_pointwise(a, b, c) } end, { gi, gh, h }, { g })
+      local routs, rg = grads(function(a, b, c) return { R.gru(a, b, c) } end, { gi, gh, h }, { g })
+      near_all(routs, outs, 1e-14, "values")
+      near_all(rg, gr, 1e-13, "gradients")
+    end
+  end)
+
+  it("computes every floating dtype and strided inputs", function()
+    tl.manual_seed(4)
+    local gi, gh, h = dbl(4, 9), dbl(4, 9), dbl(4, 3)
+    local want = R.gru(gi, gh, h)
+    for _, dtype in ipairs(FLOATS) do
+      local got = tl.gru_cell_pointwise(gi:to(dtype), gh:to(dtype), h:to(dtype))
+      assert.are.equal(dtype, got.dtype)
+      assert.tensor_near(want, got:double(), TOL[dtype], TOL[dtype], dtype)
+    end
+    local a, b, c = dbl(9, 4):t(), dbl(9, 4):t(), dbl(3, 4):t()
+    assert.tensor_near(R.gru(a, b, c), tl.gru_cell_pointwise(a, b, c), 1e-14, 1e-14)
+  end)
+
+  it("refuses bad input naming the op and the argument", function()
+    local g, h = tl.randn(2, 6), tl.randn(2, 2)
+    assert.error_matches(function() tl.gru_cell_pointwise(tl.randn(2, 5), g, h) end,
+      { "gru_cell_pointwise", "gi", "3 * H" })
+    assert.error_matches(function() tl.gru_cell_pointwise(g, tl.randn(2, 8), h) end,
+      { "gru_cell_pointwise", "gh", "3 * H" })
+    assert.error_matches(function() tl.gru_cell_pointwise(g, g:half(), h) end,
+      { "gru_cell_pointwise", "float16" })
+    assert.error_matches(function() tl.gru_cell_pointwise(g, g) end, { "gru_cell_pointwise", "tensor" })
+  end)
+end)
+
+-- nn.LSTM / nn.GRU (a direction is one node: the fused runs) against the composed layers
+describe("fused layer runs against the composed layers (float64)", function()
+  local function layer_case(kind, reverse)
+    tl.manual_seed(reverse and 8 or 7)
+    local m = (kind == "lstm" and nn.LSTM or nn.GRU)(3, 4, { dtype = "float64" })
+    local w = m:_weights(0, 1)
+    local x, h0, c0 = dbl(5, 2, 3), dbl(2, 4), dbl(2, 4)
+    local g_out, g_h, g_c = dbl(5, 2, 4), dbl(2, 4), dbl(2, 4)
+    local F = tl.nn.functional
+    local inputs = { x, h0, c0, w[1], w[2], w[3], w[4] }
+    local function ours(xi, h, c, a, b, bi, bh)
+      if kind == "lstm" then return { F.lstm_layer(xi, h, c, { a, b, bi, bh }, reverse) } end
+      return { F.gru_layer(xi, h, { a, b, bi, bh }, reverse) }
+    end
+    local function theirs(xi, h, c, a, b, bi, bh)
+      if kind == "lstm" then return { R.lstm_layer(xi, h, c, { a, b, bi, bh }, reverse) } end
+      return { R.gru_layer(xi, h, { a, b, bi, bh }, reverse) }
+    end
+    local gs = kind == "lstm" and { g_out, g_h, g_c } or { g_out, g_h }
+    -- the GRU ignores c0: its gradient is absent on both sides
+    local used = kind == "lstm" and inputs or { x, h0, w[1], w[2], w[3], w[4] }
+    local function pick(fn)
+      if kind == "lstm" then return fn end
+      return function(xi, h, a, b, bi, bh) return fn(xi, h, nil, a, b, bi, bh) end
+    end
+    local o1, g1 = grads(pick(ours), used, gs)
+    local o2, g2 = grads(pick(theirs), used, gs)
+    near_all(o2, o1, 1e-13, kind .. " values")
+    near_all(g2, g1, 1e-12, kind .. " gradients")
+  end
+  for _, kind in ipairs({ "lstm", "gru" }) do
+    it(kind .. ": values and every gradient, forward", function() layer_case(kind, false) end)
+    it(kind .. ": values and every gradient, reverse", function() layer_case(kind, true) end)
+  end
+
+  it("an LSTM under bfloat16 autocast runs in bfloat16 and gives float32 gradients to float32 leaves", function()
+    tl.manual_seed(9)
+    local m = nn.LSTM(4, 3, { num_layers = 2 })
+    local x = tl.randn(6, 2, 4):requires_grad_()
+    local out, s = tl.autocast("bfloat16", function() return m(x) end)
+    assert.are.equal("bfloat16", out.dtype)
+    local ref_out = m(x)
+    assert.tensor_near(ref_out:detach(), out:float():detach(), 5e-2, 5e-2)
+    ;(out:float():sum() + s[2]:float():sum()):backward()
+    assert.are.equal("float32", x.grad.dtype)
+    assert.are.equal("float32", m.weight_hh_l1.grad.dtype)
+  end)
+end)
+
+describe("fused cell ops on cuda #cuda", function()
+  local function skip()
+    if tl.cuda.device_count() == 0 then
+      pending("no CUDA device: the CUDA specs of the fused cell ops did not run")
+      return true
+    end
+  end
+
+  it("lstm_cell_pointwise and gru_cell_pointwise match the CPU in every dtype, forward and backward", function()
+    if skip() then return end
+    tl.manual_seed(21)
+    for _, dtype in ipairs(FLOATS) do
+      local a, b, c, gh, gc = dbl(37, 4 * 33), dbl(37, 4 * 33), dbl(37, 33), dbl(37, 33), dbl(37, 33)
+      local function run(device)
+        local function on(t) return t:to(dtype):to(device) end
+        local outs, g = grads(function(x, y, z) return { tl.lstm_cell_pointwise(x, y, z) } end,
+          { on(a), on(b), on(c) }, { on(gh), on(gc) })
+        local gi, hh, hp, gg = on(a):narrow(2, 1, 99), on(b):narrow(2, 1, 99), on(c), on(gh)
+        local o2, g2 = grads(function(x, y, z) return { tl.gru_cell_pointwise(x, y, z) } end, { gi, hh, hp }, { gg })
+        local all = {}
+        for _, list in ipairs({ outs, g, o2, g2 }) do
+          for _, t in ipairs(list) do all[#all + 1] = t:to("cpu"):double() end
+        end
+        return all
+      end
+      near_all(run("cpu"), run("cuda"), TOL[dtype], dtype)
+    end
+  end)
+
+  it("nn.LSTM and nn.GRU (2 layers, bidirectional) match the CPU, forward and backward", function()
+    if skip() then return end
+    tl.manual_seed(22)
+    for _, cls in ipairs({ nn.LSTM, nn.GRU }) do
+      local m = cls(5, 7, { num_layers = 2, bidirectional = true, dtype = "float64" })
+      local x = dbl(9, 3, 5)
+      local function run(device)
+        m:to(device)
+        m:zero_grad()
+        local xi = x:to(device):requires_grad_()
+        local out = m(xi)
+        out:sum():backward()
+        local all = { out:detach():to("cpu"), xi.grad:to("cpu") }
+        for _, p in ipairs(m:parameters()) do all[#all + 1] = p.grad:to("cpu") end
+        return all
+      end
+      near_all(run("cpu"), run("cuda"), 1e-10, "layers")
+    end
+  end)
+end)
