@@ -480,8 +480,8 @@ static int nn_lstm_cell_backward(lua_State *L) {
     tl_tensor *out[2] = {NULL, NULL};
     int base;
     new_boxes(L, boxes, 2, &base);
-    tl_status status = tl_lstm_cell_pointwise_backward(gh, gh2, gc, ws, c_prev, c, &out[0],
-                                                       want ? &out[1] : NULL);
+    tl_status status =
+        tl_lstm_cell_pointwise_backward(gh, gh2, gc, ws, c_prev, c, &out[0], want ? &out[1] : NULL);
     return box_results(L, status, boxes, out, 2, base);
 }
 

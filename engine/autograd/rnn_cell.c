@@ -35,8 +35,8 @@ static tl_status lstm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **g
     return TL_OK;
 }
 
-static tl_status record_lstm(tl_tensor *gates, tl_tensor *gates2, tl_tensor *c_prev,
-                             tl_tensor **h, tl_tensor **c) {
+static tl_status record_lstm(tl_tensor *gates, tl_tensor *gates2, tl_tensor *c_prev, tl_tensor **h,
+                             tl_tensor **c) {
     tl_tensor *inputs[3] = {gates, gates2, c_prev};
     const bool record = tl_should_record(3, inputs);
     tl_tensor *ws = NULL;
@@ -47,8 +47,7 @@ static tl_status record_lstm(tl_tensor *gates, tl_tensor *gates2, tl_tensor *c_p
         return TL_OK;
     }
     tl_node *node;
-    tl_status status =
-        tl_node_new_multi("lstm_cell_pointwise", lstm_backward, 3, inputs, 2, &node);
+    tl_status status = tl_node_new_multi("lstm_cell_pointwise", lstm_backward, 3, inputs, 2, &node);
     if (status == TL_OK) {
         status = tl_node_set_output(node, 0, *h);
         if (status == TL_OK) status = tl_node_set_output(node, 1, *c);
@@ -108,8 +107,7 @@ static tl_status record_gru(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_
     return status;
 }
 
-tl_status tl_ag_gru_cell_pointwise(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev,
-                                   tl_tensor **h) {
+tl_status tl_ag_gru_cell_pointwise(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_tensor **h) {
     tl_tensor *operands[3] = {gi, gh, h_prev};
     bool casted[3];
     TL_TRY(tl_autocast_operands(TL_OP_gru_cell_pointwise, operands, 3, casted));

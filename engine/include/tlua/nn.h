@@ -330,8 +330,7 @@ tl_status tl_gru_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tenso
                                          const tl_tensor *workspace, const tl_tensor *h_prev,
                                          tl_tensor **grad_gi, tl_tensor **grad_gh,
                                          tl_tensor **grad_h_prev);
-tl_status tl_ag_gru_cell_pointwise(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev,
-                                   tl_tensor **h);
+tl_status tl_ag_gru_cell_pointwise(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_tensor **h);
 
 /* ---- dropout -------------------------------------------------------------------------------
    x (floating, any strides), p in [0, 1] -> out = x * keep / (1 - p), x's shape and dtype,

@@ -31,7 +31,7 @@ static const void *data_or_null(const tl_tensor *t) {
         rows_of(in[2], &N, &H);                                                                    \
         const T *g1 = tl_data(in[0]), *g2 = data_or_null(in[1]), *cp = tl_data(in[2]);             \
         T *h = tl_data(out[0]), *c = tl_data(out[1]), *ws = out[2] ? tl_data(out[2]) : NULL;       \
-        NN_PARALLEL_FOR(N * H * 6) for (int64_t r = 0; r < N; r++) {                               \
+        NN_PARALLEL_FOR(N *H * 6) for (int64_t r = 0; r < N; r++) {                                \
             const T *a = g1 + r * 4 * H, *b = g2 ? g2 + r * 4 * H : NULL;                          \
             for (int64_t j = 0; j < H; j++) {                                                      \
                 C pre[4];                                                                          \
@@ -62,10 +62,11 @@ NN_FOR_FLOATING(DEFINE_LSTM_FORWARD)
         (void)args;                                                                                \
         int64_t N, H;                                                                              \
         rows_of(in[4], &N, &H);                                                                    \
-        const T *dh1 = data_or_null(in[0]), *dh2 = data_or_null(in[1]), *dcn = data_or_null(in[2]); \
+        const T *dh1 = data_or_null(in[0]), *dh2 = data_or_null(in[1]),                            \
+                *dcn = data_or_null(in[2]);                                                        \
         const T *ws = tl_data(in[3]), *cp = tl_data(in[4]), *cc = tl_data(in[5]);                  \
         T *dg = tl_data(out[0]), *dcp = out[1] ? tl_data(out[1]) : NULL;                           \
-        NN_PARALLEL_FOR(N * H * 10) for (int64_t r = 0; r < N; r++) {                              \
+        NN_PARALLEL_FOR(N *H * 10) for (int64_t r = 0; r < N; r++) {                               \
             for (int64_t j = 0; j < H; j++) {                                                      \
                 const int64_t s = r * H + j;                                                       \
                 const T *w = ws + r * 4 * H + j;                                                   \
@@ -96,7 +97,7 @@ NN_FOR_FLOATING(DEFINE_LSTM_BACKWARD)
         rows_of(in[2], &N, &H);                                                                    \
         const T *gi = tl_data(in[0]), *gh = tl_data(in[1]), *hp = tl_data(in[2]);                  \
         T *h = tl_data(out[0]), *ws = out[1] ? tl_data(out[1]) : NULL;                             \
-        NN_PARALLEL_FOR(N * H * 8) for (int64_t r = 0; r < N; r++) {                               \
+        NN_PARALLEL_FOR(N *H * 8) for (int64_t r = 0; r < N; r++) {                                \
             const T *a = gi + r * 3 * H, *b = gh + r * 3 * H;                                      \
             for (int64_t j = 0; j < H; j++) {                                                      \
                 const C rg = NN_SIGMOID(LOAD(a[j]) + LOAD(b[j]));                                  \
@@ -129,7 +130,7 @@ NN_FOR_FLOATING(DEFINE_GRU_FORWARD)
         const T *ws = tl_data(in[2]), *hp = tl_data(in[3]);                                        \
         T *dgi = out[0] ? tl_data(out[0]) : NULL, *dgh = out[1] ? tl_data(out[1]) : NULL;          \
         T *dhp = out[2] ? tl_data(out[2]) : NULL;                                                  \
-        NN_PARALLEL_FOR(N * H * 10) for (int64_t r = 0; r < N; r++) {                              \
+        NN_PARALLEL_FOR(N *H * 10) for (int64_t r = 0; r < N; r++) {                               \
             for (int64_t j = 0; j < H; j++) {                                                      \
                 const int64_t s = r * H + j;                                                       \
                 const T *w = ws + r * 4 * H + j;                                                   \

@@ -143,8 +143,8 @@ static tl_status run(const char *op, tl_tensor *const *out, const tl_tensor *con
         else if constexpr (K == LSTM_BACKWARD)
             lstm_backward<E><<<grid, CELL_THREADS, 0, at.stream>>>(
                 cell_data<E>(out[0]), cell_data<E>(out[1]), cell_data<E>(in[0]),
-                cell_data<E>(in[1]), cell_data<E>(in[2]), cell_data<E>(in[3]),
-                cell_data<E>(in[4]), cell_data<E>(in[5]), N, H);
+                cell_data<E>(in[1]), cell_data<E>(in[2]), cell_data<E>(in[3]), cell_data<E>(in[4]),
+                cell_data<E>(in[5]), N, H);
         else if constexpr (K == GRU_FORWARD)
             gru_forward<E><<<grid, CELL_THREADS, 0, at.stream>>>(
                 cell_data<E>(out[0]), cell_data<E>(out[1]), cell_data<E>(in[0]),
@@ -152,8 +152,8 @@ static tl_status run(const char *op, tl_tensor *const *out, const tl_tensor *con
         else
             gru_backward<E><<<grid, CELL_THREADS, 0, at.stream>>>(
                 cell_data<E>(out[0]), cell_data<E>(out[1]), cell_data<E>(out[2]),
-                cell_data<E>(in[0]), cell_data<E>(in[1]), cell_data<E>(in[2]),
-                cell_data<E>(in[3]), N, H);
+                cell_data<E>(in[0]), cell_data<E>(in[1]), cell_data<E>(in[2]), cell_data<E>(in[3]),
+                N, H);
         return tl_cuda_check_launch(op);
     });
 }

@@ -81,8 +81,8 @@ static tl_status run(tl_op op, tl_tensor **out, int nout, const tl_tensor *const
         const tl_tensor *all[12], *list[MAX_TRACED];
         for (int i = 0; i < nout; i++) all[i] = out[i];
         for (int i = 0; i < nin; i++) all[nout + i] = c[i];
-        const tl_kernel_entry *k = tl_dispatch(op, tl_tensor_device(state), state->dtype,
-                                               traced(list, all, nout + nin));
+        const tl_kernel_entry *k =
+            tl_dispatch(op, tl_tensor_device(state), state->dtype, traced(list, all, nout + nin));
         const tl_op_args args = {0};
         status = !k                     ? tl_dispatch_status()
                  : tl_numel(state) == 0 ? TL_OK
@@ -109,8 +109,7 @@ tl_status tl_lstm_cell_pointwise(const tl_tensor *gates, const tl_tensor *gates2
     const char *op = "lstm_cell_pointwise";
     TL_TRY(check_operand(op, NULL, NULL, "c_prev", c_prev));
     if (c_prev->ndim < 1)
-        return tl_error(TL_ERR_SHAPE, "%s: c_prev must have at least 1 dim ([..., H]), got 0",
-                        op);
+        return tl_error(TL_ERR_SHAPE, "%s: c_prev must have at least 1 dim ([..., H]), got 0", op);
     TL_TRY(check_operand(op, "c_prev", c_prev, "gates", gates));
     TL_TRY(check_width(op, "gates", gates, "c_prev", c_prev, 4));
     if (gates2) {
@@ -148,8 +147,7 @@ tl_status tl_lstm_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tens
     const char *op = "lstm_cell_pointwise_backward";
     TL_TRY(check_operand(op, NULL, NULL, "c_prev", c_prev));
     if (c_prev->ndim < 1)
-        return tl_error(TL_ERR_SHAPE, "%s: c_prev must have at least 1 dim ([..., H]), got 0",
-                        op);
+        return tl_error(TL_ERR_SHAPE, "%s: c_prev must have at least 1 dim ([..., H]), got 0", op);
     TL_TRY(check_grad(op, "c", c, "c_prev", c_prev));
     TL_TRY(tl_check_tensor_arg(op, "c", c));
     TL_TRY(check_operand(op, "c_prev", c_prev, "workspace", workspace));
@@ -173,8 +171,7 @@ tl_status tl_gru_cell_pointwise(const tl_tensor *gi, const tl_tensor *gh, const 
     const char *op = "gru_cell_pointwise";
     TL_TRY(check_operand(op, NULL, NULL, "h_prev", h_prev));
     if (h_prev->ndim < 1)
-        return tl_error(TL_ERR_SHAPE, "%s: h_prev must have at least 1 dim ([..., H]), got 0",
-                        op);
+        return tl_error(TL_ERR_SHAPE, "%s: h_prev must have at least 1 dim ([..., H]), got 0", op);
     TL_TRY(check_operand(op, "h_prev", h_prev, "gi", gi));
     TL_TRY(check_width(op, "gi", gi, "h_prev", h_prev, 3));
     TL_TRY(check_operand(op, "h_prev", h_prev, "gh", gh));
@@ -197,8 +194,7 @@ tl_status tl_gru_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tenso
     const char *op = "gru_cell_pointwise_backward";
     TL_TRY(check_operand(op, NULL, NULL, "h_prev", h_prev));
     if (h_prev->ndim < 1)
-        return tl_error(TL_ERR_SHAPE, "%s: h_prev must have at least 1 dim ([..., H]), got 0",
-                        op);
+        return tl_error(TL_ERR_SHAPE, "%s: h_prev must have at least 1 dim ([..., H]), got 0", op);
     TL_TRY(tl_check_tensor_arg(op, "grad_h", grad_h));
     TL_TRY(check_grad(op, "grad_h", grad_h, "h_prev", h_prev));
     TL_TRY(check_grad(op, "grad_h2", grad_h2, "h_prev", h_prev));
