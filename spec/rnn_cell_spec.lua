@@ -61,6 +61,32 @@ describe("lstm_cell_pointwise", function()
     assert.tensor_near(cr, c1, 1e-14, 1e-14)
   end)
 
+  it("saturates at large and infinite gates and keeps NaN, as the composed math (every dtype)", function()
+    local big = { 0, 1e-4, -1e-4, 0.6, -0.7, 20, -20, 100, -100, 1e30, -1e30, math.huge, -math.huge, 0 / 0, 3, -3 }
+    local a = tl.tensor({ big }, { dtype = "float64" })
+    local c = tl.tensor({ { 0.5, -1, 2, 0 / 0 } }, { dtype = "float64" })
+    local h64, c64 = R.lstm(a, c)
+    local g64 = R.gru(a:narrow(2, 1, 12), a:narrow(2, 5, 12), c)
+    local function same(want, got, tol, what)
+      local w, g = want:reshape(-1):totable(), got:double():reshape(-1):totable()
+      for i = 1, #w do
+        if w[i] ~= w[i] then
+          assert.is_true(g[i] ~= g[i], what .. " NaN at " .. i)
+        else
+          assert.is_true(math.abs(w[i] - g[i]) <= tol * (1 + math.abs(w[i])), what .. " at " .. i .. ": " .. w[i] .. " vs "
+            .. g[i])
+        end
+      end
+    end
+    for _, dtype in ipairs(FLOATS) do
+      local h, c1 = tl.lstm_cell_pointwise(a:to(dtype), c:to(dtype))
+      same(h64, h, TOL[dtype], dtype .. " lstm h")
+      same(c64, c1, TOL[dtype], dtype .. " lstm c")
+      local x = a:to(dtype)
+      same(g64, tl.gru_cell_pointwise(x:narrow(2, 1, 12), x:narrow(2, 5, 12), c:to(dtype)), TOL[dtype], dtype .. " gru")
+    end
+  end)
+
   it("runs in the autocast dtype inside an autocast region (torch's cells do too)", function()
     local h, c = tl.autocast("bfloat16", function()
       return tl.lstm_cell_pointwise(tl.randn(2, 8), tl.randn(2, 2))

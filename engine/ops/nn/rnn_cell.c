@@ -117,7 +117,7 @@ tl_status tl_lstm_cell_pointwise(const tl_tensor *gates, const tl_tensor *gates2
         TL_TRY(check_width(op, "gates2", gates2, "c_prev", c_prev, 4));
     }
     tl_tensor *out[3];
-    const bool want[3] = {true, true, workspace != NULL};
+    const bool want[3] = {true, true, true}; /* the CPU kernels write every output */
     const tl_tensor *like[3] = {c_prev, c_prev, c_prev};
     const int width[3] = {1, 1, 4};
     TL_TRY(outputs(out, want, like, width, 3, c_prev->dtype, tl_tensor_device(c_prev)));
@@ -156,7 +156,7 @@ tl_status tl_lstm_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tens
     TL_TRY(check_grad(op, "grad_h2", grad_h2, "c_prev", c_prev));
     TL_TRY(check_grad(op, "grad_c", grad_c, "c_prev", c_prev));
     tl_tensor *out[2];
-    const bool want[2] = {true, grad_c_prev != NULL};
+    const bool want[2] = {true, true};
     const tl_tensor *like[2] = {c_prev, c_prev};
     const int width[2] = {4, 1};
     TL_TRY(outputs(out, want, like, width, 2, c_prev->dtype, tl_tensor_device(c_prev)));
@@ -177,7 +177,7 @@ tl_status tl_gru_cell_pointwise(const tl_tensor *gi, const tl_tensor *gh, const 
     TL_TRY(check_operand(op, "h_prev", h_prev, "gh", gh));
     TL_TRY(check_width(op, "gh", gh, "h_prev", h_prev, 3));
     tl_tensor *out[2];
-    const bool want[2] = {true, workspace != NULL};
+    const bool want[2] = {true, true};
     const tl_tensor *like[2] = {h_prev, h_prev};
     const int width[2] = {1, 4};
     TL_TRY(outputs(out, want, like, width, 2, h_prev->dtype, tl_tensor_device(h_prev)));
@@ -201,7 +201,7 @@ tl_status tl_gru_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tenso
     TL_TRY(check_operand(op, "h_prev", h_prev, "workspace", workspace));
     TL_TRY(check_width(op, "workspace", workspace, "h_prev", h_prev, 4));
     tl_tensor *out[3];
-    const bool want[3] = {grad_gi != NULL, grad_gh != NULL, grad_h_prev != NULL};
+    const bool want[3] = {true, true, true};
     const tl_tensor *like[3] = {h_prev, h_prev, h_prev};
     const int width[3] = {3, 3, 1};
     TL_TRY(outputs(out, want, like, width, 3, h_prev->dtype, tl_tensor_device(h_prev)));
