@@ -101,10 +101,10 @@ static tl_status input_rows(const tl_tensor *t, int64_t width, void **zeros, con
     static tl_status lstm_forward_##suffix(tl_tensor *const *out, const tl_tensor *const *in,      \
                                            const tl_op_args *args) {                               \
         (void)args;                                                                                \
-        int64_t N, H, step;                                                                        \
+        int64_t N, H, step = 0;                                                                    \
         rows_of(in[2], &N, &H);                                                                    \
         void *zeros = NULL;                                                                        \
-        const void *g2;                                                                            \
+        const void *g2 = NULL;                                                                     \
         TL_TRY(input_rows(in[1], 4 * H, &zeros, &g2, &step));                                      \
         const T *g1 = tl_data(in[0]), *b = g2, *cp = tl_data(in[2]);                               \
         T *h = tl_data(out[0]), *c = tl_data(out[1]), *ws = tl_data(out[2]);                       \
@@ -141,10 +141,10 @@ NN_FOR_FLOATING(DEFINE_LSTM_FORWARD)
     static tl_status lstm_backward_##suffix(tl_tensor *const *out, const tl_tensor *const *in,     \
                                             const tl_op_args *args) {                              \
         (void)args;                                                                                \
-        int64_t N, H, s1, s2, s3;                                                                  \
+        int64_t N, H, s1 = 0, s2 = 0, s3 = 0;                                                      \
         rows_of(in[4], &N, &H);                                                                    \
         void *zeros = NULL;                                                                        \
-        const void *p1, *p2, *p3;                                                                  \
+        const void *p1 = NULL, *p2 = NULL, *p3 = NULL;                                             \
         tl_status status = input_rows(in[0], H, &zeros, &p1, &s1);                                 \
         if (status == TL_OK) status = input_rows(in[1], H, &zeros, &p2, &s2);                      \
         if (status == TL_OK) status = input_rows(in[2], H, &zeros, &p3, &s3);                      \
@@ -218,10 +218,10 @@ NN_FOR_FLOATING(DEFINE_GRU_FORWARD)
     static tl_status gru_backward_##suffix(tl_tensor *const *out, const tl_tensor *const *in,      \
                                            const tl_op_args *args) {                               \
         (void)args;                                                                                \
-        int64_t N, H, s2, s1;                                                                      \
+        int64_t N, H, s1 = 0, s2 = 0;                                                              \
         rows_of(in[3], &N, &H);                                                                    \
         void *zeros = NULL;                                                                        \
-        const void *p1, *p2;                                                                       \
+        const void *p1 = NULL, *p2 = NULL;                                                         \
         tl_status status = input_rows(in[0], H, &zeros, &p1, &s1);                                 \
         if (status == TL_OK) status = input_rows(in[1], H, &zeros, &p2, &s2);                      \
         if (status != TL_OK) {                                                                     \
