@@ -189,6 +189,18 @@ describe("fused layer runs against the composed layers (float64)", function()
     it(kind .. ": values and every gradient, reverse", function() layer_case(kind, true) end)
   end
 
+  it("nn.LSTM's fused run matches backpropagation through time written as Lua loops", function()
+    local cases = require("helpers.rnn_cell_cases")
+    local case = cases.sweep.rnn_dnn -- on the CPU its module takes the fused runs
+    tl.manual_seed(10)
+    local inputs = { dbl(4, 3, 3), dbl(1, 3, 2), dbl(1, 3, 2), dbl(8, 3), dbl(8, 2), dbl(8), dbl(8), dbl(4, 3, 2) }
+    local tables = {}
+    for i, t in ipairs(inputs) do tables[i] = t:totable() end
+    local got, want = case.run(table.unpack(inputs)), case.reference("float64", table.unpack(tables))
+    assert.are.equal(#want, #got)
+    for i = 1, #want do assert.tensor_near(want[i], got[i], 1e-12, 1e-13, "result " .. i) end
+  end)
+
   it("an LSTM under bfloat16 autocast runs in bfloat16 and gives float32 gradients to float32 leaves", function()
     tl.manual_seed(9)
     local m = nn.LSTM(4, 3, { num_layers = 2 })
@@ -250,5 +262,90 @@ describe("fused cell ops on cuda #cuda", function()
       end
       near_all(run("cpu"), run("cuda"), 1e-10, "layers")
     end
+  end)
+end)
+
+describe("nn.LSTM / GRU / RNN on cuDNN (RNNBase.use_cudnn) #cuda", function()
+  local trace = require("helpers.trace")
+  local function skip()
+    if tl.cuda.device_count() == 0 then
+      pending("no CUDA device: the cuDNN RNN specs did not run")
+      return true
+    end
+  end
+
+  -- values and every gradient of m on cuda with use_cudnn on and off (the fused runs)
+  local function both(cls, opts, dtype, tol, autocast)
+    tl.manual_seed(23)
+    local m = cls(5, 6, opts)
+    m:to("cuda")
+    if dtype ~= "float32" then m:to(dtype) end
+    local T, N = 7, 3
+    local x = tl.randn(opts.batch_first and N or T, opts.batch_first and T or N, 5):to(dtype):to("cuda")
+    local function run(use)
+      m.use_cudnn = use
+      m:zero_grad()
+      local xi = x:detach():requires_grad_()
+      local counts
+      local out
+      counts = trace.op_counts(function()
+        local function fwd() return (m(xi)) end
+        out = autocast and tl.autocast(autocast, fwd) or fwd()
+        out:to("float64"):square():sum():backward()
+      end)
+      local all = { out:detach():to("cpu"):double(), xi.grad:to("cpu"):double() }
+      for _, p in ipairs(m:parameters()) do all[#all + 1] = p.grad:to("cpu"):double() end
+      return all, counts
+    end
+    local dnn, counts = run(true)
+    local fused = run(false)
+    m.use_cudnn = false
+    assert.is_true((counts.rnn_dnn or 0) >= 1, "the cuDNN forward ran")
+    assert.is_true((counts.rnn_dnn_backward_data or 0) >= 1, "the cuDNN backward ran")
+    near_all(fused, dnn, tol, tostring(cls) .. " " .. dtype)
+  end
+
+  it("LSTM, GRU, RNN (tanh, relu): 2 layers, bidirectional, batch_first, without bias; float64", function()
+    if skip() then return end
+    both(nn.LSTM, { num_layers = 2, bidirectional = true }, "float64", 1e-10)
+    both(nn.GRU, { num_layers = 2, bidirectional = true, batch_first = true }, "float64", 1e-10)
+    both(nn.RNN, { num_layers = 2, nonlinearity = "relu" }, "float64", 1e-10)
+    both(nn.RNN, { bias = false }, "float64", 1e-10)
+    both(nn.LSTM, { bias = false, num_layers = 3 }, "float64", 1e-10)
+  end)
+
+  it("float32, float16, and float16 autocast", function()
+    if skip() then return end
+    both(nn.LSTM, { num_layers = 2 }, "float32", 1e-4)
+    both(nn.GRU, { num_layers = 2, bidirectional = true }, "float32", 1e-4)
+    both(nn.LSTM, { num_layers = 2 }, "float16", 3e-2)
+    both(nn.LSTM, { num_layers = 2 }, "float32", 3e-2, "float16")
+  end)
+
+  it("falls back to the fused runs with a projection, dropout in training, bfloat16 or on the CPU", function()
+    if skip() then return end
+    local cases = {
+      { nn.LSTM(4, 6, { proj_size = 3, device = "cuda" }), "float32" },
+      { nn.LSTM(4, 6, { num_layers = 2, dropout = 0.5, device = "cuda" }), "float32" },
+      { nn.GRU(4, 6, { device = "cuda", dtype = "bfloat16" }), "bfloat16" },
+      { nn.GRU(4, 6), "float32", "cpu" },
+    }
+    for i, c in ipairs(cases) do
+      local m = c[1]
+      m.use_cudnn = true
+      local x = tl.randn(5, 2, 4, { dtype = c[2], device = c[3] or "cuda" })
+      local counts = trace.op_counts(function() m(x) end)
+      assert.is_nil(counts.rnn_dnn, "case " .. i)
+    end
+  end)
+
+  it("a second backward through one cuDNN forward is an error naming it", function()
+    if skip() then return end
+    local m = nn.GRU(3, 4, { device = "cuda" })
+    m.use_cudnn = true
+    local out = m(tl.randn(5, 2, 3, { device = "cuda" }))
+    local loss = out:sum()
+    loss:backward({ retain_graph = true })
+    assert.error_matches(function() loss:backward() end, { "rnn_dnn", "second backward" })
   end)
 end)

@@ -512,6 +512,79 @@ static int nn_gru_cell_backward(lua_State *L) {
     return box_results(L, status, boxes, out, 3, base);
 }
 
+/* ---- nn.LSTM / GRU / RNN on cuDNN (CUDA only; nn/recurrent_dnn.lua's autograd.Function) ---- */
+/* the options at idx..idx+4: mode, hidden_size, num_layers, bidirectional, training */
+static tl_rnn_dnn_options dnn_options(lua_State *L, int idx) {
+    tl_rnn_dnn_options o;
+    o.mode = (int)luaL_checkinteger(L, idx);
+    o.hidden_size = luaL_checkinteger(L, idx + 1);
+    o.num_layers = luaL_checkinteger(L, idx + 2);
+    o.bidirectional = lua_toboolean(L, idx + 3);
+    o.training = lua_toboolean(L, idx + 4);
+    return o;
+}
+
+/* _rnn_dnn_layout(mode, hidden, layers, bidirectional, input_size, dtype, device) -> the weight
+   space's elements, offsets (int64 [layers * dirs, 2 * gates, 2], 0-based elements, -1: none) */
+static int nn_rnn_dnn_layout(lua_State *L) {
+    const char *op = "_rnn_dnn_layout";
+    tl_rnn_dnn_options o;
+    o.mode = (int)luaL_checkinteger(L, 1);
+    o.hidden_size = luaL_checkinteger(L, 2);
+    o.num_layers = luaL_checkinteger(L, 3);
+    o.bidirectional = lua_toboolean(L, 4);
+    o.training = false;
+    const int64_t input_size = luaL_checkinteger(L, 5);
+    const tl_dtype dtype = tlb_check_dtype(L, 6, op);
+    const tl_device device = tlb_check_device(L, 7, op);
+    int64_t numel = 0;
+    tl_tensor *offsets = NULL;
+    lua_pushinteger(L, 0); /* numel's place */
+    tlb_box *box = tlb_newbox(L);
+    if (tl_rnn_dnn_layout(&o, input_size, dtype, device, &numel, &offsets) != TL_OK)
+        return tlb_fail(L);
+    box->tensor = offsets;
+    tlb_account(L, offsets);
+    lua_pushinteger(L, numel);
+    lua_replace(L, -3);
+    return 2;
+}
+
+/* _rnn_dnn_forward(x, hx, cx?, weight, mode, hidden, layers, bidirectional, training)
+   -> y, hy, cy (LSTM, else nil), reserve (training, else nil) */
+static int nn_rnn_dnn_forward(lua_State *L) {
+    const char *op = "_rnn_dnn_forward";
+    tl_tensor *x = tlb_check(L, 1, op), *hx = tlb_check(L, 2, op);
+    tl_tensor *cx = tlb_opt_tensor(L, 3, op, "cx"), *w = tlb_check(L, 4, op);
+    tl_rnn_dnn_options o = dnn_options(L, 5);
+    tlb_box *boxes[4];
+    tl_tensor *out[4] = {NULL, NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 4, &base);
+    tl_status status = tl_rnn_dnn(x, hx, cx, w, &o, &out[0], &out[1], &out[2], &out[3]);
+    return box_results(L, status, boxes, out, 4, base);
+}
+
+/* _rnn_dnn_backward(x, hx, cx?, weight, y, reserve, dy, dhy?, dcy?, mode, hidden, layers,
+   bidirectional, want_weight) -> dx, dhx, dcx (LSTM, else nil), dweight (wanted, else nil) */
+static int nn_rnn_dnn_backward(lua_State *L) {
+    const char *op = "_rnn_dnn_backward";
+    tl_tensor *x = tlb_check(L, 1, op), *hx = tlb_check(L, 2, op);
+    tl_tensor *cx = tlb_opt_tensor(L, 3, op, "cx"), *w = tlb_check(L, 4, op);
+    tl_tensor *y = tlb_check(L, 5, op), *reserve = tlb_check(L, 6, op), *dy = tlb_check(L, 7, op);
+    tl_tensor *dhy = tlb_opt_tensor(L, 8, op, "dhy"), *dcy = tlb_opt_tensor(L, 9, op, "dcy");
+    tl_rnn_dnn_options o = dnn_options(L, 10); /* want_weight in training's place */
+    const bool want_weight = o.training;
+    o.training = true;
+    tlb_box *boxes[4];
+    tl_tensor *out[4] = {NULL, NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 4, &base);
+    tl_status status = tl_rnn_dnn_backward(x, hx, cx, w, y, reserve, dy, dhy, dcy, &o, &out[0],
+                                           &out[1], &out[2], want_weight ? &out[3] : NULL);
+    return box_results(L, status, boxes, out, 4, base);
+}
+
 const luaL_Reg tlb_nn_functions[] = {
     {"conv2d", nn_conv2d},
     {"conv_transpose2d", nn_conv_transpose2d},
@@ -525,6 +598,9 @@ const luaL_Reg tlb_nn_functions[] = {
     {"_lstm_cell_backward", nn_lstm_cell_backward},
     {"_gru_cell_forward", nn_gru_cell_forward},
     {"_gru_cell_backward", nn_gru_cell_backward},
+    {"_rnn_dnn_layout", nn_rnn_dnn_layout},
+    {"_rnn_dnn_forward", nn_rnn_dnn_forward},
+    {"_rnn_dnn_backward", nn_rnn_dnn_backward},
     {"dropout", nn_dropout},
     {"_sgd_step", nn_sgd_step},
     {"_adam_step", nn_adam_step},

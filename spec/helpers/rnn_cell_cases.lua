@@ -138,6 +138,76 @@ M.sweep = {
   },
 }
 
+-- a one-layer LSTM over T steps and its gradients by backpropagation through time, in Lua loops
+-- (x [T][N][I], h0, c0 [N][H], w_ih [4H][I], w_hh [4H][H], b_ih, b_hh [4H], g [T][N][H] the
+-- output's gradient): y, h_T, c_T, dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh
+function M.lstm_sequence(x, h0, c0, w_ih, w_hh, b_ih, b_hh, g)
+  local T, N, I, H = #x, #x[1], #x[1][1], #h0[1]
+  local function gates(xt, h)
+    local out = matrix(N, 4 * H)
+    for r = 1, N do
+      for k = 1, 4 * H do
+        local v = b_ih[k] + b_hh[k]
+        for j = 1, I do v = v + xt[r][j] * w_ih[k][j] end
+        for j = 1, H do v = v + h[r][j] * w_hh[k][j] end
+        out[r][k] = v
+      end
+    end
+    return out
+  end
+  local hs, cs, gs, ys = { [0] = h0 }, { [0] = c0 }, {}, {}
+  for t = 1, T do
+    gs[t] = gates(x[t], hs[t - 1])
+    hs[t], cs[t] = M.lstm(gs[t], nil, cs[t - 1])
+    ys[t] = hs[t]
+  end
+  local dx, dw_ih, dw_hh, db = {}, matrix(4 * H, I), matrix(4 * H, H), {}
+  for k = 1, 4 * H do db[k] = 0.0 end
+  local dh, dc = matrix(N, H), matrix(N, H)
+  for t = T, 1, -1 do
+    local _, _, dg, dcp = M.lstm(gs[t], nil, cs[t - 1], g[t], dh, dc)
+    dx[t], dh, dc = matrix(N, I), matrix(N, H), dcp
+    for r = 1, N do
+      for k = 1, 4 * H do
+        local d = dg[r][k]
+        db[k] = db[k] + d
+        for j = 1, I do
+          dx[t][r][j] = dx[t][r][j] + d * w_ih[k][j]
+          dw_ih[k][j] = dw_ih[k][j] + d * x[t][r][j]
+        end
+        for j = 1, H do
+          dh[r][j] = dh[r][j] + d * w_hh[k][j]
+          dw_hh[k][j] = dw_hh[k][j] + d * hs[t - 1][r][j]
+        end
+      end
+    end
+  end
+  return ys, hs[T], cs[T], dx, dh, dc, dw_ih, dw_hh, db, db
+end
+
+-- nn.LSTM on cuDNN (nn.RNNBase.use_cudnn, CUDA only: the sweep's #cuda block runs it): the four
+-- kernels of family RNN_DNN through one forward and backward
+M.sweep.rnn_dnn = {
+  inputs = function(G)
+    return { G.normal(3, 2, 3), G.normal(1, 2, 2), G.normal(1, 2, 2), G.normal(8, 3), G.normal(8, 2), G.normal(8),
+      G.normal(8), G.normal(3, 2, 2) }
+  end,
+  run = function(x, h0, c0, w_ih, w_hh, b_ih, b_hh, g)
+    local m = tl.nn.LSTM(3, 2, { dtype = x.dtype, device = x.device })
+    m.use_cudnn = true
+    m:load_state_dict({ weight_ih_l0 = w_ih, weight_hh_l0 = w_hh, bias_ih_l0 = b_ih, bias_hh_l0 = b_hh })
+    x, h0, c0 = leaves(x, h0, c0)
+    local y, s = m(x, { h0, c0 })
+    local p = { m.weight_ih_l0, m.weight_hh_l0, m.bias_ih_l0, m.bias_hh_l0 }
+    local d = tl.autograd.grad({ y }, { x, h0, c0, p[1], p[2], p[3], p[4] }, { grad_outputs = { g } })
+    return { y:detach(), s[1][1]:detach(), s[2][1]:detach(), d[1], d[2][1], d[3][1], d[4], d[5], d[6], d[7] }
+  end,
+  reference = function(_, x, h0, c0, w_ih, w_hh, b_ih, b_hh, g)
+    return { M.lstm_sequence(x, h0[1], c0[1], w_ih, w_hh, b_ih, b_hh, g) }
+  end,
+  tolerance = { float16 = { 1e-2, 1e-2 }, float32 = { 1e-4, 1e-5 } },
+}
+
 local function input(...) return tl.randn(...):double():requires_grad_() end
 
 M.gradcheck = {

@@ -332,6 +332,35 @@ tl_status tl_gru_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tenso
                                          tl_tensor **grad_h_prev);
 tl_status tl_ag_gru_cell_pointwise(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_tensor **h);
 
+/* ---- rnn_dnn: nn.LSTM / GRU / RNN on cuDNN (CUDA only) ------------------------------------
+   mode: 0 LSTM, 1 GRU, 2 tanh, 3 relu (torch's gate orders: the weight space holds torch's
+   w_ih, w_hh, b_ih, b_hh of each layer and direction at the layout's offsets); training keeps
+   the reserve the backward reads. float32, float64 and float16. */
+typedef struct tl_rnn_dnn_options {
+    int mode;
+    int64_t hidden_size, num_layers;
+    bool bidirectional, training;
+} tl_rnn_dnn_options;
+/* The weight space of the problem: *numel its elements, offsets (int64 [num_layers * dirs,
+   2 * gates, 2] on the CPU) the element offset of each of cuDNN's matrices and biases (the
+   input's gates in order, then the hidden state's; -1 for none). */
+tl_status tl_rnn_dnn_layout(const tl_rnn_dnn_options *o, int64_t input_size, tl_dtype dtype,
+                            tl_device device, int64_t *numel, tl_tensor **offsets);
+/* x [T, N, I], hx [L * dirs, N, H], cx (the LSTM's; else ignored), weight (1-dim, the
+   layout's numel), all of x's dtype and device -> y [T, N, dirs * H], hy, cy (LSTM; may be
+   NULL), reserve (training; may be NULL). */
+tl_status tl_rnn_dnn(const tl_tensor *x, const tl_tensor *hx, const tl_tensor *cx,
+                     const tl_tensor *weight, const tl_rnn_dnn_options *o, tl_tensor **y,
+                     tl_tensor **hy, tl_tensor **cy, tl_tensor **reserve);
+/* The gradients of x, hx, cx (may be NULL) and, when dweight is not NULL, of the weight space,
+   from dy and dhy, dcy (either NULL: zero), after a training forward of these x, hx, cx, weight,
+   y and reserve; cuDNN changes the reserve: one backward per forward. */
+tl_status tl_rnn_dnn_backward(const tl_tensor *x, const tl_tensor *hx, const tl_tensor *cx,
+                              const tl_tensor *weight, const tl_tensor *y, const tl_tensor *reserve,
+                              const tl_tensor *dy, const tl_tensor *dhy, const tl_tensor *dcy,
+                              const tl_rnn_dnn_options *o, tl_tensor **dx, tl_tensor **dhx,
+                              tl_tensor **dcx, tl_tensor **dweight);
+
 /* ---- dropout -------------------------------------------------------------------------------
    x (floating, any strides), p in [0, 1] -> out = x * keep / (1 - p), x's shape and dtype,
    contiguous, in one kernel: element e (x's row-major index) is kept when the float32 uniform
