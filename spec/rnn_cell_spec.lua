@@ -73,8 +73,8 @@ describe("lstm_cell_pointwise", function()
         if w[i] ~= w[i] then
           assert.is_true(g[i] ~= g[i], what .. " NaN at " .. i)
         else
-          assert.is_true(math.abs(w[i] - g[i]) <= tol * (1 + math.abs(w[i])), what .. " at " .. i .. ": " .. w[i] .. " vs "
-            .. g[i])
+          local close = math.abs(w[i] - g[i]) <= tol * (1 + math.abs(w[i]))
+          assert.is_true(close, what .. " at " .. i .. ": " .. w[i] .. " vs " .. g[i])
         end
       end
     end
