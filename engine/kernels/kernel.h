@@ -283,9 +283,9 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
    tensors as tl_tensors_kernel's (out[], in[]), every tensor contiguous. mode: 0 LSTM, 1 GRU,
    2 tanh, 3 relu (torch's gate orders); steps and batch: T and N of x [T, N, input_size] (0 for
    the layout). rnn_dnn_layout: out[0] int64 [2] on the CPU (the weight space's elements, the
-   reserve's bytes for steps x batch in training), out[1] int64 [layers * dirs, 2 * gates, 2] on
-   the CPU: each matrix's and bias's element offset in the weight space (cuDNN's linear layers
-   in order: the input's gates, then the hidden state's). rnn_dnn: out y [T, N, dirs * H], hy,
+   reserve's bytes for steps x batch in training), out[1] (NULL: the sizes alone) int64
+   [layers * dirs, 2 * gates, 2] on the CPU: each matrix's and bias's element offset in the
+   weight space (cuDNN's linear layers in order: the input's gates, then the hidden state's). rnn_dnn: out y [T, N, dirs * H], hy,
    cy [layers * dirs, N, H] (cy NULL but for the LSTM), reserve (training; bytes of the
    layout's size, NULL otherwise); in x, hx, cx (LSTM), weight space, seq_lengths (int32 [N] on
    the device, all T). rnn_dnn_backward_data: out dx, dhx, dcx; in y, dy, dhy, dcy (LSTM), hx,

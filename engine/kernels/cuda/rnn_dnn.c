@@ -149,21 +149,22 @@ static size_t bytes_of(const tl_tensor *t) {
     return (size_t)tl_numel(t) * tl_dtype_size(t->dtype);
 }
 
-/* out[0] int64 [2]: the weight space's elements, the reserve's bytes; out[1] int64
-   [layers * dirs, 2 * gates, 2]: offsets (elements; -1 for none) of each matrix and bias. in[0]:
+/* out[0] int64 [2]: the weight space's elements, the reserve's bytes; out[1] (NULL: the sizes
+   alone) int64 [layers * dirs, 2 * gates, 2]: offsets (elements; -1 for none) of each matrix and
+   bias. in[0]:
    any tensor of the dtype on the device. */
 static tl_status rnn_layout(tl_tensor *const *out, const tl_tensor *const *in,
                             const tl_rnn_dnn_config *c) {
     call k;
     tl_status status = begin(&k, in[0], c, true);
     const size_t esize = tl_dtype_size(in[0]->dtype);
-    int64_t *sizes = tl_data(out[0]), *offsets = tl_data(out[1]);
+    int64_t *sizes = tl_data(out[0]), *offsets = out[1] ? tl_data(out[1]) : NULL;
     void *base = NULL;
     cudnnTensorDescriptor_t m = NULL, b = NULL;
-    if (status == TL_OK) {
+    if (status == TL_OK)
         sizes[0] = (int64_t)(k.weight_bytes / esize), sizes[1] = (int64_t)k.reserve_bytes;
-        status = tl_cuda_malloc(k.device, k.weight_bytes ? k.weight_bytes : 1, OP_NAME, &base);
-    }
+    if (status != TL_OK || !out[1]) return end(&k, status); /* the sizes alone */
+    status = tl_cuda_malloc(k.device, k.weight_bytes ? k.weight_bytes : 1, OP_NAME, &base);
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     if (status == TL_OK) s = cudnnCreateTensorDescriptor(&m);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateTensorDescriptor(&b);

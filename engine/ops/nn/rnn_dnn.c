@@ -94,11 +94,9 @@ tl_status tl_rnn_dnn_layout(const tl_rnn_dnn_options *o, int64_t input_size, tl_
 
 /* the reserve's bytes for x's sequence (a layout run with its steps and batch) */
 static tl_status reserve_bytes(const tl_rnn_dnn_config *c, const tl_tensor *x, int64_t *bytes) {
-    tl_tensor *out[2] = {NULL, NULL};
+    tl_tensor *out[2] = {NULL, NULL}; /* no offsets: the sizes alone */
     const int64_t two = 2;
-    const int64_t shape[3] = {c->layers * (c->bidirectional ? 2 : 1), 2 * gates_of(c->mode), 2};
     tl_status status = tl_empty(&two, 1, TL_I64, TL_CPU, &out[0]);
-    if (status == TL_OK) status = tl_empty(shape, 3, TL_I64, TL_CPU, &out[1]);
     const tl_tensor *in[1] = {x};
     if (status == TL_OK) status = run(TL_OP_rnn_dnn_layout, out, 2, in, 1, x, c);
     if (status == TL_OK) *bytes = ((const int64_t *)tl_data(out[0]))[1];
