@@ -285,13 +285,13 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
    the layout). rnn_dnn_layout: out[0] int64 [2] on the CPU (the weight space's elements, the
    reserve's bytes for steps x batch in training), out[1] (NULL: the sizes alone) int64
    [layers * dirs, 2 * gates, 2] on the CPU: each matrix's and bias's element offset in the
-   weight space (cuDNN's linear layers in order: the input's gates, then the hidden state's). rnn_dnn: out y [T, N, dirs * H], hy,
-   cy [layers * dirs, N, H] (cy NULL but for the LSTM), reserve (training; bytes of the
-   layout's size, NULL otherwise); in x, hx, cx (LSTM), weight space, seq_lengths (int32 [N] on
-   the device, all T). rnn_dnn_backward_data: out dx, dhx, dcx; in y, dy, dhy, dcy (LSTM), hx,
-   cx, weight space, reserve, seq_lengths. rnn_dnn_backward_weight (after the data pass, which
-   changes the reserve): out dweight (the weight space's shape, "="); in x, hx, y, weight space,
-   reserve, seq_lengths. */
+   weight space (cuDNN's linear layers in order: the input's gates, then the hidden state's).
+   rnn_dnn: out y [T, N, dirs * H], hy, cy [layers * dirs, N, H] (cy NULL but for the LSTM), reserve
+   (training; bytes of the layout's size, NULL otherwise); in x, hx, cx (LSTM), weight space,
+   seq_lengths (int32 [N] on the device, all T). rnn_dnn_backward_data: out dx, dhx, dcx; in y, dy,
+   dhy, dcy (LSTM), hx, cx, weight space, reserve, seq_lengths. rnn_dnn_backward_weight (after the
+   data pass, which changes the reserve): out dweight (the weight space's shape, "="); in x, hx, y,
+   weight space, reserve, seq_lengths. */
 typedef struct tl_rnn_dnn_config {
     int mode;
     int64_t input_size, hidden_size, layers, steps, batch;
