@@ -1,4 +1,5 @@
-/* nn op bindings: conv2d, embedding, cross_entropy, layer_norm, batch_norm, dropout, the fused
+/* nn op bindings: conv2d, embedding, cross_entropy, layer_norm, batch_norm, the fused LSTM / GRU
+   cell pointwise ops (and their raw forms tl._lstm_cell_forward, ...), dropout, the fused
    optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi), the fused gradient clip
    (tl._clip_grad_norm_multi) and the row gather of the
    DataLoader (tl._gather_rows).
@@ -405,6 +406,185 @@ static int nn_gather_rows(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* ---- the fused LSTM / GRU cell pointwise ops --------------------------------------------------
+ */
+/* n boxes pushed for results (the first at stack index *base) */
+static void new_boxes(lua_State *L, tlb_box **boxes, int n, int *base) {
+    *base = lua_gettop(L) + 1;
+    for (int i = 0; i < n; i++) boxes[i] = tlb_newbox(L);
+}
+/* Fills the boxes with out (a NULL result becomes nil), or raises the engine's error. */
+static int box_results(lua_State *L, tl_status status, tlb_box **boxes, tl_tensor **out, int n,
+                       int base) {
+    if (status != TL_OK) return tlb_fail(L);
+    for (int i = 0; i < n; i++) {
+        if (out[i]) {
+            boxes[i]->tensor = out[i];
+            tlb_account(L, out[i]);
+        } else {
+            lua_pushnil(L);
+            lua_replace(L, base + i);
+        }
+    }
+    return n;
+}
+
+/* lstm_cell_pointwise(gates, c_prev) or (gates, gates2, c_prev) -> h, c: recorded */
+static int nn_lstm_cell_pointwise(lua_State *L) {
+    const char *op = "lstm_cell_pointwise";
+    const bool two = !lua_isnoneornil(L, 3);
+    tl_tensor *gates = tlb_check(L, 1, op);
+    tl_tensor *gates2 = two ? tlb_check(L, 2, op) : NULL;
+    tl_tensor *c_prev = tlb_check(L, two ? 3 : 2, op);
+    tlb_box *boxes[2];
+    tl_tensor *out[2] = {NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 2, &base);
+    tl_status status = tl_ag_lstm_cell_pointwise(gates, gates2, c_prev, &out[0], &out[1]);
+    return box_results(L, status, boxes, out, 2, base);
+}
+
+/* gru_cell_pointwise(gi, gh, h_prev) -> h: recorded */
+static int nn_gru_cell_pointwise(lua_State *L) {
+    const char *op = "gru_cell_pointwise";
+    tl_tensor *gi = tlb_check(L, 1, op), *gh = tlb_check(L, 2, op), *h_prev = tlb_check(L, 3, op);
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_gru_cell_pointwise(gi, gh, h_prev, &out);
+    return tlb_result(L, box, status, out);
+}
+
+/* _lstm_cell_forward(gates, gates2?, c_prev) -> h, c, workspace: not recorded (the fused
+   sequence runs of nn.LSTM) */
+static int nn_lstm_cell_forward(lua_State *L) {
+    const char *op = "_lstm_cell_forward";
+    tl_tensor *gates = tlb_check(L, 1, op), *gates2 = tlb_opt_tensor(L, 2, op, "gates2");
+    tl_tensor *c_prev = tlb_check(L, 3, op);
+    tlb_box *boxes[3];
+    tl_tensor *out[3] = {NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 3, &base);
+    tl_status status = tl_lstm_cell_pointwise(gates, gates2, c_prev, &out[0], &out[1], &out[2]);
+    return box_results(L, status, boxes, out, 3, base);
+}
+
+/* _lstm_cell_backward(grad_h?, grad_h2?, grad_c?, workspace, c_prev, c, want_c_prev)
+   -> grad_gates, grad_c_prev (nil unless wanted): not recorded */
+static int nn_lstm_cell_backward(lua_State *L) {
+    const char *op = "_lstm_cell_backward";
+    tl_tensor *gh = tlb_opt_tensor(L, 1, op, "grad_h"), *gh2 = tlb_opt_tensor(L, 2, op, "grad_h2");
+    tl_tensor *gc = tlb_opt_tensor(L, 3, op, "grad_c"), *ws = tlb_check(L, 4, op);
+    tl_tensor *c_prev = tlb_check(L, 5, op), *c = tlb_check(L, 6, op);
+    const bool want = lua_toboolean(L, 7);
+    tlb_box *boxes[2];
+    tl_tensor *out[2] = {NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 2, &base);
+    tl_status status =
+        tl_lstm_cell_pointwise_backward(gh, gh2, gc, ws, c_prev, c, &out[0], want ? &out[1] : NULL);
+    return box_results(L, status, boxes, out, 2, base);
+}
+
+/* _gru_cell_forward(gi, gh, h_prev) -> h, workspace: not recorded */
+static int nn_gru_cell_forward(lua_State *L) {
+    const char *op = "_gru_cell_forward";
+    tl_tensor *gi = tlb_check(L, 1, op), *gh = tlb_check(L, 2, op), *h_prev = tlb_check(L, 3, op);
+    tlb_box *boxes[2];
+    tl_tensor *out[2] = {NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 2, &base);
+    tl_status status = tl_gru_cell_pointwise(gi, gh, h_prev, &out[0], &out[1]);
+    return box_results(L, status, boxes, out, 2, base);
+}
+
+/* _gru_cell_backward(grad_h, grad_h2?, workspace, h_prev) -> grad_gi, grad_gh, grad_h_prev (its
+   direct part): not recorded */
+static int nn_gru_cell_backward(lua_State *L) {
+    const char *op = "_gru_cell_backward";
+    tl_tensor *gh = tlb_check(L, 1, op), *gh2 = tlb_opt_tensor(L, 2, op, "grad_h2");
+    tl_tensor *ws = tlb_check(L, 3, op), *h_prev = tlb_check(L, 4, op);
+    tlb_box *boxes[3];
+    tl_tensor *out[3] = {NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 3, &base);
+    tl_status status =
+        tl_gru_cell_pointwise_backward(gh, gh2, ws, h_prev, &out[0], &out[1], &out[2]);
+    return box_results(L, status, boxes, out, 3, base);
+}
+
+/* ---- nn.LSTM / GRU / RNN on cuDNN (CUDA only; nn/recurrent_dnn.lua's autograd.Function) ---- */
+/* the options at idx..idx+4: mode, hidden_size, num_layers, bidirectional, training */
+static tl_rnn_dnn_options dnn_options(lua_State *L, int idx) {
+    tl_rnn_dnn_options o;
+    o.mode = (int)luaL_checkinteger(L, idx);
+    o.hidden_size = luaL_checkinteger(L, idx + 1);
+    o.num_layers = luaL_checkinteger(L, idx + 2);
+    o.bidirectional = lua_toboolean(L, idx + 3);
+    o.training = lua_toboolean(L, idx + 4);
+    return o;
+}
+
+/* _rnn_dnn_layout(mode, hidden, layers, bidirectional, input_size, dtype, device) -> the weight
+   space's elements, offsets (int64 [layers * dirs, 2 * gates, 2], 0-based elements, -1: none) */
+static int nn_rnn_dnn_layout(lua_State *L) {
+    const char *op = "_rnn_dnn_layout";
+    tl_rnn_dnn_options o;
+    o.mode = (int)luaL_checkinteger(L, 1);
+    o.hidden_size = luaL_checkinteger(L, 2);
+    o.num_layers = luaL_checkinteger(L, 3);
+    o.bidirectional = lua_toboolean(L, 4);
+    o.training = false;
+    const int64_t input_size = luaL_checkinteger(L, 5);
+    const tl_dtype dtype = tlb_check_dtype(L, 6, op);
+    const tl_device device = tlb_check_device(L, 7, op);
+    int64_t numel = 0;
+    tl_tensor *offsets = NULL;
+    lua_pushinteger(L, 0); /* numel's place */
+    tlb_box *box = tlb_newbox(L);
+    if (tl_rnn_dnn_layout(&o, input_size, dtype, device, &numel, &offsets) != TL_OK)
+        return tlb_fail(L);
+    box->tensor = offsets;
+    tlb_account(L, offsets);
+    lua_pushinteger(L, numel);
+    lua_replace(L, -3);
+    return 2;
+}
+
+/* _rnn_dnn_forward(x, hx, cx?, weight, mode, hidden, layers, bidirectional, training)
+   -> y, hy, cy (LSTM, else nil), reserve (training, else nil) */
+static int nn_rnn_dnn_forward(lua_State *L) {
+    const char *op = "_rnn_dnn_forward";
+    tl_tensor *x = tlb_check(L, 1, op), *hx = tlb_check(L, 2, op);
+    tl_tensor *cx = tlb_opt_tensor(L, 3, op, "cx"), *w = tlb_check(L, 4, op);
+    tl_rnn_dnn_options o = dnn_options(L, 5);
+    tlb_box *boxes[4];
+    tl_tensor *out[4] = {NULL, NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 4, &base);
+    tl_status status = tl_rnn_dnn(x, hx, cx, w, &o, &out[0], &out[1], &out[2], &out[3]);
+    return box_results(L, status, boxes, out, 4, base);
+}
+
+/* _rnn_dnn_backward(x, hx, cx?, weight, y, reserve, dy, dhy?, dcy?, mode, hidden, layers,
+   bidirectional, want_weight) -> dx, dhx, dcx (LSTM, else nil), dweight (wanted, else nil) */
+static int nn_rnn_dnn_backward(lua_State *L) {
+    const char *op = "_rnn_dnn_backward";
+    tl_tensor *x = tlb_check(L, 1, op), *hx = tlb_check(L, 2, op);
+    tl_tensor *cx = tlb_opt_tensor(L, 3, op, "cx"), *w = tlb_check(L, 4, op);
+    tl_tensor *y = tlb_check(L, 5, op), *reserve = tlb_check(L, 6, op), *dy = tlb_check(L, 7, op);
+    tl_tensor *dhy = tlb_opt_tensor(L, 8, op, "dhy"), *dcy = tlb_opt_tensor(L, 9, op, "dcy");
+    tl_rnn_dnn_options o = dnn_options(L, 10); /* want_weight in training's place */
+    const bool want_weight = o.training;
+    o.training = true;
+    tlb_box *boxes[4];
+    tl_tensor *out[4] = {NULL, NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 4, &base);
+    tl_status status = tl_rnn_dnn_backward(x, hx, cx, w, y, reserve, dy, dhy, dcy, &o, &out[0],
+                                           &out[1], &out[2], want_weight ? &out[3] : NULL);
+    return box_results(L, status, boxes, out, 4, base);
+}
+
 const luaL_Reg tlb_nn_functions[] = {
     {"conv2d", nn_conv2d},
     {"conv_transpose2d", nn_conv_transpose2d},
@@ -412,6 +592,15 @@ const luaL_Reg tlb_nn_functions[] = {
     {"cross_entropy", nn_cross_entropy},
     {"layer_norm", nn_layer_norm},
     {"batch_norm", nn_batch_norm},
+    {"lstm_cell_pointwise", nn_lstm_cell_pointwise},
+    {"gru_cell_pointwise", nn_gru_cell_pointwise},
+    {"_lstm_cell_forward", nn_lstm_cell_forward},
+    {"_lstm_cell_backward", nn_lstm_cell_backward},
+    {"_gru_cell_forward", nn_gru_cell_forward},
+    {"_gru_cell_backward", nn_gru_cell_backward},
+    {"_rnn_dnn_layout", nn_rnn_dnn_layout},
+    {"_rnn_dnn_forward", nn_rnn_dnn_forward},
+    {"_rnn_dnn_backward", nn_rnn_dnn_backward},
     {"dropout", nn_dropout},
     {"_sgd_step", nn_sgd_step},
     {"_adam_step", nn_adam_step},

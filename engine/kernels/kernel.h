@@ -279,6 +279,27 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
                                                   const tl_tensor *out, const tl_tensor *lse,
                                                   const tl_attention_args *args);
 
+/* A multi-layer RNN on cuDNN (CUDA only; ops/nn/rnn_dnn.c): the problem, and kernels over
+   tensors as tl_tensors_kernel's (out[], in[]), every tensor contiguous. mode: 0 LSTM, 1 GRU,
+   2 tanh, 3 relu (torch's gate orders); steps and batch: T and N of x [T, N, input_size] (0 for
+   the layout). rnn_dnn_layout: out[0] int64 [2] on the CPU (the weight space's elements, the
+   reserve's bytes for steps x batch in training), out[1] (NULL: the sizes alone) int64
+   [layers * dirs, 2 * gates, 2] on the CPU: each matrix's and bias's element offset in the
+   weight space (cuDNN's linear layers in order: the input's gates, then the hidden state's).
+   rnn_dnn: out y [T, N, dirs * H], hy, cy [layers * dirs, N, H] (cy NULL but for the LSTM), reserve
+   (training; bytes of the layout's size, NULL otherwise); in x, hx, cx (LSTM), weight space,
+   seq_lengths (int32 [N] on the device, all T). rnn_dnn_backward_data: out dx, dhx, dcx; in y, dy,
+   dhy, dcy (LSTM), hx, cx, weight space, reserve, seq_lengths. rnn_dnn_backward_weight (after the
+   data pass, which changes the reserve): out dweight (the weight space's shape, "="); in x, hx, y,
+   weight space, reserve, seq_lengths. */
+typedef struct tl_rnn_dnn_config {
+    int mode;
+    int64_t input_size, hidden_size, layers, steps, batch;
+    bool bidirectional, training;
+} tl_rnn_dnn_config;
+typedef tl_status (*tl_rnn_dnn_kernel)(tl_tensor *const *out, const tl_tensor *const *in,
+                                       const tl_rnn_dnn_config *config);
+
 /* The kernel signatures: SIGNATURE(member, type) gives tl_kernel_entry's union member `member`
    of that type, TL_SIG_<member> and its name. A new signature is its typedef above and a row
    here; the FAMILY rows of ops.def name the signature of each family. */
@@ -318,7 +339,8 @@ typedef tl_status (*tl_attention_backward_kernel)(tl_tensor *grad_q, tl_tensor *
     SIGNATURE(clip_norm_multi, tl_clip_norm_multi_kernel)                                          \
     SIGNATURE(block_sparse, tl_block_sparse_kernel)                                                \
     SIGNATURE(attention, tl_attention_kernel)                                                      \
-    SIGNATURE(attention_backward, tl_attention_backward_kernel)
+    SIGNATURE(attention_backward, tl_attention_backward_kernel)                                    \
+    SIGNATURE(rnn_dnn, tl_rnn_dnn_kernel)
 
 /* Which member of tl_kernel_entry's union a kernel fills: its signature. Each op family has one
    (tl_family_signature); the registry rejects an entry whose signature is not its op's. */

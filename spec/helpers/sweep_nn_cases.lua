@@ -594,6 +594,7 @@ local case_of_op = {
   cross_entropy_backward = "cross_entropy", layer_norm_backward_input = "layer_norm",
   layer_norm_backward_weight = "layer_norm", batch_norm_backward_reduce = "batch_norm",
   batch_norm_backward_input = "batch_norm", sgd_step = "optim", adam_step = "optim",
+  rnn_dnn_layout = "rnn_dnn", rnn_dnn_backward_data = "rnn_dnn", rnn_dnn_backward_weight = "rnn_dnn",
 }
 
 return { cases = cases, case_of_op = case_of_op, batch_norm_case = batch_norm_case }

@@ -286,6 +286,68 @@ tl_status tl_batch_norm_backward_input(const tl_tensor *grad, const tl_tensor *i
 tl_status tl_ag_batch_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
                            tl_tensor *running_mean, tl_tensor *running_var, bool training,
                            double momentum, double eps, tl_tensor **out);
+/* ---- lstm_cell_pointwise, gru_cell_pointwise -----------------------------------------------
+   The pointwise part of one LSTM step, fused: gates [..., 4H] (x W_ih^T + b_ih + h W_hh^T + b_hh;
+   gates2, when not NULL, of gates' shape, is added to it: the two projections apart), c_prev
+   [..., H] (the leading dims of gates), all of one floating dtype and device (16-bit dtypes
+   compute in float32) -> h, c [..., H] with torch's gate order i, f, g, o:
+   c = sigmoid(f) c_prev + sigmoid(i) tanh(g), h = sigmoid(o) tanh(c). workspace (may be NULL):
+   the activated gates [..., 4H], what the backward reads. */
+tl_status tl_lstm_cell_pointwise(const tl_tensor *gates, const tl_tensor *gates2,
+                                 const tl_tensor *c_prev, tl_tensor **h, tl_tensor **c,
+                                 tl_tensor **workspace);
+/* grad_gates [..., 4H] (the gradient of gates, and of gates2) and grad_c_prev (may be NULL: not
+   computed) from the gradients of h (grad_h + grad_h2) and of c, each of them NULL for zero,
+   with the forward's workspace, c_prev and c. */
+tl_status tl_lstm_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tensor *grad_h2,
+                                          const tl_tensor *grad_c, const tl_tensor *workspace,
+                                          const tl_tensor *c_prev, const tl_tensor *c,
+                                          tl_tensor **grad_gates, tl_tensor **grad_c_prev);
+tl_status tl_ag_lstm_cell_pointwise(tl_tensor *gates, tl_tensor *gates2, tl_tensor *c_prev,
+                                    tl_tensor **h, tl_tensor **c);
+/* The pointwise part of one GRU step, fused: gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh
+   [..., 3H], h_prev [..., H] -> h [..., H] with torch's gates r, z, n: r = sigmoid(gi_r + gh_r),
+   z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r gh_n), h = (1 - z) n + z h_prev. workspace (may be
+   NULL): r, z, n and gh_n [..., 4H], what the backward reads. */
+tl_status tl_gru_cell_pointwise(const tl_tensor *gi, const tl_tensor *gh, const tl_tensor *h_prev,
+                                tl_tensor **h, tl_tensor **workspace);
+/* The gradients of gi, gh [..., 3H] and h_prev (its direct part, z grad; each output NULL: not
+   computed) from the gradient of h (grad_h + grad_h2, grad_h2 may be NULL), the workspace and
+   h_prev. */
+tl_status tl_gru_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tensor *grad_h2,
+                                         const tl_tensor *workspace, const tl_tensor *h_prev,
+                                         tl_tensor **grad_gi, tl_tensor **grad_gh,
+                                         tl_tensor **grad_h_prev);
+tl_status tl_ag_gru_cell_pointwise(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_tensor **h);
+
+/* ---- rnn_dnn: nn.LSTM / GRU / RNN on cuDNN (CUDA only) ------------------------------------
+   mode: 0 LSTM, 1 GRU, 2 tanh, 3 relu (torch's gate orders: the weight space holds torch's
+   w_ih, w_hh, b_ih, b_hh of each layer and direction at the layout's offsets); training keeps
+   the reserve the backward reads. float32, float64 and float16. */
+typedef struct tl_rnn_dnn_options {
+    int mode;
+    int64_t hidden_size, num_layers;
+    bool bidirectional, training;
+} tl_rnn_dnn_options;
+/* The weight space of the problem: *numel its elements, offsets (int64 [num_layers * dirs,
+   2 * gates, 2] on the CPU) the element offset of each of cuDNN's matrices and biases (the
+   input's gates in order, then the hidden state's; -1 for none). */
+tl_status tl_rnn_dnn_layout(const tl_rnn_dnn_options *o, int64_t input_size, tl_dtype dtype,
+                            tl_device device, int64_t *numel, tl_tensor **offsets);
+/* x [T, N, I], hx [L * dirs, N, H], cx (the LSTM's; else ignored), weight (1-dim, the
+   layout's numel), all of x's dtype and device -> y [T, N, dirs * H], hy, cy (LSTM; may be
+   NULL), reserve (training; may be NULL). */
+tl_status tl_rnn_dnn(const tl_tensor *x, const tl_tensor *hx, const tl_tensor *cx,
+                     const tl_tensor *weight, const tl_rnn_dnn_options *o, tl_tensor **y,
+                     tl_tensor **hy, tl_tensor **cy, tl_tensor **reserve);
+/* The gradients of x, hx, cx (may be NULL) and, when dweight is not NULL, of the weight space,
+   from dy and dhy, dcy (either NULL: zero), after a training forward of these x, hx, cx, weight,
+   y and reserve; cuDNN changes the reserve: one backward per forward. */
+tl_status tl_rnn_dnn_backward(const tl_tensor *x, const tl_tensor *hx, const tl_tensor *cx,
+                              const tl_tensor *weight, const tl_tensor *y, const tl_tensor *reserve,
+                              const tl_tensor *dy, const tl_tensor *dhy, const tl_tensor *dcy,
+                              const tl_rnn_dnn_options *o, tl_tensor **dx, tl_tensor **dhx,
+                              tl_tensor **dcx, tl_tensor **dweight);
 
 /* ---- dropout -------------------------------------------------------------------------------
    x (floating, any strides), p in [0, 1] -> out = x * keep / (1 - p), x's shape and dtype,

@@ -1,5 +1,6 @@
 -- Statement makers of the API fuzzer for nn ops and modules: conv2d, pooling, interpolate, embedding, cross_entropy,
--- layer_norm, batch_norm, losses, scaled_dot_product_attention, and tl.nn modules (forward, to, state_dict round trips).
+-- layer_norm, batch_norm, the fused LSTM / GRU cells, losses, scaled_dot_product_attention, and tl.nn modules
+-- (forward, to, state_dict round trips).
 local Gen = require("gen")
 local literal = Gen.literal
 
@@ -157,6 +158,32 @@ local ops = {
     if g:chance(0.2) then parts[#parts + 1] = "eps = " .. literal(g:pick { 1e-5, 0.0, -1.0, 0 / 0, math.huge }) end
     if g:chance(0.03) then parts[#parts + 1] = "trainig = true" end
     return fmt("%s = tl.batch_norm(%s, %s, %s, {%s})", g:target(), x, rm, rv, table.concat(parts, ", "))
+  end,
+  -- the fused cell ops: state [lead..., H], gates [lead..., 4H] (3H for the GRU), mostly matching, sometimes a
+  -- wrong width, leading dim or dtype, or a pool tensor as the state
+  lstm_cell_pointwise = function(g)
+    local a = g:chance(0.3) and g:tensor(function(i) return i.ndim >= 1 and i.floating end)
+    local shape = a and a.shape or g:shape()
+    if #shape == 0 then shape = { g:int(0, 4) } end
+    local dtype = a and a.dtype or g:float_dtype()
+    local gates = { table.unpack(shape) }
+    gates[#gates] = gates[#gates] * 4 + (g:chance(0.9) and 0 or g:pick { 1, -1 })
+    if g:chance(0.05) and #gates > 1 then gates[1] = gates[1] + 1 end
+    local c = a and a.ref or g:fresh(shape, g:chance(0.95) and dtype or g:float_dtype(), g:chance(0.5))
+    local g1 = g:fresh(gates, dtype, g:chance(0.5))
+    local g2 = g:chance(0.5) and (g:fresh(gates, dtype, g:chance(0.5)) .. ", ") or ""
+    local call = fmt("tl.lstm_cell_pointwise(%s, %s%s)", g1, g2, c)
+    return fmt(g:chance(0.5) and "%s = (%s)" or "%s = select(2, %s)", g:target(), call)
+  end,
+  gru_cell_pointwise = function(g)
+    local shape = g:shape()
+    if #shape == 0 then shape = { g:int(0, 4) } end
+    local dtype = g:float_dtype()
+    local gates = { table.unpack(shape) }
+    gates[#gates] = gates[#gates] * 3 + (g:chance(0.9) and 0 or g:pick { 1, -1 })
+    local h = g:fresh(shape, g:chance(0.95) and dtype or g:float_dtype(), g:chance(0.5))
+    return fmt("%s = tl.gru_cell_pointwise(%s, %s, %s)", g:target(), g:fresh(gates, dtype, g:chance(0.5)),
+      g:fresh(gates, dtype, g:chance(0.5)), h)
   end,
   mse_loss = function(g)
     local a = g:tensor(function(i) return i.floating end)

@@ -166,9 +166,22 @@ local function initial(self, hx, batch, what, size, w)
   return hx
 end
 
+--- RNNBase.use_cudnn (false): on CUDA, run a whole LSTM / GRU / RNN (no projection, no dropout
+-- between layers in training) as one cuDNN call each way (nn/recurrent_dnn.lua) when
+-- tl.cuda.cudnn_enabled(); set it on the class or on one module. Off by default until its
+-- #cuda specs have run on a GPU; the fused-cell runs serve otherwise.
+RNNBase.use_cudnn = false
+
 -- the run over every layer and direction of x [T, N, I]: out [T, N, D * Hout], the final hs
 -- and cs ([D * L, N, *])
 function RNNBase:_run(x, h0, c0)
+  if self.use_cudnn and x.device ~= "cpu" then
+    local dnn = require("tlua.nn.recurrent_dnn")
+    if dnn.usable(self, x) then
+      local out, hn, cn = dnn.run(self, x, h0, c0)
+      if out then return out, hn, cn end
+    end
+  end
   local dirs = self.bidirectional and 2 or 1
   local hs, cs = {}, {}
   for layer = 0, self.num_layers - 1 do

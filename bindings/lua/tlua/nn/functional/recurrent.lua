@@ -1,30 +1,14 @@
--- tl.nn.functional's recurrent forms (merged into tl.nn.functional by functional.lua): the LSTM, GRU and RNN cells and the runs of one layer's direction over a sequence, composed of tensor ops (autograd through them).
+-- tl.nn.functional's recurrent forms (merged into tl.nn.functional by functional.lua): the LSTM, GRU and RNN cells and the runs of one layer's direction over a sequence, on the fused cell ops tl.lstm_cell_pointwise / tl.gru_cell_pointwise.
 --
 -- Weights in PyTorch's layout and gate order: LSTM w_ih [4H, I] (gates i, f, g, o), GRU [3H, I]
 -- (r, z, n; the n gate takes r * (W_hn h + b_hn)), RNN [H, I]. A sequence run projects the
--- input of every timestep with one matmul (x W_ih^T + b), then loops over time with h W_hh^T.
+-- input of every timestep with one matmul (x W_ih^T + b), then loops over time with one GEMM
+-- h W_hh^T and one fused cell kernel a step. The LSTM (without projection) and GRU runs are one
+-- autograd node each (a tl.autograd.Function): backward walks the steps back with one fused
+-- kernel and one GEMM a step, then takes W_hh's gradient in one GEMM over every step, as cuDNN.
 local tl = require("tlua")
 
 local part = {}
-
--- the gates g [..., 4H] of an LSTM step with the cell state c: the new h (projected by w_hr when
--- given) and c
-local function lstm_gates(g, c, w_hr)
-  local i, f, cand, o = table.unpack(g:chunk(4, -1))
-  c = f:sigmoid() * c + i:sigmoid() * cand:tanh()
-  local h = o:sigmoid() * c:tanh()
-  if w_hr then h = tl.linear(h, w_hr) end
-  return h, c
-end
-
--- the new h of a GRU step from gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh ([..., 3H])
-local function gru_gates(gi, gh, h)
-  local size = gi:size(-1) // 3
-  local rz = (gi:narrow(-1, 1, 2 * size) + gh:narrow(-1, 1, 2 * size)):sigmoid()
-  local r, z = table.unpack(rz:chunk(2, -1))
-  local n = (gi:narrow(-1, 2 * size + 1, size) + r * gh:narrow(-1, 2 * size + 1, size)):tanh()
-  return n + z * (h - n)
-end
 
 -- b_ih + b_hh (both or neither given)
 local function summed(b_ih, b_hh)
@@ -34,17 +18,131 @@ end
 
 local ACTIVATIONS = { tanh = tl.tanh, relu = tl.relu }
 
+-- the timesteps 1..T in the order a direction walks them
+local function steps(T, reverse)
+  if reverse then return T, 1, -1 end
+  return 1, T, 1
+end
+
+local function as(t, dtype)
+  if t == nil or t.dtype == dtype then return t end
+  return t:to(dtype)
+end
+
+-- the states before each step, in time order, [T, N, H]: h0 then out's steps but the last one
+-- the walk reaches
+local function previous_states(out, h0, reverse)
+  local T = out:size(1)
+  local first = h0:unsqueeze(1)
+  if T == 1 then return first end
+  if reverse then return tl.cat({ out:narrow(1, 2, T - 1), first }, 1) end
+  return tl.cat({ first, out:narrow(1, 1, T - 1) }, 1)
+end
+
+-- W's gradient sum_t d[t]^T prev[t] ([rows, H]) in one GEMM over every step
+local function weight_grad(d, prev)
+  local T, N = d:size(1), d:size(2)
+  return tl.matmul(d:reshape(T * N, d:size(3)):t(), prev:reshape(T * N, prev:size(3)))
+end
+
+-- one LSTM direction without projection as one node: xw [T, N, 4H] (x W_ih^T + b_ih + b_hh),
+-- h0, c0 [N, H], w_hh [4H, H] -> out [T, N, H], h_T, c_T; computes in xw's dtype (autocast's,
+-- when it lowered xw), the gradients in their inputs' dtypes
+local LSTMRun = tl.autograd.Function {
+  name = "lstm_layer",
+  forward = function(ctx, xw, h0, c0, w_hh, reverse)
+    local dt = xw.dtype
+    local w = as(w_hh, dt)
+    local h, c = as(h0, dt), as(c0, dt)
+    local xs = xw:unbind(1)
+    local hs, cs, ws = {}, {}, {}
+    local first, last, by = steps(#xs, reverse)
+    for t = first, last, by do
+      h, c, ws[t] = tl._lstm_cell_forward(xs[t], tl.linear(h, w), c)
+      hs[t], cs[t] = h, c
+    end
+    local out = tl.stack(hs, 1)
+    ctx:save_for_backward(ws, cs, { as(h0, dt), as(c0, dt), w, out })
+    ctx.reverse, ctx.dtypes = reverse, { h0.dtype, c0.dtype, w_hh.dtype }
+    return out, h, c
+  end,
+  backward = function(ctx, g_out, g_h, g_c)
+    local ws, cs, rest = table.unpack(ctx.saved_tensors)
+    local h0, c0, w, out = table.unpack(rest)
+    local dt, reverse, need = w.dtype, ctx.reverse, ctx.needs_input_grad
+    local gs = g_out and as(g_out, dt):contiguous():unbind(1) or {}
+    local dh, dc = as(g_h, dt), as(g_c, dt)
+    local dgates = {}
+    local first, last, by = steps(#ws, not reverse)
+    local back = reverse and 1 or -1 -- from step t to the one before it in the walk
+    for t = first, last, by do
+      local dg, dcp = tl._lstm_cell_backward(gs[t], dh, dc, ws[t], cs[t + back] or c0, cs[t], true)
+      dgates[t] = dg
+      dh, dc = tl.matmul(dg, w), dcp
+    end
+    local d = tl.stack(dgates, 1)
+    local dw = need[4] and as(weight_grad(d, previous_states(out, h0, reverse)), ctx.dtypes[3]) or nil
+    return d, as(dh, ctx.dtypes[1]), as(dc, ctx.dtypes[2]), dw
+  end,
+}
+
+-- one GRU direction as one node: gi [T, N, 3H] (x W_ih^T + b_ih), h0 [N, H], w_hh [3H, H],
+-- b_hh [3H] or nil -> out [T, N, H], h_T; dtypes as LSTMRun's
+local GRURun = tl.autograd.Function {
+  name = "gru_layer",
+  forward = function(ctx, gi, h0, w_hh, b_hh, reverse)
+    local dt = gi.dtype
+    local w, b = as(w_hh, dt), as(b_hh, dt)
+    local h = as(h0, dt)
+    local xs = gi:unbind(1)
+    local hs, ws = {}, {}
+    local first, last, by = steps(#xs, reverse)
+    for t = first, last, by do
+      h, ws[t] = tl._gru_cell_forward(xs[t], tl.linear(h, w, b), h)
+      hs[t] = h
+    end
+    local out = tl.stack(hs, 1)
+    ctx:save_for_backward(ws, { as(h0, dt), w, out })
+    ctx.reverse, ctx.dtypes = reverse, { h0.dtype, w_hh.dtype, b_hh and b_hh.dtype }
+    return out, h
+  end,
+  backward = function(ctx, g_out, g_h)
+    local ws, rest = table.unpack(ctx.saved_tensors)
+    local h0, w, out = table.unpack(rest)
+    local dt, reverse, need = w.dtype, ctx.reverse, ctx.needs_input_grad
+    local T = #ws
+    local gs = g_out and as(g_out, dt):contiguous():unbind(1) or {}
+    local hs = out:unbind(1)
+    local dh = as(g_h, dt)
+    local dgi, dgh = {}, {}
+    local first, last, by = steps(T, not reverse)
+    local back = reverse and 1 or -1
+    for t = first, last, by do
+      local g = gs[t] or tl.zeros_like(hs[t])
+      local di, dhh, dhp = tl._gru_cell_backward(g, dh, ws[t], hs[t + back] or h0)
+      dgi[t], dgh[t] = di, dhh
+      dh = dhp + tl.matmul(dhh, w)
+    end
+    local d_gh = tl.stack(dgh, 1)
+    local dw = need[3] and as(weight_grad(d_gh, previous_states(out, h0, reverse)), ctx.dtypes[2]) or nil
+    local db = need[4] and as(d_gh:sum({ 1, 2 }), ctx.dtypes[3]) or nil
+    return tl.stack(dgi, 1), as(dh, ctx.dtypes[1]), dw, db
+  end,
+}
+
 --- lstm_cell(x [N, I] or [I], {h [N, Hout], c [N, H]}, w_ih [4H, I], w_hh [4H, Hout], b_ih?, b_hh?,
--- w_hr? [Hout, H]) -> h', c': one LSTM step (gates i, f, g, o; Hout = H without w_hr)
+-- w_hr? [Hout, H]) -> h', c': one LSTM step (gates i, f, g, o; Hout = H without w_hr): the two
+-- projections, then one fused kernel (tl.lstm_cell_pointwise adds them)
 function part.lstm_cell(x, hx, w_ih, w_hh, b_ih, b_hh, w_hr)
-  local g = tl.linear(x, w_ih, b_ih) + tl.linear(hx[1], w_hh, b_hh)
-  return lstm_gates(g, hx[2], w_hr)
+  local h, c = tl.lstm_cell_pointwise(tl.linear(x, w_ih, b_ih), tl.linear(hx[1], w_hh, b_hh), hx[2])
+  if w_hr then h = tl.linear(h, w_hr) end
+  return h, c
 end
 
 --- gru_cell(x [N, I] or [I], h [N, H], w_ih [3H, I], w_hh [3H, H], b_ih?, b_hh?) -> h': one GRU
 -- step (gates r, z, n; n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) n + z h)
 function part.gru_cell(x, h, w_ih, w_hh, b_ih, b_hh)
-  return gru_gates(tl.linear(x, w_ih, b_ih), tl.linear(h, w_hh, b_hh), h)
+  return tl.gru_cell_pointwise(tl.linear(x, w_ih, b_ih), tl.linear(h, w_hh, b_hh), h)
 end
 
 --- rnn_tanh_cell(x, h, w_ih [H, I], w_hh [H, H], b_ih?, b_hh?) -> tanh(x W_ih^T + b_ih + h W_hh^T + b_hh);
@@ -57,21 +155,20 @@ function part.rnn_relu_cell(x, h, w_ih, w_hh, b_ih, b_hh)
   return (tl.linear(x, w_ih, b_ih) + tl.linear(h, w_hh, b_hh)):relu()
 end
 
--- the timesteps 1..T in the order a direction walks them
-local function steps(T, reverse)
-  if reverse then return T, 1, -1 end
-  return 1, T, 1
-end
-
 --- lstm_layer(x [T, N, I], h [N, Hout], c [N, H], w, reverse = false) -> out [T, N, Hout], h_T, c_T:
 -- one direction of one LSTM layer; w = {w_ih, w_hh, b_ih?, b_hh?, w_hr?} (torch's layouts);
 -- reverse walks from the last timestep to the first (out keeps the input's time order)
 function part.lstm_layer(x, h, c, w, reverse)
   local xw = tl.linear(x, w[1], summed(w[3], w[4]))
+  local w_hh, w_hr = w[2], w[5]
+  if not w_hr then return LSTMRun(xw, h, c, w_hh, reverse == true) end
+  -- projected: each step recorded (the fused cell op, then W_hr)
+  local xs = xw:unbind(1)
   local outs = {}
-  local first, last, by = steps(x:size(1), reverse)
+  local first, last, by = steps(#xs, reverse)
   for t = first, last, by do
-    h, c = lstm_gates(xw[t] + tl.linear(h, w[2]), c, w[5])
+    h, c = tl.lstm_cell_pointwise(xs[t], tl.linear(h, w_hh), c)
+    h = tl.linear(h, w_hr)
     outs[t] = h
   end
   return tl.stack(outs, 1), h, c
@@ -79,14 +176,7 @@ end
 
 --- gru_layer(x [T, N, I], h [N, H], w = {w_ih, w_hh, b_ih?, b_hh?}, reverse = false) -> out [T, N, H], h_T
 function part.gru_layer(x, h, w, reverse)
-  local gi = tl.linear(x, w[1], w[3])
-  local outs = {}
-  local first, last, by = steps(x:size(1), reverse)
-  for t = first, last, by do
-    h = gru_gates(gi[t], tl.linear(h, w[2], w[4]), h)
-    outs[t] = h
-  end
-  return tl.stack(outs, 1), h
+  return GRURun(tl.linear(x, w[1], w[3]), h, w[2], w[4], reverse == true)
 end
 
 --- rnn_layer(x [T, N, I], h [N, H], w = {w_ih, w_hh, b_ih?, b_hh?}, reverse = false,
@@ -96,11 +186,11 @@ function part.rnn_layer(x, h, w, reverse, nonlinearity)
   if not act then
     error("rnn_layer: nonlinearity must be 'tanh' or 'relu', got " .. tostring(nonlinearity), 2)
   end
-  local xw = tl.linear(x, w[1], summed(w[3], w[4]))
+  local xs = tl.linear(x, w[1], summed(w[3], w[4])):unbind(1)
   local outs = {}
-  local first, last, by = steps(x:size(1), reverse)
+  local first, last, by = steps(#xs, reverse)
   for t = first, last, by do
-    h = act(xw[t] + tl.linear(h, w[2]))
+    h = act(xs[t] + tl.linear(h, w[2]))
     outs[t] = h
   end
   return tl.stack(outs, 1), h
