@@ -127,37 +127,42 @@ end
 -- ---------------------------------------------------------------------------
 -- nn by loops. Tensors are (flat, shape) pairs; results are nested tables.
 
--- conv2d of x [N, C, H, W] with w [O, C, KH, KW], bias b [O], stride s, padding p, and the
--- gradients of sum(y * g): returns y, gx, gw, gb
-function M.conv2d(x, w, b, g, s, p)
+-- conv2d of x [N, C, H, W] with w [O, C / groups, KH, KW], bias b [O], stride s, padding p,
+-- groups (default 1: output o reads the input channels of its group) and dilation d (default 1),
+-- and the gradients of sum(y * g): returns y, gx, gw, gb
+function M.conv2d(x, w, b, g, s, p, groups, d)
+  groups, d = groups or 1, d or 1
   local fx, sx = ref.flatten(x)
   local fw, sw = ref.flatten(w)
   local fg, sg = ref.flatten(g)
   local N, C, H, W = sx[1], sx[2], sx[3], sx[4]
-  local O, KH, KW = sw[1], sw[3], sw[4]
-  local OH, OW = (H + 2 * p - KH) // s + 1, (W + 2 * p - KW) // s + 1
+  local O, CG, KH, KW = sw[1], sw[2], sw[3], sw[4]
+  assert(CG * groups == C, "conv2d reference: weight channels")
+  local OG = O // groups
+  local OH, OW = (H + 2 * p - d * (KH - 1) - 1) // s + 1, (W + 2 * p - d * (KW - 1) - 1) // s + 1
   assert(sg[3] == OH and sg[4] == OW, "conv2d reference: grad shape")
   local y, gx, gw, gb = {}, {}, {}, {}
   for i = 1, #fx do gx[i] = 0.0 end
   for i = 1, #fw do gw[i] = 0.0 end
   for o = 1, O do gb[o] = 0.0 end
   local function xi(n, c, h, ww) return ((n * C + c) * H + h) * W + ww + 1 end
-  local function wi(o, c, kh, kw) return ((o * C + c) * KH + kh) * KW + kw + 1 end
+  local function wi(o, c, kh, kw) return ((o * CG + c) * KH + kh) * KW + kw + 1 end
   for n = 0, N - 1 do
     for o = 0, O - 1 do
+      local first = (o // OG) * CG -- the group's first input channel
       for oh = 0, OH - 1 do
         for ow = 0, OW - 1 do
           local yi = ((n * O + o) * OH + oh) * OW + ow + 1
           local acc, gv = b[o + 1], fg[yi]
           gb[o + 1] = gb[o + 1] + gv
-          for c = 0, C - 1 do
+          for c = 0, CG - 1 do
             for kh = 0, KH - 1 do
-              local h = oh * s - p + kh
+              local h = oh * s - p + kh * d
               if h >= 0 and h < H then
                 for kw = 0, KW - 1 do
-                  local ww = ow * s - p + kw
+                  local ww = ow * s - p + kw * d
                   if ww >= 0 and ww < W then
-                    local a, k = xi(n, c, h, ww), wi(o, c, kh, kw)
+                    local a, k = xi(n, first + c, h, ww), wi(o, c, kh, kw)
                     acc = acc + fx[a] * fw[k]
                     gx[a] = gx[a] + gv * fw[k]
                     gw[k] = gw[k] + gv * fx[a]

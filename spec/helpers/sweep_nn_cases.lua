@@ -221,6 +221,17 @@ cases.conv2d = {
   end,
   reference = function(_, x, w, b, g) return { K.conv2d(x, w, b, g, 2, 1) } end,
 }
+-- depthwise (groups = channels, two outputs a channel, dilation 2): the CPU's direct loops
+cases.conv2d_depthwise = {
+  inputs = function(G) return { G.normal(2, 3, 7, 6), G.normal(6, 1, 3, 2), G.normal(6), G.normal(2, 6, 3, 3) } end,
+  run = function(x, w, b, g)
+    x, w, b = leaves(x, w, b)
+    local y = tl.conv2d(x, w, b, { stride = 2, padding = 1, dilation = 2, groups = 3 })
+    y:backward(g)
+    return { y:detach(), x.grad, w.grad, b.grad }
+  end,
+  reference = function(_, x, w, b, g) return { K.conv2d(x, w, b, g, 2, 1, 3, 2) } end,
+}
 -- the same on cuDNN (CUDA's default)
 cases.conv2d_dnn = {
   inputs = cases.conv2d.inputs,
@@ -588,6 +599,7 @@ local case_of_op = {
   conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
   conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",
   conv2d_dnn_backward_input = "conv2d_dnn", conv2d_dnn_backward_weight = "conv2d_dnn",
+  conv2d_depthwise_backward_input = "conv2d_depthwise", conv2d_depthwise_backward_weight = "conv2d_depthwise",
   max_pool2d_backward = "max_pool2d", embedding_backward = "embedding",
   avg_pool2d_backward = "avg_pool2d", adaptive_avg_pool2d_backward = "adaptive_avg_pool2d",
   upsample_nearest2d_backward = "upsample_nearest2d", upsample_bilinear2d_backward = "upsample_bilinear2d",

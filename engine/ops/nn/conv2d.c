@@ -218,15 +218,23 @@ static tl_status forward_chunk(tl_tensor *out3, int64_t b0, int64_t count, const
     return status;
 }
 
-/* ---- on cuDNN (a CUDA device, tl_cudnn_enabled) ------------------------------------------ */
+/* ---- by a direct kernel: cuDNN (a CUDA device, tl_cudnn_enabled), or depthwise loops -------- */
 /* Whether op (one of the conv2d_dnn rows) runs t's device and dtype. */
 static bool use_dnn(tl_op op, const tl_tensor *t) {
     return tl_tensor_device(t).type == TL_DEVICE_CUDA && tl_cudnn_enabled() &&
            tl_has_kernel(op, TL_DEVICE_CUDA, t->dtype);
 }
 
-/* *out (a new tensor of shape) = the conv kernel of op over a and b, made dense; adds bias per
-   channel when given. */
+/* Whether a depthwise problem (groups = the C input channels, the weight [C M, 1, kh, kw]) runs
+   op (one of the conv2d_depthwise rows) on t's device and dtype, where cuDNN does not. */
+static bool use_depthwise(tl_op op, const tl_tensor *t, int64_t channels,
+                          const tl_conv2d_options *o) {
+    return o->groups == channels && channels > 0 &&
+           tl_has_kernel(op, tl_tensor_device(t).type, t->dtype);
+}
+
+/* *out (a new tensor of shape) = the conv kernel of op (cuDNN's or the depthwise loops) over a and
+   b, made dense; adds bias per channel when given. */
 static tl_status run_dnn(tl_op op, const int64_t shape[4], const tl_tensor *a, const tl_tensor *b,
                          const tl_tensor *bias, const tl_conv2d_options *o, tl_tensor **out) {
     tl_device device = tl_tensor_device(a);
@@ -257,10 +265,11 @@ tl_status tl_conv2d(const tl_tensor *input, const tl_tensor *weight, const tl_te
     const tl_conv2d_options o = options_or_defaults(opts);
     tl_window2d w;
     TL_TRY(check_conv(input, weight, bias, &o, &w));
-    if (use_dnn(TL_OP_conv2d_dnn, input)) {
-        const int64_t shape[4] = {w.batch, weight->shape[0], w.out_h, w.out_w};
-        return run_dnn(TL_OP_conv2d_dnn, shape, input, weight, bias, &o, out);
-    }
+    const int64_t out_shape[4] = {w.batch, weight->shape[0], w.out_h, w.out_w};
+    if (use_dnn(TL_OP_conv2d_dnn, input))
+        return run_dnn(TL_OP_conv2d_dnn, out_shape, input, weight, bias, &o, out);
+    if (use_depthwise(TL_OP_conv2d_depthwise, input, input->shape[1], &o))
+        return run_dnn(TL_OP_conv2d_depthwise, out_shape, input, weight, bias, &o, out);
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
     const int64_t chunk = chunk_size(N, (c_kk + O + 1) * P);
@@ -332,12 +341,16 @@ tl_status tl_conv2d_backward_input(const tl_tensor *grad, const tl_tensor *weigh
                         op, (long long)input_shape[1]);
     TL_TRY(check_geometry(op, input_shape, weight->shape, &o, &w));
     TL_TRY(nn_check_like(op, "grad", grad, "weight", weight, true));
-    if (use_dnn(TL_OP_conv2d_dnn_backward_input, grad)) {
+    const tl_op direct =
+        use_dnn(TL_OP_conv2d_dnn_backward_input, grad) ? TL_OP_conv2d_dnn_backward_input
+        : use_depthwise(TL_OP_conv2d_depthwise_backward_input, grad, input_shape[1], &o)
+            ? TL_OP_conv2d_depthwise_backward_input
+            : TL_OP_COUNT;
+    if (direct != TL_OP_COUNT) {
         tl_tensor *g;
         TL_TRY(check_grad(op, grad, input_shape, weight->shape, &w, &g));
         tl_release(g);
-        return run_dnn(TL_OP_conv2d_dnn_backward_input, input_shape, grad, weight, NULL, &o,
-                       grad_input);
+        return run_dnn(direct, input_shape, grad, weight, NULL, &o, grad_input);
     }
     const int64_t N = w.batch, O = weight->shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
@@ -395,12 +408,16 @@ tl_status tl_conv2d_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
                         (long long)weight_shape[1]);
     TL_TRY(check_geometry(op, input->shape, weight_shape, &o, &w));
     TL_TRY(nn_check_like(op, "grad", grad, "input", input, true));
-    if (use_dnn(TL_OP_conv2d_dnn_backward_weight, grad)) {
+    const tl_op direct =
+        use_dnn(TL_OP_conv2d_dnn_backward_weight, grad) ? TL_OP_conv2d_dnn_backward_weight
+        : use_depthwise(TL_OP_conv2d_depthwise_backward_weight, grad, input->shape[1], &o)
+            ? TL_OP_conv2d_depthwise_backward_weight
+            : TL_OP_COUNT;
+    if (direct != TL_OP_COUNT) {
         tl_tensor *g;
         TL_TRY(check_grad(op, grad, input->shape, weight_shape, &w, &g));
         tl_release(g);
-        return run_dnn(TL_OP_conv2d_dnn_backward_weight, weight_shape, grad, input, NULL, &o,
-                       grad_weight);
+        return run_dnn(direct, weight_shape, grad, input, NULL, &o, grad_weight);
     }
     const int64_t N = w.batch, O = weight_shape[0], P = w.out_h * w.out_w;
     const int64_t c_kk = w.channels * w.kernel_h * w.kernel_w;
