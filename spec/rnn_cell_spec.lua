@@ -253,7 +253,7 @@ describe("fused cell ops on cuda #cuda", function()
       local function run(device)
         m:to(device)
         m:zero_grad()
-        local xi = x:to(device):requires_grad_()
+        local xi = x:to(device):detach():clone():requires_grad_() -- a leaf of its own on each device
         local out = m(xi)
         out:sum():backward()
         local all = { out:detach():to("cpu"), xi.grad:to("cpu") }
