@@ -10,7 +10,9 @@
  * count and a table of kernels by total time. Needs no profiler binary (the GPU machine has no
  * nsys).
  */
+#define _GNU_SOURCE /* dladdr */
 #include <cupti.h>
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -152,13 +154,16 @@ typedef struct sync_stack {
 } sync_stack;
 static sync_stack stacks[256];
 static size_t n_stacks;
+/* the runtime call whose stacks are counted: cudaStreamSynchronize, or cudaFuncGetAttributes with
+   KERNEL_TRACE_SYNC_STACKS=attributes (who asks for a kernel's attributes at every launch) */
+static CUpti_CallbackId stack_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
 
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                             const void *data) {
     (void)userdata;
     const CUpti_CallbackData *info = data;
     if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || info->callbackSite != CUPTI_API_ENTER) return;
-    if (cbid != CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020) return;
+    if (cbid != stack_cbid) return;
     void *frames[STACK_DEPTH];
     int depth = backtrace(frames, STACK_DEPTH);
     for (size_t i = 0; i < n_stacks; i++)
@@ -179,9 +184,15 @@ static void report_stacks(void) {
         char **names = backtrace_symbols(stacks[i].frames, stacks[i].depth);
         for (int f = 2; f < stacks[i].depth && names; f++) {
             const char *open = strchr(names[f], '('), *plus = open ? strchr(open, '+') : NULL;
+            Dl_info where;
             if (open && plus && plus > open + 1)
                 fprintf(stderr, " %.*s", (int)(plus - open - 1), open + 1);
-            else
+            else if (dladdr(stacks[i].frames[f], &where) && where.dli_fname) {
+                /* no symbol: the library and the offset in it */
+                const char *base = strrchr(where.dli_fname, '/');
+                fprintf(stderr, " %s+%#lx", base ? base + 1 : where.dli_fname,
+                        (unsigned long)((char *)stacks[i].frames[f] - (char *)where.dli_fbase));
+            } else
                 fprintf(stderr, " ?");
         }
         fprintf(stderr, "\n");
@@ -191,6 +202,8 @@ static void report_stacks(void) {
 
 __attribute__((constructor)) static void start_trace(void) {
     if (getenv("KERNEL_TRACE_SYNC_STACKS")) {
+        if (strcmp(getenv("KERNEL_TRACE_SYNC_STACKS"), "attributes") == 0)
+            stack_cbid = CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020;
         CUpti_SubscriberHandle subscriber;
         cuptiSubscribe(&subscriber, on_api, NULL);
         cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
