@@ -491,7 +491,7 @@ static tl_status run_pass(pass *p, int count, tl_tensor *const *roots, tl_tensor
     tl_status status = root_nodes ? TL_OK : tl_error(TL_ERR_MEMORY, "backward: out of memory");
     for (int r = 0; status == TL_OK && r < count; r++) root_nodes[r] = roots[r]->autograd->grad_fn;
     if (status == TL_OK) status = collect(p, count, root_nodes);
-    if (status == TL_OK) {
+    if (status == TL_OK && p->count > 0) { /* none when every root is a leaf */
         qsort(p->entries, (size_t)p->count, sizeof *p->entries, by_sequence_descending);
         rebuild_index(p);
     }
