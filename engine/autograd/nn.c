@@ -206,21 +206,34 @@ static tl_status layer_norm_gradients(tl_node *node, const tl_tensor *grad, tl_t
     return TL_OK;
 }
 
-static tl_status layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+/* The gradients of a normalisation from its saved tensors (either norm's *_gradients). */
+typedef tl_status (*norm_gradients_fn)(tl_node *node, const tl_tensor *grad, tl_tensor *input,
+                                       tl_tensor *mean, tl_tensor *scale, tl_tensor *weight,
+                                       tl_tensor **gi);
+
+/* A normalisation's backward: the saved input (slot 0), weight (slot 1, when the input's
+   gradient needs it: ints[0]), mean (slot 2) and 1 / std (slot 3), as far as the needed
+   gradients read them, handed to gradients. */
+static tl_status norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi,
+                               norm_gradients_fn gradients) {
     const bool *needs = node->needs_input_grad;
-    tl_tensor *grad, *input = NULL, *mean = NULL, *rstd = NULL, *weight = NULL;
+    tl_tensor *grad, *input = NULL, *mean = NULL, *scale = NULL, *weight = NULL;
     TL_TRY(output_grad(node, g[0], &grad));
     tl_status status = TL_OK;
     if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
         status = tl_node_saved(node, 0, &input);
         if (status == TL_OK) status = tl_node_saved(node, 2, &mean);
-        if (status == TL_OK) status = tl_node_saved(node, 3, &rstd);
+        if (status == TL_OK) status = tl_node_saved(node, 3, &scale);
     }
     if (status == TL_OK && needs[NORM_INPUT] && node->ints[0])
         status = tl_node_saved(node, 1, &weight);
-    if (status == TL_OK) status = layer_norm_gradients(node, grad, input, mean, rstd, weight, gi);
+    if (status == TL_OK) status = gradients(node, grad, input, mean, scale, weight, gi);
     tl_release(grad);
     return status;
+}
+
+static tl_status layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    return norm_backward(node, g, gi, layer_norm_gradients);
 }
 
 static tl_status record_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
@@ -286,20 +299,7 @@ static tl_status batch_norm_gradients(tl_node *node, const tl_tensor *grad, tl_t
 }
 
 static tl_status batch_norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    const bool *needs = node->needs_input_grad;
-    tl_tensor *grad, *input = NULL, *mean = NULL, *invstd = NULL, *weight = NULL;
-    TL_TRY(output_grad(node, g[0], &grad));
-    tl_status status = TL_OK;
-    if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
-        status = tl_node_saved(node, 0, &input);
-        if (status == TL_OK) status = tl_node_saved(node, 2, &mean);
-        if (status == TL_OK) status = tl_node_saved(node, 3, &invstd);
-    }
-    if (status == TL_OK && needs[NORM_INPUT] && node->ints[0])
-        status = tl_node_saved(node, 1, &weight);
-    if (status == TL_OK) status = batch_norm_gradients(node, grad, input, mean, invstd, weight, gi);
-    tl_release(grad);
-    return status;
+    return norm_backward(node, g, gi, batch_norm_gradients);
 }
 
 tl_status tl_ag_batch_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
