@@ -104,6 +104,10 @@ tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
 
 tl_status tl_storage_new_pinned(size_t nbytes, tl_storage **out) {
 #ifdef TLUA_HAVE_CUDA
+    if (tl_cuda_device_count() == 0)
+        return tl_error(TL_ERR_DEVICE,
+                        "pin_memory: pinned host memory needs CUDA (no GPU is present: the "
+                        "driver reports none)");
     if (nbytes > TL_MAX_ALLOCATION)
         return tl_error(TL_ERR_MEMORY,
                         "pin_memory: cannot allocate %zu bytes (more than the %llu-byte limit of "

@@ -1,6 +1,7 @@
 /* Shape ops made of other ops' kernels: tril and triu (a mask from two ranges, then where), flip
    and roll (index_select by positions computed once per dim), tile and repeat_interleave (expand
    and reshape, or index_select by counts), diag_embed and diag, one_hot. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,9 @@ static tl_status step(tl_status status, tl_tensor **cur, tl_tensor **next) {
 typedef int64_t (*position_fn)(int64_t i, const int64_t *arg);
 static tl_status positions(int64_t n, position_fn position, const int64_t *arg, tl_device device,
                            tl_tensor **out) {
+    /* a dim of a view (an expand) may be far larger than any buffer of positions */
+    if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(int64_t))
+        return tl_error(TL_ERR_MEMORY, "out of memory for %lld positions", (long long)n);
     int64_t *values = malloc(sizeof *values * (size_t)(n > 0 ? n : 1));
     if (!values) return tl_error(TL_ERR_MEMORY, "out of memory for %lld positions", (long long)n);
     for (int64_t i = 0; i < n; i++) values[i] = position(i, arg);
