@@ -195,16 +195,7 @@ local objects = { model = inner, optimizer = opt, scheduler = schedule }
 -- the device: numbers), the last logged loss, the windows the sampler drew
 local run = { step = 0, pending = {}, pending_lr = {}, last_loss = nil, drawn = 0 }
 if opts.resume then
-  local saved = tl.checkpoint.read(opts.resume)
-  local args = type(saved.extra) == "table" and saved.extra.args
-  if type(args) ~= "table" then fail("'" .. opts.resume .. "' was not written by this script's --checkpoint") end
-  for k, v in pairs(run_args) do
-    if args[k] ~= v then
-      fail(string.format("--resume: the checkpoint's run had %s = %s, this one %s (give the same options)", k,
-        tostring(args[k]), tostring(v)))
-    end
-  end
-  run = tl.checkpoint.load(opts.resume, objects).extra.run
+  run = cli.resume(opts.resume, objects, run_args, fail)
   draw, drawn = ds:sampler(opts.seed, run.drawn)
   say(string.format("resumed from %s at step %d", opts.resume, run.step))
 end
@@ -214,18 +205,7 @@ end
 -- the rows up to its checkpoint's step and appends
 local function open_csv()
   if rank ~= 0 then return { write = function() end, close = function() end } end
-  local kept = { "step,loss,lr\n" }
-  local old = opts.resume and io.open(opts.csv, "r")
-  if old then
-    for line in old:lines() do
-      local row_step = tonumber(line:match("^(%d+),"))
-      if row_step and row_step <= run.step then kept[#kept + 1] = line .. "\n" end
-    end
-    old:close()
-  end
-  local f = assert(io.open(opts.csv, "w"))
-  f:write(table.concat(kept))
-  return f
+  return cli.csv(opts.csv, "step,loss,lr\n", 1, opts.resume and run.step)
 end
 local csv = open_csv()
 local params = model:parameters()

@@ -153,16 +153,7 @@ local objects = { model = model, optimizer = opt, scheduler = schedule }
 local run = { step = 0, chunk = 0, pending = {} }
 local state -- the LSTM state carried between chunks ({h, c}), nil at the start of a pass
 if opts.resume then
-  local saved = tl.checkpoint.read(opts.resume)
-  local args = type(saved.extra) == "table" and saved.extra.args
-  if type(args) ~= "table" then fail("'" .. opts.resume .. "' was not written by this script's --checkpoint") end
-  for k, v in pairs(run_args) do
-    if args[k] ~= v then
-      fail(string.format("--resume: the checkpoint's run had %s = %s, this one %s (give the same options)", k,
-        tostring(args[k]), tostring(v)))
-    end
-  end
-  run = tl.checkpoint.load(opts.resume, objects).extra.run
+  run = cli.resume(opts.resume, objects, run_args, fail)
   if run.state then state = { run.state[1]:to(opts.device), run.state[2]:to(opts.device) } end
   print(string.format("resumed from %s at step %d", opts.resume, run.step))
 end
@@ -177,18 +168,7 @@ end
 
 -- the CSV: a resumed run keeps the rows up to its checkpoint's step and appends
 local function open_csv()
-  local kept = { "step,loss,lr\n" }
-  local old = opts.resume and io.open(opts.csv, "r")
-  if old then
-    for line in old:lines() do
-      local row_step = tonumber(line:match("^(%d+),"))
-      if row_step and row_step <= run.step then kept[#kept + 1] = line .. "\n" end
-    end
-    old:close()
-  end
-  local f = assert(io.open(opts.csv, "w"))
-  f:write(table.concat(kept))
-  return f
+  return cli.csv(opts.csv, "step,loss,lr\n", 1, opts.resume and run.step)
 end
 
 -- ---- training -------------------------------------------------------------------------------

@@ -140,16 +140,7 @@ local objects = { model = model, optimizer = optimizer, scheduler = scheduler, l
 -- where the run is: the epoch under way, the step, its running figures, the finished epochs
 local run = { epoch = 1, step = 0, seen = 0, correct = 0, loss_sum = 0, history = {}, train_time = 0 }
 if opts.resume then
-  local saved = tl.checkpoint.read(opts.resume)
-  local args = type(saved.extra) == "table" and saved.extra.args
-  if type(args) ~= "table" then fail("'" .. opts.resume .. "' was not written by this script's --checkpoint") end
-  for k, v in pairs(run_args) do
-    if args[k] ~= v then
-      fail(string.format("--resume: the checkpoint's run had %s = %s, this one %s (give the same options)", k,
-        tostring(args[k]), tostring(v)))
-    end
-  end
-  run = tl.checkpoint.load(opts.resume, objects).extra.run
+  run = cli.resume(opts.resume, objects, run_args, fail)
   print(string.format("resumed from %s: epoch %d, step %d", opts.resume, run.epoch, run.step))
 end
 
@@ -176,18 +167,7 @@ end
 
 -- the CSV: a resumed run keeps the rows up to its checkpoint's step and appends
 local function open_csv()
-  local kept = { "epoch,batch,step,loss,accuracy,lr\n" }
-  local old = opts.resume and io.open(opts.csv, "r")
-  if old then
-    for line in old:lines() do
-      local row_step = tonumber(line:match("^%d+,%d+,(%d+),"))
-      if row_step and row_step <= run.step then kept[#kept + 1] = line .. "\n" end
-    end
-    old:close()
-  end
-  local f = assert(io.open(opts.csv, "w"))
-  f:write(table.concat(kept))
-  return f
+  return cli.csv(opts.csv, "epoch,batch,step,loss,accuracy,lr\n", 3, opts.resume and run.step)
 end
 local csv = open_csv()
 

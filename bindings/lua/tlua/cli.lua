@@ -1,4 +1,4 @@
--- tlua.cli: the command-line options of a script (`--key value`, `--key=value`, `--help`), checked against what it declares.
+-- tlua.cli: the command-line options of a script (`--key value`, `--key=value`, `--help`), checked against what it declares, and the resume and CSV glue the training examples share.
 local options = require("tlua.options")
 
 local M = {}
@@ -57,6 +57,44 @@ function M.parse(argv, spec)
     i = i + 1
   end
   return opts, fail
+end
+
+--- resume(path, objects, args, fail) -> the `run` table a training script saved with
+--- tl.checkpoint.save(path, {..., extra = {args = args, run = run}}): refuses (through fail, as
+--- parse gives it) a file without that `extra.args`, or one whose args differ from these (naming
+--- the first option that does), then loads objects from it (tl.checkpoint.load: all or nothing).
+function M.resume(path, objects, args, fail)
+  local tl = require("tlua")
+  local saved = tl.checkpoint.read(path)
+  local old = type(saved.extra) == "table" and saved.extra.args
+  if type(old) ~= "table" then fail("'" .. path .. "' was not written by this script's --checkpoint") end
+  for k, v in pairs(args) do
+    if old[k] ~= v then
+      fail(string.format("--resume: the checkpoint's run had %s = %s, this one %s (give the same options)", k,
+        tostring(old[k]), tostring(v)))
+    end
+  end
+  return tl.checkpoint.load(path, objects).extra.run
+end
+
+--- csv(path, header, step_column, until_step) -> a file open for writing: header (with its "\n"),
+--- then, when until_step is given (a resumed run), the rows of the file already at path whose
+--- step (their step_column-th field) is at most until_step, for the run to append to; so a
+--- resumed run's CSV ends as the uninterrupted run's would.
+function M.csv(path, header, step_column, until_step)
+  local kept = { header }
+  local old = until_step and io.open(path, "r")
+  if old then
+    local pattern = "^" .. string.rep("[^,]*,", step_column - 1) .. "(%d+)"
+    for line in old:lines() do
+      local row_step = tonumber(line:match(pattern))
+      if row_step and row_step <= until_step then kept[#kept + 1] = line .. "\n" end
+    end
+    old:close()
+  end
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(kept))
+  return f
 end
 
 return M
