@@ -11,11 +11,17 @@ local classes = {}
 
 local TENSORS = { weight = true, pos_weight = true }
 
--- the module class cls_name over the functional loss `name`
-local function loss_class(cls_name, name)
+-- the module class cls_name over the functional loss `name` (run: core[name], or the function
+-- given); forward(...) is run(who, the options, ...) with the loss's tensors
+local function loss_class(cls_name, name, run)
   local cls = Module:extend(cls_name)
   local who = "nn." .. cls_name
   local accepted = core.ACCEPTED[name]
+  run = run or core[name]
+
+  function cls:forward(...)
+    return run(who, self:_options(), ...)
+  end
 
   function cls:init(opts)
     local o = core.options(name, opts, who, 3)
@@ -59,92 +65,53 @@ end
 --- CrossEntropyLoss({weight, ignore_index, label_smoothing = 0, reduction = "mean"}):
 -- (input [N, C, d1, ...] or [C], target) -> loss; target: classes 1..C [N, d1, ...] or class
 -- probabilities of input's shape (nn.functional.cross_entropy)
-local CrossEntropyLoss = loss_class("CrossEntropyLoss", "cross_entropy")
-function CrossEntropyLoss:forward(input, target)
-  return core.cross_entropy("nn.CrossEntropyLoss", self:_options(), input, target)
-end
+loss_class("CrossEntropyLoss", "cross_entropy")
 
 --- NLLLoss({weight, ignore_index, reduction = "mean"}): (input [N, C, d1, ...] or [C] of
 -- log-probabilities, target [N, d1, ...] of classes 1..C) -> loss (nn.functional.nll_loss)
-local NLLLoss = loss_class("NLLLoss", "nll_loss")
-function NLLLoss:forward(input, target)
-  return core.nll_loss("nn.NLLLoss", self:_options(), input, target)
-end
+loss_class("NLLLoss", "nll_loss")
 
 --- BCELoss({weight, reduction = "mean"}): (input of probabilities, target of input's shape)
 -- -> loss (nn.functional.binary_cross_entropy)
-local BCELoss = loss_class("BCELoss", "binary_cross_entropy")
-function BCELoss:forward(input, target)
-  return core.binary_cross_entropy("nn.BCELoss", self:_options(), input, target)
-end
+loss_class("BCELoss", "binary_cross_entropy")
 
 --- BCEWithLogitsLoss({weight, pos_weight, reduction = "mean"}): (input of logits, target of
 -- input's shape) -> loss (nn.functional.binary_cross_entropy_with_logits)
-local BCEWithLogitsLoss = loss_class("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
-function BCEWithLogitsLoss:forward(input, target)
-  return core.binary_cross_entropy_with_logits("nn.BCEWithLogitsLoss", self:_options(), input, target)
-end
+loss_class("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 
 --- MSELoss({reduction = "mean"}): (input, target of input's shape) -> (input - target)^2 reduced
-local MSELoss = loss_class("MSELoss", "mse_loss")
-function MSELoss:forward(input, target)
-  return core.mse_loss("nn.MSELoss", self:_options(), input, target)
-end
+loss_class("MSELoss", "mse_loss")
 
 --- L1Loss({reduction = "mean"}): (input, target of input's shape) -> |input - target| reduced
-local L1Loss = loss_class("L1Loss", "l1_loss")
-function L1Loss:forward(input, target)
-  return core.l1_loss("nn.L1Loss", self:_options(), input, target)
-end
+loss_class("L1Loss", "l1_loss")
 
 --- SmoothL1Loss({beta = 1, reduction = "mean"}): (input, target of input's shape) -> loss
 -- (nn.functional.smooth_l1_loss)
-local SmoothL1Loss = loss_class("SmoothL1Loss", "smooth_l1_loss")
-function SmoothL1Loss:forward(input, target)
-  return core.smooth_l1_loss("nn.SmoothL1Loss", self:_options(), input, target)
-end
+loss_class("SmoothL1Loss", "smooth_l1_loss")
 
 --- HuberLoss({delta = 1, reduction = "mean"}): (input, target of input's shape) -> loss
 -- (nn.functional.huber_loss)
-local HuberLoss = loss_class("HuberLoss", "huber_loss")
-function HuberLoss:forward(input, target)
-  return core.huber_loss("nn.HuberLoss", self:_options(), input, target)
-end
+loss_class("HuberLoss", "huber_loss")
 
 --- KLDivLoss({log_target = false, reduction = "mean"}): (input of log-probabilities, target of
 -- input's shape) -> loss; reduction also "batchmean" (nn.functional.kl_div)
-local KLDivLoss = loss_class("KLDivLoss", "kl_div")
-function KLDivLoss:forward(input, target)
-  return core.kl_div("nn.KLDivLoss", self:_options(), input, target)
-end
+loss_class("KLDivLoss", "kl_div")
 
 --- CosineEmbeddingLoss({margin = 0, reduction = "mean"}): (input1 [N, D] or [D], input2,
 -- target [N] or [] of 1 / -1) -> loss (nn.functional.cosine_embedding_loss)
-local CosineEmbeddingLoss = loss_class("CosineEmbeddingLoss", "cosine_embedding_loss")
-function CosineEmbeddingLoss:forward(input1, input2, target)
-  return core.cosine_embedding_loss("nn.CosineEmbeddingLoss", self:_options(), input1, input2, target)
-end
+loss_class("CosineEmbeddingLoss", "cosine_embedding_loss")
 
 --- MarginRankingLoss({margin = 0, reduction = "mean"}): (input1, input2, target of 1 / -1) ->
 -- max(0, -target (input1 - input2) + margin) reduced
-local MarginRankingLoss = loss_class("MarginRankingLoss", "margin_ranking_loss")
-function MarginRankingLoss:forward(input1, input2, target)
-  return core.margin_ranking_loss("nn.MarginRankingLoss", self:_options(), input1, input2, target)
-end
+loss_class("MarginRankingLoss", "margin_ranking_loss")
 
 --- TripletMarginLoss({margin = 1, p = 2, eps = 1e-6, swap = false, reduction = "mean"}):
 -- (anchor [N, D] or [D], positive, negative) -> loss (nn.functional.triplet_margin_loss)
-local TripletMarginLoss = loss_class("TripletMarginLoss", "triplet_margin_loss")
-function TripletMarginLoss:forward(anchor, positive, negative)
-  return core.triplet_margin_loss("nn.TripletMarginLoss", self:_options(), anchor, positive, negative)
-end
+loss_class("TripletMarginLoss", "triplet_margin_loss")
 
 --- CTCLoss({blank = 1, reduction = "mean", zero_infinity = false}): (log_probs [T, N, C] or
 -- [T, C], targets [N, S] padded or 1-D concatenated, input_lengths, target_lengths) -> loss.
 -- The blank counts from 1 like the classes (torch's blank 0 is tlua's 1) (nn.functional.ctc_loss)
-local CTCLoss = loss_class("CTCLoss", "ctc_loss")
-function CTCLoss:forward(log_probs, targets, input_lengths, target_lengths)
-  return ctc("nn.CTCLoss", self:_options(), log_probs, targets, input_lengths, target_lengths)
-end
+loss_class("CTCLoss", "ctc_loss", ctc)
 
 return classes
