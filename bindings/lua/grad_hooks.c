@@ -6,7 +6,6 @@
 
 static const char hook_call_key = 'h';
 static const char queue_key = 'q';
-static const char grad_hook_call_key = 'g';
 
 /* What a tensor's hook keeps: its state's anchor and the registry reference of its Lua function
    there. */
@@ -23,33 +22,44 @@ static void hook_release(void *user) {
     free(u);
 }
 
-/* Runs (protected) the hook's function with the tensor: upvalue 1 is the tensor metatable. */
+/* Calls a hook's function with the tensor, leaving its one result: upvalue 1 is the tensor
+   metatable. */
 static int hook_call_body(lua_State *L) {
     hook_user *u = lua_touserdata(L, 1);
     tl_tensor *t = lua_touserdata(L, 2);
     lua_rawgeti(L, LUA_REGISTRYINDEX, u->ref);
     tlb_box *box = tlb_newbox(L);
     box->tensor = tl_retain(t);
-    lua_call(L, 1, 0);
-    return 0;
+    lua_call(L, 1, 1);
+    return 1;
 }
 
-static tl_status hook_fire(void *user, tl_tensor *t) {
+/* Runs the hook's function (user) with t, protected, in the state of the running backward: an
+   error is a status naming kind ("grad-ready hook"); on success its result is at the top of
+   the stack, above *top, where the caller puts the stack back. */
+static tl_status call_hook(void *user, tl_tensor *t, const char *kind, const char *set_from,
+                           lua_State **state, int *top) {
     lua_State *L = tlb_backward_state();
-    TL_TRY(tlb_anchor_check(((hook_user *)user)->anchor, L, "a grad-ready hook set from Lua"));
+    TL_TRY(tlb_anchor_check(((hook_user *)user)->anchor, L, set_from));
     if (!lua_checkstack(L, 4)) return tl_error(TL_ERR_MEMORY, "backward: Lua stack overflow");
-    int top = lua_gettop(L);
+    *state = L, *top = lua_gettop(L);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &hook_call_key);
     lua_pushlightuserdata(L, user);
     lua_pushlightuserdata(L, t);
-    tl_status status = TL_OK;
-    if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
-        const char *message = lua_tostring(L, -1);
-        status = tl_error(TL_ERR_AUTOGRAD, "grad-ready hook: %s",
-                          message ? message : "(error object is not a string)");
-    }
-    lua_settop(L, top);
+    if (lua_pcall(L, 2, 1, 0) == LUA_OK) return TL_OK;
+    const char *message = lua_tostring(L, -1);
+    tl_status status = tl_error(TL_ERR_AUTOGRAD, "%s: %s", kind,
+                                message ? message : "(error object is not a string)");
+    lua_settop(L, *top);
     return status;
+}
+
+static tl_status hook_fire(void *user, tl_tensor *t) {
+    lua_State *L = NULL;
+    int top = 0;
+    TL_TRY(call_hook(user, t, "grad-ready hook", "a grad-ready hook set from Lua", &L, &top));
+    lua_settop(L, top);
+    return TL_OK;
 }
 
 /* tl.autograd.set_grad_ready_hook(t, fn | nil) */
@@ -73,32 +83,14 @@ static int ag_set_grad_ready_hook(lua_State *L) {
     return 0;
 }
 
-/* Runs (protected) a gradient hook's function with the gradient; leaves its result (nil or a
-   replacement tensor) on the stack. Upvalue 1 is the tensor metatable. */
-static int grad_hook_call_body(lua_State *L) {
-    hook_user *u = lua_touserdata(L, 1);
-    tl_tensor *grad = lua_touserdata(L, 2);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, u->ref);
-    tlb_box *box = tlb_newbox(L);
-    box->tensor = tl_retain(grad);
-    lua_call(L, 1, 1);
-    return 1;
-}
-
+/* A gradient hook: its result, nil or a tensor of the gradient's shape, replaces the gradient
+   when a tensor. */
 static tl_status grad_hook_fire(void *user, tl_tensor *grad, tl_tensor **replacement) {
-    lua_State *L = tlb_backward_state();
-    TL_TRY(tlb_anchor_check(((hook_user *)user)->anchor, L, "a gradient hook set from Lua"));
-    if (!lua_checkstack(L, 4)) return tl_error(TL_ERR_MEMORY, "backward: Lua stack overflow");
-    int top = lua_gettop(L);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hook_call_key);
-    lua_pushlightuserdata(L, user);
-    lua_pushlightuserdata(L, grad);
+    lua_State *L = NULL;
+    int top = 0;
+    TL_TRY(call_hook(user, grad, "gradient hook", "a gradient hook set from Lua", &L, &top));
     tl_status status = TL_OK;
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-        const char *message = lua_tostring(L, -1);
-        status = tl_error(TL_ERR_AUTOGRAD, "gradient hook: %s",
-                          message ? message : "(error object is not a string)");
-    } else if (!lua_isnil(L, -1)) {
+    if (!lua_isnil(L, -1)) {
         tl_tensor *t = tlb_peek_tensor(L, -1);
         if (!t)
             status = tl_error(TL_ERR_AUTOGRAD,
@@ -165,9 +157,6 @@ void tlb_grad_hooks_init(lua_State *L, int mt) {
     lua_pushvalue(L, mt);
     lua_pushcclosure(L, hook_call_body, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &hook_call_key);
-    lua_pushvalue(L, mt);
-    lua_pushcclosure(L, grad_hook_call_body, 1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &grad_hook_call_key);
 }
 
 const luaL_Reg tlb_grad_hook_functions[] = {
