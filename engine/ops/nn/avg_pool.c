@@ -27,30 +27,16 @@ static tl_status avg_window(const char *op, const int64_t *image, const tl_pool2
     return nn_pool_window(op, image, o, &a->window);
 }
 
-/* dst [dst_shape] from src by the kernel of op_id: forward (src the input) or backward (src the
-   gradient); an empty src leaves zeros. */
+/* the family's kernel call, for nn_run_image_kernel */
+static tl_status call_avg_pool(const tl_kernel_entry *k, tl_tensor *dst, const tl_tensor *src,
+                               const void *desc) {
+    return k->fn.avg_pool(dst, src, (const tl_avg_window2d *)desc);
+}
+
+/* dst [dst_shape] from src by the kernel of op_id; an empty src leaves zeros. */
 static tl_status run_avg(tl_op op_id, const tl_tensor *src, const int64_t dst_shape[4],
                          const tl_avg_window2d *a, tl_tensor **out) {
-    tl_device device = tl_tensor_device(src);
-    tl_tensor *x = NULL, *result = NULL;
-    tl_status status = tl_contiguous((tl_tensor *)src, &x);
-    if (status == TL_OK) status = tl_empty(dst_shape, 4, src->dtype, device, &result);
-    if (status == TL_OK && tl_numel(result) > 0) {
-        if (tl_numel(x) == 0) {
-            status = tl_fill_(result, tl_scalar_int(0));
-        } else {
-            const tl_kernel_entry *k =
-                tl_dispatch(op_id, device, src->dtype, NN_TENSORS(result, x));
-            status = k ? k->fn.avg_pool(result, x, a) : tl_dispatch_status();
-        }
-    }
-    tl_release(x);
-    if (status != TL_OK) {
-        tl_release(result);
-        return status;
-    }
-    *out = result;
-    return TL_OK;
+    return nn_run_image_kernel(op_id, src, dst_shape, call_avg_pool, a, out);
 }
 
 /* grad [N, C, OH, OW] of the window a over input_shape (floating, on input's terms) */

@@ -87,6 +87,13 @@ tl_status nn_adaptive_window(const char *op, const int64_t *image, int64_t out_h
 
 /* tl_max_pool2d_backward; check_indices = false skips the range check of indices (two
    reductions) for indices the forward made, as autograd's. */
+/* Runs an image op's kernel: call(k, dst, src, desc) with k the kernel of op for src's device
+   and dtype, src made dense and dst a new tensor of dst_shape; an empty src leaves dst zeros.
+   The avg_pool and resize families, whose kernels take (dst, src, their description). */
+typedef tl_status (*nn_image_call)(const tl_kernel_entry *k, tl_tensor *dst, const tl_tensor *src,
+                                   const void *desc);
+tl_status nn_run_image_kernel(tl_op op, const tl_tensor *src, const int64_t dst_shape[4],
+                              nn_image_call call, const void *desc, tl_tensor **out);
 tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,
                                  const int64_t input_shape[4], bool check_indices,
                                  tl_tensor **grad_input);

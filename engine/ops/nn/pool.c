@@ -183,3 +183,26 @@ tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
     *grad_input = result;
     return TL_OK;
 }
+
+tl_status nn_run_image_kernel(tl_op op, const tl_tensor *src, const int64_t dst_shape[4],
+                              nn_image_call call, const void *desc, tl_tensor **out) {
+    tl_device device = tl_tensor_device(src);
+    tl_tensor *x = NULL, *result = NULL;
+    tl_status status = tl_contiguous((tl_tensor *)src, &x);
+    if (status == TL_OK) status = tl_empty(dst_shape, 4, src->dtype, device, &result);
+    if (status == TL_OK && tl_numel(result) > 0) {
+        if (tl_numel(x) == 0) {
+            status = tl_fill_(result, tl_scalar_int(0));
+        } else {
+            const tl_kernel_entry *k = tl_dispatch(op, device, src->dtype, NN_TENSORS(result, x));
+            status = k ? call(k, result, x, desc) : tl_dispatch_status();
+        }
+    }
+    tl_release(x);
+    if (status != TL_OK) {
+        tl_release(result);
+        return status;
+    }
+    *out = result;
+    return TL_OK;
+}
