@@ -55,6 +55,26 @@ describe("cuda runtime #cuda", function()
     assert.are.equal(2000, y:sum():item())
   end)
 
+  it("frees dead tensors by a full collection when device memory runs out, then allocates", function()
+    -- the collector stopped: only the allocator's reclaim hook can free the 8 GiB tensors that die
+    -- each iteration; 40 of them are more than any GPU holds
+    collectgarbage("collect")
+    collectgarbage("stop")
+    finally(function() collectgarbage("restart") end)
+    local before = tl.cuda.memory_stats()
+    local chunk = 8 * 2 ^ 30
+    for _ = 1, 40 do
+      local dead = tl.empty(chunk // 4, { device = "cuda" })
+      assert.are.equal(chunk // 4, dead:numel())
+    end
+    local after = tl.cuda.memory_stats()
+    assert.are.equal(before.oom_count, after.oom_count)
+    assert.is_true(after.cuda_free_count > before.cuda_free_count) -- the cache went back to the driver
+    collectgarbage("restart")
+    collectgarbage("collect")
+    assert.are.equal(before.allocated, tl.cuda.memory_stats().allocated)
+  end)
+
   it("keeps allocator statistics", function()
     -- no collection may free other specs' tensors while the figures are read
     collectgarbage("collect")

@@ -540,13 +540,11 @@ static int protected_main(lua_State *L) {
     }
     luaL_openlibs(L);
     create_arg_table(L, argv, argc, script);
-    /* The incremental collector, not the stock lua's generational one: there
-       the result of `a + b` in a loop, still held by its register when the
-       next op's allocation steps the collector, ages into the old generation,
-       so dead tensors (and their memory outside the Lua heap) wait for a rare
-       major collection. The executable chooses; tlua.core leaves a host's
-       mode as it is. */
-    lua_gc(L, LUA_GCINC, 0, 0, 0);
+    /* The generational collector, as the stock lua5.4 runs it: tensor temporaries die
+       young and a young collection frees them without traversing the Lua heap;
+       tensor_object.c paces the collections by tensor memory and runs the full ones that
+       free what aged. */
+    lua_gc(L, LUA_GCGEN, 0, 0);
     if (setup_tlua(L, flags & HAS_UPPER_E) != LUA_OK) return 0;
     if (!(flags & HAS_UPPER_E) && run_init(L) != LUA_OK) return 0;
     if (!run_args(L, argv, options_end)) return 0;

@@ -27,11 +27,43 @@ static void set_functions(lua_State *L, const luaL_Reg *list, int target, int mt
 static const char *const method_only[] = {"float", "double", "bfloat16", "half",
                                           "int",   "long",   "bool"};
 
+/* The CUDA allocator's reclaim hook (tlua/cuda.h): a full collection of this state, whose dead
+   tensors may hold the memory asked for. The hook is the thread's, set by the state that loaded
+   tlua last and cleared when that state closes (the __gc of a registry value). */
+static void collect_garbage(void *state) {
+    lua_gc((lua_State *)state, LUA_GCCOLLECT);
+}
+
+static int clear_reclaim_hook(lua_State *L) {
+    tl_cuda_clear_reclaim_hook(lua_touserdata(L, lua_upvalueindex(1)));
+    return 0;
+}
+
+static void set_reclaim_hook(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "tlua.reclaim_hook") != LUA_TNIL) {
+        lua_pop(L, 1); /* loaded before in this state: its hook stands */
+        return;
+    }
+    lua_pop(L, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main_thread = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    tl_cuda_set_reclaim_hook(collect_garbage, main_thread);
+    lua_newuserdatauv(L, 1, 0); /* its __gc clears the hook when the state closes */
+    lua_newtable(L);
+    lua_pushlightuserdata(L, main_thread);
+    lua_pushcclosure(L, clear_reclaim_hook, 1);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, "tlua.reclaim_hook");
+}
+
 int luaopen_tlua_core(lua_State *L) {
     luaL_checkversion(L);
     pin_library();
-    /* The collector's mode is the host's choice: the tlua executable picks the
-       incremental mode (main.c says why); a module leaves it alone. */
+    /* The collector's mode is the host's choice (the tlua executable keeps the
+       generational one; tensor_object.c paces either); a module leaves it alone. */
+    set_reclaim_hook(L);
     luaL_newmetatable(L, TLB_TENSOR_NAME); /* sets __name */
     int mt = lua_gettop(L);
     lua_newtable(L);

@@ -15,15 +15,25 @@ tlb_box *tlb_newbox(lua_State *L) {
 /* Tensor memory counts as garbage-collector debt so that loops making large temporaries collect
    them at the pace of their memory, not of the (tiny) Lua heap. A collector step runs once the
    tensors made since the last one reach a quarter of the tensor memory live at that step (and at
-   least 256 KiB): the garbage stays within about a quarter of what is in use, and the collector's
-   work per tensor byte stays small however many tensors a step makes (a step per few megabytes
-   would traverse the whole Lua heap for each large activation of a network). Tiny ops pay an
-   addition and a compare. */
+   least 256 KiB). Under the generational collector (the tlua executable's, and the stock lua's)
+   that step is a young collection: it frees the temporaries that died since the last one and
+   costs what the young objects cost, not a traversal of the whole Lua heap (an incremental
+   cycle per large activation of a network: 0.2 ms of host time each, most of a GPU training
+   step). A tensor held across two young collections (the result of `a + b` still in its
+   register when the next op steps the collector) ages into the old generation, whose dead wait
+   for a full collection: one runs when the tensor memory in use passes what the last one left
+   by that much again, or by the most any full collection left (at least 64 MiB): old garbage
+   stays within about the live memory of a training step, without a full collection for every
+   doubling of the activations within each step; and a CUDA allocation that finds no memory runs one
+   before it fails (module.c's reclaim hook). Tiny ops pay an addition and a compare. */
 #ifndef TLB_ACCOUNT_STEP_BYTES
 #define TLB_ACCOUNT_STEP_BYTES (256 << 10)
 #endif
+enum { FULL_COLLECTION_SLACK_BYTES = 64 << 20 };
 static _Thread_local size_t pending_bytes;
 static _Thread_local size_t step_bytes = TLB_ACCOUNT_STEP_BYTES;
+static _Thread_local uint64_t full_collection_at; /* tensor bytes in use that start one */
+static _Thread_local uint64_t most_left; /* the most a full collection left in use */
 
 /* Bytes of tensor memory now held on the CPU and every GPU. */
 static uint64_t tensor_bytes_in_use(void) {
@@ -37,19 +47,29 @@ static uint64_t tensor_bytes_in_use(void) {
     return total;
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b) {
+    return a > b ? a : b;
+}
+
 void tlb_account(lua_State *L, const tl_tensor *t) {
     const tl_storage *s = t->storage;
     /* the tensor's own header, and its storage unless shared (a view) */
     pending_bytes += sizeof(tl_tensor);
     if (s->refcount == 1) pending_bytes += sizeof(tl_storage) + ((s->nbytes + 63) & ~(size_t)63);
-    if (pending_bytes >= step_bytes) {
-        size_t kb = pending_bytes >> 10;
-        pending_bytes = 0;
-        /* a step runs even when the user stopped the collector: ask first */
-        if (lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, kb > INT32_MAX ? INT32_MAX : (int)kb);
-        uint64_t quarter = tensor_bytes_in_use() / 4;
-        step_bytes = quarter > TLB_ACCOUNT_STEP_BYTES ? (size_t)quarter : TLB_ACCOUNT_STEP_BYTES;
+    if (pending_bytes < step_bytes) return;
+    size_t kb = pending_bytes >> 10;
+    pending_bytes = 0;
+    /* a step runs even when the user stopped the collector: ask first */
+    if (!lua_gc(L, LUA_GCISRUNNING)) return;
+    lua_gc(L, LUA_GCSTEP, kb > INT32_MAX ? INT32_MAX : (int)kb);
+    uint64_t in_use = tensor_bytes_in_use();
+    if (in_use >= full_collection_at) {
+        lua_gc(L, LUA_GCCOLLECT);
+        in_use = tensor_bytes_in_use();
+        most_left = max_u64(most_left, in_use);
+        full_collection_at = in_use + max_u64(most_left, FULL_COLLECTION_SLACK_BYTES);
     }
+    step_bytes = max_u64(in_use / 4, TLB_ACCOUNT_STEP_BYTES);
 }
 
 /* The metatable is the tensor one (and the value a full userdata of a box's

@@ -31,6 +31,20 @@ typedef struct pool {
 /* One lock for every device: allocations are short and the engine drives the GPUs from one
    thread in practice. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* the thread's reclaim hook (tlua/cuda.h), and whether it is running now */
+static _Thread_local tl_cuda_reclaim_fn reclaim_hook;
+static _Thread_local void *reclaim_context;
+static _Thread_local bool reclaiming;
+
+void tl_cuda_set_reclaim_hook(tl_cuda_reclaim_fn fn, void *context) {
+    reclaim_hook = fn;
+    reclaim_context = context;
+}
+
+void tl_cuda_clear_reclaim_hook(void *context) {
+    if (reclaim_context == context) reclaim_hook = NULL, reclaim_context = NULL;
+}
 static pool pools[TL_CUDA_MAX_DEVICES];
 
 static size_t round_size(size_t n) {
@@ -137,6 +151,19 @@ tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out) 
     if (err == cudaErrorMemoryAllocation) {
         /* the cache may hold enough in blocks of other sizes: give it back, try once more */
         (void)cudaGetLastError();
+        release_cached(p);
+        err = cudaMalloc(&ptr, size);
+    }
+    if (err == cudaErrorMemoryAllocation && reclaim_hook && !reclaiming) {
+        /* the host may hold dead tensors: let it free them (unlocked: freeing takes the lock),
+           then give the cache back and try a last time */
+        (void)cudaGetLastError();
+        pthread_mutex_unlock(&lock);
+        reclaiming = true;
+        reclaim_hook(reclaim_context);
+        reclaiming = false;
+        (void)tl_cuda_stream(device, op, &stream); /* the device current again */
+        pthread_mutex_lock(&lock);
         release_cached(p);
         err = cudaMalloc(&ptr, size);
     }

@@ -71,4 +71,10 @@ tl_status tl_cuda_reset_peak_memory_stats(int device) {
 tl_status tl_cuda_empty_cache(int device) {
     return device == -1 ? TL_OK : no_cuda("empty_cache", device);
 }
+void tl_cuda_set_reclaim_hook(tl_cuda_reclaim_fn fn, void *context) {
+    (void)fn, (void)context;
+}
+void tl_cuda_clear_reclaim_hook(void *context) {
+    (void)context;
+}
 #endif

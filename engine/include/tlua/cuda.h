@@ -52,6 +52,14 @@ tl_status tl_cuda_reset_peak_memory_stats(int device);
    stays. device -1 empties the caches of every device. */
 tl_status tl_cuda_empty_cache(int device);
 
+/* What the allocator calls when device memory runs out, before it gives the cache back and
+   tries once more: a host whose dead tensors wait for a garbage collector frees them there.
+   One per thread (the thread that asks for memory runs its own); it must not allocate device
+   memory. tl_cuda_clear_reclaim_hook removes the thread's hook if its context is context. */
+typedef void (*tl_cuda_reclaim_fn)(void *context);
+void tl_cuda_set_reclaim_hook(tl_cuda_reclaim_fn fn, void *context);
+void tl_cuda_clear_reclaim_hook(void *context);
+
 #ifdef __cplusplus
 }
 #endif
