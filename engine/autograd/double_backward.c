@@ -9,22 +9,20 @@
 
 static const double pi = 3.14159265358979323846;
 
-/* A 0-dim tensor of v in t's dtype and device (no gradient). */
-static tl_status number_like(const tl_tensor *t, double v, tl_tensor **out) {
+tl_status tl_graph_number_like(const tl_tensor *t, double v, tl_tensor **out) {
     return tl_full(NULL, 0, tl_scalar_float(v), t->dtype, tl_tensor_device(t), out);
 }
 
 /* t * v, recorded */
 static tl_status scaled(tl_tensor *t, double v, tl_tensor **out) {
     tl_tensor *c;
-    TL_TRY(number_like(t, v, &c));
+    TL_TRY(tl_graph_number_like(t, v, &c));
     tl_status status = tl_ag_mul(t, c, out);
     tl_release(c);
     return status;
 }
 
-/* a * b * c, recorded */
-static tl_status product3(tl_tensor *a, tl_tensor *b, tl_tensor *c, tl_tensor **out) {
+tl_status tl_graph_product3(tl_tensor *a, tl_tensor *b, tl_tensor *c, tl_tensor **out) {
     tl_tensor *ab;
     TL_TRY(tl_ag_mul(a, b, &ab));
     tl_status status = tl_ag_mul(ab, c, out);
@@ -116,10 +114,10 @@ static tl_status pow_graph(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     if (status == TL_OK) status = tl_node_saved_attached(node, 1, &b);
     if (status == TL_OK && node->needs_input_grad[0]) {
         tl_tensor *one = NULL, *b_minus_1 = NULL, *power = NULL, *partial = NULL;
-        status = number_like(b, 1.0, &one);
+        status = tl_graph_number_like(b, 1.0, &one);
         if (status == TL_OK) status = tl_ag_sub(b, one, &b_minus_1);
         if (status == TL_OK) status = tl_ag_pow(a, b_minus_1, &power);
-        if (status == TL_OK) status = product3(g[0], b, power, &partial);
+        if (status == TL_OK) status = tl_graph_product3(g[0], b, power, &partial);
         if (status == TL_OK) status = to_input(node, 0, partial, &gi[0]);
         tl_release(one), tl_release(b_minus_1), tl_release(power);
     }
@@ -127,7 +125,7 @@ static tl_status pow_graph(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
         tl_tensor *y = NULL, *log_a = NULL, *partial = NULL;
         status = tl_node_saved_attached(node, 2, &y);
         if (status == TL_OK) status = tl_ag_log(a, &log_a);
-        if (status == TL_OK) status = product3(g[0], y, log_a, &partial);
+        if (status == TL_OK) status = tl_graph_product3(g[0], y, log_a, &partial);
         if (status == TL_OK) status = to_input(node, 1, partial, &gi[1]);
         tl_release(y), tl_release(log_a);
     }
@@ -179,7 +177,7 @@ UNARY_GRAPH(sqrt) {
 UNARY_GRAPH(tanh) {
     (void)node;
     tl_tensor *gyy;
-    TL_TRY(product3(g, s, s, &gyy));
+    TL_TRY(tl_graph_product3(g, s, s, &gyy));
     tl_status status = tl_ag_sub(g, gyy, gi);
     tl_release(gyy);
     return status;
@@ -200,7 +198,7 @@ UNARY_GRAPH(sigmoid) {
 UNARY_GRAPH(relu) {
     (void)node;
     tl_tensor *zero = NULL, *mask = NULL;
-    tl_status status = number_like(s, 0.0, &zero);
+    tl_status status = tl_graph_number_like(s, 0.0, &zero);
     if (status == TL_OK) status = tl_gt(s, zero, &mask);
     if (status == TL_OK) status = tl_ag_where(mask, g, zero, gi);
     tl_release(zero), tl_release(mask);
@@ -238,7 +236,7 @@ UNARY_GRAPH(silu) {
     tl_status status = tl_ag_sigmoid(s, &sig);
     if (status == TL_OK) status = tl_ag_mul(s, sig, &xs);
     if (status == TL_OK) status = tl_ag_sub(s, xs, &inner);
-    if (status == TL_OK) status = number_like(s, 1.0, &one);
+    if (status == TL_OK) status = tl_graph_number_like(s, 1.0, &one);
     if (status == TL_OK) status = tl_ag_add(inner, one, &term);
     if (status == TL_OK) status = tl_ag_mul(sig, term, &d);
     if (status == TL_OK) status = tl_ag_mul(g, d, gi);
@@ -255,7 +253,7 @@ UNARY_GRAPH(gelu) {
     tl_tensor *expo = NULL, *density = NULL, *xd = NULL, *d = NULL;
     tl_status status = scaled(s, 1.0 / sqrt(2.0), &u);
     if (status == TL_OK) status = tl_ag_erf(u, &e);
-    if (status == TL_OK) status = number_like(s, 1.0, &one);
+    if (status == TL_OK) status = tl_graph_number_like(s, 1.0, &one);
     if (status == TL_OK) status = tl_ag_add(e, one, &cdf2);
     if (status == TL_OK) status = scaled(cdf2, 0.5, &cdf);
     if (status == TL_OK) status = tl_ag_mul(s, s, &square);
@@ -413,15 +411,7 @@ static tl_status cast_graph(tl_node *node, tl_tensor *const *g, tl_tensor **gi) 
 }
 
 /* ---- the table -------------------------------------------------------------------------- */
-/* inputs: the node's input count when the name alone is ambiguous (pow: pow(a, b) and
-   pow(a, number) record nodes of the same name), else 0 */
-typedef struct graph_formula {
-    const char *name;
-    int inputs;
-    tl_backward_fn fn;
-} graph_formula;
-
-static const graph_formula formulas[] = {
+static const tl_graph_formula_row formulas[] = {
     {"neg", 0, neg_graph},           {"add", 0, add_graph},
     {"sub", 0, sub_graph},           {"mul", 0, mul_graph},
     {"div", 0, div_graph},           {"exp", 0, exp_graph},
@@ -441,21 +431,42 @@ static const graph_formula formulas[] = {
     {"clone", 0, identity_graph},    {"cast", 0, cast_graph},
 };
 
+/* the tables tl_graph_formula looks through, in order */
+typedef struct formula_table {
+    const tl_graph_formula_row *rows;
+    int count;
+} formula_table;
+
+static formula_table table_at(int t) {
+    if (t == 0) return (formula_table){formulas, (int)(sizeof formulas / sizeof formulas[0])};
+    return (formula_table){tl_nn_graph_formulas, tl_nn_graph_formula_count};
+}
+enum { TABLE_COUNT = 2 };
+
 tl_backward_fn tl_graph_formula(const tl_node *node) {
-    for (size_t i = 0; i < sizeof formulas / sizeof formulas[0]; i++)
-        if (strcmp(formulas[i].name, node->name) == 0 &&
-            (!formulas[i].inputs || formulas[i].inputs == node->num_inputs))
-            return formulas[i].fn;
+    for (int t = 0; t < TABLE_COUNT; t++) {
+        const formula_table table = table_at(t);
+        for (int i = 0; i < table.count; i++)
+            if (strcmp(table.rows[i].name, node->name) == 0 &&
+                (!table.rows[i].inputs || table.rows[i].inputs == node->num_inputs))
+                return table.rows[i].fn;
+    }
     return NULL;
 }
 
 const char *tl_graph_formula_names(void) {
-    static char names[512];
+    static char names[2048];
     if (names[0]) return names;
     size_t at = 0;
-    for (size_t i = 0; i < sizeof formulas / sizeof formulas[0] && at < sizeof names; i++)
-        if (i == 0 || strcmp(formulas[i].name, formulas[i - 1].name) != 0)
-            at += (size_t)snprintf(names + at, sizeof names - at, i ? ", %s" : "%s",
-                                   formulas[i].name);
+    const char *previous = NULL;
+    for (int t = 0; t < TABLE_COUNT; t++) {
+        const formula_table table = table_at(t);
+        for (int i = 0; i < table.count && at < sizeof names; i++) {
+            const char *name = table.rows[i].name;
+            if (previous && strcmp(name, previous) == 0) continue;
+            at += (size_t)snprintf(names + at, sizeof names - at, previous ? ", %s" : "%s", name);
+            previous = name;
+        }
+    }
     return names;
 }

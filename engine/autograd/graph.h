@@ -158,6 +158,21 @@ tl_status tl_node_saved_attached(tl_node *node, int slot, tl_tensor **out);
 /* The differentiable gradient of node's op (create_graph: made of recording ops, so the
    gradient has a graph of its own), or NULL when that op has none yet. */
 tl_backward_fn tl_graph_formula(const tl_node *node);
+/* One row of a table of differentiable gradients: the op's node name, the node's input count
+   when the name alone is ambiguous (pow: pow(a, b) and pow(a, number) record nodes of the same
+   name), else 0, and the formula. tl_graph_formula looks through double_backward.c's table (the
+   tensor ops) and tl_nn_graph_formulas (double_backward_nn.c: the nn ops). */
+typedef struct tl_graph_formula_row {
+    const char *name;
+    int inputs;
+    tl_backward_fn fn;
+} tl_graph_formula_row;
+extern const tl_graph_formula_row tl_nn_graph_formulas[];
+extern const int tl_nn_graph_formula_count;
+/* Helpers of the formulas, recorded: a 0-dim tensor of v in t's dtype and device (no gradient);
+   a * b * c. */
+tl_status tl_graph_number_like(const tl_tensor *t, double v, tl_tensor **out);
+tl_status tl_graph_product3(tl_tensor *a, tl_tensor *b, tl_tensor *c, tl_tensor **out);
 /* The names of the ops tl_graph_formula knows, ", "-separated, for error messages. */
 const char *tl_graph_formula_names(void);
 /* Makes output i of node produce t (t becomes a non-leaf requiring grad); an index past the

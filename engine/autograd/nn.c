@@ -1,6 +1,7 @@
 /* Recording nn ops: backward runs only the needed split kernels; save only what they read. */
 #include "autograd/autocast.h"
 #include "autograd/formula.h"
+#include "autograd/nn_node.h"
 #include "ops/nn/nn_common.h"
 
 /* Every backward sets gi[i] only for needed inputs, "=" semantics: the engine accumulates. */
@@ -13,22 +14,22 @@ static tl_status output_grad(tl_node *node, tl_tensor *g, tl_tensor **out) {
 /* ---- conv2d, conv_transpose2d --------------------------------------------------------------
    Inputs: input, weight, bias (may be NULL). Saved: slot 0 the input (only if the weight's
    gradient is needed), slot 1 the weight (only if the input's gradient is needed).
-   ints: stride h, w, padding h, w, dilation h, w, groups. */
+   ints: the options (autograd/nn_node.h). */
 enum { CONV_INPUT, CONV_WEIGHT, CONV_BIAS };
 
-static void store_conv_options(tl_node *node, const tl_conv2d_options *o) {
+void tl_node_store_conv_options(tl_node *node, const tl_conv2d_options *o) {
     int64_t *s = node->ints;
     s[0] = o->stride[0], s[1] = o->stride[1], s[2] = o->padding[0], s[3] = o->padding[1];
     s[4] = o->dilation[0], s[5] = o->dilation[1], s[6] = o->groups;
 }
 
-static tl_conv2d_options stored_conv_options(const tl_node *node) {
+tl_conv2d_options tl_node_conv_options(const tl_node *node) {
     const int64_t *s = node->ints;
     return (tl_conv2d_options){{s[0], s[1]}, {s[2], s[3]}, {s[4], s[5]}, s[6]};
 }
 
 static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    const tl_conv2d_options o = stored_conv_options(node);
+    const tl_conv2d_options o = tl_node_conv_options(node);
     tl_tensor *grad;
     TL_TRY(output_grad(node, g[0], &grad));
     tl_status status = TL_OK;
@@ -55,7 +56,7 @@ static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
 /* y = conv_transpose2d(x, w) = conv2d_backward_input(x, w): dx = conv2d(dy, w), dw =
    conv2d_backward_weight(x as the gradient, dy as the input), db = dy summed per channel. */
 static tl_status conv_transpose2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
-    const tl_conv2d_options o = stored_conv_options(node);
+    const tl_conv2d_options o = tl_node_conv_options(node);
     tl_tensor *grad;
     TL_TRY(output_grad(node, g[0], &grad));
     tl_status status = TL_OK;
@@ -85,7 +86,7 @@ static tl_status record_conv(const char *name, tl_backward_fn backward, tl_tenso
     tl_tensor *inputs[3] = {input, weight, bias};
     TL_TRY(tl_record(name, backward, 3, inputs, *out, &node));
     if (!node) return TL_OK;
-    store_conv_options(node, o);
+    tl_node_store_conv_options(node, o);
     if (node->needs_input_grad[CONV_WEIGHT]) TL_TRY(tl_record_save(node, 0, "input", input, *out));
     if (node->needs_input_grad[CONV_INPUT]) TL_TRY(tl_record_save(node, 1, "weight", weight, *out));
     return TL_OK;

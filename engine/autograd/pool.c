@@ -1,6 +1,7 @@
 /* Recording pooling and interpolate ops: max (saving the argmax indices), average, adaptive,
    and interpolate's resampling; each backward runs its op's backward kernel. */
 #include "autograd/formula.h"
+#include "autograd/nn_node.h"
 #include "ops/nn/nn_common.h"
 
 /* grad_output as the output's dtype (a reference to release). */
@@ -57,7 +58,7 @@ tl_status tl_ag_adaptive_max_pool2d(tl_tensor *input, int64_t out_h, int64_t out
 /* ---- avg_pool2d ------------------------------------------------------------------------------
    Nothing saved; ints: kernel, stride, padding (h, w each), ceil_mode, count_include_pad,
    divisor. */
-static tl_pool2d_options pool_options_of(const tl_node *node) {
+tl_pool2d_options tl_node_pool_options(const tl_node *node) {
     const int64_t *s = node->ints;
     return (tl_pool2d_options){.kernel_h = s[0],
                                .kernel_w = s[1],
@@ -75,7 +76,7 @@ static tl_pool2d_options pool_options_of(const tl_node *node) {
 static tl_status avg_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *grad;
     TL_TRY(output_grad(node, g[0], &grad));
-    const tl_pool2d_options o = pool_options_of(node);
+    const tl_pool2d_options o = tl_node_pool_options(node);
     tl_status status = tl_avg_pool2d_backward(grad, node->input_shape[0], &o, &gi[0]);
     tl_release(grad);
     return status;
@@ -110,15 +111,19 @@ tl_status tl_ag_adaptive_avg_pool2d(tl_tensor *input, int64_t out_h, int64_t out
 }
 
 /* ---- interpolate: nothing saved; ints: mode, size_h, size_w, align_corners; scalar: the scales */
+tl_interpolate_options tl_node_interpolate_options(const tl_node *node) {
+    return (tl_interpolate_options){.mode = (tl_interpolate_mode)node->ints[0],
+                                    .size_h = node->ints[1],
+                                    .size_w = node->ints[2],
+                                    .align_corners = node->ints[3] != 0,
+                                    .scale_h = node->scalar[0],
+                                    .scale_w = node->scalar[1]};
+}
+
 static tl_status interpolate_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *grad;
     TL_TRY(output_grad(node, g[0], &grad));
-    const tl_interpolate_options o = {.mode = (tl_interpolate_mode)node->ints[0],
-                                      .size_h = node->ints[1],
-                                      .size_w = node->ints[2],
-                                      .align_corners = node->ints[3] != 0,
-                                      .scale_h = node->scalar[0],
-                                      .scale_w = node->scalar[1]};
+    const tl_interpolate_options o = tl_node_interpolate_options(node);
     tl_status status = tl_interpolate_backward(grad, node->input_shape[0], &o, &gi[0]);
     tl_release(grad);
     return status;

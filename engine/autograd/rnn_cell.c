@@ -11,7 +11,9 @@ static tl_status output_grad(tl_node *node, int o, tl_tensor *g, tl_tensor **out
 
 /* ---- lstm_cell_pointwise -------------------------------------------------------------------
    Inputs: gates, gates2 (may be NULL), c_prev. Outputs: h, c. Saved: slot 0 the workspace (the
-   activated gates), slot 1 c_prev, slot 2 c. */
+   activated gates), slot 1 c_prev, slot 2 c; slots 3, 4 gates and gates2 (aliases, read only by
+   the differentiable gradient of create_graph, which needs the activations as functions of
+   them). ints[0]: whether there is a gates2. */
 enum { LSTM_GATES, LSTM_GATES2, LSTM_C_PREV };
 
 static tl_status lstm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
@@ -49,11 +51,14 @@ static tl_status record_lstm(tl_tensor *gates, tl_tensor *gates2, tl_tensor *c_p
     tl_node *node;
     tl_status status = tl_node_new_multi("lstm_cell_pointwise", lstm_backward, 3, inputs, 2, &node);
     if (status == TL_OK) {
+        node->ints[0] = gates2 != NULL;
         status = tl_node_set_output(node, 0, *h);
         if (status == TL_OK) status = tl_node_set_output(node, 1, *c);
         if (status == TL_OK) status = tl_node_save(node, 0, "workspace", ws);
         if (status == TL_OK) status = tl_node_save(node, 1, "c_prev", c_prev);
         if (status == TL_OK) status = tl_node_save(node, 2, "result", *c);
+        if (status == TL_OK) status = tl_node_save(node, 3, "gates", gates);
+        if (status == TL_OK && gates2) status = tl_node_save(node, 4, "gates2", gates2);
         tl_node_release(node); /* the outputs hold it */
     }
     tl_release(ws);
@@ -75,7 +80,7 @@ tl_status tl_ag_lstm_cell_pointwise(tl_tensor *gates, tl_tensor *gates2, tl_tens
 
 /* ---- gru_cell_pointwise --------------------------------------------------------------------
    Inputs: gi, gh, h_prev. Output: h. Saved: slot 0 the workspace (r, z, n, gh's n part), slot 1
-   h_prev. */
+   h_prev; slots 2, 3 gi and gh (aliases, for create_graph's differentiable gradient). */
 enum { GRU_GI, GRU_GH, GRU_H_PREV };
 
 static tl_status gru_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
@@ -101,6 +106,8 @@ static tl_status record_gru(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_
     if (status == TL_OK && node) {
         status = tl_record_save(node, 0, "workspace", ws, *h);
         if (status == TL_OK) status = tl_record_save(node, 1, "h_prev", h_prev, *h);
+        if (status == TL_OK) status = tl_record_save(node, 2, "gi", gi, *h);
+        if (status == TL_OK) status = tl_record_save(node, 3, "gh", gh, *h);
     }
     if (status != TL_OK) *h = NULL; /* tl_record / tl_record_save released it */
     tl_release(ws);
