@@ -1,6 +1,5 @@
-/* CUDA conv2d on cuDNN: the forward product and the two gradients, on the device's handle and
-   stream, with the algorithm cuDNN's heuristics rank first among those whose workspace fits,
-   remembered per problem. */
+/* CUDA conv2d on cuDNN's graph (backend) API: the forward product and the two gradients, each an
+   execution plan built once per problem and kept, so that a call binds its pointers and runs. */
 #include <pthread.h>
 #include <string.h>
 
@@ -9,29 +8,34 @@
 #include "kernels/cuda/cuda_kernels.h"
 
 #define OP_NAME "conv2d"
-/* the most workspace an algorithm may ask for */
-#define WORKSPACE_LIMIT ((size_t)1 << 30)
-/* problems whose algorithm is remembered (a direct-mapped cache) */
+/* the most workspace a plan may ask for */
+#define WORKSPACE_LIMIT ((int64_t)1 << 30)
+/* problems whose plan is kept (a direct-mapped cache: a new problem evicts the slot's plan) */
 #define CACHE_SLOTS 256
 
 typedef enum { FORWARD, BACKWARD_INPUT, BACKWARD_WEIGHT } direction;
+/* the tensors' ids in a plan: x (the input or its gradient), w, y (the output or its gradient) */
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
 
 /* A problem: the direction, the device, the dtype, the input, weight and output shapes, the
-   geometry and the math mode; and what was chosen for it. */
+   geometry, the math mode and the alignment of the pointers the plan may assume. */
 typedef struct problem {
-    int direction, device, dtype, tf32;
+    int direction, device, dtype, tf32, alignment;
     int64_t input[4], weight[4], output[4];
     tl_conv2d_options options;
 } problem;
 
+/* The descriptors a plan was built from, kept while it lives (the plan refers to them). */
+enum { PARTS = 8 };
 typedef struct cached {
     bool used;
     problem key;
-    int algorithm;
-    size_t workspace;
+    cudnnBackendDescriptor_t plan, parts[PARTS];
+    int64_t workspace;
 } cached;
 
 static cached cache[CACHE_SLOTS];
+/* held from the lookup to the launch, so that no call evicts a plan another one runs */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t slot_of(const problem *p) {
@@ -41,37 +45,22 @@ static size_t slot_of(const problem *p) {
     return (size_t)(h % CACHE_SLOTS);
 }
 
-static bool cache_find(const problem *p, int *algorithm, size_t *workspace) {
-    bool found = false;
-    pthread_mutex_lock(&cache_lock);
-    const cached *c = &cache[slot_of(p)];
-    if (c->used && memcmp(&c->key, p, sizeof *p) == 0) {
-        *algorithm = c->algorithm, *workspace = c->workspace;
-        found = true;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    return found;
+static void destroy(cudnnBackendDescriptor_t *d) {
+    if (*d) cudnnBackendDestroyDescriptor(*d);
+    *d = NULL;
 }
 
-static void cache_keep(const problem *p, int algorithm, size_t workspace) {
-    pthread_mutex_lock(&cache_lock);
-    cache[slot_of(p)] =
-        (cached){.used = true, .key = *p, .algorithm = algorithm, .workspace = workspace};
-    pthread_mutex_unlock(&cache_lock);
+static void forget(cached *c) {
+    destroy(&c->plan);
+    for (int i = 0; i < PARTS; i++) destroy(&c->parts[i]);
+    c->used = false;
 }
 
-/* The descriptors of one problem, made and destroyed together. */
-typedef struct descriptors {
-    cudnnTensorDescriptor_t x, y;
-    cudnnFilterDescriptor_t w;
-    cudnnConvolutionDescriptor_t conv;
-} descriptors;
-
-static void destroy_descriptors(descriptors *d) {
-    if (d->x) cudnnDestroyTensorDescriptor(d->x);
-    if (d->y) cudnnDestroyTensorDescriptor(d->y);
-    if (d->w) cudnnDestroyFilterDescriptor(d->w);
-    if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
+/* Sets one attribute of d unless an earlier step of *status failed. */
+static void set(cudnnStatus_t *status, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                cudnnBackendAttributeType_t type, int64_t count, const void *values) {
+    if (*status == CUDNN_STATUS_SUCCESS)
+        *status = cudnnBackendSetAttribute(d, name, type, count, values);
 }
 
 /* cuDNN's data type and the type its products accumulate in */
@@ -91,83 +80,217 @@ static void dnn_types(tl_dtype dtype, cudnnDataType_t *data, cudnnDataType_t *co
     }
 }
 
+/* An NCHW tensor of shape, contiguous, with its id and the alignment its pointer keeps. */
+static cudnnStatus_t make_tensor(int64_t uid, cudnnDataType_t type, const int64_t shape[4],
+                                 int64_t alignment, cudnnBackendDescriptor_t *out) {
+    int64_t strides[4] = {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, out);
+    set(&s, *out, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    set(&s, *out, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, shape);
+    set(&s, *out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    set(&s, *out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    set(&s, *out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    if (!s) s = cudnnBackendFinalize(*out);
+    return s;
+}
+
+/* The convolution's geometry: cross-correlation (no flip), in the compute type. */
+static cudnnStatus_t make_convolution(const problem *p, cudnnDataType_t compute,
+                                      cudnnBackendDescriptor_t *out) {
+    const tl_conv2d_options *o = &p->options;
+    int64_t dims = 2;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, out);
+    set(&s, *out, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    set(&s, *out, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    set(&s, *out, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    set(&s, *out, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, o->dilation);
+    set(&s, *out, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, o->stride);
+    set(&s, *out, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, o->padding);
+    set(&s, *out, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, o->padding);
+    if (!s) s = cudnnBackendFinalize(*out);
+    return s;
+}
+
+/* The one operation of the problem's direction over x, w, y and the geometry: y = conv(x, w),
+   dx = conv's input gradient of dy, or dw = its weight gradient; alpha 1, beta 0 (overwrite). */
+static cudnnStatus_t make_operation(const problem *p, cudnnBackendDescriptor_t x,
+                                    cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y,
+                                    cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t *out) {
+    static const cudnnBackendDescriptorType_t kinds[] = {
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+    /* attribute names per direction: x, w, y, the geometry, alpha, beta */
+    static const cudnnBackendAttributeName_t names[3][6] = {
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
+    const cudnnBackendAttributeName_t *n = names[p->direction];
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(kinds[p->direction], out);
+    set(&s, *out, n[0], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    set(&s, *out, n[1], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+    set(&s, *out, n[2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    set(&s, *out, n[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+    if (p->dtype == TL_F64) {
+        double one = 1.0, zero = 0.0;
+        set(&s, *out, n[4], CUDNN_TYPE_DOUBLE, 1, &one);
+        set(&s, *out, n[5], CUDNN_TYPE_DOUBLE, 1, &zero);
+    } else {
+        float one = 1.0f, zero = 0.0f;
+        set(&s, *out, n[4], CUDNN_TYPE_FLOAT, 1, &one);
+        set(&s, *out, n[5], CUDNN_TYPE_FLOAT, 1, &zero);
+    }
+    if (!s) s = cudnnBackendFinalize(*out);
+    return s;
+}
+
+/* Whether an engine config keeps the problem's precision: float32 products in float32 unless
+   TF32 is allowed (tl_set_matmul_precision("high")), and for every dtype no reduction in a type
+   narrower than float32. */
+static bool keeps_precision(const problem *p, cudnnBackendDescriptor_t config) {
+    cudnnBackendDescriptor_t engine = NULL;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine)) return false;
+    int64_t count = 0;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    bool ok = cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine) == 0 &&
+              cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                       CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                                       &count, notes) == 0;
+    for (int64_t i = 0; ok && i < count; i++) {
+        if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) ok = false;
+        if (p->dtype == TL_F32 && !p->tf32 &&
+            (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
+             notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
+            ok = false;
+    }
+    cudnnBackendDestroyDescriptor(engine);
+    return ok;
+}
+
+/* The first plan of a heuristic mode's ranking that keeps the precision, finalizes on this
+   device and fits the workspace limit, and its engine config (kept in *config, the other ranked
+   ones destroyed); *plan stays NULL when none does. */
+static cudnnStatus_t plan_from(cudnnHandle_t handle, const problem *p,
+                               cudnnBackendDescriptor_t heuristics, cudnnBackendDescriptor_t *plan,
+                               cudnnBackendDescriptor_t *config, int64_t *workspace) {
+    enum { RANKED = 16 };
+    cudnnBackendDescriptor_t configs[RANKED] = {0};
+    int64_t count = 0;
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    for (int i = 0; !s && i < RANKED; i++)
+        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &configs[i]);
+    if (!s)
+        s = cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, RANKED, &count, configs);
+    for (int64_t i = 0; !s && i < count && !*plan; i++) {
+        if (!keeps_precision(p, configs[i])) continue;
+        cudnnBackendDescriptor_t candidate = NULL;
+        int64_t size = 0, returned = 0;
+        cudnnStatus_t t =
+            cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &candidate);
+        set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+            1, &configs[i]);
+        if (!t) t = cudnnBackendFinalize(candidate);
+        if (!t)
+            t = cudnnBackendGetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                         CUDNN_TYPE_INT64, 1, &returned, &size);
+        if (!t && size <= WORKSPACE_LIMIT) {
+            *plan = candidate, *workspace = size, *config = configs[i];
+            configs[i] = NULL;
+        } else if (candidate) {
+            cudnnBackendDestroyDescriptor(candidate);
+        }
+    }
+    for (int i = 0; i < RANKED; i++) destroy(&configs[i]);
+    return s;
+}
+
+/* Builds the problem's plan into c: its tensors, geometry, operation and graph, then the plans
+   of cuDNN's heuristics (mode A, then the fallback engines) until one is taken. */
+static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
+    cudnnDataType_t data, compute;
+    dnn_types((tl_dtype)p->dtype, &data, &compute);
+    cudnnBackendDescriptor_t *x = &c->parts[0], *w = &c->parts[1], *y = &c->parts[2],
+                             *conv = &c->parts[3], *op = &c->parts[4], *graph = &c->parts[5],
+                             *heuristics = &c->parts[6], *config = &c->parts[7];
+    cudnnStatus_t s = make_tensor(UID_X, data, p->input, p->alignment, x);
+    if (!s) s = make_tensor(UID_W, data, p->weight, p->alignment, w);
+    if (!s) s = make_tensor(UID_Y, data, p->output, p->alignment, y);
+    if (!s) s = make_convolution(p, compute, conv);
+    if (!s) s = make_operation(p, *x, *w, *y, *conv, op);
+    if (!s) s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph);
+    set(&s, *graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, op);
+    set(&s, *graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    if (!s) s = cudnnBackendFinalize(*graph);
+    if (s) {
+        forget(c);
+        return tl_cudnn_fail(s, OP_NAME, "describing the problem");
+    }
+    const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0] && !c->plan; m++) {
+        destroy(heuristics);
+        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, heuristics);
+        set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+            1, graph);
+        set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
+        if (!s) s = cudnnBackendFinalize(*heuristics);
+        if (!s) s = plan_from(handle, p, *heuristics, &c->plan, config, &c->workspace);
+    }
+    if (!c->plan) {
+        forget(c);
+        return s ? tl_cudnn_fail(s, OP_NAME, "choosing an engine")
+                 : tl_error(TL_ERR_RUNTIME,
+                            "%s: cuDNN has no engine for this convolution that keeps its "
+                            "precision within a workspace of %lld bytes",
+                            OP_NAME, (long long)WORKSPACE_LIMIT);
+    }
+    c->used = true;
+    c->key = *p;
+    return TL_OK;
+}
+
+/* The largest power of two up to 16 that divides every pointer: what the plan may assume. */
+static int alignment_of(const void *a, const void *b, const void *c) {
+    uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | 16;
+    return (int)(bits & (~bits + 1));
+}
+
 static bool fits_int(const int64_t *shape) {
     for (int d = 0; d < 4; d++)
         if (shape[d] > INT32_MAX) return false;
     return true;
 }
 
-/* NCHW descriptors of the problem; float32 products in full precision unless TF32 is allowed
-   (tl_set_matmul_precision("high")), 16-bit ones on tensor cores. */
-static tl_status make_descriptors(const problem *p, descriptors *d) {
-    cudnnDataType_t data, compute;
-    dnn_types((tl_dtype)p->dtype, &data, &compute);
-    const tl_conv2d_options *o = &p->options;
-    cudnnMathType_t math = p->dtype == TL_F32 && !p->tf32 ? CUDNN_FMA_MATH
-                           : p->dtype == TL_F64           ? CUDNN_DEFAULT_MATH
-                                                          : CUDNN_TENSOR_OP_MATH;
-    cudnnStatus_t s = cudnnCreateTensorDescriptor(&d->x);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateTensorDescriptor(&d->y);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateFilterDescriptor(&d->w);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateConvolutionDescriptor(&d->conv);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, data, (int)p->input[0],
-                                       (int)p->input[1], (int)p->input[2], (int)p->input[3]);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, data, (int)p->output[0],
-                                       (int)p->output[1], (int)p->output[2], (int)p->output[3]);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnSetFilter4dDescriptor(d->w, data, CUDNN_TENSOR_NCHW, (int)p->weight[0],
-                                       (int)p->weight[1], (int)p->weight[2], (int)p->weight[3]);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnSetConvolution2dDescriptor(
-            d->conv, (int)o->padding[0], (int)o->padding[1], (int)o->stride[0], (int)o->stride[1],
-            (int)o->dilation[0], (int)o->dilation[1], CUDNN_CROSS_CORRELATION, compute);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionGroupCount(d->conv, (int)o->groups);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(d->conv, math);
-    return s == CUDNN_STATUS_SUCCESS ? TL_OK : tl_cudnn_fail(s, OP_NAME, "describing the problem");
-}
-
-/* The first algorithm of cuDNN's ranking that succeeds and whose workspace fits. */
-static tl_status choose(cudnnHandle_t handle, const problem *p, const descriptors *d,
-                        int *algorithm, size_t *workspace) {
-    if (cache_find(p, algorithm, workspace)) return TL_OK;
-    enum { ASKED = 8 };
-    int returned = 0;
-    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-    cudnnStatus_t statuses[ASKED];
-    int algorithms[ASKED];
-    size_t memory[ASKED];
-    if (p->direction == FORWARD) {
-        cudnnConvolutionFwdAlgoPerf_t perf[ASKED];
-        s = cudnnGetConvolutionForwardAlgorithm_v7(handle, d->x, d->w, d->conv, d->y, ASKED,
-                                                   &returned, perf);
-        for (int i = 0; i < returned; i++)
-            statuses[i] = perf[i].status, algorithms[i] = perf[i].algo, memory[i] = perf[i].memory;
-    } else if (p->direction == BACKWARD_INPUT) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[ASKED];
-        s = cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d->w, d->y, d->conv, d->x, ASKED,
-                                                        &returned, perf);
-        for (int i = 0; i < returned; i++)
-            statuses[i] = perf[i].status, algorithms[i] = perf[i].algo, memory[i] = perf[i].memory;
-    } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[ASKED];
-        s = cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d->x, d->y, d->conv, d->w, ASKED,
-                                                          &returned, perf);
-        for (int i = 0; i < returned; i++)
-            statuses[i] = perf[i].status, algorithms[i] = perf[i].algo, memory[i] = perf[i].memory;
-    }
-    if (s != CUDNN_STATUS_SUCCESS) return tl_cudnn_fail(s, OP_NAME, "choosing an algorithm");
-    for (int i = 0; i < returned; i++) {
-        if (statuses[i] != CUDNN_STATUS_SUCCESS || memory[i] > WORKSPACE_LIMIT) continue;
-        *algorithm = algorithms[i], *workspace = memory[i];
-        cache_keep(p, *algorithm, *workspace);
-        return TL_OK;
-    }
-    return tl_error(TL_ERR_RUNTIME,
-                    "%s: cuDNN has no algorithm for this convolution within a workspace of "
-                    "%zu bytes",
-                    OP_NAME, WORKSPACE_LIMIT);
+/* Runs the plan with the pointers and the workspace bound (a variant pack made per call). */
+static tl_status execute(cudnnHandle_t handle, const cached *c, void *x, void *w, void *y,
+                         void *workspace) {
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *pointers[3] = {x, w, y};
+    cudnnBackendDescriptor_t pack = NULL;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
+    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    if (!s) s = cudnnBackendFinalize(pack);
+    if (!s) s = cudnnBackendExecute(handle, c->plan, pack);
+    destroy(&pack);
+    return s ? tl_cudnn_fail(s, OP_NAME, "running") : TL_OK;
 }
 
 /* Runs the problem of direction: out = conv(a, b) or one of its gradients (kernel.h). */
@@ -183,6 +306,7 @@ static tl_status run(int dir, tl_tensor *out, const tl_tensor *a, const tl_tenso
     p.device = tl_tensor_device(out).index;
     p.dtype = out->dtype;
     p.tf32 = out->dtype == TL_F32 && tl_cuda_matmul_allow_tf32();
+    p.alignment = alignment_of(tl_data(input), tl_data(weight), tl_data(output));
     memcpy(p.input, input->shape, sizeof p.input);
     memcpy(p.weight, weight->shape, sizeof p.weight);
     memcpy(p.output, output->shape, sizeof p.output);
@@ -195,36 +319,20 @@ static tl_status run(int dir, tl_tensor *out, const tl_tensor *a, const tl_tenso
     cudnnHandle_t handle;
     cudaStream_t stream;
     TL_TRY(tl_cuda_dnn(p.device, OP_NAME, &handle, &stream));
-    descriptors d = {0};
-    tl_status status = make_descriptors(&p, &d);
-    int algorithm = 0;
-    size_t workspace_size = 0;
-    void *workspace = NULL;
-    if (status == TL_OK) status = choose(handle, &p, &d, &algorithm, &workspace_size);
-    if (status == TL_OK && workspace_size)
-        status = tl_cuda_malloc(p.device, workspace_size, OP_NAME, &workspace);
-    if (status == TL_OK) {
-        const double one64 = 1.0, zero64 = 0.0;
-        const float one32 = 1.0f, zero32 = 0.0f;
-        const void *one = out->dtype == TL_F64 ? (const void *)&one64 : (const void *)&one32;
-        const void *zero = out->dtype == TL_F64 ? (const void *)&zero64 : (const void *)&zero32;
-        cudnnStatus_t s;
-        if (dir == FORWARD)
-            s = cudnnConvolutionForward(handle, one, d.x, tl_data(a), d.w, tl_data(b), d.conv,
-                                        (cudnnConvolutionFwdAlgo_t)algorithm, workspace,
-                                        workspace_size, zero, d.y, tl_data(out));
-        else if (dir == BACKWARD_INPUT)
-            s = cudnnConvolutionBackwardData(handle, one, d.w, tl_data(b), d.y, tl_data(a), d.conv,
-                                             (cudnnConvolutionBwdDataAlgo_t)algorithm, workspace,
-                                             workspace_size, zero, d.x, tl_data(out));
-        else
-            s = cudnnConvolutionBackwardFilter(handle, one, d.x, tl_data(b), d.y, tl_data(a),
-                                               d.conv, (cudnnConvolutionBwdFilterAlgo_t)algorithm,
-                                               workspace, workspace_size, zero, d.w, tl_data(out));
-        if (s != CUDNN_STATUS_SUCCESS) status = tl_cudnn_fail(s, OP_NAME, "running");
+    pthread_mutex_lock(&cache_lock);
+    cached *c = &cache[slot_of(&p)];
+    tl_status status = TL_OK;
+    if (!c->used || memcmp(&c->key, &p, sizeof p) != 0) {
+        forget(c);
+        status = build(handle, &p, c);
     }
+    void *workspace = NULL;
+    if (status == TL_OK && c->workspace)
+        status = tl_cuda_malloc(p.device, (size_t)c->workspace, OP_NAME, &workspace);
+    if (status == TL_OK)
+        status = execute(handle, c, tl_data(input), tl_data(weight), tl_data(output), workspace);
+    pthread_mutex_unlock(&cache_lock);
     if (workspace) tl_cuda_free(p.device, workspace);
-    destroy_descriptors(&d);
     return status;
 }
 
