@@ -45,8 +45,8 @@ local CASES = {
     return F.batch_norm(x, nil, nil, { training = true }) * x
   end, { { 5, 3 } } },
   { "batch_norm on running statistics (eval)", function(x, w, b)
-    local rm = tl.tensor({ 0.2, -0.1 }, { dtype = "float64" })
-    local rv = tl.tensor({ 1.5, 0.7 }, { dtype = "float64" })
+    local rm = tl.tensor({ 0.2, -0.1 }, { dtype = "float64", device = x.device })
+    local rv = tl.tensor({ 1.5, 0.7 }, { dtype = "float64", device = x.device })
     return F.batch_norm(x, rm, rv, { weight = w, bias = b, training = false }):tanh()
   end, { { 2, 2, 3 }, { 2 }, { 2 } } },
   { "lstm_cell_pointwise with two gate inputs", lstm_both, { { 3, 8 }, { 3, 8 }, { 3, 2 } } },

@@ -1,6 +1,7 @@
 /* CUDA conv2d on cuDNN's graph (backend) API: the forward product and the two gradients, each an
    execution plan built once per problem and kept, so that a call binds its pointers and runs. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cuda/dnn.h"
@@ -10,8 +11,10 @@
 #define OP_NAME "conv2d"
 /* the most workspace a plan may ask for */
 #define WORKSPACE_LIMIT ((int64_t)1 << 30)
-/* problems whose plan is kept (a direct-mapped cache: a new problem evicts the slot's plan) */
-#define CACHE_SLOTS 256
+/* the hash table of plans: its buckets, and the most plans kept (past it, every plan goes and
+   the table fills again: a workload of ever new shapes keeps a bounded host memory) */
+#define BUCKETS   1024
+#define MOST_KEPT 4096
 
 typedef enum { FORWARD, BACKWARD_INPUT, BACKWARD_WEIGHT } direction;
 /* the tensors' ids in a plan: x (the input or its gradient), w, y (the output or its gradient) */
@@ -28,21 +31,22 @@ typedef struct problem {
 /* The descriptors a plan was built from, kept while it lives (the plan refers to them). */
 enum { PARTS = 8 };
 typedef struct cached {
-    bool used;
     problem key;
     cudnnBackendDescriptor_t plan, parts[PARTS];
     int64_t workspace;
+    struct cached *next;
 } cached;
 
-static cached cache[CACHE_SLOTS];
-/* held from the lookup to the launch, so that no call evicts a plan another one runs */
+static cached *buckets[BUCKETS];
+static int kept;
+/* held from the lookup to the launch, so that no call drops a plan another one runs */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static size_t slot_of(const problem *p) {
+static size_t bucket_of(const problem *p) {
     const unsigned char *bytes = (const unsigned char *)p;
     uint64_t h = 1469598103934665603u;
     for (size_t i = 0; i < sizeof *p; i++) h = (h ^ bytes[i]) * 1099511628211u;
-    return (size_t)(h % CACHE_SLOTS);
+    return (size_t)(h % BUCKETS);
 }
 
 static void destroy(cudnnBackendDescriptor_t *d) {
@@ -53,7 +57,19 @@ static void destroy(cudnnBackendDescriptor_t *d) {
 static void forget(cached *c) {
     destroy(&c->plan);
     for (int i = 0; i < PARTS; i++) destroy(&c->parts[i]);
-    c->used = false;
+}
+
+/* Drops every kept plan (lock held). */
+static void forget_all(void) {
+    for (size_t b = 0; b < BUCKETS; b++) {
+        while (buckets[b]) {
+            cached *c = buckets[b];
+            buckets[b] = c->next;
+            forget(c);
+            free(c);
+        }
+    }
+    kept = 0;
 }
 
 /* Sets one attribute of d unless an earlier step of *status failed. */
@@ -260,8 +276,6 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
                             "precision within a workspace of %lld bytes",
                             OP_NAME, (long long)WORKSPACE_LIMIT);
     }
-    c->used = true;
-    c->key = *p;
     return TL_OK;
 }
 
@@ -320,11 +334,24 @@ static tl_status run(int dir, tl_tensor *out, const tl_tensor *a, const tl_tenso
     cudaStream_t stream;
     TL_TRY(tl_cuda_dnn(p.device, OP_NAME, &handle, &stream));
     pthread_mutex_lock(&cache_lock);
-    cached *c = &cache[slot_of(&p)];
     tl_status status = TL_OK;
-    if (!c->used || memcmp(&c->key, &p, sizeof p) != 0) {
-        forget(c);
-        status = build(handle, &p, c);
+    size_t bucket = bucket_of(&p);
+    cached *c = buckets[bucket];
+    while (c && memcmp(&c->key, &p, sizeof p) != 0) c = c->next;
+    if (!c) {
+        if (kept >= MOST_KEPT) forget_all();
+        c = calloc(1, sizeof *c);
+        if (!c) status = tl_error(TL_ERR_MEMORY, "%s: out of host memory for a plan", OP_NAME);
+        if (status == TL_OK) status = build(handle, &p, c);
+        if (status == TL_OK) {
+            c->key = p;
+            c->next = buckets[bucket];
+            buckets[bucket] = c;
+            kept++;
+        } else {
+            free(c);
+            c = NULL;
+        }
     }
     void *workspace = NULL;
     if (status == TL_OK && c->workspace)
