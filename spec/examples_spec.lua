@@ -111,6 +111,54 @@ describe("examples/lstm", function()
     assert.matches("--bptt must be at least 1", log, 1, true)
     ok, log = run("lstm/sample.lua", "--tokens 3")
     assert.is_false(ok)
-    assert.matches("--model is required", log, 1, true)
+    assert.matches("--model (or --checkpoint) is required", log, 1, true)
+  end)
+end)
+
+describe("sample.lua reads the model from a file of --save or of --checkpoint", function()
+  local TINY = {
+    gpt = "--steps 2 --layers 1 --dim 16 --heads 2 --context 16 --batch 4 --log-every 1 --eval-every 2 --eval-iters 1",
+    lstm = "--steps 2 --hidden 16 --embed 8 --bptt 8 --batch 4 --log-every 1 --eval-every 2 --eval-chunks 1 " ..
+      "--sample-tokens 0",
+  }
+  for _, name in ipairs({ "gpt", "lstm" }) do
+    it(name .. ": both files, under --model and --checkpoint, give the same text", function()
+      local ok, log = run(name .. "/train.lua", TINY[name] .. " --save w.safetensors --checkpoint ck.safetensors")
+      assert.is_true(ok, log)
+      -- one run wrote both files at its end: the same weights, so the same seed draws the same text
+      local texts = {}
+      for _, how in ipairs({ "--model w.safetensors", "--checkpoint w.safetensors", "--model ck.safetensors",
+        "--checkpoint ck.safetensors", "--model ck.safetensors --checkpoint ck.safetensors" }) do
+        local sok, text = run(name .. "/sample.lua", how .. " --tokens 12 --samples 2 --prompt Q --seed 3")
+        assert.is_true(sok, how .. ": " .. text)
+        texts[#texts + 1] = text
+      end
+      assert.are.equal("Q", texts[1]:sub(1, 1))
+      assert.matches("\n%-%-%-\nQ", texts[1])
+      for i = 2, #texts do assert.are.equal(texts[1], texts[i]) end
+    end)
+  end
+
+  it("refuses a file without a vocabulary, a checkpoint without a model, and two different paths", function()
+    local script = io.open(dir .. "/make.lua", "w")
+    script:write([[
+      local tl = require("tlua")
+      tl.save("plain.safetensors", { w = tl.zeros(2) })
+      tl.checkpoint.save("nomodel.safetensors", { step = 1 })
+    ]])
+    script:close()
+    assert.is_true(os.execute(string.format("cd %s && %s make.lua", sh_quote(dir), sh_quote(BIN))))
+    for _, name in ipairs({ "gpt", "lstm" }) do
+      local ok, log = run(name .. "/sample.lua", "--model plain.safetensors")
+      assert.is_false(ok)
+      assert.matches("'plain.safetensors' has no vocabulary: was it written by train.lua --save or --checkpoint?",
+        log, 1, true)
+      ok, log = run(name .. "/sample.lua", "--checkpoint nomodel.safetensors")
+      assert.is_false(ok)
+      assert.matches("'nomodel.safetensors' is a checkpoint without a model", log, 1, true)
+      ok, log = run(name .. "/sample.lua", "--model a.safetensors --checkpoint b.safetensors")
+      assert.is_false(ok)
+      assert.matches("--checkpoint is another name of --model", log, 1, true)
+    end
   end)
 end)
