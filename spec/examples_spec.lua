@@ -6,10 +6,12 @@ local dir
 before_each(function() dir = files.make_temp_dir() end)
 after_each(function() files.remove_dir(dir) end)
 
--- runs an example with arguments in dir; returns whether it succeeded and its output
-local function run(script, args)
+-- runs an example with arguments in dir (on nproc CPU ranks when given: tlua --nproc); returns
+-- whether it succeeded and its output
+local function run(script, args, nproc)
   local log = dir .. "/log"
-  local ok = os.execute(string.format("cd %s && TLUA_PROGRESS=off %s %s %s > %s 2>&1", sh_quote(dir), sh_quote(BIN),
+  local launch = nproc and string.format("timeout 300 %s --nproc %d", sh_quote(BIN), nproc) or sh_quote(BIN)
+  local ok = os.execute(string.format("cd %s && TLUA_PROGRESS=off %s %s %s > %s 2>&1", sh_quote(dir), launch,
     sh_quote(ROOT .. "/examples/" .. script), args, sh_quote(log)))
   return ok == true or ok == 0, read_file(log) or ""
 end
@@ -33,14 +35,16 @@ end
 
 -- the uninterrupted run (--save a.safetensors, --csv a.csv) against one stopped after `stop`
 -- steps and resumed (--save b.safetensors, --csv b.csv): the same model file, byte for byte
-local function check_resume(script, args, stop)
-  local ok, log = run(script, args .. " --csv a.csv --save a.safetensors")
+local function check_resume(script, args, stop, nproc)
+  local ok, log = run(script, args .. " --csv a.csv --save a.safetensors", nproc)
   assert.is_true(ok, log)
   local full_log = log
-  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --checkpoint-every 3 --stop-after " .. stop)
+  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --checkpoint-every 3 --stop-after " .. stop,
+    nproc)
   assert.is_true(ok, log)
   assert.matches("stopped after step " .. stop .. " %(%-%-stop%-after%)", log)
-  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --resume ck.safetensors --save b.safetensors")
+  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --resume ck.safetensors --save b.safetensors",
+    nproc)
   assert.is_true(ok, log)
   assert.matches("resumed from ck.safetensors", log, 1, true)
   local a, b = read_file(dir .. "/a.safetensors"), read_file(dir .. "/b.safetensors")
@@ -48,7 +52,7 @@ local function check_resume(script, args, stop)
   assert.is_true(a == b, "the resumed run's model differs from the uninterrupted run's")
   assert.are.equal(read_file(dir .. "/a.csv"), read_file(dir .. "/b.csv"))
   -- other options than the checkpoint's are refused
-  ok, log = run(script, args .. " --seed 99 --resume ck.safetensors")
+  ok, log = run(script, args .. " --seed 99 --resume ck.safetensors", nproc)
   assert.is_false(ok)
   assert.matches("--resume: the checkpoint's run had seed = ", log, 1, true)
   return full_log
@@ -62,6 +66,13 @@ describe("examples resume bitwise (CPU)", function()
   it("gpt/train.lua (with dropout)", function()
     check_resume("gpt/train.lua", "--steps 10 --layers 1 --dim 16 --heads 2 --context 16 --batch 4 --log-every 4 " ..
       "--eval-every 6 --eval-iters 1 --dropout 0.1", 7)
+  end)
+
+  it("gpt/train.lua on 2 ranks (each its own dropout masks: every rank's RNG state resumed)", function()
+    check_resume("gpt/train.lua", "--steps 10 --layers 1 --dim 16 --heads 2 --context 16 --batch 4 --log-every 4 " ..
+      "--eval-every 6 --eval-iters 1 --dropout 0.1", 7, 2)
+    local info = select(2, require("tlua").checkpoint.read(dir .. "/ck.safetensors"))
+    assert.are.same({ 2, 2 }, info.rng.shape)
   end)
 end)
 

@@ -240,11 +240,11 @@ end
 local function save_checkpoint(step)
   if not opts.checkpoint then return end
   write_pending(step)
-  if rank == 0 then
-    run = { step = step, pending = pending, pending_lr = pending_lr, last_loss = last_loss, drawn = drawn() }
-    tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = opt, scheduler = schedule, step = step,
-      extra = { args = run_args, run = run } }, { metadata = data.model_metadata(ds.vocab, config) })
-  end
+  -- every rank saves: its RNG state goes into the file (each rank draws its own dropout masks);
+  -- rank 0 writes it
+  run = { step = step, pending = pending, pending_lr = pending_lr, last_loss = last_loss, drawn = drawn() }
+  tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = opt, scheduler = schedule, step = step,
+    extra = { args = run_args, run = run } }, { metadata = data.model_metadata(ds.vocab, config) })
 end
 
 local first_step, last_step = run.step + 1, opts.stop_after and math.min(opts.stop_after, opts.steps) or opts.steps
