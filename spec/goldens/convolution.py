@@ -2,6 +2,7 @@
 #   /usr/bin/python3 spec/goldens/convolution.py   (writes spec/goldens/convolution.lua)
 import os
 import torch
+from luatable import lua
 
 torch.manual_seed(29)
 torch.set_default_dtype(torch.float64)
@@ -33,24 +34,6 @@ CASES = [
     ("conv_transpose1d_output_padding_past_stride", "ConvTranspose1d", 2, 3, 3,
      dict(stride=1, padding=1, output_padding=3, dilation=4), [2, 2, 5]),
 ]
-
-
-def lua(v):
-    if isinstance(v, torch.Tensor):
-        return lua(v.tolist())
-    if isinstance(v, (list, tuple)):
-        return "{" + ", ".join(lua(x) for x in v) + "}"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return '"' + v + '"'
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} = {lua(x)}" for k, x in v.items()) + "}"
-    raise TypeError(type(v))
 
 
 out = ["-- written by spec/goldens/convolution.py (PyTorch " + torch.__version__ + "); do not edit", "return {"]
