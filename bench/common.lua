@@ -1,8 +1,9 @@
--- What the Lua benchmarks share: integer options (--name N) and the median of timings.
+-- What the Lua benchmarks share: their options (--name N, --name word) and the median of timings.
 local common = {}
 
---- Reads `--name N` pairs of arg into a copy of defaults; names must be keys of defaults or in
--- extra (a set of names without a default, e.g. threads). Errors name the script.
+--- Reads `--name value` pairs of arg into a copy of defaults; names must be keys of defaults or in
+-- extra (a set of names without a default, e.g. threads). A name whose default is a string takes
+-- a word (--device cuda), every other name an integer. Errors name the script.
 function common.options(script, defaults, extra)
   local opts = {}
   for k, v in pairs(defaults) do opts[k] = v end
@@ -12,8 +13,13 @@ function common.options(script, defaults, extra)
     if not name or (defaults[name] == nil and not (extra and extra[name])) then
       error(script .. ": unknown argument '" .. arg[i] .. "'", 0)
     end
-    opts[name] = math.tointeger(tonumber(arg[i + 1]))
-    if not opts[name] then error(script .. ": --" .. name .. " needs an integer", 0) end
+    if type(defaults[name]) == "string" then
+      opts[name] = arg[i + 1]
+      if not opts[name] then error(script .. ": --" .. name .. " needs a value", 0) end
+    else
+      opts[name] = math.tointeger(tonumber(arg[i + 1]))
+      if not opts[name] then error(script .. ": --" .. name .. " needs an integer", 0) end
+    end
     i = i + 2
   end
   return opts

@@ -10,25 +10,12 @@
 --        [--batch N] [--layers N] [--repeats N] [--warmup N] [--threads N] [--bf16 0|1]
 local tl = require("tlua")
 
-local median = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua").median
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+local median = common.median
 
-local script = "bench/lstm.lua"
-local opts = { device = "cpu" }
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-([%w_]+)$")
-  if name == "device" and arg[i + 1] then
-    opts.device = arg[i + 1]
-  elseif name and arg[i + 1] and math.tointeger(tonumber(arg[i + 1])) then
-    local known = { hidden = 1, input = 1, steps = 1, batch = 1, layers = 1, repeats = 1, warmup = 1, threads = 1,
-      bf16 = 1 }
-    if not known[name] then error(script .. ": unknown argument '" .. arg[i] .. "'", 0) end
-    opts[name] = math.tointeger(tonumber(arg[i + 1]))
-  else
-    error(script .. ": unknown argument '" .. arg[i] .. "'", 0)
-  end
-  i = i + 2
-end
+-- the sizes' defaults depend on the device: absent here, chosen below
+local opts = common.options("bench/lstm.lua", { device = "cpu" }, { hidden = true, input = true, steps = true,
+  batch = true, layers = true, repeats = true, warmup = true, threads = true, bf16 = true })
 local cuda = opts.device ~= "cpu"
 if opts.threads then tl.set_num_threads(opts.threads) end
 local H = opts.hidden or (cuda and 1024 or 256)

@@ -6,16 +6,7 @@ local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 package.path = "examples/resnet/?.lua;" .. package.path
 local resnet = require("model")
 
-local opts = { device = "cpu", batch = 128, steps = 30, threads = nil }
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-(%w+)$")
-  if not name or (opts[name] == nil and name ~= "threads") then
-    error("bench/resnet.lua: unknown argument '" .. tostring(arg[i]) .. "'", 0)
-  end
-  opts[name] = name == "device" and arg[i + 1] or math.tointeger(tonumber(arg[i + 1]))
-  i = i + 2
-end
+local opts = common.options("bench/resnet.lua", { device = "cpu", batch = 128, steps = 30 }, { threads = true })
 if opts.threads then tl.set_num_threads(opts.threads) end
 local cuda = opts.device ~= "cpu"
 local function sync() if cuda then tl.cuda.synchronize() end end

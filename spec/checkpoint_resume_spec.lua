@@ -124,6 +124,7 @@ describe("tl.checkpoint resume (CPU, float64)", function()
     assert.tensor_equal(o.model:state_dict()["2.running_var"], tensors["model.2.running_var"])
     assert.tensor_equal(o.optimizer.state[o.model:parameters()[1]].exp_avg, tensors["optimizer.state.1.exp_avg"])
     assert.are.equal("int64", tensors.rng_state.dtype)
+    assert.are.same({ 2 }, tensors.rng_state.shape) -- a world of one: the layout of one state
     -- read changes nothing: each object's state dict in its place
     local rng = tl.get_rng_state()
     local state, info = tl.checkpoint.read(path)

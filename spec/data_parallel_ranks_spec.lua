@@ -1,6 +1,7 @@
 -- Several ranks on the CPU (tlua --nproc N, the launcher's loopback store, no NCCL): the
 -- collectives' values, rank 0's parameters reaching every rank, two ranks of batch B training
--- exactly as one process of batch 2B (float64), and a failing rank ending the job.
+-- exactly as one process of batch 2B (float64), a failing rank ending the job, and
+-- tl.checkpoint keeping every rank's RNG state (each rank's restored on load).
 local files = require("helpers.files")
 
 local BIN = files.BIN
@@ -200,6 +201,84 @@ describe("nn.DataParallel over two CPU ranks", function()
       same_numbers(optimizer, "cpu")
     end)
   end
+end)
+
+describe("tl.checkpoint over several CPU ranks", function()
+  -- save: every rank seeds and draws differently, records its RNG state and what it draws after
+  -- the save; load: every rank scrambles its generator, loads, and must draw those numbers again
+  local ranks = [[
+local dist = tl.distributed
+local r = dist.rank()
+local function numbers(t)
+  local out = {}
+  for i, v in ipairs(t:totable()) do out[i] = string.format("%.17g", v) end
+  return table.concat(out, " ")
+end
+local function write(name, text)
+  local f = assert(io.open(name .. "." .. r, "w"))
+  f:write(text)
+  f:close()
+end
+local function read(name)
+  local f = assert(io.open(name .. "." .. r))
+  local text = f:read("a")
+  f:close()
+  return text
+end
+if arg[1] == "save" then
+  tl.manual_seed(100 + 7 * r)
+  for _ = 0, r do tl.rand(3) end -- the counters differ too
+  local model = tl.nn.Linear(2, 2)
+  write("state", numbers(tl.get_rng_state()))
+  tl.checkpoint.save("ck.safetensors", { model = model, step = 3 })
+  write("next", numbers(tl.rand(4, { dtype = "float64" })))
+  print("saved on rank " .. r)
+else
+  tl.manual_seed(999)
+  local model = tl.nn.Linear(2, 2)
+  tl.checkpoint.load("ck.safetensors", { model = model })
+  local drawn = numbers(tl.rand(4, { dtype = "float64" }))
+  assert(drawn == read("next"), "rank " .. r .. " drew " .. drawn .. ", expected " .. read("next"))
+  print("restored on rank " .. r)
+end
+]]
+
+  local function numbers_of(path)
+    local out = {}
+    for v in assert(files.read_file(path)):gmatch("%S+") do out[#out + 1] = math.tointeger(tonumber(v)) end
+    return out
+  end
+
+  it("save gathers every rank's RNG state into the file; load gives each rank its own", function()
+    local path = script("ranks.lua", ranks)
+    local code, out = launch(3, path, "save")
+    assert.are.equal(0, code, out)
+    for r = 0, 2 do assert.matches("saved on rank " .. r, out, 1, true) end
+    -- the file holds [3, 2]: row r + 1 is rank r's state at the save
+    local tl = require("tlua")
+    local ck = dir .. "/ck.safetensors"
+    local state, info = tl.checkpoint.read(ck)
+    assert.are.equal(3, state.step)
+    assert.are.same({ 3, 2 }, info.rng.shape)
+    local rows = info.rng:totable()
+    for r = 0, 2 do assert.are.same(numbers_of(dir .. "/state." .. r), rows[r + 1]) end
+    assert.are_not.same(rows[1], rows[2])
+    assert.are_not.same(rows[2], rows[3])
+    code, out = launch(3, path, "load")
+    assert.are.equal(0, code, out)
+    for r = 0, 2 do assert.matches("restored on rank " .. r, out, 1, true) end
+    -- another world size cannot take the ranks' states (but can load without them)
+    code, out = launch(2, path, "load")
+    assert.are_not.equal(0, code)
+    assert.matches("holds the RNG states of 3 ranks, this run has 2", out, 1, true)
+    local model = tl.nn.Linear(2, 2)
+    local before = tl.get_rng_state()
+    assert.error_matches(function() tl.checkpoint.load(ck, { model = model }) end,
+      { "checkpoint.load: ", "holds the RNG states of 3 ranks, this run has 1", "{rng = false}" })
+    assert.tensor_equal(before, tl.get_rng_state())
+    tl.checkpoint.load(ck, { model = model }, { rng = false })
+    assert.tensor_equal(before, tl.get_rng_state())
+  end)
 end)
 
 -- ---- CUDA: NCCL across GPUs ----------------------------------------------------------------------

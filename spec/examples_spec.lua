@@ -6,10 +6,12 @@ local dir
 before_each(function() dir = files.make_temp_dir() end)
 after_each(function() files.remove_dir(dir) end)
 
--- runs an example with arguments in dir; returns whether it succeeded and its output
-local function run(script, args)
+-- runs an example with arguments in dir (on nproc CPU ranks when given: tlua --nproc); returns
+-- whether it succeeded and its output
+local function run(script, args, nproc)
   local log = dir .. "/log"
-  local ok = os.execute(string.format("cd %s && TLUA_PROGRESS=off %s %s %s > %s 2>&1", sh_quote(dir), sh_quote(BIN),
+  local launch = nproc and string.format("timeout 300 %s --nproc %d", sh_quote(BIN), nproc) or sh_quote(BIN)
+  local ok = os.execute(string.format("cd %s && TLUA_PROGRESS=off %s %s %s > %s 2>&1", sh_quote(dir), launch,
     sh_quote(ROOT .. "/examples/" .. script), args, sh_quote(log)))
   return ok == true or ok == 0, read_file(log) or ""
 end
@@ -33,14 +35,16 @@ end
 
 -- the uninterrupted run (--save a.safetensors, --csv a.csv) against one stopped after `stop`
 -- steps and resumed (--save b.safetensors, --csv b.csv): the same model file, byte for byte
-local function check_resume(script, args, stop)
-  local ok, log = run(script, args .. " --csv a.csv --save a.safetensors")
+local function check_resume(script, args, stop, nproc)
+  local ok, log = run(script, args .. " --csv a.csv --save a.safetensors", nproc)
   assert.is_true(ok, log)
   local full_log = log
-  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --checkpoint-every 3 --stop-after " .. stop)
+  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --checkpoint-every 3 --stop-after " .. stop,
+    nproc)
   assert.is_true(ok, log)
   assert.matches("stopped after step " .. stop .. " %(%-%-stop%-after%)", log)
-  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --resume ck.safetensors --save b.safetensors")
+  ok, log = run(script, args .. " --csv b.csv --checkpoint ck.safetensors --resume ck.safetensors --save b.safetensors",
+    nproc)
   assert.is_true(ok, log)
   assert.matches("resumed from ck.safetensors", log, 1, true)
   local a, b = read_file(dir .. "/a.safetensors"), read_file(dir .. "/b.safetensors")
@@ -48,7 +52,7 @@ local function check_resume(script, args, stop)
   assert.is_true(a == b, "the resumed run's model differs from the uninterrupted run's")
   assert.are.equal(read_file(dir .. "/a.csv"), read_file(dir .. "/b.csv"))
   -- other options than the checkpoint's are refused
-  ok, log = run(script, args .. " --seed 99 --resume ck.safetensors")
+  ok, log = run(script, args .. " --seed 99 --resume ck.safetensors", nproc)
   assert.is_false(ok)
   assert.matches("--resume: the checkpoint's run had seed = ", log, 1, true)
   return full_log
@@ -62,6 +66,13 @@ describe("examples resume bitwise (CPU)", function()
   it("gpt/train.lua (with dropout)", function()
     check_resume("gpt/train.lua", "--steps 10 --layers 1 --dim 16 --heads 2 --context 16 --batch 4 --log-every 4 " ..
       "--eval-every 6 --eval-iters 1 --dropout 0.1", 7)
+  end)
+
+  it("gpt/train.lua on 2 ranks (each its own dropout masks: every rank's RNG state resumed)", function()
+    check_resume("gpt/train.lua", "--steps 10 --layers 1 --dim 16 --heads 2 --context 16 --batch 4 --log-every 4 " ..
+      "--eval-every 6 --eval-iters 1 --dropout 0.1", 7, 2)
+    local info = select(2, require("tlua").checkpoint.read(dir .. "/ck.safetensors"))
+    assert.are.same({ 2, 2 }, info.rng.shape)
   end)
 end)
 
@@ -111,6 +122,54 @@ describe("examples/lstm", function()
     assert.matches("--bptt must be at least 1", log, 1, true)
     ok, log = run("lstm/sample.lua", "--tokens 3")
     assert.is_false(ok)
-    assert.matches("--model is required", log, 1, true)
+    assert.matches("--model (or --checkpoint) is required", log, 1, true)
+  end)
+end)
+
+describe("sample.lua reads the model from a file of --save or of --checkpoint", function()
+  local TINY = {
+    gpt = "--steps 2 --layers 1 --dim 16 --heads 2 --context 16 --batch 4 --log-every 1 --eval-every 2 --eval-iters 1",
+    lstm = "--steps 2 --hidden 16 --embed 8 --bptt 8 --batch 4 --log-every 1 --eval-every 2 --eval-chunks 1 " ..
+      "--sample-tokens 0",
+  }
+  for _, name in ipairs({ "gpt", "lstm" }) do
+    it(name .. ": both files, under --model and --checkpoint, give the same text", function()
+      local ok, log = run(name .. "/train.lua", TINY[name] .. " --save w.safetensors --checkpoint ck.safetensors")
+      assert.is_true(ok, log)
+      -- one run wrote both files at its end: the same weights, so the same seed draws the same text
+      local texts = {}
+      for _, how in ipairs({ "--model w.safetensors", "--checkpoint w.safetensors", "--model ck.safetensors",
+        "--checkpoint ck.safetensors", "--model ck.safetensors --checkpoint ck.safetensors" }) do
+        local sok, text = run(name .. "/sample.lua", how .. " --tokens 12 --samples 2 --prompt Q --seed 3")
+        assert.is_true(sok, how .. ": " .. text)
+        texts[#texts + 1] = text
+      end
+      assert.are.equal("Q", texts[1]:sub(1, 1))
+      assert.matches("\n%-%-%-\nQ", texts[1])
+      for i = 2, #texts do assert.are.equal(texts[1], texts[i]) end
+    end)
+  end
+
+  it("refuses a file without a vocabulary, a checkpoint without a model, and two different paths", function()
+    local script = io.open(dir .. "/make.lua", "w")
+    script:write([[
+      local tl = require("tlua")
+      tl.save("plain.safetensors", { w = tl.zeros(2) })
+      tl.checkpoint.save("nomodel.safetensors", { step = 1 })
+    ]])
+    script:close()
+    assert.is_true(os.execute(string.format("cd %s && %s make.lua", sh_quote(dir), sh_quote(BIN))))
+    for _, name in ipairs({ "gpt", "lstm" }) do
+      local ok, log = run(name .. "/sample.lua", "--model plain.safetensors")
+      assert.is_false(ok)
+      assert.matches("'plain.safetensors' has no vocabulary: was it written by train.lua --save or --checkpoint?",
+        log, 1, true)
+      ok, log = run(name .. "/sample.lua", "--checkpoint nomodel.safetensors")
+      assert.is_false(ok)
+      assert.matches("'nomodel.safetensors' is a checkpoint without a model", log, 1, true)
+      ok, log = run(name .. "/sample.lua", "--model a.safetensors --checkpoint b.safetensors")
+      assert.is_false(ok)
+      assert.matches("--checkpoint is another name of --model", log, 1, true)
+    end
   end)
 end)

@@ -53,24 +53,40 @@ static tl_status conv2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     return status;
 }
 
-/* y = conv_transpose2d(x, w) = conv2d_backward_input(x, w): dx = conv2d(dy, w), dw =
-   conv2d_backward_weight(x as the gradient, dy as the input), db = dy summed per channel. */
+/* y = conv_transpose2d(x, w) = conv2d_backward_input(x', w), x' = x with the zero rows and
+   columns an output_padding >= stride needs (nn_conv_transpose_input; x itself otherwise):
+   dx = conv2d(dy, w) cut to x's shape, dw = conv2d_backward_weight(x' as the gradient, dy as the
+   input), db = dy summed per channel. */
 static tl_status conv_transpose2d_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     const tl_conv2d_options o = tl_node_conv_options(node);
     tl_tensor *grad;
     TL_TRY(output_grad(node, g[0], &grad));
+    tl_tensor *weight = NULL, *input = NULL;
     tl_status status = TL_OK;
-    if (node->needs_input_grad[CONV_INPUT]) {
-        tl_tensor *weight;
-        status = tl_node_saved(node, 1, &weight);
-        if (status == TL_OK) status = tl_conv2d(grad, weight, NULL, &o, &gi[CONV_INPUT]);
+    if (node->needs_input_grad[CONV_INPUT]) status = tl_node_saved(node, 1, &weight);
+    if (status == TL_OK && weight) {
+        tl_tensor *widened = NULL;
+        const int64_t *x = node->input_shape[CONV_INPUT];
+        status = tl_conv2d(grad, weight, NULL, &o, &widened);
+        if (status == TL_OK && (widened->shape[2] != x[2] || widened->shape[3] != x[3])) {
+            /* the rows and columns past x's end are the widening zeros' gradients: cut off */
+            int64_t cut[4] = {0, x[3] - widened->shape[3], 0, x[2] - widened->shape[2]};
+            status = tl_pad(widened, cut, 4, TL_PAD_CONSTANT, tl_scalar_int(0), &gi[CONV_INPUT]);
+        } else if (status == TL_OK) {
+            gi[CONV_INPUT] = tl_retain(widened);
+        }
+        tl_release(widened);
     }
-    if (status == TL_OK && node->needs_input_grad[CONV_WEIGHT]) {
-        tl_tensor *input;
+    if (status == TL_OK && node->needs_input_grad[CONV_WEIGHT])
         status = tl_node_saved(node, 0, &input);
+    if (status == TL_OK && input) {
+        tl_tensor *widened = NULL;
+        status = nn_conv_transpose_input(input, node->input_shape[CONV_WEIGHT] + 2, grad->shape + 2,
+                                         &o, &widened);
         if (status == TL_OK)
-            status = tl_conv2d_backward_weight(input, grad, node->input_shape[CONV_WEIGHT], &o,
+            status = tl_conv2d_backward_weight(widened, grad, node->input_shape[CONV_WEIGHT], &o,
                                                &gi[CONV_WEIGHT]);
+        tl_release(widened);
     }
     if (status == TL_OK && node->needs_input_grad[CONV_BIAS])
         status = tl_conv2d_backward_bias(grad, &gi[CONV_BIAS]);

@@ -158,7 +158,7 @@ if opts.resume then
 end
 
 local function save_checkpoint()
-  if opts.checkpoint and rank == 0 then
+  if opts.checkpoint then -- on every rank: each one's RNG state goes into the file, rank 0 writes it
     tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = optimizer, scheduler = scheduler,
       loader = train_loader, step = run.step, extra = { args = run_args, run = run } })
   end

@@ -158,4 +158,50 @@ function Dataset:batch_at(split, offsets, T)
   return windows:narrow(2, 1, T), windows:narrow(2, 2, T)
 end
 
+-- ---- model files ------------------------------------------------------------------------------
+-- A training script writes its model two ways: --save (tl.save: the model's tensors) and
+-- --checkpoint (tl.checkpoint.save: the model under "model", beside the optimizer, schedule, RNG
+-- and step). Both carry the same metadata: the vocabulary ("vocab_bytes") and the model's config
+-- ("config.<key>"), so a sampling script builds the model from either file.
+
+--- model_metadata(vocab, config) -> the metadata of a model file: the vocabulary's bytes and
+-- every config value but the device, as strings
+function data.model_metadata(vocab, config)
+  local chars = {}
+  for k, b in ipairs(vocab.chars) do chars[k] = tostring(b) end
+  local meta = { vocab_bytes = table.concat(chars, ",") }
+  for k, v in pairs(config) do if k ~= "device" then meta["config." .. k] = tostring(v) end end
+  return meta
+end
+
+--- load_model(path, defaults, fail) -> tensors, vocab, overrides: the model's state dict from a
+-- file of --save or of --checkpoint (told apart by the checkpoint's metadata, then read with
+-- tl.checkpoint.read), its vocabulary, and its config values as overrides of `defaults` (each
+-- converted to the type of its default). A file that is neither, or has no vocabulary, goes to
+-- fail(message).
+function data.load_model(path, defaults, fail)
+  local ok, tensors, meta = pcall(tl.load, path)
+  if not ok then fail(tostring(tensors)) end
+  if meta["tlua.checkpoint"] ~= nil then
+    local state, info = tl.checkpoint.read(path)
+    if type(state.model) ~= "table" then fail("'" .. path .. "' is a checkpoint without a model") end
+    tensors, meta = state.model, info.metadata
+  end
+  if not meta.vocab_bytes then
+    fail("'" .. path .. "' has no vocabulary: was it written by train.lua --save or --checkpoint?")
+  end
+  local chars = {}
+  for b in meta.vocab_bytes:gmatch("%d+") do chars[#chars + 1] = tonumber(b) end
+  local overrides = {}
+  for k, v in pairs(defaults) do
+    local s = meta["config." .. k]
+    if s ~= nil then
+      if type(v) == "number" then overrides[k] = math.tointeger(tonumber(s)) or tonumber(s)
+      elseif type(v) == "boolean" then overrides[k] = s == "true"
+      else overrides[k] = s end
+    end
+  end
+  return tensors, Vocab.from_bytes(chars), overrides
+end
+
 return data

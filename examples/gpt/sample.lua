@@ -1,9 +1,9 @@
--- Generates text from a checkpoint written by examples/gpt/train.lua --save.
+-- Generates text from a model written by examples/gpt/train.lua --save or --checkpoint.
 --
---   tlua examples/gpt/sample.lua --checkpoint path [--prompt text] [--tokens N]
+--   tlua examples/gpt/sample.lua --model path [--prompt text] [--tokens N]
 --        [--temperature X] [--top-k K] [--top-p P] [--seed N] [--device cpu|cuda] [--samples N]
 --
--- The samples are one batch, and every token is drawn on the model's device
+-- --checkpoint path is the same as --model path. The samples are one batch, and every token is drawn on the model's device
 -- (examples/gpt/sampling.lua): the text comes back to the host once, at the end.
 local tl = require("tlua")
 local cli = require("tlua.cli")
@@ -15,8 +15,9 @@ local data = require("data")
 local sampling = require("sampling")
 
 local usage = [[
-usage: tlua examples/gpt/sample.lua --checkpoint path [options]
-  --checkpoint path  the model written by train.lua --save (required)
+usage: tlua examples/gpt/sample.lua --model path [options]
+  --model path       the model: a file of train.lua --save or --checkpoint (required)
+  --checkpoint path  the same as --model
   --prompt text      the text to continue (default: a newline)
   --tokens N         characters to generate per sample (default 300)
   --samples N        how many samples (default 1)
@@ -31,10 +32,14 @@ usage: tlua examples/gpt/sample.lua --checkpoint path [options]
 local numeric = { tokens = "integer", samples = "integer", temperature = "number", top_k = "integer", top_p = "number",
   seed = "integer" }
 local opts, fail = cli.parse(arg, { program = "sample.lua", usage = usage, numeric = numeric,
-  text = { checkpoint = true, prompt = true, device = true },
+  text = { model = true, checkpoint = true, prompt = true, device = true },
   defaults = { prompt = "\n", tokens = 300, samples = 1, temperature = 0.8, top_k = 40, top_p = 1, seed = 1,
     device = "cpu" } })
-if not opts.checkpoint then fail("--checkpoint is required") end
+if opts.model and opts.checkpoint and opts.model ~= opts.checkpoint then
+  fail("--checkpoint is another name of --model: give one path, not two different ones")
+end
+local path = opts.model or opts.checkpoint
+if not path then fail("--model (or --checkpoint) is required") end
 if not (opts.temperature > 0) then fail("--temperature must be > 0") end
 if opts.top_k < 0 then fail("--top-k must be >= 0") end
 if not (opts.top_p > 0 and opts.top_p <= 1) then fail("--top-p must be in (0, 1]") end
@@ -42,21 +47,8 @@ if opts.samples < 1 then fail("--samples must be >= 1") end
 if opts.tokens < 0 then fail("--tokens must be >= 0") end
 if opts.prompt == "" then fail("--prompt must not be empty") end
 
--- ---- the model from the checkpoint's tensors and metadata ----------------------------------------
-local tensors, meta = tl.load(opts.checkpoint)
-if not meta.vocab_bytes then fail("'" .. opts.checkpoint .. "' has no vocabulary: was it written by train.lua --save?") end
-local chars = {}
-for b in meta.vocab_bytes:gmatch("%d+") do chars[#chars + 1] = tonumber(b) end
-local vocab = data.Vocab.from_bytes(chars)
-local overrides = {}
-for k, v in pairs(gpt.defaults) do
-  local s = meta["config." .. k]
-  if s ~= nil then
-    if type(v) == "number" then overrides[k] = math.tointeger(tonumber(s)) or tonumber(s)
-    elseif type(v) == "boolean" then overrides[k] = s == "true"
-    else overrides[k] = s end
-  end
-end
+-- ---- the model from the file's tensors and metadata (--save's or --checkpoint's) -------------
+local tensors, vocab, overrides = data.load_model(path, gpt.defaults, fail)
 overrides.device = opts.device
 local model = gpt.GPT(gpt.config(overrides))
 model:load_state_dict(tensors)

@@ -8,7 +8,8 @@
 -- Prints `step N loss X` lines (with tokens/s) every --log-every steps and a progress bar in
 -- between, writes every step's loss to a CSV file, evaluates the validation loss every
 -- --eval-every steps and at the end, and with --save writes the model (safetensors, with the
--- config and the vocabulary in its metadata) for examples/gpt/sample.lua.
+-- config and the vocabulary in its metadata) for examples/gpt/sample.lua, which also samples
+-- from a --checkpoint file (it carries the same metadata).
 --
 -- Resuming: --checkpoint path writes the whole run (model, AdamW, the schedule, the RNG, the
 -- batch sampler's position, the step and the losses not yet logged; tl.checkpoint) every
@@ -239,11 +240,11 @@ end
 local function save_checkpoint(step)
   if not opts.checkpoint then return end
   write_pending(step)
-  if rank == 0 then
-    run = { step = step, pending = pending, pending_lr = pending_lr, last_loss = last_loss, drawn = drawn() }
-    tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = opt, scheduler = schedule, step = step,
-      extra = { args = run_args, run = run } })
-  end
+  -- every rank saves: its RNG state goes into the file (each rank draws its own dropout masks);
+  -- rank 0 writes it
+  run = { step = step, pending = pending, pending_lr = pending_lr, last_loss = last_loss, drawn = drawn() }
+  tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = opt, scheduler = schedule, step = step,
+    extra = { args = run_args, run = run } }, { metadata = data.model_metadata(ds.vocab, config) })
 end
 
 local first_step, last_step = run.step + 1, opts.stop_after and math.min(opts.stop_after, opts.steps) or opts.steps
@@ -299,13 +300,9 @@ say(string.format("done: %d steps in %.1f s (%.0f tokens/s), train loss %.4f, va
 if rank == 0 then print("loss history: " .. opts.csv) end
 
 if opts.save and rank == 0 then
-  local chars = {}
-  for k, b in ipairs(ds.vocab.chars) do chars[k] = tostring(b) end
-  local meta = { vocab_bytes = table.concat(chars, ",") }
-  for k, v in pairs(config) do if k ~= "device" then meta["config." .. k] = tostring(v) end end
   local sd = model:state_dict()
   local cpu = {}
   for name, t in pairs(sd) do cpu[name] = t:to("cpu") end
-  tl.save(opts.save, cpu, meta)
+  tl.save(opts.save, cpu, data.model_metadata(ds.vocab, config))
   print("saved: " .. opts.save)
 end

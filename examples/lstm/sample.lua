@@ -1,4 +1,4 @@
--- Generates text from a model written by examples/lstm/train.lua --save: the prompt is read once, then each character is drawn (temperature, top-k, top-p: examples/gpt/sampling.lua) and fed back with the LSTM's state.
+-- Generates text from a model written by examples/lstm/train.lua --save or --checkpoint (--checkpoint path is the same as --model path): the prompt is read once, then each character is drawn (temperature, top-k, top-p: examples/gpt/sampling.lua) and fed back with the LSTM's state.
 --
 --   tlua examples/lstm/sample.lua --model path [--prompt text] [--tokens N] [--temperature X]
 --        [--top-k K] [--top-p P] [--seed N] [--samples N] [--device cpu|cuda]
@@ -13,7 +13,8 @@ local sampling = require("sampling")
 
 local usage = [[
 usage: tlua examples/lstm/sample.lua --model path [options]
-  --model path       the model written by train.lua --save (required)
+  --model path       the model: a file of train.lua --save or --checkpoint (required)
+  --checkpoint path  the same as --model
   --prompt text      the text to continue (default: a newline)
   --tokens N         characters to generate per sample (default 300)
   --samples N        how many samples, drawn side by side (default 1)
@@ -27,10 +28,14 @@ usage: tlua examples/lstm/sample.lua --model path [options]
 local numeric = { tokens = "integer", samples = "integer", temperature = "number", top_k = "integer", top_p = "number",
   seed = "integer" }
 local opts, fail = cli.parse(arg, { program = "sample.lua", usage = usage, numeric = numeric,
-  text = { model = true, prompt = true, device = true },
+  text = { model = true, checkpoint = true, prompt = true, device = true },
   defaults = { prompt = "\n", tokens = 300, samples = 1, temperature = 0.8, top_k = 0, top_p = 1, seed = 1,
     device = "cpu" } })
-if not opts.model then fail("--model is required") end
+if opts.model and opts.checkpoint and opts.model ~= opts.checkpoint then
+  fail("--checkpoint is another name of --model: give one path, not two different ones")
+end
+local path = opts.model or opts.checkpoint
+if not path then fail("--model (or --checkpoint) is required") end
 if not (opts.temperature > 0) then fail("--temperature must be > 0") end
 if opts.top_k < 0 then fail("--top-k must be >= 0") end
 if not (opts.top_p > 0 and opts.top_p <= 1) then fail("--top-p must be in (0, 1]") end
@@ -38,17 +43,8 @@ if opts.samples < 1 then fail("--samples must be >= 1") end
 if opts.tokens < 0 then fail("--tokens must be >= 0") end
 if opts.prompt == "" then fail("--prompt must not be empty") end
 
--- ---- the model from the file's tensors and metadata -------------------------------------------
-local tensors, meta = tl.load(opts.model)
-if not meta.vocab_bytes then fail("'" .. opts.model .. "' has no vocabulary: was it written by train.lua --save?") end
-local chars = {}
-for b in meta.vocab_bytes:gmatch("%d+") do chars[#chars + 1] = tonumber(b) end
-local vocab = data.Vocab.from_bytes(chars)
-local overrides = {}
-for k in pairs(lstm.defaults) do
-  local s = meta["config." .. k]
-  if s ~= nil then overrides[k] = math.tointeger(tonumber(s)) or tonumber(s) end
-end
+-- ---- the model from the file's tensors and metadata (--save's or --checkpoint's) -------------
+local tensors, vocab, overrides = data.load_model(path, lstm.defaults, fail)
 local config = lstm.config(overrides)
 local model = lstm.CharLSTM(config):to(opts.device)
 model:load_state_dict(tensors)

@@ -10,7 +10,7 @@
 -- the gradients' global norm clipped. Every step's loss goes to a CSV file; the validation loss
 -- (bits per character too) every --eval-every steps and at the end; then a sample of
 -- --sample-tokens characters. --save writes the model with its config and vocabulary for
--- examples/lstm/sample.lua.
+-- examples/lstm/sample.lua (which also samples from a --checkpoint file: the same metadata).
 --
 -- Resuming: --checkpoint path writes the whole run (model, optimizer, schedule, the RNG, the step,
 -- the position in the text and the carried LSTM state; tl.checkpoint) every --checkpoint-every
@@ -162,7 +162,7 @@ local function save_checkpoint()
   if not opts.checkpoint then return end
   run.state = state
   tl.checkpoint.save(opts.checkpoint, { model = model, optimizer = opt, scheduler = schedule, step = run.step,
-    extra = { args = run_args, run = run } })
+    extra = { args = run_args, run = run } }, { metadata = data.model_metadata(ds.vocab, config) })
   run.state = nil
 end
 
@@ -261,12 +261,8 @@ if opts.sample_tokens > 0 then
 end
 
 if opts.save then
-  local chars = {}
-  for k, b in ipairs(ds.vocab.chars) do chars[k] = tostring(b) end
-  local meta = { vocab_bytes = table.concat(chars, ",") }
-  for k, v in pairs(config) do meta["config." .. k] = tostring(v) end
   local cpu = {}
   for name, t in pairs(model:state_dict()) do cpu[name] = t:to("cpu") end
-  tl.save(opts.save, cpu, meta)
+  tl.save(opts.save, cpu, data.model_metadata(ds.vocab, config))
   print("saved: " .. opts.save)
 end

@@ -5,6 +5,7 @@ import os
 
 import torch
 from torch import nn
+from luatable import lua
 
 
 def from_one(name):
@@ -41,7 +42,7 @@ walks["list_state_dict"] = ["%s:%s" % (from_one(k), "x".join(str(s) for s in v.s
 lines = ["-- written by spec/goldens/containers_names.py (/usr/bin/python3 spec/goldens/containers_names.py): torch's walk",
          "-- orders of a model with a shared module and tied weights, numbered from 1", "return {"]
 for key in sorted(walks):
-    lines.append("  %s = { %s }," % (key, ", ".join('"%s"' % n for n in walks[key])))
+    lines.append("  %s = %s," % (key, lua(walks[key], pad=" ")))
 lines.append("}")
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "containers_names.lua"), "w") as f:
     f.write("\n".join(lines) + "\n")

@@ -2,6 +2,7 @@
 #   /usr/bin/python3 spec/goldens/convolution.py   (writes spec/goldens/convolution.lua)
 import os
 import torch
+from luatable import lua
 
 torch.manual_seed(29)
 torch.set_default_dtype(torch.float64)
@@ -26,25 +27,13 @@ CASES = [
     ("conv_transpose2d_rect", "ConvTranspose2d", 3, 2, (2, 3), dict(stride=(3, 1), padding=(0, 1)), [1, 3, 3, 4]),
     ("conv_transpose1d", "ConvTranspose1d", 2, 4, 4, dict(stride=3, padding=1, output_padding=2), [2, 2, 5]),
     ("conv_transpose1d_unbatched_groups", "ConvTranspose1d", 4, 2, 3, dict(groups=2, bias=False), [4, 6]),
+    # output_padding >= stride (allowed below the dilation): height's extra rows are reached
+    # through the padding (output_padding <= padding), width's last ones by no input (bias only)
+    ("conv_transpose2d_output_padding_past_stride", "ConvTranspose2d", 4, 2, (2, 3),
+     dict(stride=(1, 2), padding=(2, 0), output_padding=(2, 2), dilation=(3, 3), groups=2), [2, 4, 4, 3]),
+    ("conv_transpose1d_output_padding_past_stride", "ConvTranspose1d", 2, 3, 3,
+     dict(stride=1, padding=1, output_padding=3, dilation=4), [2, 2, 5]),
 ]
-
-
-def lua(v):
-    if isinstance(v, torch.Tensor):
-        return lua(v.tolist())
-    if isinstance(v, (list, tuple)):
-        return "{" + ", ".join(lua(x) for x in v) + "}"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return '"' + v + '"'
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} = {lua(x)}" for k, x in v.items()) + "}"
-    raise TypeError(type(v))
 
 
 out = ["-- written by spec/goldens/convolution.py (PyTorch " + torch.__version__ + "); do not edit", "return {"]

@@ -5,6 +5,7 @@ import warnings
 
 import torch
 from torch.utils.data import random_split
+from luatable import lua
 
 CASES = [
     (10, [0.3, 0.3, 0.4]),
@@ -22,7 +23,7 @@ CASES = [
 
 
 def lua_list(values):
-    return "{ " + ", ".join(repr(v) for v in values) + " }"
+    return lua(values, pad=" ")
 
 
 lines = ["-- written by spec/goldens/data_split.py (/usr/bin/python3 spec/goldens/data_split.py): "

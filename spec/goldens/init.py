@@ -5,23 +5,14 @@
 import math
 import torch
 import torch.nn as nn
+import luatable
 
 torch.set_default_dtype(torch.float64)
 torch.manual_seed(37)
 
 
 def lua(v):
-    if isinstance(v, torch.Tensor):
-        v = v.detach().tolist()
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return "{" + ", ".join(lua(e) for e in v) + "}"
-    if isinstance(v, dict):
-        return "{\n" + ",\n".join("  %s = %s" % (k, lua(e)) for k, e in v.items()) + ",\n}"
-    if isinstance(v, int):
-        return str(v)
-    return repr(float(v))
+    return luatable.lua(v, dicts="lines")
 
 
 out = {}

@@ -5,10 +5,10 @@
 # loss is not a scalar records cw, the weights of its elements in the scalar that backward runs
 # on (sum(out * cw)). A case with log_softmax = d feeds the loss log_softmax(input, d) (CTC: torch
 # returns for log_probs the gradient through log_softmax, so gradients are compared there).
-import math
 import os
 import torch
 import torch.nn.functional as F
+import luatable
 
 torch.manual_seed(29)
 torch.set_default_dtype(torch.float64)
@@ -16,31 +16,11 @@ torch.set_default_dtype(torch.float64)
 CASES = []
 
 
-def num(x):
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, int):
-        return str(x)
-    if math.isnan(x):
-        return "0/0"
-    if math.isinf(x):
-        return "math.huge" if x > 0 else "-math.huge"
-    return repr(float(x))
+num = luatable.number
 
 
 def lua(v):
-    if isinstance(v, torch.Tensor):
-        flat = v.detach().reshape(-1).tolist()
-        dtype = {torch.float64: "float64", torch.int64: "int64", torch.bool: "bool"}[v.dtype]
-        shape = "{" + ", ".join(str(s) for s in v.shape) + "}"
-        return "{ shape = %s, dtype = \"%s\", data = {%s} }" % (shape, dtype, ", ".join(num(x) for x in flat))
-    if isinstance(v, dict):
-        return "{ " + ", ".join("%s = %s" % (k, lua(x)) for k, x in sorted(v.items())) + " }"
-    if isinstance(v, (list, tuple)):
-        return "{ " + ", ".join(lua(x) for x in v) + " }"
-    if isinstance(v, str):
-        return '"%s"' % v
-    return num(v)
+    return luatable.lua(v, pad=" ", sort_keys=True, tensors="records")
 
 
 def case(name, fn, args, torch_kwargs, lua_opts, grads=None, log_softmax=None, no_grad=False):

@@ -11,7 +11,11 @@ import torch
 from torch.optim import lr_scheduler as S
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from optim_luatable import lua  # noqa: E402
+from luatable import lua as luatable_lua  # noqa: E402
+
+
+def lua(v):
+    return luatable_lua(v, dicts="nested", lists="nested")
 
 warnings.simplefilter("ignore")
 STEPS = 100

@@ -8,7 +8,11 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from optim_luatable import lua  # noqa: E402
+from luatable import lua as luatable_lua  # noqa: E402
+
+
+def lua(v):
+    return luatable_lua(v, dicts="nested", lists="nested")
 
 torch.set_default_dtype(torch.float64)
 torch.manual_seed(29)

@@ -4,29 +4,13 @@ import os
 
 import torch
 import torch.nn.functional as F
+import luatable
 
 torch.manual_seed(29)
 
 
 def lua(v):
-    """A Python value as a Lua literal (floats by repr: round-trip exact)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if v != v:
-            return "0/0"
-        if v in (float("inf"), float("-inf")):
-            return "math.huge" if v > 0 else "-math.huge"
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v + '"'
-    if isinstance(v, (list, tuple)):
-        return "{ " + ", ".join(lua(e) for e in v) + " }"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {lua(e)}" for k, e in v.items()) + " }"
-    raise TypeError(type(v))
+    return luatable.lua(v, pad=" ")
 
 
 def flat(t):

@@ -4,37 +4,13 @@
 # sum(out * g_out) + sum(h_n * g_h) (+ sum(c_n * g_c)) with respect to every parameter, the input and the states).
 import os
 import torch
+import luatable
 
 torch.set_default_dtype(torch.float64)
 
 
-def lua(v, indent=""):
-    if isinstance(v, torch.Tensor):
-        v = v.detach()
-        if v.dtype == torch.bool:
-            return lua(v.tolist(), indent)
-        return lua([float(x) for x in v.flatten().tolist()], indent) if v.dim() == 0 else lua(v.tolist(), indent)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if v != v:
-            return "0/0"
-        if v in (float("inf"), float("-inf")):
-            return "math.huge" if v > 0 else "-math.huge"
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v + '"'
-    if isinstance(v, dict):
-        inner = indent + "  "
-        items = [f"{inner}{k} = {lua(x, inner)}," for k, x in v.items()]
-        return "{\n" + "\n".join(items) + "\n" + indent + "}"
-    if isinstance(v, (list, tuple)):
-        return "{" + ", ".join(lua(x, indent) for x in v) + "}"
-    if v is None:
-        return "nil"
-    raise TypeError(type(v))
+def lua(v):
+    return luatable.lua(v, dicts="nested", empty_line=True)
 
 
 def params(m):

@@ -13,8 +13,14 @@
 -- plain values written out exactly: strings byte for byte, integers as integers, floats in hex
 -- ("%a": bit for bit, infinities too; a NaN stays a NaN), booleans. The tree is parsed by a
 -- small reader of its own (nothing of a file is ever run as Lua).
+--
+-- Ranks (tlua --nproc N, tl.distributed): each rank's generator may differ (each its own dropout
+-- masks), so in a world of more than one rank save is a collective: every rank calls it, the
+-- ranks' RNG states are gathered ("rng_state" [world, 2], row r + 1 rank r's) and rank 0 writes
+-- the file; load gives each rank its own row. A world of one keeps "rng_state" [2].
 local tl = require("tlua")
 local options = require("tlua.options")
+local dist = require("tlua.distributed")
 
 local checkpoint = {}
 
@@ -281,6 +287,31 @@ local function plain(v)
   return out
 end
 
+-- ---- the RNG states of the ranks ---------------------------------------------------------------
+-- the RNG state to save: this process's [2] in a world of one; in a world of more, every rank's
+-- as [world, 2] (row r + 1: rank r's), on every rank. tl.distributed has all_reduce but no
+-- all_gather: each rank puts its state in its own row of zeros and the rows are summed (int64
+-- sums are exact, and the other rows add 0). A collective: every rank must call it.
+local function rng_states()
+  local own, world = tl.get_rng_state(), dist.world_size()
+  if world <= 1 then return own end
+  local all = tl.zeros({ world, 2 }, { dtype = "int64" })
+  all:narrow(1, dist.rank() + 1, 1):copy_(own:view(1, 2))
+  return dist.all_reduce(all, "sum")
+end
+
+-- this rank's state of a saved rng tensor: [2] (a world of one: every rank takes it) or [W, 2]
+-- (W ranks: rank r takes row r + 1, and the world must have W ranks)
+local function own_rng_state(rng, path)
+  if #rng.shape == 1 then return rng end
+  local saved, world = rng.shape[1], dist.world_size()
+  if saved ~= world then
+    fail("'%s' holds the RNG states of %d ranks, this run has %d (start it with tlua --nproc %d, or load with " ..
+      "{rng = false})", path, saved, world, saved)
+  end
+  return rng:narrow(1, dist.rank() + 1, 1):reshape(2)
+end
+
 -- ---- save --------------------------------------------------------------------------------------
 local SAVE_OPTIONS = { metadata = "table", rng = "boolean" }
 
@@ -290,8 +321,10 @@ local SAVE_OPTIONS = { metadata = "table", rng = "boolean" }
 -- tables of these, and objects with state_dict() (nn modules, optimizers, schedulers,
 -- DataLoaders, samplers), whose state dicts are saved with their class names. Keys: strings or
 -- integers. rng: also save tl.get_rng_state() (the one generator of CPU and CUDA), which
--- checkpoint.load restores. metadata: {key = string|number|boolean} for the file's metadata
--- (keys "tlua.*" are the checkpoint's own).
+-- checkpoint.load restores; in a world of more than one rank (tl.distributed), every rank's:
+-- then save is a collective that every rank calls, and rank 0 alone writes the file (the state
+-- saved is rank 0's). metadata: {key = string|number|boolean} for the file's metadata (keys
+-- "tlua.*" are the checkpoint's own).
 function checkpoint.save(path, state, opts)
   opts = options.check(opts, "checkpoint.save", SAVE_OPTIONS, 2) or {}
   guard("checkpoint.save", function()
@@ -309,8 +342,9 @@ function checkpoint.save(path, state, opts)
     local ctx = { tensors = {}, used = { __metadata__ = true }, seen = {} }
     if opts.rng ~= false then
       ctx.used[RNG_NAME] = true
-      ctx.tensors[RNG_NAME] = tl.get_rng_state()
+      ctx.tensors[RNG_NAME] = rng_states()
     end
+    if dist.world_size() > 1 and dist.rank() ~= 0 then return end -- rank 0 writes
     local tree = encode(state, {}, ctx, 1)
     if opts.rng ~= false then tree = "{s\"rng\"=T" .. quote(RNG_NAME) .. ",s\"state\"=" .. tree .. "}"
     else tree = "{s\"state\"=" .. tree .. "}" end
@@ -342,8 +376,10 @@ local function read_file(path)
     fail("'%s': the checkpoint's tree has no state table", path)
   end
   local rng = root.rng
-  if rng ~= nil and not (tl.is_tensor(rng) and rng.dtype == "int64" and #rng.shape == 1 and rng.shape[1] == 2) then
-    fail("'%s': the checkpoint's RNG state is not an int64 tensor of 2 values", path)
+  local shape = tl.is_tensor(rng) and rng.shape
+  if rng ~= nil and not (shape and rng.dtype == "int64" and ((#shape == 1 and shape[1] == 2) or
+      (#shape == 2 and shape[1] >= 1 and shape[2] == 2))) then
+    fail("'%s': the checkpoint's RNG state is not an int64 tensor of 2 values (or [ranks, 2])", path)
   end
   local user = {}
   for k, v in pairs(metadata) do
@@ -352,7 +388,8 @@ local function read_file(path)
   return root.state, rng, user
 end
 
---- checkpoint.read(path) -> state, {rng = tensor or nil, metadata = {...}}: what save wrote,
+--- checkpoint.read(path) -> state, {rng = tensor or nil, metadata = {...}}: what save wrote
+-- (rng: [2], or [ranks, 2] from a world of several ranks, row r + 1 rank r's),
 -- changing nothing: tensors (on the CPU) and plain values where they were, each object's state
 -- dict in its place. A file that is not a checkpoint, or a corrupt one, raises.
 function checkpoint.read(path)
@@ -415,7 +452,8 @@ local LOAD_OPTIONS = { rng = "boolean" }
 --- checkpoint.load(path, objects, {rng = true}) -> state: loads into each object of `objects`
 -- (a table shaped as the saved state, e.g. {model = m, optimizer = opt, scheduler = s, loader =
 -- dl}; nested tables of objects too) its saved state dict (load_state_dict), then sets the RNG
--- state that save recorded (rng = false leaves the generator alone). Returns the saved state as
+-- state that save recorded (rng = false leaves the generator alone; the RNG states of W ranks
+-- give each rank its own, in a world of W ranks only). Returns the saved state as
 -- checkpoint.read gives it (plain values: state.step, state.extra...). Objects saved but not
 -- asked for are not loaded. Everything is checked first: a file that is not a checkpoint, a
 -- missing entry, an object of another class (modules: by their state dict's names and shapes)
@@ -432,6 +470,7 @@ function checkpoint.load(path, objects, opts)
     if opts.rng ~= false and rng == nil then
       fail("'%s' holds no RNG state (saved with rng = false); load it with {rng = false}", path)
     end
+    if opts.rng ~= false then rng = own_rng_state(rng, path) end
     local targets = match(objects, state, {}, {})
     local done = {}
     for _, target in ipairs(targets) do

@@ -43,9 +43,10 @@ tl_status tl_ag_conv2d(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
 /* The transposed convolution (conv2d's gradient with respect to its input, as a layer): input
    [N, C, H, W], weight [C, O / groups, kh, kw], bias [O] or NULL -> out [N, O, OH, OW] with
    OH = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1, OW likewise;
-   0 <= output_padding < stride (the extra rows and columns at the end that conv2d's rounding
-   down would drop). out = conv2d_backward_input(input, weight) + bias; its input gradient is
-   conv2d(grad, weight), its weight gradient conv2d_backward_weight with the roles swapped. */
+   0 <= output_padding < max(stride, dilation), as torch (rows and columns at the end that
+   conv2d's rounding down would drop; past stride, rows that no input reaches hold the bias). out =
+   conv2d_backward_input(input, weight) + bias; its input gradient is conv2d(grad, weight), its
+   weight gradient conv2d_backward_weight with the roles swapped. */
 tl_status tl_conv_transpose2d(const tl_tensor *input, const tl_tensor *weight,
                               const tl_tensor *bias, const tl_conv2d_options *opts,
                               const int64_t output_padding[2], tl_tensor **out);

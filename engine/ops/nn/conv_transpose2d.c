@@ -2,7 +2,9 @@
 #include "ops/nn/nn_common.h"
 
 /* One spatial dim of the output: (in - 1) stride - 2 padding + dilation (kernel - 1) +
-   output_padding + 1, which conv2d's size rule maps back to in (output_padding < stride). */
+   output_padding + 1, with 0 <= output_padding < max(stride, dilation) (torch's rule). conv2d's
+   size rule maps it back to in + floor(output_padding / stride): in itself when output_padding <
+   stride, else the input is widened by zeros (nn_conv_transpose_input). */
 static tl_status transposed_size(const char *what, int64_t in, int64_t kernel, int64_t stride,
                                  int64_t padding, int64_t dilation, int64_t output_padding,
                                  int64_t *out) {
@@ -12,11 +14,12 @@ static tl_status transposed_size(const char *what, int64_t in, int64_t kernel, i
                         "%s: stride and dilation must be >= 1 and padding >= 0, got stride %lld, "
                         "dilation %lld, padding %lld (%s)",
                         op, (long long)stride, (long long)dilation, (long long)padding, what);
-    if (output_padding < 0 || output_padding >= stride)
+    const int64_t most = stride > dilation ? stride : dilation;
+    if (output_padding < 0 || output_padding >= most)
         return tl_error(TL_ERR_ARGUMENT,
-                        "%s: output_padding must be >= 0 and smaller than the stride %lld, got "
-                        "%lld (%s)",
-                        op, (long long)stride, (long long)output_padding, what);
+                        "%s: output_padding must be >= 0 and smaller than max(stride, dilation) = "
+                        "%lld, got %lld (%s)",
+                        op, (long long)most, (long long)output_padding, what);
     int64_t size, span;
     if (!tl_size_mul(in - 1 > 0 ? in - 1 : 0, stride, &size) ||
         !tl_size_mul(dilation, kernel - 1, &span) || !tl_size_add(size, span, &size) ||
@@ -68,6 +71,32 @@ static tl_status check_transposed(const tl_tensor *input, const tl_tensor *weigh
                            o->dilation[1], output_padding[1], &out_shape[3]);
 }
 
+/* Output element o (of a dim, 0-based) sums input i times tap j where o + padding = i stride +
+   j dilation. conv2d_backward_input computes exactly that for an output whose conv2d size is the
+   input's; an output_padding >= stride makes the output's conv2d size in + floor(output_padding /
+   stride), so the input gets that many zero rows (columns) at its end: they add nothing, and the
+   output rows that no real input reaches keep 0 (then the bias). */
+tl_status nn_conv_transpose_input(tl_tensor *input, const int64_t kernel_hw[2],
+                                  const int64_t out_hw[2], const tl_conv2d_options *o,
+                                  tl_tensor **out) {
+    int64_t pads[4] = {0, 0, 0, 0}; /* torch's order: width before, after, height before, after */
+    bool widen = false;
+    for (int d = 0; d < 2; d++) {
+        /* conv2d's size rule: (out + 2 padding - dilation (kernel - 1) - 1) / stride + 1 */
+        const int64_t span =
+            out_hw[d] + 2 * o->padding[d] - o->dilation[d] * (kernel_hw[d] - 1) - 1;
+        const int64_t extra = span / o->stride[d] + 1 - input->shape[2 + d];
+        pads[2 * (1 - d) + 1] = extra;
+        widen = widen || extra != 0;
+    }
+    if (!widen) {
+        tl_retain(input);
+        *out = input;
+        return TL_OK;
+    }
+    return tl_pad(input, pads, 4, TL_PAD_CONSTANT, tl_scalar_int(0), out);
+}
+
 tl_status tl_conv_transpose2d(const tl_tensor *input, const tl_tensor *weight,
                               const tl_tensor *bias, const tl_conv2d_options *opts,
                               const int64_t output_padding[2], tl_tensor **out) {
@@ -76,8 +105,11 @@ tl_status tl_conv_transpose2d(const tl_tensor *input, const tl_tensor *weight,
     if (!output_padding) output_padding = no_padding;
     int64_t shape[4];
     TL_TRY(check_transposed(input, weight, bias, &o, output_padding, shape));
-    tl_tensor *result = NULL, *b4 = NULL;
-    tl_status status = tl_conv2d_backward_input(input, weight, shape, &o, &result);
+    tl_tensor *widened = NULL, *result = NULL, *b4 = NULL;
+    tl_status status =
+        nn_conv_transpose_input((tl_tensor *)input, weight->shape + 2, shape + 2, &o, &widened);
+    if (status == TL_OK) status = tl_conv2d_backward_input(widened, weight, shape, &o, &result);
+    tl_release(widened);
     if (status == TL_OK && bias) {
         int64_t bias_shape[4] = {1, shape[1], 1, 1};
         status = tl_view((tl_tensor *)bias, bias_shape, 4, &b4);

@@ -94,6 +94,12 @@ typedef tl_status (*nn_image_call)(const tl_kernel_entry *k, tl_tensor *dst, con
                                    const void *desc);
 tl_status nn_run_image_kernel(tl_op op, const tl_tensor *src, const int64_t dst_shape[4],
                               nn_image_call call, const void *desc, tl_tensor **out);
+/* conv_transpose2d's input [N, C, H, W] with zero rows and columns at its end, so that conv2d's
+   size rule (kernel kernel_hw) maps the output's out_hw back to it (a new reference to input itself
+   when it does already: output_padding < stride). */
+tl_status nn_conv_transpose_input(tl_tensor *input, const int64_t kernel_hw[2],
+                                  const int64_t out_hw[2], const tl_conv2d_options *o,
+                                  tl_tensor **out);
 tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices,
                                  const int64_t input_shape[4], bool check_indices,
                                  tl_tensor **grad_input);

@@ -66,11 +66,15 @@ local function setup(self, n, transposed, in_channels, out_channels, kernel_size
   if transposed then
     self.padding = conv._tuple(opts.padding or 0, n, "padding", who)
     self.output_padding = conv._tuple(opts.output_padding or 0, n, "output_padding", who)
+    -- torch's rule: output_padding < max(stride, dilation) per dim
+    local most, bad = {}, false
     for i = 1, n do
-      if self.output_padding[i] < 0 or self.output_padding[i] >= self.stride[i] then
-        options.error(string.format("%s: output_padding must be >= 0 and smaller than the stride, got %s",
-          who, tuple_str(self.output_padding)), 4)
-      end
+      most[i] = math.max(self.stride[i], self.dilation[i])
+      bad = bad or self.output_padding[i] < 0 or self.output_padding[i] >= most[i]
+    end
+    if bad then
+      options.error(string.format("%s: output_padding must be >= 0 and smaller than max(stride, dilation) = %s, "
+        .. "got %s", who, tuple_str(most), tuple_str(self.output_padding)), 4)
     end
   else
     local padding = opts.padding or 0

@@ -120,7 +120,7 @@ function part.conv1d(input, weight, bias, opts) return conv_nd(1, false, input, 
 --- conv_transpose2d(input [N, C, H, W] or [C, H, W], weight [C, O / groups, kh, kw], bias [O]?,
 -- {stride = 1, padding = 0, output_padding = 0, dilation = 1, groups = 1}) -> [N, O, OH, OW],
 -- OH = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1 (output_padding <
--- stride): the gradient of conv2d with respect to its input, as a layer
+-- max(stride, dilation)): the gradient of conv2d with respect to its input, as a layer
 function part.conv_transpose2d(input, weight, bias, opts)
   return conv_nd(2, true, input, weight, bias, opts)
 end
