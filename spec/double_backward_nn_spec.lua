@@ -38,6 +38,9 @@ local CASES = {
   { "conv_transpose2d: stride 2, padding 1, output_padding 1, groups 2", function(x, w, b)
     return F.conv_transpose2d(x, w, b, { stride = 2, padding = 1, output_padding = 1, groups = 2 }):tanh()
   end, { { 1, 4, 3, 3 }, { 4, 1, 3, 3 }, { 2 } } },
+  { "conv_transpose2d: output_padding 2 >= stride 2 (< dilation 3), the input widened", function(x, w, b)
+    return F.conv_transpose2d(x, w, b, { stride = 2, output_padding = { 2, 1 }, dilation = 3 }):tanh()
+  end, { { 1, 2, 3, 2 }, { 2, 2, 2, 2 }, { 2 } } },
   { "batch_norm on the batch's statistics, affine, 4-D", function(x, w, b)
     return F.batch_norm(x, nil, nil, { weight = w, bias = b, training = true, eps = 1e-3 }):tanh()
   end, { { 3, 2, 2, 3 }, { 2 }, { 2 } } },

@@ -138,22 +138,52 @@ static tl_status conv2d_graph(tl_node *node, tl_tensor *const *g, tl_tensor **gi
 
 /* conv_transpose2d, y = conv2d_backward_input(x, W) (nn.c: the same slots): dx = conv2d(g, W),
    dW = conv2d_backward_weight(x as the gradient, g as the input), db = g summed per channel */
+/* The zero rows and columns (pad's order: width before, after, height before, after) that widen
+   conv_transpose2d's input x to the size conv2d's rule maps the output's out_hw to: nonzero only
+   where output_padding >= stride (as nn_conv_transpose_input widens it). */
+static bool widening_pads(const int64_t *x, const int64_t *weight, const int64_t *out_hw,
+                          const tl_conv2d_options *o, int64_t pads[4]) {
+    bool any = false;
+    for (int d = 0; d < 2; d++) {
+        const int64_t span =
+            out_hw[d] + 2 * o->padding[d] - o->dilation[d] * (weight[2 + d] - 1) - 1;
+        const int64_t extra = span / o->stride[d] + 1 - x[2 + d];
+        pads[d == 0 ? 3 : 1] = extra;
+        pads[d == 0 ? 2 : 0] = 0;
+        any = any || extra != 0;
+    }
+    return any;
+}
+
 static tl_status conv_transpose2d_graph(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     const tl_conv2d_options o = tl_node_conv_options(node);
-    tl_tensor *grad, *saved = NULL;
+    const int64_t *x = node->input_shape[CONV_INPUT], *w = node->input_shape[CONV_WEIGHT];
+    tl_tensor *grad, *saved = NULL, *widened = NULL;
     TL_TRY(output_grad(node, 0, g[0], &grad));
+    int64_t pads[4];
+    const bool widen = widening_pads(x, w, grad->shape + 2, &o, pads);
     tl_status status = TL_OK;
     if (node->needs_input_grad[CONV_INPUT]) {
+        /* conv2d(dy, w), cut back to x's shape where x was widened */
         status = tl_node_saved_attached(node, 1, &saved);
-        if (status == TL_OK) status = tl_ag_conv2d(grad, saved, NULL, &o, &gi[CONV_INPUT]);
-        tl_release(saved), saved = NULL;
+        if (status == TL_OK) status = tl_ag_conv2d(grad, saved, NULL, &o, &widened);
+        if (status == TL_OK && widen) {
+            const int64_t cut[4] = {0, -pads[1], 0, -pads[3]};
+            status = tl_ag_pad(widened, cut, 4, TL_PAD_CONSTANT, tl_scalar_int(0), &gi[CONV_INPUT]);
+        } else if (status == TL_OK) {
+            gi[CONV_INPUT] = tl_retain(widened);
+        }
+        tl_release(saved), tl_release(widened), saved = widened = NULL;
     }
     if (status == TL_OK && node->needs_input_grad[CONV_WEIGHT]) {
         status = tl_node_saved_attached(node, 0, &saved);
+        if (status == TL_OK && widen)
+            status = tl_ag_pad(saved, pads, 4, TL_PAD_CONSTANT, tl_scalar_int(0), &widened);
+        else if (status == TL_OK)
+            widened = tl_retain(saved);
         if (status == TL_OK)
-            status = ag_conv2d_backward_weight(saved, grad, node->input_shape[CONV_WEIGHT], &o,
-                                               &gi[CONV_WEIGHT]);
-        tl_release(saved);
+            status = ag_conv2d_backward_weight(widened, grad, w, &o, &gi[CONV_WEIGHT]);
+        tl_release(saved), tl_release(widened);
     }
     if (status == TL_OK && node->needs_input_grad[CONV_BIAS])
         status = channel_sums(node, CONV_BIAS, grad, &gi[CONV_BIAS]);
