@@ -24,6 +24,11 @@ repeats = args.repeats or (10 if cuda else 5)
 bf16 = cuda if args.bf16 is None else args.bf16 == 1
 sync = synchronizer(args.device)
 
+# float32 products in float32 on both sides: tlua's float32 GEMMs keep full precision unless
+# tl.set_matmul_precision("high") says otherwise, while cuDNN's RNNs take TF32 by default
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+
 torch.manual_seed(0)
 lstm = torch.nn.LSTM(I, H, num_layers=args.layers, device=args.device)
 x = torch.randn(T, N, I, device=args.device, requires_grad=True)
