@@ -245,27 +245,34 @@ describe("lifetime", function()
     assert.are.same({ 2, 3 }, view:totable())
   end)
 
-  -- the tensor memory in use (MB) at its highest over n iterations of fn, under the collector mode
-  local function tensor_peak_mb(mode, n, fn)
-    local previous = collectgarbage(mode)
-    collectgarbage()
-    local peak = 0
-    for i = 1, n do
-      fn(i)
-      peak = math.max(peak, tl.memory_stats("cpu").allocated / 2 ^ 20)
-    end
-    collectgarbage(previous)
-    return peak
+  -- The tensor memory in use (MB) at its highest over n iterations of body (Lua source of a
+  -- function of i, after the setup source), above what was in use before, under the collector
+  -- mode: in a fresh tlua process, so that the collector's pacing starts from a known state.
+  local function tensor_peak_mb(mode, n, setup, body)
+    local files = require("helpers.files")
+    local script = string.format([[
+      collectgarbage(%q)
+      collectgarbage()
+      %s
+      local base = tl.memory_stats("cpu").allocated
+      local peak = 0
+      local step = function(i) %s end
+      for i = 1, %d do
+        step(i)
+        peak = math.max(peak, (tl.memory_stats("cpu").allocated - base) / 2 ^ 20)
+      end
+      print(peak)]], mode, setup, body, n)
+    local pipe = io.popen(files.sh_quote(files.BIN) .. " -e " .. files.sh_quote(script) .. " 2>&1")
+    local out = pipe:read("a")
+    pipe:close()
+    return assert(tonumber(out), out)
   end
 
   for _, mode in ipairs({ "generational", "incremental" }) do
     it("frees big temporaries at the pace of their memory, not of the Lua heap (" .. mode .. ")", function()
-      local x = tl.ones(1000, 1000) -- 4 MB
-      local peak = tensor_peak_mb(mode, 100, function()
-        local y = (x + 1) * 2 -- 8 MB of garbage per iteration, 800 MB in all
-        return y
-      end)
-      -- x, what the young collections leave (a quarter of what is live), and in the generational
+      -- 8 MB of garbage per iteration, 800 MB in all; x is 4 MB
+      local peak = tensor_peak_mb(mode, 100, "local x = tl.ones(1000, 1000)", "local y = (x + 1) * 2 return y")
+      -- what the young collections leave (a quarter of what is live), and in the generational
       -- mode what aged before a full collection (tensor_object.c: 64 MB over what the last one left)
       assert.is_true(peak < 100, string.format("tensor memory reached %.0f MB", peak))
     end)
@@ -274,11 +281,8 @@ describe("lifetime", function()
   it("frees dead tensors that aged into the old generation by a full collection", function()
     -- tensors held across young collections (a list refilled every 20 iterations) grow old before
     -- they die; only a full collection frees them, and tensor memory must bring one on
-    local x = tl.ones(1000, 1000)
-    local held = {}
-    local peak = tensor_peak_mb("generational", 400, function(i)
-      held[i % 20 + 1] = x + i -- 4 MB each, 1.6 GB in all
-    end)
+    local peak = tensor_peak_mb("generational", 400, "local x, held = tl.ones(1000, 1000), {}",
+      "held[i % 20 + 1] = x + i") -- 4 MB each, 1.6 GB in all
     assert.is_true(peak < 250, string.format("tensor memory reached %.0f MB", peak))
   end)
 

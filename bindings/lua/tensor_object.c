@@ -22,7 +22,7 @@ tlb_box *tlb_newbox(lua_State *L) {
    step). A tensor held across two young collections (the result of `a + b` still in its
    register when the next op steps the collector) ages into the old generation, whose dead wait
    for a full collection: one runs when the tensor memory in use passes what the last one left
-   by that much again, or by the most any full collection left (at least 64 MiB): old garbage
+   by that much again, or by the most the recent ones left (at least 64 MiB): old garbage
    stays within about the live memory of a training step, without a full collection for every
    doubling of the activations within each step; and a CUDA allocation that finds no memory runs one
    before it fails (module.c's reclaim hook). Tiny ops pay an addition and a compare. */
@@ -33,7 +33,7 @@ enum { FULL_COLLECTION_SLACK_BYTES = 64 << 20 };
 static _Thread_local size_t pending_bytes;
 static _Thread_local size_t step_bytes = TLB_ACCOUNT_STEP_BYTES;
 static _Thread_local uint64_t full_collection_at; /* tensor bytes in use that start one */
-static _Thread_local uint64_t most_left; /* the most a full collection left in use */
+static _Thread_local uint64_t most_left;          /* the most recent full collections left in use */
 
 /* Bytes of tensor memory now held on the CPU and every GPU. */
 static uint64_t tensor_bytes_in_use(void) {
@@ -66,7 +66,7 @@ void tlb_account(lua_State *L, const tl_tensor *t) {
     if (in_use >= full_collection_at) {
         lua_gc(L, LUA_GCCOLLECT);
         in_use = tensor_bytes_in_use();
-        most_left = max_u64(most_left, in_use);
+        most_left = max_u64(most_left / 2, in_use); /* the past fades */
         full_collection_at = in_use + max_u64(most_left, FULL_COLLECTION_SLACK_BYTES);
     }
     step_bytes = max_u64(in_use / 4, TLB_ACCOUNT_STEP_BYTES);
