@@ -321,7 +321,6 @@ return {
   block_sparse_linear = block_sparse,
   block_sparse_linear_backward_input = block_sparse,
   dropout = dropout,
-  scatter_reduce = require("helpers.index_cases").variants,
   fill = fill,
   cast = cast,
   loops = loops,
