@@ -45,44 +45,6 @@ local cases = {
   softmax = { { function(x) return x:softmax(2) end, { input(3, 4) } },
               { function(x) return x:softmax(1) end, { input(3, 4) } } },
   log_softmax = { { function(x) return x:log_softmax(-1) end, { input(3, 4) } } },
-  cumsum = { { function(x) return x:cumsum(2) end, { input(3, 4) } },
-             { function(x) return x:transpose(1, 2):cumsum(-1) end, { input(3, 4) } },
-             { function(x) return x:cumsum(1) end, { input(2, 3, 2) } } },
-  matmul = { { tl.matmul, { input(3, 4), input(4, 2) } },
-             { tl.matmul, { input(2, 1, 3, 4), input(3, 4, 2) } },
-             { tl.matmul, { input(4), input(4, 3) } },
-             { tl.matmul, { input(3, 4), input(4) } },
-             { tl.matmul, { input(4), input(4) } } },
-  linear_forward = { { tl.linear, { input(5, 3), input(4, 3), input(4) } },
-                     { tl.linear, { input(2, 5, 3), input(4, 3) } } },
-  outer_forward = { { tl.outer, { input(3), input(4) } } },
-  -- two groups of free sizes (the second read transposed), and segments with an empty group and
-  -- rows past the last end
-  grouped_matmul = { { function(a1, b1, a2t, b2)
-                         local c = tl.grouped_matmul({ a1, a2t:transpose(1, 2) }, { b1, b2 })
-                         return { c[1], c[2] }
-                       end, { input(2, 3), input(3, 4), input(5, 2), input(5, 1) } } },
-  grouped_mm = { { function(a, b) return tl.grouped_mm(a, b, { 2, 2, 5 }) end,
-                   { input(6, 3), input(3, 3, 2) } } },
-  -- blocks of 2 on the grid {{1, 0, 1}, {0, 1, 1}}, with and without a bias
-  block_sparse_linear = { { function(x, blocks, bias)
-                              local mask = tl.tensor({ { true, false, true }, { false, true, true } })
-                              return tl.block_sparse_linear(x, blocks, tl.nn.block_layout(mask), bias)
-                            end, { input(3, 6), input(4, 2, 2), input(4) } },
-                          { function(x, blocks)
-                              local mask = tl.tensor({ { true, false }, { true, true } })
-                              return tl.block_sparse_linear(x, blocks, tl.nn.block_layout(mask))
-                            end, { input(2, 3, 4), input(3, 2, 2) } } },
-  -- no leading dim and T < S; causal with T > S and a scale; dropout and causal under a fixed seed
-  -- (every call draws the same mask)
-  scaled_dot_product_attention = {
-    { tl.scaled_dot_product_attention, { input(3, 4), input(5, 4), input(5, 4) } },
-    { function(q, k, v) return tl.scaled_dot_product_attention(q, k, v, { causal = true, scale = 0.7 }) end,
-      { input(1, 2, 5, 3), input(1, 2, 4, 3), input(1, 2, 4, 3) } },
-    { function(q, k, v)
-        tl.manual_seed(7)
-        return tl.scaled_dot_product_attention(q, k, v, { causal = true, dropout = 0.3 })
-      end, { input(2, 4, 3), input(2, 6, 3), input(2, 6, 3) } } },
   view = { { function(x) return x:view(4, 3) * x:view(4, 3) end, { input(3, 4) } } },
   reshape = { { function(x) return x:transpose(1, 2):reshape(-1) end, { input(3, 4) } } },
   transpose = { { function(x) return x:transpose(1, 3) end, { input(2, 3, 4) } } },
@@ -96,47 +58,6 @@ local cases = {
   flatten = { { function(x) return x:flatten() end, { input(2, 3, 2) } } },
   contiguous = { { function(x) return x:transpose(1, 2):contiguous() end, { input(3, 4) } } },
   clone = { { function(x) return x:clone() end, { input(3) } } },
-  -- nn ops (the Lua binding takes 1-based indices and classes)
-  conv2d_forward = { { function(x, w, b) return tl.conv2d(x, w, b, { stride = 2, padding = 1 }) end,
-                       { input(2, 2, 5, 5), input(3, 2, 3, 3), input(3) } },
-                     { function(x, w) return tl.conv2d(x, w, nil, { stride = { 1, 2 }, padding = { 0, 1 } }) end,
-                       { input(1, 2, 4, 5), input(2, 2, 2, 3) } } },
-  max_pool2d = { { function(x) return tl.max_pool2d(x, 2) end, { input(2, 2, 4, 4) } },
-                 { function(x) return tl.max_pool2d(x, 3, { stride = 2, padding = 1 }) end, { input(1, 2, 5, 5) } } },
-  adaptive_max_pool2d = { { function(x) return tl.adaptive_max_pool2d(x, { 3, 2 }) end, { input(1, 2, 5, 7) } } },
-  avg_pool2d = { { function(x) return tl.avg_pool2d(x, 3, { stride = 2, padding = 1, ceil_mode = true }) end,
-                   { input(1, 2, 6, 5) } },
-                 { function(x) return tl.avg_pool2d(x, 2, { padding = 1, count_include_pad = false }) end,
-                   { input(1, 2, 4, 5) } } },
-  adaptive_avg_pool2d = { { function(x) return tl.adaptive_avg_pool2d(x, { 3, 4 }) end, { input(1, 2, 5, 7) } } },
-  upsample_nearest2d = { { function(x) return tl.nn.functional.interpolate(x, { scale_factor = 1.5 }) end,
-                           { input(1, 2, 3, 4) } } },
-  upsample_bilinear2d = { { function(x)
-                              return tl.nn.functional.interpolate(x, { size = { 5, 3 }, mode = "bilinear" })
-                            end, { input(1, 2, 3, 4) } },
-                          { function(x)
-                              return tl.nn.functional.interpolate(x, { scale_factor = 2, mode = "bilinear",
-                                align_corners = true })
-                            end, { input(1, 2, 3, 3) } } },
-  embedding = { { function(w) return tl.embedding(tl.tensor({ { 1, 3 }, { 3, 4 } }), w) end, { input(4, 3) } } },
-  cross_entropy = { { function(l) return tl.cross_entropy(l, tl.tensor({ 1, 3, 2 })) end, { input(3, 4) } },
-                    { function(l) return tl.cross_entropy(l, tl.tensor({ 4, 1, 4 }), { label_smoothing = 0.2 }) end,
-                      { input(3, 4) } } },
-  layer_norm = { { function(x, w, b) return tl.layer_norm(x, w, b) end, { input(3, 5), input(5), input(5) } },
-                 { function(x) return tl.layer_norm(x, nil, nil, 1e-3) end, { input(2, 2, 4) } } },
-  -- training (the batch's statistics; no running ones, so evaluations do not drift) and eval on
-  -- fixed running statistics, weight and bias included
-  batch_norm = { { function(x, w, b) return tl.batch_norm(x, nil, nil, { weight = w, bias = b, training = true }) end,
-                   { input(3, 2, 4), input(2), input(2) } },
-                 { function(x, w, b)
-                     local rm = tl.tensor({ 0.1, -0.2 }, { dtype = "float64" })
-                     local rv = tl.tensor({ 0.5, 1.5 }, { dtype = "float64" })
-                     return tl.batch_norm(x, rm, rv, { weight = w, bias = b, eps = 1e-3 })
-                   end, { input(2, 2, 2, 3), input(2), input(2) } },
-                 { function(x) return tl.batch_norm(x, nil, nil, { training = true }) end, { input(5, 3) } } },
-  -- under a fixed seed, so every evaluation draws the same mask; contiguous and transposed
-  dropout = { { function(x) tl.manual_seed(17) return tl.dropout(x, 0.4) end, { input(4, 5) } },
-              { function(x) tl.manual_seed(3) return tl.dropout(x:transpose(1, 2), 0.25) end, { input(3, 6) } } },
 }
 
 -- pointwise ops: their line in helpers/pointwise_cases.lua, inputs drawn from its

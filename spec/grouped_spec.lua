@@ -3,7 +3,7 @@
 -- in every floating dtype, on the CPU and (tagged #cuda) on CUDA; one grouped kernel per
 -- direction in the trace, gradients run only when needed; every bad input refused clearly with
 -- the engine usable after. The lists themselves are also checked by the kernel sweep and
--- gradcheck (helpers/sweep_nn_cases.lua, gradcheck_spec.lua).
+-- gradcheck (helpers/grouped_cases.lua).
 local tl = require("tlua")
 
 local TOL = { float64 = { 1e-12, 1e-12 }, float32 = { 1e-4, 1e-4 }, bfloat16 = { 3e-2, 3e-2 },

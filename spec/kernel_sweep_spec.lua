@@ -1,5 +1,6 @@
 -- Every registered kernel of a device against an independent reference computed in Lua: one case
--- per op (helpers/sweep_cases.lua, helpers/sweep_nn_cases.lua) runs in each dtype that has a
+-- per op (helpers/sweep_cases.lua, and each family's helpers/<family>_cases.lua found by
+-- helpers/family_cases.lua: its sweep cases, the ops each covers, its variants) runs in each dtype that has a
 -- kernel, its results compared with Lua loops over the inputs' stored values (float64 numbers,
 -- integers wrapping as the engine defines, booleans); the random kernels against Philox4x32-10
 -- written in Lua. Each comparison marks the kernels it traced as compared (helpers/coverage.lua),
@@ -10,14 +11,13 @@ local ref = require("helpers.reference")
 local K = require("helpers.kernel_reference")
 local coverage = require("helpers.coverage")
 local sweep_cases = require("helpers.sweep_cases")
-local nn_cases = require("helpers.sweep_nn_cases")
 local variant_cases = require("helpers.sweep_variant_cases")
+local family_cases = require("helpers.family_cases")
 
 local cases = {}
 for name, case in pairs(sweep_cases.cases) do cases[name] = case end
-for name, case in pairs(nn_cases.cases) do cases[name] = case end
-for name, case in pairs(require("helpers.family_cases").sweep) do cases[name] = case end
-local case_of_op = nn_cases.case_of_op
+for name, case in pairs(family_cases.sweep) do cases[name] = case end
+local case_of_op = family_cases.case_of_op
 local random_ops = { rand = true, randn = true, randint = true }
 
 -- {rtol, atol} of a floating result against the float64 Lua reference
@@ -105,7 +105,8 @@ local function sweep(device)
     it(string.format("%s in %s matches the Lua reference", group.name, group.dtype), function()
       local case = cases[group.name]
       assert.is_not_nil(case, string.format("no sweep case covers op %s (kernel %s): add one to "
-        .. "spec/helpers/sweep_cases.lua or sweep_nn_cases.lua", group.kernels[1].op, group.kernels[1].kernel))
+        .. "spec/helpers/sweep_cases.lua or the family's cases file (its sweep, or its case_of_op naming the "
+        .. "case that covers it)", group.kernels[1].op, group.kernels[1].kernel))
       run_case(group.name, case, group.dtype, device, group.kernels)
     end)
   end
@@ -120,7 +121,7 @@ local function variant_case(v)
     local make = (variant_cases.loops[v.loop] or {})[v.variant]
     return make and make(v.dtype), string.format("%s loop path %s", v.loop, v.variant)
   end
-  local cases_of_op = variant_cases[v.op] or require("helpers.family_cases").variants[v.op] or {}
+  local cases_of_op = variant_cases[v.op] or family_cases.variants[v.op] or {}
   return cases_of_op[v.variant], string.format("%s path %s", v.op, v.variant)
 end
 

@@ -4,8 +4,7 @@
 -- positive and negative, strided inputs (transposed, narrowed, expanded, permuted), 0-dim and
 -- empty tensors, inputs large enough for the parallel paths, cumsum's gradient (a reverse prefix
 -- sum), and clear errors; on the CPU and (tagged #cuda) on CUDA, with CUDA against the CPU too.
--- The kernel sweep and gradcheck check them as well (helpers/sweep_nn_cases.lua,
--- gradcheck_spec.lua).
+-- The kernel sweep and gradcheck check them as well (helpers/scan_cases.lua).
 local tl = require("tlua")
 local ref = require("helpers.reference")
 

@@ -1,4 +1,4 @@
--- gather, scatter_add, scatter and scatter_reduce in Lua loops (for index_spec), their kernel sweep cases (scatter_reduce's folds as its variants' cases, taken by helpers/sweep_variant_cases.lua) and their gradcheck cases (found by helpers/family_cases.lua).
+-- gather, scatter_add, scatter and scatter_reduce in Lua loops (for index_spec), their kernel sweep cases, scatter_reduce's folds as its variants' cases, and their gradcheck cases (all found by helpers/family_cases.lua).
 local tl = require("tlua")
 local ref = require("helpers.reference")
 
@@ -148,8 +148,12 @@ local function reduce_case(reduce, include_self)
     end,
   }
 end
--- scatter_reduce's folds, each a variant of its kernel (helpers/sweep_variant_cases.lua)
-M.variants = { prod = reduce_case("prod", true), amax = reduce_case("amax", false), amin = reduce_case("amin", true) }
+-- scatter_reduce's folds, each a variant of its kernel (op -> variant -> case)
+M.variants = {
+  scatter_reduce = {
+    prod = reduce_case("prod", true), amax = reduce_case("amax", false), amin = reduce_case("amin", true),
+  },
+}
 
 M.sweep = {
   scatter = {

@@ -1,4 +1,4 @@
--- The LSTM / GRU cell math composed of tensor ops (chunk, sigmoid, tanh, mul, add; autograd through them): the implementation nn.functional's recurrent forms had before the fused cell ops, kept as an independent reference for them (spec/rnn_cell_spec.lua, spec/helpers/sweep_nn_cases.lua).
+-- The LSTM / GRU cell math composed of tensor ops (chunk, sigmoid, tanh, mul, add; autograd through them): the implementation nn.functional's recurrent forms had before the fused cell ops, kept as an independent reference for them (spec/rnn_cell_spec.lua).
 local tl = require("tlua")
 
 local M = {}

@@ -207,6 +207,10 @@ M.sweep.rnn_dnn = {
   end,
   tolerance = { float16 = { 1e-2, 1e-2 }, float32 = { 1e-4, 1e-5 } },
 }
+-- which case covers a kernel's op (an op not listed is its own case)
+M.case_of_op = {
+  rnn_dnn_layout = "rnn_dnn", rnn_dnn_backward_data = "rnn_dnn", rnn_dnn_backward_weight = "rnn_dnn",
+}
 
 local function input(...) return tl.randn(...):double():requires_grad_() end
 

@@ -1,0 +1,119 @@
+-- conv2d in Lua loops (any groups and dilation: forward and the three gradients), the kernel sweep cases of its three paths (im2col and GEMMs, depthwise direct loops, cuDNN) and its gradcheck cases (found by helpers/family_cases.lua).
+local tl = require("tlua")
+local ref = require("helpers.reference")
+local sweep_helpers = require("helpers.sweep_helpers")
+local leaves = sweep_helpers.leaves
+
+local M = {}
+
+-- Tensors are (flat, shape) pairs; results are nested tables.
+
+-- conv2d of x [N, C, H, W] with w [O, C / groups, KH, KW], bias b [O], stride s, padding p,
+-- groups (default 1: output o reads the input channels of its group) and dilation d (default 1),
+-- and the gradients of sum(y * g): returns y, gx, gw, gb
+function M.conv2d(x, w, b, g, s, p, groups, d)
+  groups, d = groups or 1, d or 1
+  local fx, sx = ref.flatten(x)
+  local fw, sw = ref.flatten(w)
+  local fg, sg = ref.flatten(g)
+  local N, C, H, W = sx[1], sx[2], sx[3], sx[4]
+  local O, CG, KH, KW = sw[1], sw[2], sw[3], sw[4]
+  assert(CG * groups == C, "conv2d reference: weight channels")
+  local OG = O // groups
+  local OH, OW = (H + 2 * p - d * (KH - 1) - 1) // s + 1, (W + 2 * p - d * (KW - 1) - 1) // s + 1
+  assert(sg[3] == OH and sg[4] == OW, "conv2d reference: grad shape")
+  local y, gx, gw, gb = {}, {}, {}, {}
+  for i = 1, #fx do gx[i] = 0.0 end
+  for i = 1, #fw do gw[i] = 0.0 end
+  for o = 1, O do gb[o] = 0.0 end
+  local function xi(n, c, h, ww) return ((n * C + c) * H + h) * W + ww + 1 end
+  local function wi(o, c, kh, kw) return ((o * CG + c) * KH + kh) * KW + kw + 1 end
+  for n = 0, N - 1 do
+    for o = 0, O - 1 do
+      local first = (o // OG) * CG -- the group's first input channel
+      for oh = 0, OH - 1 do
+        for ow = 0, OW - 1 do
+          local yi = ((n * O + o) * OH + oh) * OW + ow + 1
+          local acc, gv = b[o + 1], fg[yi]
+          gb[o + 1] = gb[o + 1] + gv
+          for c = 0, CG - 1 do
+            for kh = 0, KH - 1 do
+              local h = oh * s - p + kh * d
+              if h >= 0 and h < H then
+                for kw = 0, KW - 1 do
+                  local ww = ow * s - p + kw * d
+                  if ww >= 0 and ww < W then
+                    local a, k = xi(n, first + c, h, ww), wi(o, c, kh, kw)
+                    acc = acc + fx[a] * fw[k]
+                    gx[a] = gx[a] + gv * fw[k]
+                    gw[k] = gw[k] + gv * fx[a]
+                  end
+                end
+              end
+            end
+          end
+          y[yi] = acc
+        end
+      end
+    end
+  end
+  return ref.unflatten(y, { N, O, OH, OW }), ref.unflatten(gx, sx), ref.unflatten(gw, sw), gb
+end
+
+M.sweep = {}
+
+-- conv2d by im2col and GEMMs (cuDNN off: the CPU's path, and CUDA's when cuDNN is disabled)
+local function conv2d_run(x, w, b, g)
+  x, w, b = leaves(x, w, b)
+  local y = tl.conv2d(x, w, b, { stride = 2, padding = 1 })
+  y:backward(g)
+  return { y:detach(), x.grad, w.grad, b.grad }
+end
+M.sweep.conv2d = {
+  inputs = function(G) return { G.normal(2, 3, 6, 6), G.normal(4, 3, 3, 3), G.normal(4), G.normal(2, 4, 3, 3) } end,
+  run = function(...)
+    tl.cuda.set_cudnn_enabled(false)
+    local ok, out = pcall(conv2d_run, ...)
+    tl.cuda.set_cudnn_enabled(true)
+    if not ok then error(out, 0) end
+    return out
+  end,
+  reference = function(_, x, w, b, g) return { M.conv2d(x, w, b, g, 2, 1) } end,
+}
+-- depthwise (groups = channels, two outputs a channel, dilation 2): the CPU's direct loops
+M.sweep.conv2d_depthwise = {
+  inputs = function(G) return { G.normal(2, 3, 7, 6), G.normal(6, 1, 3, 2), G.normal(6), G.normal(2, 6, 3, 3) } end,
+  run = function(x, w, b, g)
+    x, w, b = leaves(x, w, b)
+    local y = tl.conv2d(x, w, b, { stride = 2, padding = 1, dilation = 2, groups = 3 })
+    y:backward(g)
+    return { y:detach(), x.grad, w.grad, b.grad }
+  end,
+  reference = function(_, x, w, b, g) return { M.conv2d(x, w, b, g, 2, 1, 3, 2) } end,
+}
+-- the same on cuDNN (CUDA's default)
+M.sweep.conv2d_dnn = {
+  inputs = M.sweep.conv2d.inputs,
+  run = conv2d_run,
+  reference = M.sweep.conv2d.reference,
+}
+
+-- which case covers a kernel's op (an op not listed is its own case)
+M.case_of_op = {
+  conv2d_forward = "conv2d", conv2d_backward_input = "conv2d", conv2d_backward_weight = "conv2d",
+  conv2d_backward_bias = "conv2d", im2col = "conv2d", col2im = "conv2d",
+  conv2d_dnn_backward_input = "conv2d_dnn", conv2d_dnn_backward_weight = "conv2d_dnn",
+  conv2d_depthwise_backward_input = "conv2d_depthwise",
+  conv2d_depthwise_backward_weight = "conv2d_depthwise",
+}
+
+local function input(...) return tl.randn(...):double():requires_grad_() end
+
+M.gradcheck = {
+  conv2d_forward = { { function(x, w, b) return tl.conv2d(x, w, b, { stride = 2, padding = 1 }) end,
+                       { input(2, 2, 5, 5), input(3, 2, 3, 3), input(3) } },
+                     { function(x, w) return tl.conv2d(x, w, nil, { stride = { 1, 2 }, padding = { 0, 1 } }) end,
+                       { input(1, 2, 4, 5), input(2, 2, 2, 3) } } },
+}
+
+return M

@@ -1,0 +1,82 @@
+-- The GEMM ops' kernel sweep cases (matmul, matmul_ in place, matmul's gradients, linear, outer: forward and every gradient against Lua loops) and their gradcheck cases (found by helpers/family_cases.lua).
+local tl = require("tlua")
+local ref = require("helpers.reference")
+local sweep_helpers = require("helpers.sweep_helpers")
+local transpose, add_into, column_sums = sweep_helpers.transpose, sweep_helpers.add_into, sweep_helpers.column_sums
+local differentiated = sweep_helpers.differentiated
+
+local M = {}
+
+M.sweep = {}
+
+M.sweep.matmul = {
+  inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5) } end,
+  run = function(a, b) return { tl.matmul(a, b) } end,
+  reference = function(_, a, b) return { ref.matmul(a, b) } end,
+}
+-- x:matmul_(w) in place: x row-major (one folded matrix) and column-major (y's matrices
+-- transposed), against w and w^T
+M.sweep.matmul_inplace = {
+  inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 4), G.normal(2, 4, 3) } end,
+  run = function(x, w, y)
+    return { x:clone():matmul_(w), y:clone():transpose(2, 3):matmul_(w:transpose(1, 2)) }
+  end,
+  reference = function(_, x, w, y)
+    local yt = {}
+    for b = 1, #y do yt[b] = ref.matmul(transpose(y[b]), transpose(w)) end
+    return { ref.matmul(x, w), yt }
+  end,
+}
+-- y = a @ b, a [2, 3, 4] batched against b [4, 5]: ga = g b^T, gb = sum over the batch a^T g
+M.sweep.matmul_backward = {
+  inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5), G.normal(2, 3, 5) } end,
+  run = differentiated(tl.matmul),
+  reference = function(_, a, b, g)
+    local ga, gb = {}, nil
+    for n = 1, #a do
+      ga[n] = ref.matmul(g[n], transpose(b))
+      gb = add_into(gb, ref.matmul(transpose(a[n]), g[n]))
+    end
+    return { ref.matmul(a, b), ga, gb }
+  end,
+}
+-- y = x w^T + bias: gx = g w, gw = g^T x, gbias = column sums of g
+M.sweep.linear = {
+  inputs = function(G) return { G.normal(4, 3), G.normal(5, 3), G.normal(5), G.normal(4, 5) } end,
+  run = differentiated(tl.linear),
+  reference = function(_, x, w, b, g)
+    local y = ref.broadcast_map(function(v, bias) return v + bias end, ref.matmul(x, transpose(w)), b)
+    return { y, ref.matmul(g, w), ref.matmul(transpose(g), x), column_sums(g) }
+  end,
+}
+-- y = a b^T: ga = g b, gb = g^T a
+M.sweep.outer = {
+  inputs = function(G) return { G.normal(3), G.normal(4), G.normal(3, 4) } end,
+  run = differentiated(tl.outer),
+  reference = function(_, a, b, g)
+    local y = ref.build({ #a, #b }, function(i, j) return a[i] * b[j] end)
+    return { y, ref.matmul(g, b), ref.matmul(transpose(g), a) }
+  end,
+}
+
+-- which case covers a kernel's op (an op not listed is its own case)
+M.case_of_op = {
+  linear_forward = "linear", linear_backward_input = "linear", linear_backward_weight = "linear",
+  linear_backward_bias = "linear", matmul_backward_input = "matmul_backward",
+  matmul_backward_other = "matmul_backward", outer_forward = "outer",
+}
+
+local function input(...) return tl.randn(...):double():requires_grad_() end
+
+M.gradcheck = {
+  matmul = { { tl.matmul, { input(3, 4), input(4, 2) } },
+             { tl.matmul, { input(2, 1, 3, 4), input(3, 4, 2) } },
+             { tl.matmul, { input(4), input(4, 3) } },
+             { tl.matmul, { input(3, 4), input(4) } },
+             { tl.matmul, { input(4), input(4) } } },
+  linear_forward = { { tl.linear, { input(5, 3), input(4, 3), input(4) } },
+                     { tl.linear, { input(2, 5, 3), input(4, 3) } } },
+  outer_forward = { { tl.outer, { input(3), input(4) } } },
+}
+
+return M
