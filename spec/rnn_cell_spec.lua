@@ -155,6 +155,33 @@ describe("gru_cell_pointwise", function()
 end)
 
 -- nn.LSTM / nn.GRU (a direction is one node: the fused runs) against the composed layers
+describe("_lstm_layer_forward / _lstm_layer_backward (nn.LSTM's walks in C)", function()
+  it("refuse bad input naming the function and the argument", function()
+    local xw, h, c, w = tl.randn(5, 2, 8), tl.randn(2, 2), tl.randn(2, 2), tl.randn(8, 2)
+    assert.error_matches(function() tl._lstm_layer_forward(tl.randn(2, 8), h, c, w) end,
+      { "_lstm_layer_forward", "xw", "[T, N, 4H]" })
+    assert.error_matches(function() tl._lstm_layer_forward(tl.randn(5, 2, 7), h, c, w) end,
+      { "_lstm_layer_forward", "xw", "[5, 2, 8]", "[5, 2, 7]" })
+    assert.error_matches(function() tl._lstm_layer_forward(xw, h, c, tl.randn(8, 3)) end,
+      { "_lstm_layer_forward", "w_hh", "[4H, H]" })
+    assert.error_matches(function() tl._lstm_layer_forward(xw, tl.randn(3, 2), c, w) end,
+      { "_lstm_layer_forward", "h0", "[2, 2]", "[3, 2]" })
+    assert.error_matches(function() tl._lstm_layer_forward(xw, h, c:double(), w) end,
+      { "_lstm_layer_forward", "c0", "float32", "float64" })
+    assert.error_matches(function() tl._lstm_layer_forward(xw:long(), h, c, w) end,
+      { "_lstm_layer_forward", "xw", "floating" })
+    local _, _, _, ws, cells = tl._lstm_layer_forward(xw, h, c, w)
+    assert.are.same({ 5, 2, 8 }, ws.shape)
+    assert.are.same({ 5, 2, 2 }, cells.shape)
+    assert.error_matches(function() tl._lstm_layer_backward(tl.randn(4, 2, 2), nil, nil, ws, cells, c, w) end,
+      { "_lstm_layer_backward", "grad_out", "[5, 2, 2]", "[4, 2, 2]" })
+    assert.error_matches(function() tl._lstm_layer_backward(nil, nil, nil, ws, tl.randn(5, 2, 3), c, w) end,
+      { "_lstm_layer_backward", "cells", "[5, 2, 2]" })
+    assert.error_matches(function() tl._lstm_layer_backward(nil, tl.randn(2, 3), nil, ws, cells, c, w) end,
+      { "_lstm_layer_backward", "grad_h" })
+  end)
+end)
+
 describe("fused layer runs against the composed layers (float64)", function()
   local function layer_case(kind, reverse)
     tl.manual_seed(reverse and 8 or 7)

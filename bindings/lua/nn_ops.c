@@ -485,6 +485,40 @@ static int nn_lstm_cell_backward(lua_State *L) {
     return box_results(L, status, boxes, out, 2, base);
 }
 
+/* _lstm_layer_forward(xw, h0, c0, w_hh, reverse) -> out, h_last, c_last, workspaces, cells: one
+   LSTM direction over a sequence, not recorded (nn.LSTM's fused runs) */
+static int nn_lstm_layer_forward(lua_State *L) {
+    const char *op = "_lstm_layer_forward";
+    tl_tensor *xw = tlb_check(L, 1, op), *h0 = tlb_check(L, 2, op), *c0 = tlb_check(L, 3, op);
+    tl_tensor *w_hh = tlb_check(L, 4, op);
+    const bool reverse = lua_toboolean(L, 5);
+    tlb_box *boxes[5];
+    tl_tensor *out[5] = {NULL, NULL, NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 5, &base);
+    tl_status status = tl_lstm_layer_forward(xw, h0, c0, w_hh, reverse, &out[0], &out[1], &out[2],
+                                             &out[3], &out[4]);
+    return box_results(L, status, boxes, out, 5, base);
+}
+
+/* _lstm_layer_backward(grad_out?, grad_h?, grad_c?, workspaces, cells, c0, w_hh, reverse)
+   -> grad_xw, grad_h0, grad_c0: not recorded */
+static int nn_lstm_layer_backward(lua_State *L) {
+    const char *op = "_lstm_layer_backward";
+    tl_tensor *g_out = tlb_opt_tensor(L, 1, op, "grad_out");
+    tl_tensor *g_h = tlb_opt_tensor(L, 2, op, "grad_h"), *g_c = tlb_opt_tensor(L, 3, op, "grad_c");
+    tl_tensor *ws = tlb_check(L, 4, op), *cells = tlb_check(L, 5, op), *c0 = tlb_check(L, 6, op);
+    tl_tensor *w_hh = tlb_check(L, 7, op);
+    const bool reverse = lua_toboolean(L, 8);
+    tlb_box *boxes[3];
+    tl_tensor *out[3] = {NULL, NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 3, &base);
+    tl_status status = tl_lstm_layer_backward(g_out, g_h, g_c, ws, cells, c0, w_hh, reverse,
+                                              &out[0], &out[1], &out[2]);
+    return box_results(L, status, boxes, out, 3, base);
+}
+
 /* _gru_cell_forward(gi, gh, h_prev) -> h, workspace: not recorded */
 static int nn_gru_cell_forward(lua_State *L) {
     const char *op = "_gru_cell_forward";
@@ -595,6 +629,8 @@ const luaL_Reg tlb_nn_functions[] = {
     {"lstm_cell_pointwise", nn_lstm_cell_pointwise},
     {"gru_cell_pointwise", nn_gru_cell_pointwise},
     {"_lstm_cell_forward", nn_lstm_cell_forward},
+    {"_lstm_layer_forward", nn_lstm_layer_forward},
+    {"_lstm_layer_backward", nn_lstm_layer_backward},
     {"_lstm_cell_backward", nn_lstm_cell_backward},
     {"_gru_cell_forward", nn_gru_cell_forward},
     {"_gru_cell_backward", nn_gru_cell_backward},

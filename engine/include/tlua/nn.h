@@ -321,6 +321,24 @@ tl_status tl_gru_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tenso
                                          tl_tensor **grad_h_prev);
 tl_status tl_ag_gru_cell_pointwise(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_tensor **h);
 
+/* ---- lstm_layer: one LSTM direction over a sequence (not recorded: nn.LSTM's fused runs) --------
+   xw [T, N, 4H] (x W_ih^T + b_ih + b_hh of every step), h0, c0 [N, H], w_hh [4H, H], one floating
+   dtype and device; reverse walks from the last step to the first. Per step (in the walk's order)
+   gates = xw[t] + h W_hh^T, then lstm_cell_pointwise: out [T, N, H] the h of every step (time
+   order), h_last and c_last the walk's last state, workspaces [T, N, 4H] and cells [T, N, H]
+   what the backward reads. */
+tl_status tl_lstm_layer_forward(tl_tensor *xw, tl_tensor *h0, tl_tensor *c0, tl_tensor *w_hh,
+                                bool reverse, tl_tensor **out, tl_tensor **h_last,
+                                tl_tensor **c_last, tl_tensor **workspaces, tl_tensor **cells);
+/* The gradients of xw (grad_gates [T, N, 4H]), h0 and c0 from those of out, h_last and c_last
+   (each NULL for zero), walking the steps back: per step the cell's fused backward, then
+   dh = grad_gates[t] W_hh. W_hh's gradient (sum over steps of grad_gates[t]^T h_prev) is one GEMM
+   the caller makes. */
+tl_status tl_lstm_layer_backward(tl_tensor *grad_out, tl_tensor *grad_h, tl_tensor *grad_c,
+                                 tl_tensor *workspaces, tl_tensor *cells, tl_tensor *c0,
+                                 tl_tensor *w_hh, bool reverse, tl_tensor **grad_gates,
+                                 tl_tensor **grad_h0, tl_tensor **grad_c0);
+
 /* ---- rnn_dnn: nn.LSTM / GRU / RNN on cuDNN (CUDA only) ------------------------------------
    mode: 0 LSTM, 1 GRU, 2 tanh, 3 relu (torch's gate orders: the weight space holds torch's
    w_ih, w_hh, b_ih, b_hh of each layer and direction at the layout's offsets); training keeps

@@ -6,6 +6,7 @@
 -- h W_hh^T and one fused cell kernel a step. The LSTM (without projection) and GRU runs are one
 -- autograd node each (a tl.autograd.Function): backward walks the steps back with one fused
 -- kernel and one GEMM a step, then takes W_hh's gradient in one GEMM over every step, as cuDNN.
+-- The LSTM's walks run in C (tl._lstm_layer_forward / _backward: no Lua call per step).
 local tl = require("tlua")
 
 local part = {}
@@ -54,33 +55,16 @@ local LSTMRun = tl.autograd.Function {
     local dt = xw.dtype
     local w = as(w_hh, dt)
     local h, c = as(h0, dt), as(c0, dt)
-    local xs = xw:unbind(1)
-    local hs, cs, ws = {}, {}, {}
-    local first, last, by = steps(#xs, reverse)
-    for t = first, last, by do
-      h, c, ws[t] = tl._lstm_cell_forward(xs[t], tl.linear(h, w), c)
-      hs[t], cs[t] = h, c
-    end
-    local out = tl.stack(hs, 1)
-    ctx:save_for_backward(ws, cs, { as(h0, dt), as(c0, dt), w, out })
+    local out, h_last, c_last, workspaces, cells = tl._lstm_layer_forward(xw, h, c, w, reverse)
+    ctx:save_for_backward(workspaces, cells, h, c, w, out)
     ctx.reverse, ctx.dtypes = reverse, { h0.dtype, c0.dtype, w_hh.dtype }
-    return out, h, c
+    return out, h_last, c_last
   end,
   backward = function(ctx, g_out, g_h, g_c)
-    local ws, cs, rest = table.unpack(ctx.saved_tensors)
-    local h0, c0, w, out = table.unpack(rest)
+    local workspaces, cells, h0, c0, w, out = table.unpack(ctx.saved_tensors)
     local dt, reverse, need = w.dtype, ctx.reverse, ctx.needs_input_grad
-    local gs = g_out and as(g_out, dt):contiguous():unbind(1) or {}
-    local dh, dc = as(g_h, dt), as(g_c, dt)
-    local dgates = {}
-    local first, last, by = steps(#ws, not reverse)
-    local back = reverse and 1 or -1 -- from step t to the one before it in the walk
-    for t = first, last, by do
-      local dg, dcp = tl._lstm_cell_backward(gs[t], dh, dc, ws[t], cs[t + back] or c0, cs[t], true)
-      dgates[t] = dg
-      dh, dc = tl.matmul(dg, w), dcp
-    end
-    local d = tl.stack(dgates, 1)
+    local d, dh, dc = tl._lstm_layer_backward(g_out and as(g_out, dt), g_h and as(g_h, dt), g_c and as(g_c, dt),
+      workspaces, cells, c0, w, reverse)
     local dw = need[4] and as(weight_grad(d, previous_states(out, h0, reverse)), ctx.dtypes[3]) or nil
     return d, as(dh, ctx.dtypes[1]), as(dc, ctx.dtypes[2]), dw
   end,
