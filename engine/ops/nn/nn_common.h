@@ -104,6 +104,17 @@ tl_status nn_max_pool2d_backward(const tl_tensor *grad, const tl_tensor *indices
                                  const int64_t input_shape[4], bool check_indices,
                                  tl_tensor **grad_input);
 
+/* lstm_cell_pointwise and its backward (tlua/nn.h) writing into given contiguous outputs of the
+   shapes the ops would allocate (rnn_layer.c's walks write each step into slices of their
+   stacked results). */
+tl_status nn_lstm_cell_into(const tl_tensor *gates, const tl_tensor *gates2,
+                            const tl_tensor *c_prev, tl_tensor *h, tl_tensor *c,
+                            tl_tensor *workspace);
+tl_status nn_lstm_cell_backward_into(const tl_tensor *grad_h, const tl_tensor *grad_h2,
+                                     const tl_tensor *grad_c, const tl_tensor *workspace,
+                                     const tl_tensor *c_prev, const tl_tensor *c,
+                                     tl_tensor *grad_gates, tl_tensor *grad_c_prev);
+
 /* Adam's hyper-parameters, checked once for the per-parameter and the multi-tensor step (op
    names the caller): step >= 1, lr, eps, weight_decay >= 0, betas in [0, 1). */
 tl_status nn_check_adam_hyper(const char *op, int64_t step, double lr, double beta1, double beta2,

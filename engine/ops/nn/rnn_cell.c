@@ -103,10 +103,8 @@ static tl_status hand_out(tl_status status, tl_tensor **out, tl_tensor **const *
     return status;
 }
 
-tl_status tl_lstm_cell_pointwise(const tl_tensor *gates, const tl_tensor *gates2,
-                                 const tl_tensor *c_prev, tl_tensor **h, tl_tensor **c,
-                                 tl_tensor **workspace) {
-    const char *op = "lstm_cell_pointwise";
+static tl_status check_lstm(const char *op, const tl_tensor *gates, const tl_tensor *gates2,
+                            const tl_tensor *c_prev) {
     TL_TRY(check_operand(op, NULL, NULL, "c_prev", c_prev));
     if (c_prev->ndim < 1)
         return tl_error(TL_ERR_SHAPE, "%s: c_prev must have at least 1 dim ([..., H]), got 0", op);
@@ -116,6 +114,13 @@ tl_status tl_lstm_cell_pointwise(const tl_tensor *gates, const tl_tensor *gates2
         TL_TRY(check_operand(op, "c_prev", c_prev, "gates2", gates2));
         TL_TRY(check_width(op, "gates2", gates2, "c_prev", c_prev, 4));
     }
+    return TL_OK;
+}
+
+tl_status tl_lstm_cell_pointwise(const tl_tensor *gates, const tl_tensor *gates2,
+                                 const tl_tensor *c_prev, tl_tensor **h, tl_tensor **c,
+                                 tl_tensor **workspace) {
+    TL_TRY(check_lstm("lstm_cell_pointwise", gates, gates2, c_prev));
     tl_tensor *out[3];
     const bool want[3] = {true, true, true}; /* the CPU kernels write every output */
     const tl_tensor *like[3] = {c_prev, c_prev, c_prev};
@@ -125,6 +130,33 @@ tl_status tl_lstm_cell_pointwise(const tl_tensor *gates, const tl_tensor *gates2
     tl_status status = run(TL_OP_lstm_cell_pointwise, out, 3, in, 3, c_prev);
     tl_tensor **const dest[3] = {h, c, workspace};
     return hand_out(status, out, dest, 3);
+}
+
+/* outputs given are contiguous, of c_prev's dtype and device, h and c of its shape, workspace of
+   its shape with 4 times its last dim (an error naming what is not) */
+static tl_status check_into(const char *op, const tl_tensor *c_prev, const char *const *names,
+                            tl_tensor *const *out, const int *width, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!out[i] || !tl_is_contiguous(out[i]))
+            return tl_error(TL_ERR_ARGUMENT, "%s: the output %s must be a contiguous tensor", op,
+                            names[i]);
+        TL_TRY(check_operand(op, "c_prev", c_prev, names[i], out[i]));
+        TL_TRY(check_width(op, names[i], out[i], "c_prev", c_prev, width[i]));
+    }
+    return TL_OK;
+}
+
+tl_status nn_lstm_cell_into(const tl_tensor *gates, const tl_tensor *gates2,
+                            const tl_tensor *c_prev, tl_tensor *h, tl_tensor *c,
+                            tl_tensor *workspace) {
+    const char *op = "lstm_cell_pointwise";
+    TL_TRY(check_lstm(op, gates, gates2, c_prev));
+    tl_tensor *out[3] = {h, c, workspace};
+    const char *names[3] = {"h", "c", "workspace"};
+    const int width[3] = {1, 1, 4};
+    TL_TRY(check_into(op, c_prev, names, out, width, 3));
+    const tl_tensor *in[3] = {gates, gates2, c_prev};
+    return run(TL_OP_lstm_cell_pointwise, out, 3, in, 3, c_prev);
 }
 
 /* a gradient of the output state (may be NULL) matches it */
@@ -140,11 +172,10 @@ static tl_status check_grad(const char *op, const char *name, const tl_tensor *g
     return TL_OK;
 }
 
-tl_status tl_lstm_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tensor *grad_h2,
-                                          const tl_tensor *grad_c, const tl_tensor *workspace,
-                                          const tl_tensor *c_prev, const tl_tensor *c,
-                                          tl_tensor **grad_gates, tl_tensor **grad_c_prev) {
-    const char *op = "lstm_cell_pointwise_backward";
+static tl_status check_lstm_backward(const char *op, const tl_tensor *grad_h,
+                                     const tl_tensor *grad_h2, const tl_tensor *grad_c,
+                                     const tl_tensor *workspace, const tl_tensor *c_prev,
+                                     const tl_tensor *c) {
     TL_TRY(check_operand(op, NULL, NULL, "c_prev", c_prev));
     if (c_prev->ndim < 1)
         return tl_error(TL_ERR_SHAPE, "%s: c_prev must have at least 1 dim ([..., H]), got 0", op);
@@ -154,7 +185,15 @@ tl_status tl_lstm_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tens
     TL_TRY(check_width(op, "workspace", workspace, "c_prev", c_prev, 4));
     TL_TRY(check_grad(op, "grad_h", grad_h, "c_prev", c_prev));
     TL_TRY(check_grad(op, "grad_h2", grad_h2, "c_prev", c_prev));
-    TL_TRY(check_grad(op, "grad_c", grad_c, "c_prev", c_prev));
+    return check_grad(op, "grad_c", grad_c, "c_prev", c_prev);
+}
+
+tl_status tl_lstm_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tensor *grad_h2,
+                                          const tl_tensor *grad_c, const tl_tensor *workspace,
+                                          const tl_tensor *c_prev, const tl_tensor *c,
+                                          tl_tensor **grad_gates, tl_tensor **grad_c_prev) {
+    const char *op = "lstm_cell_pointwise_backward";
+    TL_TRY(check_lstm_backward(op, grad_h, grad_h2, grad_c, workspace, c_prev, c));
     tl_tensor *out[2];
     const bool want[2] = {true, true};
     const tl_tensor *like[2] = {c_prev, c_prev};
@@ -164,6 +203,20 @@ tl_status tl_lstm_cell_pointwise_backward(const tl_tensor *grad_h, const tl_tens
     tl_status status = run(TL_OP_lstm_cell_pointwise_backward, out, 2, in, 6, c_prev);
     tl_tensor **const dest[2] = {grad_gates, grad_c_prev};
     return hand_out(status, out, dest, 2);
+}
+
+tl_status nn_lstm_cell_backward_into(const tl_tensor *grad_h, const tl_tensor *grad_h2,
+                                     const tl_tensor *grad_c, const tl_tensor *workspace,
+                                     const tl_tensor *c_prev, const tl_tensor *c,
+                                     tl_tensor *grad_gates, tl_tensor *grad_c_prev) {
+    const char *op = "lstm_cell_pointwise_backward";
+    TL_TRY(check_lstm_backward(op, grad_h, grad_h2, grad_c, workspace, c_prev, c));
+    tl_tensor *out[2] = {grad_gates, grad_c_prev};
+    const char *names[2] = {"grad_gates", "grad_c_prev"};
+    const int width[2] = {4, 1};
+    TL_TRY(check_into(op, c_prev, names, out, width, 2));
+    const tl_tensor *in[6] = {grad_h, grad_h2, grad_c, workspace, c_prev, c};
+    return run(TL_OP_lstm_cell_pointwise_backward, out, 2, in, 6, c_prev);
 }
 
 tl_status tl_gru_cell_pointwise(const tl_tensor *gi, const tl_tensor *gh, const tl_tensor *h_prev,

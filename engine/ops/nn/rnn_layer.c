@@ -13,18 +13,6 @@ static void release_list(tl_tensor **list, int64_t n) {
     for (int64_t i = 0; i < n; i++) tl_release(list[i]), list[i] = NULL;
 }
 
-/* Stacks the T tensors of list (each [N, X]) along a new first dim: [T, N, X]. */
-static tl_status stack(tl_tensor **list, int64_t T, tl_tensor **out) {
-    tl_tensor **rows = calloc((size_t)T, sizeof *rows);
-    if (!rows) return tl_error(TL_ERR_MEMORY, "%s: out of host memory", OP_FORWARD);
-    tl_status status = TL_OK;
-    for (int64_t t = 0; t < T && status == TL_OK; t++) status = tl_unsqueeze(list[t], 0, &rows[t]);
-    if (status == TL_OK) status = tl_cat(rows, (int)T, 0, out);
-    release_list(rows, T);
-    free(rows);
-    return status;
-}
-
 /* shape's dims are want's (n of them), else an error naming the argument. */
 static tl_status check_shape(const char *op, const char *name, const tl_tensor *t,
                              const int64_t *want, int n) {
@@ -67,6 +55,19 @@ static int64_t step_at(int64_t k, int64_t T, bool reverse) {
     return reverse ? T - 1 - k : k;
 }
 
+/* A tensor of shape (n dims) like ref (dtype, device). */
+static tl_status empty_like(const tl_tensor *ref, const int64_t *shape, int n, tl_tensor **out) {
+    return tl_empty(shape, n, ref->dtype, tl_tensor_device(ref), out);
+}
+
+/* Views of step t of each of n stacked [T, ...] tensors (a contiguous slice each). */
+static tl_status steps_of(tl_tensor *const *stacked, int64_t t, tl_tensor **view, int n) {
+    tl_status status = TL_OK;
+    for (int i = 0; i < n; i++) view[i] = NULL;
+    for (int i = 0; i < n && status == TL_OK; i++) status = tl_select(stacked[i], 0, t, &view[i]);
+    return status;
+}
+
 tl_status tl_lstm_layer_forward(tl_tensor *xw, tl_tensor *h0, tl_tensor *c0, tl_tensor *w_hh,
                                 bool reverse, tl_tensor **out, tl_tensor **h_last,
                                 tl_tensor **c_last, tl_tensor **workspaces, tl_tensor **cells) {
@@ -75,34 +76,37 @@ tl_status tl_lstm_layer_forward(tl_tensor *xw, tl_tensor *h0, tl_tensor *c0, tl_
     TL_TRY(tl_check_tensor_arg(OP_FORWARD, "h0", h0));
     TL_TRY(tl_check_tensor_arg(OP_FORWARD, "c0", c0));
     TL_TRY(check_layer(OP_FORWARD, xw, w_hh, names, states, 2));
-    const int64_t T = xw->shape[0];
-    /* per step (time order): the input projection's view, h, c and the activated gates */
-    tl_tensor **x = calloc((size_t)(4 * T), sizeof *x);
-    if (!x) return tl_error(TL_ERR_MEMORY, "%s: out of host memory", OP_FORWARD);
-    tl_tensor **hs = x + T, **cs = x + 2 * T, **ws = x + 3 * T;
-    tl_status status = tl_unbind(xw, 0, x);
+    const int64_t T = xw->shape[0], N = xw->shape[1], H = w_hh->shape[1];
+    const int64_t sequence[3] = {T, N, H}, gates[3] = {T, N, 4 * H};
+    /* the results, stacked over the steps: h (out), c (cells), the activated gates */
+    enum { OUT, CELLS, GATES, RESULTS };
+    tl_tensor *result[RESULTS] = {NULL, NULL, NULL};
+    tl_status status = empty_like(xw, sequence, 3, &result[OUT]);
+    if (status == TL_OK) status = empty_like(xw, sequence, 3, &result[CELLS]);
+    if (status == TL_OK) status = empty_like(xw, gates, 3, &result[GATES]);
     tl_tensor *h = tl_retain(h0), *c = tl_retain(c0);
     for (int64_t k = 0; k < T && status == TL_OK; k++) {
         const int64_t t = step_at(k, T, reverse);
-        tl_tensor *recurrent = NULL;
-        status = tl_linear(h, w_hh, NULL, &recurrent);
+        /* step t's views: its input projection, then h, c and the gates it writes */
+        tl_tensor *x = NULL, *step[RESULTS], *recurrent = NULL;
+        status = tl_select(xw, 0, t, &x);
+        if (status == TL_OK) status = steps_of(result, t, step, RESULTS);
+        if (status == TL_OK) status = tl_linear(h, w_hh, NULL, &recurrent);
         if (status == TL_OK)
-            status = tl_lstm_cell_pointwise(x[t], recurrent, c, &hs[t], &cs[t], &ws[t]);
-        tl_release(recurrent);
+            status = nn_lstm_cell_into(x, recurrent, c, step[OUT], step[CELLS], step[GATES]);
         tl_release(h), tl_release(c);
-        h = hs[t] ? tl_retain(hs[t]) : NULL;
-        c = cs[t] ? tl_retain(cs[t]) : NULL;
+        h = step[OUT], c = step[CELLS];
+        tl_release(step[GATES]), tl_release(recurrent), tl_release(x);
     }
-    if (status == TL_OK) status = stack(hs, T, out);
-    if (status == TL_OK) status = stack(cs, T, cells);
-    if (status == TL_OK) status = stack(ws, T, workspaces);
+    /* the walk's last state, apart from the stacked results (a module may return both) */
+    if (status == TL_OK) status = tl_clone(h, h_last);
+    if (status == TL_OK) status = tl_clone(c, c_last);
+    tl_release(h), tl_release(c);
     if (status == TL_OK) {
-        *h_last = h, *c_last = c;
+        *out = result[OUT], *cells = result[CELLS], *workspaces = result[GATES];
     } else {
-        tl_release(h), tl_release(c);
+        release_list(result, RESULTS);
     }
-    release_list(x, 4 * T);
-    free(x);
     return status;
 }
 
@@ -117,40 +121,42 @@ tl_status tl_lstm_layer_backward(tl_tensor *grad_out, tl_tensor *grad_h, tl_tens
     const tl_tensor *states[3] = {grad_h, grad_c, c0};
     TL_TRY(check_layer(OP_BACKWARD, workspaces, w_hh, names, states, 3));
     const int64_t T = workspaces->shape[0], N = workspaces->shape[1], H = w_hh->shape[1];
-    const int64_t sequence[3] = {T, N, H};
+    const int64_t sequence[3] = {T, N, H}, state[2] = {N, H};
     TL_TRY(nn_check_like(OP_BACKWARD, "workspaces", workspaces, "cells", cells, true));
     TL_TRY(check_shape(OP_BACKWARD, "cells", cells, sequence, 3));
     if (grad_out) {
         TL_TRY(nn_check_like(OP_BACKWARD, "workspaces", workspaces, "grad_out", grad_out, true));
         TL_TRY(check_shape(OP_BACKWARD, "grad_out", grad_out, sequence, 3));
     }
-    /* per step (time order): views of the output's gradient, the gates, the cells; and the gates'
-       gradients */
-    tl_tensor **g = calloc((size_t)(4 * T), sizeof *g);
-    if (!g) return tl_error(TL_ERR_MEMORY, "%s: out of host memory", OP_BACKWARD);
-    tl_tensor **ws = g + T, **cs = g + 2 * T, **dgates = g + 3 * T;
-    tl_status status = grad_out ? tl_unbind(grad_out, 0, g) : TL_OK;
-    if (status == TL_OK) status = tl_unbind(workspaces, 0, ws);
-    if (status == TL_OK) status = tl_unbind(cells, 0, cs);
+    tl_tensor *dgates = NULL;
+    TL_TRY(empty_like(workspaces, workspaces->shape, 3, &dgates));
     tl_tensor *dh = grad_h ? tl_retain(grad_h) : NULL, *dc = grad_c ? tl_retain(grad_c) : NULL;
+    tl_status status = TL_OK;
     /* the walk backward: from the forward's last step to its first */
     for (int64_t k = T - 1; k >= 0 && status == TL_OK; k--) {
         const int64_t t = step_at(k, T, reverse);
-        const tl_tensor *c_prev = k == 0 ? c0 : cs[step_at(k - 1, T, reverse)];
+        /* step t's views: the output's gradient, the gates, c, c before it, and its dgates */
+        tl_tensor *g = NULL, *ws = NULL, *c = NULL, *c_prev = NULL, *dg = NULL;
         tl_tensor *dc_prev = NULL, *dh_prev = NULL;
-        status = tl_lstm_cell_pointwise_backward(g[t], dh, dc, ws[t], c_prev, cs[t], &dgates[t],
-                                                 &dc_prev);
-        if (status == TL_OK) status = tl_matmul(dgates[t], w_hh, &dh_prev);
+        if (grad_out) status = tl_select(grad_out, 0, t, &g);
+        if (status == TL_OK) status = tl_select(workspaces, 0, t, &ws);
+        if (status == TL_OK) status = tl_select(cells, 0, t, &c);
+        if (status == TL_OK)
+            status = k == 0 ? (c_prev = tl_retain(c0), TL_OK)
+                            : tl_select(cells, 0, step_at(k - 1, T, reverse), &c_prev);
+        if (status == TL_OK) status = tl_select(dgates, 0, t, &dg);
+        if (status == TL_OK) status = empty_like(workspaces, state, 2, &dc_prev);
+        if (status == TL_OK)
+            status = nn_lstm_cell_backward_into(g, dh, dc, ws, c_prev, c, dg, dc_prev);
+        if (status == TL_OK) status = tl_matmul(dg, w_hh, &dh_prev);
+        tl_release(g), tl_release(ws), tl_release(c), tl_release(c_prev), tl_release(dg);
         tl_release(dh), tl_release(dc);
         dh = dh_prev, dc = dc_prev;
     }
-    if (status == TL_OK) status = stack(dgates, T, grad_gates);
     if (status == TL_OK) {
-        *grad_h0 = dh, *grad_c0 = dc;
+        *grad_gates = dgates, *grad_h0 = dh, *grad_c0 = dc;
     } else {
-        tl_release(dh), tl_release(dc);
+        tl_release(dgates), tl_release(dh), tl_release(dc);
     }
-    release_list(g, 4 * T);
-    free(g);
     return status;
 }
