@@ -65,6 +65,22 @@ for _, op in ipairs(tl.ops()) do
   end
 end
 
+-- The generated classes, each elementwise (input of any shape -> output of its shape and dtype),
+-- its numbers positional or in an options table (an unknown key is an error), as torch's:
+--- ReLU(), Sigmoid(), Tanh(), SiLU(), Mish(), Hardswish(), Hardsigmoid(), SELU(), GELU_tanh():
+--- the op of the same name (tl.relu, ...); no argument.
+--- LeakyReLU(negative_slope = 0.01): x for x >= 0, negative_slope * x below.
+--- ELU(alpha = 1.0): x for x > 0, alpha (exp(x) - 1) below. CELU(alpha = 1.0): max(0, x) +
+--- min(0, alpha (exp(x / alpha) - 1)).
+--- Softplus(beta = 1, threshold = 20): log(1 + exp(beta x)) / beta, x where beta x > threshold.
+--- Hardtanh(min_val = -1, max_val = 1): x clamped to [min_val, max_val].
+--- Logit(eps = nil): log(p / (1 - p)) of p = x clamped to [eps, 1 - eps] when eps is given.
+--- Round(decimals = 0), NanToNum(nan = 0, posinf = dtype's max, neginf = dtype's lowest).
+--- Neg(), Abs(), Exp(), Exp2(), Expm1(), Log(), Log2(), Log10(), Log1p(), Sqrt(), Rsqrt(),
+--- Square(), Reciprocal(), Sin(), Cos(), Tan(), Asin(), Acos(), Atan(), Sinh(), Cosh(), Asinh(),
+--- Acosh(), Atanh(), Erf(), Erfc(), Erfinv(), Floor(), Ceil(), Trunc(), Frac(), Sign(), Sgn():
+--- the elementwise op as a module (tl.<op>), no argument.
+
 --- GELU({approximate = "none"}): tl.gelu, or tl.gelu_tanh with approximate = "tanh"
 local GELU = activations.GELU
 function GELU:init(opts)

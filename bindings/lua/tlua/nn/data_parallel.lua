@@ -28,6 +28,11 @@ local options = require("tlua.options")
 local dist = tl.distributed
 local autograd = tl.autograd
 
+--- DataParallel(module, {bucket_mb = 25, broadcast = true, find_unused_parameters = false,
+--- rebuild_buckets = true}): module replicated on every rank (its parameters broadcast from rank 0
+--- unless broadcast = false), forward(...) is module's, and backward averages the gradients over the
+--- ranks in buckets of about bucket_mb MiB (see the file's comment); outside tlua --nproc, a world of
+--- one.
 local DataParallel = base.Module:extend("DataParallel")
 local instances = 0 -- wrappers made so far: every rank makes them in the same order
 

@@ -25,6 +25,9 @@ local class = require("tlua.class")
 
 local is_tensor = tl.is_tensor
 
+--- Module(): the base class of every layer (Module:extend(name) makes one): parameters and buffers
+--- registered by assignment, forward(...) called by module(...), train()/eval(), to(), state_dict(),
+--- parameters(), named_parameters(), modules(), children(), zero_grad(), apply(fn).
 local Module = class("nn.Module")
 Module._class_name = "Module"
 

@@ -50,6 +50,10 @@ local options = require("tlua.options")
 
 local moe = {}
 
+--- MoE{dim, hidden, experts, top_k, bias = true, activation = "gelu", normalize = true,
+--- dtype = "float32", device = "cpu"} (or positional: MoE(dim, hidden, experts, top_k, opts)):
+--- x [..., dim] -> y of x's shape; a router picks top_k of the experts (two-layer feed-forwards
+--- dim -> hidden -> dim) per token (the file's comment has the math and the parameters).
 local MoE = Module:extend("MoE")
 moe.MoE = MoE
 
