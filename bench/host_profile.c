@@ -1,7 +1,8 @@
 /* A sampling profiler of host time to LD_PRELOAD into any program (tlua or python): where the CPU
  * time of the process goes, by function, for machines without perf. */
 /*
- * Build:  cc -O2 -shared -fPIC bench/host_profile.c -o host_profile.so -ldl
+ * Build:  CMake builds host_profile.so in the build folder; or by hand:
+ *         cc -O2 -shared -fPIC bench/host_profile.c -o host_profile.so -ldl
  * Run:    LD_PRELOAD=./host_profile.so HOST_PROFILE_HZ=2000 tlua bench/resnet.lua --device cuda
  *
  * A SIGPROF timer (CPU time of the process) samples the stack of the thread it interrupts; at

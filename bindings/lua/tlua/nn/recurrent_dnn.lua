@@ -1,7 +1,7 @@
 -- nn.LSTM / GRU / RNN on cuDNN (CUDA only): the whole stack of layers and directions as one autograd node (cudnnRNNForward, cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8), the parameters packed each call into cuDNN's weight space at the offsets cuDNN gives, their gradients views of the weight space's gradient.
 --
--- Taken by RNNBase:_run (nn/recurrent.lua) when RNNBase.use_cudnn is true (off until validated
--- on a GPU), tl.cuda.cudnn_enabled(), the input is on CUDA in float32, float64 or float16 (the
+-- Taken by RNNBase:_run (nn/recurrent.lua) when RNNBase.use_cudnn is true (off by default: the
+-- fused runs are faster, see recurrent.lua), tl.cuda.cudnn_enabled(), the input is on CUDA in float32, float64 or float16 (the
 -- autocast dtype when autocast is on), there is no projection and no dropout between layers in
 -- training; otherwise the fused-cell runs of nn.functional do the work.
 local tl = require("tlua")
