@@ -1,6 +1,6 @@
-/* CPU depthwise conv2d at stride 1: each plane copied once, in the compute type, into a frame with a
-   zero border, so that every tap of every output is a read at a fixed offset (no bounds check), and
-   the correlations run flat, LANES outputs (or partial sums) at a time in vector registers. */
+/* CPU depthwise conv2d at stride 1: each plane copied once, in the compute type, into a frame with
+   a zero border, so that every tap of every output is a read at a fixed offset (no bounds check),
+   and the correlations run flat, LANES outputs (or partial sums) at a time in vector registers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +10,8 @@
 /* Outputs computed side by side, and the weight gradient's partial sums per tap: four vectors of
    float32 under AVX2 (four independent sums hide the additions' latency). */
 #define LANES 32
+/* Taps whose weight-gradient sums share each read of gy: 3 x 4 sums in registers under AVX2. */
+#define TAP_GROUP 3
 
 /* A frame: a plane laid out for a stride-1 correlation whose output has rows x cols, with taps
    (i, j), i < kh, j < kw, spaced dh and dw:
@@ -35,11 +37,12 @@ static frame frame_of(const depthwise *g, int64_t rows, int64_t cols, int64_t to
     return f;
 }
 
-/* The frame of each pass. Forward: x (H x W) at (ph, pw), giving y (OH x OW). Input gradient: dx[ih,
-   iw] = sum over i, j of gy[ih + ph - i dh, iw + pw - j dw] w[i, j], the correlation of gy with the
-   flipped kernel w[KH - 1 - i, KW - 1 - j]: gy at ((KH - 1) dh - ph, (KW - 1) dw - pw), giving dx
-   (H x W). Weight gradient: dw[i, j] = sum over (oh, ow) of gy[oh, ow] x[oh - ph + i dh, ow - pw +
-   j dw], x framed as in the forward and gy in the output's layout (zeros past column OW). */
+/* The frame of each pass. Forward: x (H x W) at (ph, pw), giving y (OH x OW). Input gradient:
+   dx[ih, iw] = sum over i, j of gy[ih + ph - i dh, iw + pw - j dw] w[i, j], the correlation of gy
+   with the flipped kernel w[KH - 1 - i, KW - 1 - j]: gy at ((KH - 1) dh - ph, (KW - 1) dw - pw),
+   giving dx (H x W). Weight gradient: dw[i, j] = sum over (oh, ow) of gy[oh, ow] x[oh - ph + i dh,
+   ow - pw + j dw], x framed as in the forward and gy in the output's layout (zeros past column OW).
+ */
 static frame frame_of_pass(depthwise_pass pass, const depthwise *g) {
     if (pass == DEPTHWISE_INPUT)
         return frame_of(g, g->h, g->w, (g->kh - 1) * g->dh - g->ph, (g->kw - 1) * g->dw - g->pw);
@@ -50,13 +53,18 @@ static frame frame_of_pass(depthwise_pass pass, const depthwise *g) {
 static int64_t thread_elements(depthwise_pass pass, const depthwise *g, const frame *f) {
     const int64_t taps = g->kh * g->kw;
     switch (pass) {
-    case DEPTHWISE_FORWARD: return f->len + f->out_len + taps;
-    case DEPTHWISE_INPUT: return g->m * (f->len + taps) + f->out_len;
-    default: return f->len + f->out_len + g->m * taps * LANES;
+    case DEPTHWISE_FORWARD:
+        return f->len + f->out_len + taps;
+    case DEPTHWISE_INPUT:
+        return g->m * (f->len + taps) + f->out_len;
+    default:
+        return f->len + f->out_len + g->m * taps * LANES;
     }
 }
 
-/* The tap offsets (i dh pitch + j dw for tap i KW + j) and each thread's scratch, in one block. */
+/* The tap offsets (i dh pitch + j dw for tap i KW + j) and each thread's scratch, in one block,
+   zeroed once: every plane of a pass fills the same elements of a frame, so the rest (the border,
+   the zeros past the rows) stays 0 from plane to plane. */
 typedef struct work {
     char *block;
     int64_t *offsets;
@@ -67,8 +75,10 @@ typedef struct work {
 static tl_status work_alloc(work *wk, const depthwise *g, const frame *f, size_t thread_bytes) {
     const size_t offset_bytes = ((size_t)(g->kh * g->kw) * sizeof(int64_t) + 63) / 64 * 64;
     wk->thread_bytes = (thread_bytes + 63) / 64 * 64;
-    wk->block = malloc(offset_bytes + wk->thread_bytes * (size_t)nn_max_threads());
-    if (!wk->block) return tl_error(TL_ERR_MEMORY, "conv2d: out of memory for the depthwise frames");
+    /* zeroed: the frames' borders, which no fill writes */
+    wk->block = calloc(1, offset_bytes + wk->thread_bytes * (size_t)nn_max_threads());
+    if (!wk->block)
+        return tl_error(TL_ERR_MEMORY, "conv2d: out of memory for the depthwise frames");
     wk->offsets = (int64_t *)wk->block;
     wk->threads = wk->block + offset_bytes;
     for (int64_t i = 0; i < g->kh; i++)
@@ -91,7 +101,8 @@ typedef double vector_double __attribute__((vector_size(32)));
    (ascending), of k[p taps + t] frames[p frame_len + e + offsets[t]]: LANES outputs at a time,
    summed in registers (written once: no store per tap).
    dot_taps: lanes[t LANES + v] += the sum over e < len (a multiple of LANES), e = v mod LANES, of
-   gy[e] frame[e + offsets[t]]: per tap, LANES partial sums in registers.
+   gy[e] frame[e + offsets[t]]: per tap, LANES partial sums in registers (TAP_GROUP taps at a
+   time).
    lane_sum: the LANES partial sums of one tap added in order.
    The explicit vectors (memcpy: unaligned loads and stores) keep the sums in registers, where
    GCC's auto-vectorizer left correlate's taps scalar. */
@@ -117,22 +128,44 @@ typedef double vector_double __attribute__((vector_size(32)));
                 memcpy(out + e + a * VECTOR_##C, &acc[a], sizeof acc[a]);                          \
         }                                                                                          \
     }                                                                                              \
-    TL_CPU_WIDE static void dot_taps_##C(C *restrict lanes, const C *restrict gy, int64_t len,     \
-                                         const C *restrict frame, const int64_t *restrict offsets, \
-                                         int64_t taps) {                                           \
-        for (int64_t t = 0; t < taps; t++) {                                                       \
-            vector_##C acc[SUMS_##C];                                                              \
-            memcpy(acc, lanes + t * LANES, sizeof acc);                                            \
-            const C *src = frame + offsets[t];                                                     \
-            for (int64_t e = 0; e < len; e += LANES)                                               \
-                for (int a = 0; a < SUMS_##C; a++) {                                               \
-                    vector_##C g, x;                                                               \
-                    memcpy(&g, gy + e + a * VECTOR_##C, sizeof g);                                 \
-                    memcpy(&x, src + e + a * VECTOR_##C, sizeof x);                                \
-                    acc[a] += g * x;                                                               \
+    /* taps t .. t + TAP_GROUP - 1, reading each vector of gy once */                              \
+    TL_CPU_WIDE static void dot_tap_group_##C(C *restrict lanes, const C *restrict gy,             \
+                                              int64_t len, const C *restrict frame,                \
+                                              const int64_t *restrict offsets) {                   \
+        vector_##C acc[TAP_GROUP][SUMS_##C];                                                       \
+        memcpy(acc, lanes, sizeof acc);                                                            \
+        for (int64_t e = 0; e < len; e += LANES)                                                   \
+            for (int a = 0; a < SUMS_##C; a++) {                                                   \
+                vector_##C g;                                                                      \
+                memcpy(&g, gy + e + a * VECTOR_##C, sizeof g);                                     \
+                for (int q = 0; q < TAP_GROUP; q++) {                                              \
+                    vector_##C x;                                                                  \
+                    memcpy(&x, frame + offsets[q] + e + a * VECTOR_##C, sizeof x);                 \
+                    acc[q][a] += g * x;                                                            \
                 }                                                                                  \
-            memcpy(lanes + t * LANES, acc, sizeof acc);                                            \
-        }                                                                                          \
+            }                                                                                      \
+        memcpy(lanes, acc, sizeof acc);                                                            \
+    }                                                                                              \
+    /* one tap */                                                                                  \
+    TL_CPU_WIDE static void dot_tap_##C(C *restrict lanes, const C *restrict gy, int64_t len,      \
+                                        const C *restrict src) {                                   \
+        vector_##C acc[SUMS_##C];                                                                  \
+        memcpy(acc, lanes, sizeof acc);                                                            \
+        for (int64_t e = 0; e < len; e += LANES)                                                   \
+            for (int a = 0; a < SUMS_##C; a++) {                                                   \
+                vector_##C g, x;                                                                   \
+                memcpy(&g, gy + e + a * VECTOR_##C, sizeof g);                                     \
+                memcpy(&x, src + e + a * VECTOR_##C, sizeof x);                                    \
+                acc[a] += g * x;                                                                   \
+            }                                                                                      \
+        memcpy(lanes, acc, sizeof acc);                                                            \
+    }                                                                                              \
+    static void dot_taps_##C(C *lanes, const C *gy, int64_t len, const C *frame,                   \
+                             const int64_t *offsets, int64_t taps) {                               \
+        int64_t t = 0;                                                                             \
+        for (; t + TAP_GROUP <= taps; t += TAP_GROUP)                                              \
+            dot_tap_group_##C(lanes + t * LANES, gy, len, frame, offsets + t);                     \
+        for (; t < taps; t++) dot_tap_##C(lanes + t * LANES, gy, len, frame + offsets[t]);         \
     }                                                                                              \
     static C lane_sum_##C(const C *lanes) {                                                        \
         C sum = 0;                                                                                 \
@@ -144,14 +177,14 @@ DEFINE_FLAT(float)
 DEFINE_FLAT(double)
 
 /* Per dtype (T stored, C computed):
-   fill: the frame f of plane src (src_rows x src_cols), converted to C;
+   fill: the frame f of plane src (src_rows x src_cols), converted to C: only the elements the
+   source lands on (the others are 0 from the start, work_alloc);
    emit: the output's rows x cols elements of out (pitch apart) rounded to T;
    the three passes, OpenMP over planes (forward, input gradient: (n, c), each input channel's
    frame filled once; weight gradient: c, summing over n, so no two threads share a sum). */
 #define DEFINE_FLAT_PASSES(suffix, T, C, LOAD, STORE)                                              \
     static void fill_##suffix(C *restrict dst, const frame *f, const T *restrict src,              \
                               int64_t src_rows, int64_t src_cols) {                                \
-        memset(dst, 0, sizeof(C) * (size_t)f->len);                                                \
         const int64_t r0 = f->top < 0 ? -f->top : 0, c0 = f->left < 0 ? -f->left : 0;              \
         const int64_t r1 = src_rows < f->frame_rows - f->top ? src_rows : f->frame_rows - f->top;  \
         const int64_t c1 = src_cols < f->pitch - f->left ? src_cols : f->pitch - f->left;          \
@@ -241,10 +274,15 @@ NN_FOR_FLOATING(DEFINE_FLAT_PASSES)
 tl_status tl_cpu_depthwise_flat(depthwise_pass pass, tl_tensor *out, const tl_tensor *a,
                                 const tl_tensor *b, const depthwise *g) {
     switch (out->dtype) {
-    case TL_F32: return flat_f32(pass, out, a, b, g);
-    case TL_F64: return flat_f64(pass, out, a, b, g);
-    case TL_BF16: return flat_bf16(pass, out, a, b, g);
-    case TL_F16: return flat_f16(pass, out, a, b, g);
-    default: return tl_error(TL_ERR_DTYPE, "conv2d: no depthwise kernel for this dtype");
+    case TL_F32:
+        return flat_f32(pass, out, a, b, g);
+    case TL_F64:
+        return flat_f64(pass, out, a, b, g);
+    case TL_BF16:
+        return flat_bf16(pass, out, a, b, g);
+    case TL_F16:
+        return flat_f16(pass, out, a, b, g);
+    default:
+        return tl_error(TL_ERR_DTYPE, "conv2d: no depthwise kernel for this dtype");
     }
 }
