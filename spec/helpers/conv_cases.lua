@@ -84,8 +84,15 @@ M.sweep.conv2d = {
   reference = function(_, x, w, b, g) return { M.conv2d(x, w, b, g, 2, 1) } end,
 }
 -- depthwise conv2d (groups = C, M outputs a channel) over a list of problems {x = {N, C, H, W}, m = M,
--- kernel = {KH, KW}, options = conv2d's (stride, padding, dilation: numbers or {h, w})}: for each,
--- y and the gradients of x, w and the bias against M.conv2d
+-- kernel = {KH, KW}, options = conv2d's (stride, padding, dilation: numbers or {h, w}), and
+-- optionally inf_x, inf_w: the 1-based position of an inf in x or w}: for each, y and the gradients
+-- of x, w and the bias against M.conv2d
+local function with_inf(t, at)
+  if not at then return t end
+  local values = t:totable()
+  values[at[1]][at[2]][at[3]][at[4]] = math.huge
+  return tl.tensor(values, { dtype = t.dtype })
+end
 local function depthwise_case(problems)
   local function sizes(pb)
     local o = pb.options
@@ -100,7 +107,8 @@ local function depthwise_case(problems)
       for _, pb in ipairs(problems) do
         local N, C = pb.x[1], pb.x[2]
         local out = sizes(pb)
-        for _, t in ipairs({ G.normal(table.unpack(pb.x)), G.normal(C * pb.m, 1, pb.kernel[1], pb.kernel[2]),
+        for _, t in ipairs({ with_inf(G.normal(table.unpack(pb.x)), pb.inf_x),
+          with_inf(G.normal(C * pb.m, 1, pb.kernel[1], pb.kernel[2]), pb.inf_w),
           G.normal(C * pb.m), G.normal(N, C * pb.m, out[1], out[2]) }) do
           list[#list + 1] = t
         end
@@ -145,7 +153,8 @@ M.sweep.conv2d_dnn = {
 -- The paths of the CPU's depthwise kernels (each case runs all three): stride 1 runs flat
 -- correlations over zero-bordered plane copies (rows wider and narrower than the 32 sums side by
 -- side, padding 0, 1, 2 and beyond the kernel's reach, uneven padding and dilation, two and three
--- outputs a channel); a stride above 1 the direct loops
+-- outputs a channel), redone by the direct loops when a sum is not finite; a stride above 1 the
+-- direct loops
 local depthwise_paths = {
   flat = depthwise_case({
     { x = { 2, 3, 6, 5 }, m = 1, kernel = { 3, 3 }, options = { padding = 1 } },
@@ -154,6 +163,13 @@ local depthwise_paths = {
     { x = { 1, 2, 4, 3 }, m = 1, kernel = { 2, 2 }, options = { padding = 2 } },
     { x = { 1, 2, 6, 9 }, m = 2, kernel = { 3, 2 }, options = { padding = { 2, 0 }, dilation = { 1, 2 } } },
     { x = { 1, 1, 3, 4 }, m = 3, kernel = { 1, 1 }, options = { padding = { 0, 2 } } },
+  }),
+  -- an inf in w at tap (1, 1), which padding 1 puts outside the image for the first output row
+  -- and column, and in x at the end of a row, which the weight gradient's zero columns meet: the
+  -- flat sums give nan where the taps inside the image do not, so each pass is redone directly
+  flat_redone = depthwise_case({
+    { x = { 2, 2, 5, 6 }, m = 1, kernel = { 3, 3 }, options = { padding = 1 }, inf_x = { 1, 2, 3, 6 },
+      inf_w = { 1, 1, 1, 1 } },
   }),
   direct = depthwise_case({
     { x = { 2, 3, 7, 6 }, m = 2, kernel = { 3, 2 }, options = { stride = 2, padding = 1, dilation = 2 } },

@@ -23,26 +23,38 @@ static inline void columns_inside(const depthwise *g, int64_t j, int64_t *lo, in
     if (*hi < *lo) *hi = *lo;
 }
 
-/* each kernel's two paths: the flat correlations (stride 1) and the direct loops */
+/* each kernel's paths: the flat correlations (stride 1), the same redone by the direct loops when
+   a sum is not finite (depthwise.h), and the direct loops (strides above 1); in this order */
 enum {
     FORWARD_FLAT,
+    FORWARD_REDONE,
     FORWARD_DIRECT,
     INPUT_FLAT,
+    INPUT_REDONE,
     INPUT_DIRECT,
     WEIGHT_FLAT,
+    WEIGHT_REDONE,
     WEIGHT_DIRECT,
 };
+#define REDONE_CONDITION                                                                           \
+    "stride 1, a sum not finite (an inf or nan read): redone by the direct loops"
 static const tl_kernel_variant depthwise_variants[] = {
     [FORWARD_FLAT] = TL_VARIANT(conv2d_depthwise, TL_DTYPES_FLOATING, "flat",
                                 "stride 1: flat correlations over zero-bordered plane copies"),
+    [FORWARD_REDONE] =
+        TL_VARIANT(conv2d_depthwise, TL_DTYPES_FLOATING, "flat_redone", REDONE_CONDITION),
     [FORWARD_DIRECT] = TL_VARIANT(conv2d_depthwise, TL_DTYPES_FLOATING, "direct",
                                   "a stride above 1: direct loops over the taps inside the image"),
     [INPUT_FLAT] = TL_VARIANT(conv2d_depthwise_backward_input, TL_DTYPES_FLOATING, "flat",
                               "stride 1: the gradient correlated with the flipped kernel, flat"),
+    [INPUT_REDONE] = TL_VARIANT(conv2d_depthwise_backward_input, TL_DTYPES_FLOATING, "flat_redone",
+                                REDONE_CONDITION),
     [INPUT_DIRECT] = TL_VARIANT(conv2d_depthwise_backward_input, TL_DTYPES_FLOATING, "direct",
                                 "a stride above 1: direct loops scattering into the plane"),
     [WEIGHT_FLAT] = TL_VARIANT(conv2d_depthwise_backward_weight, TL_DTYPES_FLOATING, "flat",
                                "stride 1: flat dot products, per tap, of the plane copies"),
+    [WEIGHT_REDONE] = TL_VARIANT(conv2d_depthwise_backward_weight, TL_DTYPES_FLOATING,
+                                 "flat_redone", REDONE_CONDITION),
     [WEIGHT_DIRECT] = TL_VARIANT(conv2d_depthwise_backward_weight, TL_DTYPES_FLOATING, "direct",
                                  "a stride above 1: direct loops over the taps inside the image"),
 };
@@ -51,16 +63,24 @@ static const tl_kernel_variant depthwise_variants[] = {
 typedef tl_status (*direct_fn)(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
                                const depthwise *g);
 
-/* Runs pass of g: by flat correlations at stride 1, else by direct; records the path taken. */
+/* Runs pass of g: by flat correlations at stride 1 (redone by direct when a sum is not finite),
+   else by direct; records the paths taken. */
 static tl_status run_pass(depthwise_pass pass, tl_tensor *out, const tl_tensor *a,
                           const tl_tensor *b, const depthwise *g, direct_fn direct) {
-    static const int flat_variant[] = {[DEPTHWISE_FORWARD] = FORWARD_FLAT,
-                                       [DEPTHWISE_INPUT] = INPUT_FLAT,
-                                       [DEPTHWISE_WEIGHT] = WEIGHT_FLAT};
-    const bool flat = g->sh == 1 && g->sw == 1;
-    /* each pass's direct variant follows its flat one */
-    tl_variant_ran(&depthwise_variants[flat_variant[pass] + (flat ? 0 : 1)], out->dtype);
-    return flat ? tl_cpu_depthwise_flat(pass, out, a, b, g) : direct(out, a, b, g);
+    static const int first_variant[] = {[DEPTHWISE_FORWARD] = FORWARD_FLAT,
+                                        [DEPTHWISE_INPUT] = INPUT_FLAT,
+                                        [DEPTHWISE_WEIGHT] = WEIGHT_FLAT};
+    const tl_kernel_variant *paths = &depthwise_variants[first_variant[pass]];
+    if (g->sh != 1 || g->sw != 1) {
+        tl_variant_ran(&paths[2], out->dtype);
+        return direct(out, a, b, g);
+    }
+    tl_variant_ran(&paths[0], out->dtype);
+    bool finite;
+    TL_TRY(tl_cpu_depthwise_flat(pass, out, a, b, g, &finite));
+    if (finite) return TL_OK;
+    tl_variant_ran(&paths[1], out->dtype);
+    return direct(out, a, b, g);
 }
 
 /* Per dtype: the direct loops of each pass, then the kernels, which pick the path. */

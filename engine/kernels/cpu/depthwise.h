@@ -41,8 +41,13 @@ typedef enum depthwise_pass {
     DEPTHWISE_WEIGHT,
 } depthwise_pass;
 
-/* Runs pass of a stride-1 problem g (sh = sw = 1) by flat correlations. */
+/* Runs pass of a stride-1 problem g (sh = sw = 1) by flat correlations; *finite tells whether
+   every sum was finite. The flat sums multiply the zero border of a frame (and the weight
+   gradient's zero columns) with the other operand, which adds exact zeros when that operand is
+   finite but nan when it holds an inf or nan: a sum that is not finite may hold a nan that the
+   taps inside the image alone would not give, so the caller redoes that pass by the direct loops.
+ */
 tl_status tl_cpu_depthwise_flat(depthwise_pass pass, tl_tensor *out, const tl_tensor *a,
-                                const tl_tensor *b, const depthwise *g);
+                                const tl_tensor *b, const depthwise *g, bool *finite);
 
 #endif

@@ -99,7 +99,7 @@ typedef double vector_double __attribute__((vector_size(32)));
 /* In compute type C (float for float32 and the 16-bit dtypes, double for float64), vectors V:
    correlate: out[e], e < len (a multiple of LANES), = the sum over planes p < count, then taps t
    (ascending), of k[p taps + t] frames[p frame_len + e + offsets[t]]: LANES outputs at a time,
-   summed in registers (written once: no store per tap).
+   summed in registers (written once: no store per tap); false when a sum is not finite.
    dot_taps: lanes[t LANES + v] += the sum over e < len (a multiple of LANES), e = v mod LANES, of
    gy[e] frame[e + offsets[t]]: per tap, LANES partial sums in registers (TAP_GROUP taps at a
    time).
@@ -108,9 +108,10 @@ typedef double vector_double __attribute__((vector_size(32)));
    GCC's auto-vectorizer left correlate's taps scalar. */
 #define DEFINE_FLAT(C)                                                                             \
     enum { VECTOR_##C = sizeof(vector_##C) / sizeof(C), SUMS_##C = LANES / VECTOR_##C };           \
-    TL_CPU_WIDE static void correlate_##C(C *restrict out, int64_t len, const C *restrict frames,  \
+    TL_CPU_WIDE static bool correlate_##C(C *restrict out, int64_t len, const C *restrict frames,  \
                                           int64_t frame_len, int64_t count, const C *restrict k,   \
                                           const int64_t *restrict offsets, int64_t taps) {         \
+        vector_##C check = {0}; /* sum - sum: 0, or nan from an inf or nan sum */                  \
         for (int64_t e = 0; e < len; e += LANES) {                                                 \
             vector_##C acc[SUMS_##C];                                                              \
             for (int a = 0; a < SUMS_##C; a++) acc[a] = (vector_##C){0};                           \
@@ -124,9 +125,14 @@ typedef double vector_double __attribute__((vector_size(32)));
                         acc[a] += wv * x;                                                          \
                     }                                                                              \
                 }                                                                                  \
-            for (int a = 0; a < SUMS_##C; a++)                                                     \
+            for (int a = 0; a < SUMS_##C; a++) {                                                   \
                 memcpy(out + e + a * VECTOR_##C, &acc[a], sizeof acc[a]);                          \
+                check += acc[a] - acc[a];                                                          \
+            }                                                                                      \
         }                                                                                          \
+        for (int v = 0; v < VECTOR_##C; v++)                                                       \
+            if (check[v] != 0) return false;                                                       \
+        return true;                                                                               \
     }                                                                                              \
     /* taps t .. t + TAP_GROUP - 1, reading each vector of gy once */                              \
     TL_CPU_WIDE static void dot_tap_group_##C(C *restrict lanes, const C *restrict gy,             \
@@ -176,12 +182,18 @@ typedef double vector_double __attribute__((vector_size(32)));
 DEFINE_FLAT(float)
 DEFINE_FLAT(double)
 
+/* An OpenMP for over the next loop when work is large, and-ing flag over the threads. */
+#define FLAT_PARALLEL_FOR(work, flag)                                                              \
+    NN_PRAGMA(omp parallel for schedule(static) reduction(&& : flag)                               \
+                  if ((work) > NN_PARALLEL_THRESHOLD))
+
 /* Per dtype (T stored, C computed):
    fill: the frame f of plane src (src_rows x src_cols), converted to C: only the elements the
    source lands on (the others are 0 from the start, work_alloc);
    emit: the output's rows x cols elements of out (pitch apart) rounded to T;
    the three passes, OpenMP over planes (forward, input gradient: (n, c), each input channel's
-   frame filled once; weight gradient: c, summing over n, so no two threads share a sum). */
+   frame filled once; weight gradient: c, summing over n, so no two threads share a sum), each
+   false when a sum was not finite (the caller then redoes the pass: see depthwise.h). */
 #define DEFINE_FLAT_PASSES(suffix, T, C, LOAD, STORE)                                              \
     static void fill_##suffix(C *restrict dst, const frame *f, const T *restrict src,              \
                               int64_t src_rows, int64_t src_cols) {                                \
@@ -199,25 +211,28 @@ DEFINE_FLAT(double)
             for (int64_t c = 0; c < f->cols; c++)                                                  \
                 dst[r * f->cols + c] = STORE(out[r * f->pitch + c]);                               \
     }                                                                                              \
-    static void forward_##suffix(T *y, const T *x, const T *w, const depthwise *g, const frame *f, \
+    static bool forward_##suffix(T *y, const T *x, const T *w, const depthwise *g, const frame *f, \
                                  const work *wk) {                                                 \
         const int64_t taps = g->kh * g->kw;                                                        \
-        NN_PARALLEL_FOR(g->n * g->o * g->oh * g->ow * taps)                                        \
+        bool finite = true;                                                                        \
+        FLAT_PARALLEL_FOR(g->n * g->o * g->oh * g->ow * taps, finite)                              \
         for (int64_t plane = 0; plane < g->n * g->c; plane++) {                                    \
             C *fr = thread_scratch(wk), *out = fr + f->len, *k = out + f->out_len;                 \
             const int64_t n = plane / g->c, c = plane % g->c;                                      \
             fill_##suffix(fr, f, x + plane * g->h * g->w, g->h, g->w);                             \
             for (int64_t o = c * g->m; o < (c + 1) * g->m; o++) {                                  \
                 for (int64_t t = 0; t < taps; t++) k[t] = LOAD(w[o * taps + t]);                   \
-                correlate_##C(out, f->out_len, fr, f->len, 1, k, wk->offsets, taps);               \
+                finite &= correlate_##C(out, f->out_len, fr, f->len, 1, k, wk->offsets, taps);     \
                 emit_##suffix(y + (n * g->o + o) * g->oh * g->ow, out, f);                         \
             }                                                                                      \
         }                                                                                          \
+        return finite;                                                                             \
     }                                                                                              \
-    static void input_##suffix(T *dx, const T *gy, const T *w, const depthwise *g, const frame *f, \
+    static bool input_##suffix(T *dx, const T *gy, const T *w, const depthwise *g, const frame *f, \
                                const work *wk) {                                                   \
         const int64_t taps = g->kh * g->kw;                                                        \
-        NN_PARALLEL_FOR(g->n * g->o * g->h * g->w * taps)                                          \
+        bool finite = true;                                                                        \
+        FLAT_PARALLEL_FOR(g->n * g->o * g->h * g->w * taps, finite)                                \
         for (int64_t plane = 0; plane < g->n * g->c; plane++) {                                    \
             C *fr = thread_scratch(wk), *out = fr + g->m * f->len, *k = out + f->out_len;          \
             const int64_t n = plane / g->c, c = plane % g->c;                                      \
@@ -228,16 +243,18 @@ DEFINE_FLAT(double)
                 for (int64_t t = 0; t < taps; t++) /* the flipped kernel */                        \
                     k[m * taps + t] = LOAD(w[o * taps + taps - 1 - t]);                            \
             }                                                                                      \
-            correlate_##C(out, f->out_len, fr, f->len, g->m, k, wk->offsets, taps);                \
+            finite &= correlate_##C(out, f->out_len, fr, f->len, g->m, k, wk->offsets, taps);      \
             emit_##suffix(dx + plane * g->h * g->w, out, f);                                       \
         }                                                                                          \
+        return finite;                                                                             \
     }                                                                                              \
-    static void weight_##suffix(T *dw, const T *gy, const T *x, const depthwise *g,                \
+    static bool weight_##suffix(T *dw, const T *gy, const T *x, const depthwise *g,                \
                                 const frame *f, const work *wk) {                                  \
         const int64_t taps = g->kh * g->kw;                                                        \
+        bool finite = true;                                                                        \
         frame fg = *f; /* gy in the output's layout: no border, zeros past column OW */            \
         fg.top = fg.left = 0, fg.frame_rows = g->oh, fg.len = f->out_len;                          \
-        NN_PARALLEL_FOR(g->n * g->o * g->oh * g->ow * taps)                                        \
+        FLAT_PARALLEL_FOR(g->n * g->o * g->oh * g->ow * taps, finite)                              \
         for (int64_t c = 0; c < g->c; c++) {                                                       \
             C *fr = thread_scratch(wk), *gfr = fr + f->len, *lanes = gfr + f->out_len;             \
             memset(lanes, 0, sizeof(C) * (size_t)(g->m * taps * LANES));                           \
@@ -250,21 +267,25 @@ DEFINE_FLAT(double)
                                  taps);                                                            \
                 }                                                                                  \
             }                                                                                      \
-            for (int64_t e = 0; e < g->m * taps; e++)                                              \
-                dw[c * g->m * taps + e] = STORE(lane_sum_##C(lanes + e * LANES));                  \
+            for (int64_t e = 0; e < g->m * taps; e++) {                                            \
+                const C sum = lane_sum_##C(lanes + e * LANES);                                     \
+                finite &= isfinite(sum) != 0;                                                      \
+                dw[c * g->m * taps + e] = STORE(sum);                                              \
+            }                                                                                      \
         }                                                                                          \
+        return finite;                                                                             \
     }                                                                                              \
     static tl_status flat_##suffix(depthwise_pass pass, tl_tensor *out, const tl_tensor *a,        \
-                                   const tl_tensor *b, const depthwise *g) {                       \
+                                   const tl_tensor *b, const depthwise *g, bool *finite) {         \
         const frame f = frame_of_pass(pass, g);                                                    \
         work wk;                                                                                   \
         TL_TRY(work_alloc(&wk, g, &f, sizeof(C) * (size_t)thread_elements(pass, g, &f)));          \
         if (pass == DEPTHWISE_FORWARD)                                                             \
-            forward_##suffix(tl_data(out), tl_data(a), tl_data(b), g, &f, &wk);                    \
+            *finite = forward_##suffix(tl_data(out), tl_data(a), tl_data(b), g, &f, &wk);          \
         else if (pass == DEPTHWISE_INPUT)                                                          \
-            input_##suffix(tl_data(out), tl_data(a), tl_data(b), g, &f, &wk);                      \
+            *finite = input_##suffix(tl_data(out), tl_data(a), tl_data(b), g, &f, &wk);            \
         else                                                                                       \
-            weight_##suffix(tl_data(out), tl_data(a), tl_data(b), g, &f, &wk);                     \
+            *finite = weight_##suffix(tl_data(out), tl_data(a), tl_data(b), g, &f, &wk);           \
         free(wk.block);                                                                            \
         return TL_OK;                                                                              \
     }
@@ -272,16 +293,16 @@ DEFINE_FLAT(double)
 NN_FOR_FLOATING(DEFINE_FLAT_PASSES)
 
 tl_status tl_cpu_depthwise_flat(depthwise_pass pass, tl_tensor *out, const tl_tensor *a,
-                                const tl_tensor *b, const depthwise *g) {
+                                const tl_tensor *b, const depthwise *g, bool *finite) {
     switch (out->dtype) {
     case TL_F32:
-        return flat_f32(pass, out, a, b, g);
+        return flat_f32(pass, out, a, b, g, finite);
     case TL_F64:
-        return flat_f64(pass, out, a, b, g);
+        return flat_f64(pass, out, a, b, g, finite);
     case TL_BF16:
-        return flat_bf16(pass, out, a, b, g);
+        return flat_bf16(pass, out, a, b, g, finite);
     case TL_F16:
-        return flat_f16(pass, out, a, b, g);
+        return flat_f16(pass, out, a, b, g, finite);
     default:
         return tl_error(TL_ERR_DTYPE, "conv2d: no depthwise kernel for this dtype");
     }
