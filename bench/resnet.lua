@@ -1,5 +1,5 @@
 -- Issue-29 benchmark, tlua side: a training step of the small ResNet of examples/resnet (BatchNorm, residual blocks, stride-2 convs; SGD with Nesterov momentum) on a batch of 28x28 images, bf16 autocast on CUDA; and a depthwise 3x3 Conv2d forward+backward. Prints "key value" lines (medians, ms).
--- usage: tlua bench/resnet.lua [--device cpu|cuda] [--batch N] [--steps N] [--threads N]
+-- usage: tlua bench/resnet.lua [--device cpu|cuda] [--batch N] [--steps N] [--threads N (default: one per CPU)]
 local tl = require("tlua")
 local nn, optim = tl.nn, tl.optim
 local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
@@ -7,7 +7,11 @@ package.path = "examples/resnet/?.lua;" .. package.path
 local resnet = require("model")
 
 local opts = common.options("bench/resnet.lua", { device = "cpu", batch = 128, steps = 30 }, { threads = true })
-if opts.threads then tl.set_num_threads(opts.threads) end
+-- the thread count, set explicitly (default: tlua's own, one per CPU) and printed, as
+-- bench/resnet_torch.py does with the same default
+local threads = opts.threads or tl.get_num_threads()
+tl.set_num_threads(threads)
+print(string.format("threads %d", threads))
 local cuda = opts.device ~= "cpu"
 local function sync() if cuda then tl.cuda.synchronize() end end
 

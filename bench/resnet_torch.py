@@ -1,8 +1,9 @@
 # Issue-29 benchmark, PyTorch side: the same training step of examples/resnet's small ResNet (SGD
 # with Nesterov momentum; bf16 autocast on CUDA) and the same depthwise 3x3 Conv2d forward+backward
 # as bench/resnet.lua. Prints "key value" lines (medians, ms).
-# usage: python3 bench/resnet_torch.py [--device cpu|cuda] [--batch N] [--steps N] [--threads N]
+# usage: python3 bench/resnet_torch.py [--device cpu|cuda] [--batch N] [--steps N] [--threads N (default: one per CPU)]
 import argparse
+import os
 import statistics
 import time
 
@@ -15,8 +16,11 @@ p.add_argument("--batch", type=int, default=128)
 p.add_argument("--steps", type=int, default=30)
 p.add_argument("--threads", type=int)
 opts = p.parse_args()
-if opts.threads:
-    torch.set_num_threads(opts.threads)
+# the thread count, set explicitly and printed: one per CPU unless --threads says otherwise, as
+# bench/resnet.lua defaults (torch's own default may be lower: 1 on a 2-CPU VM)
+threads = opts.threads or os.cpu_count()
+torch.set_num_threads(threads)
+print("threads %d" % threads)
 cuda = opts.device != "cpu"
 torch.backends.cudnn.benchmark = False
 

@@ -123,6 +123,17 @@ describe("convolution gradcheck", function()
     end, { x, w, b }))
   end)
 
+  it("depthwise conv2d: stride 1 (flat correlations) and a stride of 2 (direct loops)", function()
+    tl.manual_seed(6)
+    local x, w, b = randn(2, 3, 6, 7), randn(6, 1, 3, 2), randn(6)
+    for _, options in ipairs({
+      { padding = { 2, 1 }, dilation = { 1, 2 }, groups = 3 },
+      { stride = { 2, 1 }, padding = 1, groups = 3 },
+    }) do
+      assert.is_true(gradcheck(function(a, c, d) return F.conv2d(a, c, d, options) end, { x, w, b }))
+    end
+  end)
+
   it("conv_transpose2d with output_padding, dilation and groups", function()
     tl.manual_seed(4)
     local x, w, b = randn(2, 4, 3, 4), randn(4, 3, 3, 2), randn(6)

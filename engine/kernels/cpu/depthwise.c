@@ -1,39 +1,13 @@
-/* CPU depthwise conv2d (groups = input channels, each input channel read by M = O / C outputs) by
-   direct loops: the forward and both gradients, OpenMP over planes, deterministic. */
+/* CPU depthwise conv2d (groups = input channels, each input channel read by M = O / C outputs): the
+   forward and both gradients, OpenMP over planes, deterministic whatever the thread count. Stride 1
+   takes flat correlations over zero-bordered copies of the planes (depthwise_flat.c); other
+   strides take direct loops. */
 #include <stdlib.h>
 
-#include "kernels/cpu/nn_kernels.h"
+#include "kernels/cpu/depthwise.h"
 
-/* output columns summed at a time in the forward's row (on the stack) */
+/* output columns summed at a time in the direct forward's row (on the stack) */
 #define DEPTHWISE_ROW 256
-
-/* The geometry of one problem: x [N, C, H, W], weight [C M, 1, KH, KW], y [N, C M, OH, OW]; output
-   o reads input channel o / M. y[n, o, oh, ow] = sum over i < KH, j < KW of
-   x[n, o / M, oh sh - ph + i dh, ow sw - pw + j dw] w[o, i, j] (the taps outside x read 0). */
-typedef struct depthwise {
-    int64_t n, c, h, w, o, m, kh, kw, oh, ow;
-    int64_t sh, sw, ph, pw, dh, dw;
-} depthwise;
-
-static depthwise geometry(const tl_tensor *x, const tl_tensor *weight, const tl_tensor *y,
-                          const tl_conv2d_options *o) {
-    return (depthwise){.n = x->shape[0],
-                       .c = x->shape[1],
-                       .h = x->shape[2],
-                       .w = x->shape[3],
-                       .o = weight->shape[0],
-                       .m = weight->shape[0] / x->shape[1],
-                       .kh = weight->shape[2],
-                       .kw = weight->shape[3],
-                       .oh = y->shape[2],
-                       .ow = y->shape[3],
-                       .sh = o->stride[0],
-                       .sw = o->stride[1],
-                       .ph = o->padding[0],
-                       .pw = o->padding[1],
-                       .dh = o->dilation[0],
-                       .dw = o->dilation[1]};
-}
 
 /* The smallest x >= 0 with x * step >= a (step >= 1; no a + step, which may overflow). */
 static inline int64_t first_at_least(int64_t a, int64_t step) {
@@ -49,11 +23,72 @@ static inline void columns_inside(const depthwise *g, int64_t j, int64_t *lo, in
     if (*hi < *lo) *hi = *lo;
 }
 
+/* each kernel's paths: the flat correlations (stride 1), the same redone by the direct loops when
+   a sum is not finite (depthwise.h), and the direct loops (strides above 1); in this order */
+enum {
+    FORWARD_FLAT,
+    FORWARD_REDONE,
+    FORWARD_DIRECT,
+    INPUT_FLAT,
+    INPUT_REDONE,
+    INPUT_DIRECT,
+    WEIGHT_FLAT,
+    WEIGHT_REDONE,
+    WEIGHT_DIRECT,
+};
+#define REDONE_CONDITION                                                                           \
+    "stride 1, a sum not finite (an inf or nan read): redone by the direct loops"
+static const tl_kernel_variant depthwise_variants[] = {
+    [FORWARD_FLAT] = TL_VARIANT(conv2d_depthwise, TL_DTYPES_FLOATING, "flat",
+                                "stride 1: flat correlations over zero-bordered plane copies"),
+    [FORWARD_REDONE] =
+        TL_VARIANT(conv2d_depthwise, TL_DTYPES_FLOATING, "flat_redone", REDONE_CONDITION),
+    [FORWARD_DIRECT] = TL_VARIANT(conv2d_depthwise, TL_DTYPES_FLOATING, "direct",
+                                  "a stride above 1: direct loops over the taps inside the image"),
+    [INPUT_FLAT] = TL_VARIANT(conv2d_depthwise_backward_input, TL_DTYPES_FLOATING, "flat",
+                              "stride 1: the gradient correlated with the flipped kernel, flat"),
+    [INPUT_REDONE] = TL_VARIANT(conv2d_depthwise_backward_input, TL_DTYPES_FLOATING, "flat_redone",
+                                REDONE_CONDITION),
+    [INPUT_DIRECT] = TL_VARIANT(conv2d_depthwise_backward_input, TL_DTYPES_FLOATING, "direct",
+                                "a stride above 1: direct loops scattering into the plane"),
+    [WEIGHT_FLAT] = TL_VARIANT(conv2d_depthwise_backward_weight, TL_DTYPES_FLOATING, "flat",
+                               "stride 1: flat dot products, per tap, of the plane copies"),
+    [WEIGHT_REDONE] = TL_VARIANT(conv2d_depthwise_backward_weight, TL_DTYPES_FLOATING,
+                                 "flat_redone", REDONE_CONDITION),
+    [WEIGHT_DIRECT] = TL_VARIANT(conv2d_depthwise_backward_weight, TL_DTYPES_FLOATING, "direct",
+                                 "a stride above 1: direct loops over the taps inside the image"),
+};
+
+/* The direct loops of one pass (any stride), over dense tensors of one dtype. */
+typedef tl_status (*direct_fn)(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,
+                               const depthwise *g);
+
+/* Runs pass of g: by flat correlations at stride 1 (redone by direct when a sum is not finite),
+   else by direct; records the paths taken. */
+static tl_status run_pass(depthwise_pass pass, tl_tensor *out, const tl_tensor *a,
+                          const tl_tensor *b, const depthwise *g, direct_fn direct) {
+    static const int first_variant[] = {[DEPTHWISE_FORWARD] = FORWARD_FLAT,
+                                        [DEPTHWISE_INPUT] = INPUT_FLAT,
+                                        [DEPTHWISE_WEIGHT] = WEIGHT_FLAT};
+    const tl_kernel_variant *paths = &depthwise_variants[first_variant[pass]];
+    if (g->sh != 1 || g->sw != 1) {
+        tl_variant_ran(&paths[2], out->dtype);
+        return direct(out, a, b, g);
+    }
+    tl_variant_ran(&paths[0], out->dtype);
+    bool finite;
+    TL_TRY(tl_cpu_depthwise_flat(pass, out, a, b, g, &finite));
+    if (finite) return TL_OK;
+    tl_variant_ran(&paths[1], out->dtype);
+    return direct(out, a, b, g);
+}
+
+/* Per dtype: the direct loops of each pass, then the kernels, which pick the path. */
 #define DEFINE_DEPTHWISE(suffix, T, C, LOAD, STORE)                                                \
     /* y plane (n, o): sums the taps row by row into a compute-type row */                         \
-    static tl_status forward_##suffix(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,      \
-                                      const tl_conv2d_options *options) {                          \
-        const depthwise g = geometry(a, b, out, options);                                          \
+    static tl_status direct_forward_##suffix(tl_tensor *out, const tl_tensor *a,                   \
+                                             const tl_tensor *b, const depthwise *gp) {            \
+        const depthwise g = *gp;                                                                   \
         const T *x = tl_data(a), *w = tl_data(b);                                                  \
         T *y = tl_data(out);                                                                       \
         NN_PARALLEL_FOR(g.n *g.o *g.oh *g.ow *g.kh *g.kw)                                          \
@@ -89,10 +124,9 @@ static inline void columns_inside(const depthwise *g, int64_t j, int64_t *lo, in
     }                                                                                              \
     /* dx plane (n, c): each of its M outputs' gradients spread back over the taps that read it,   \
        in a compute-type plane (a scatter within the plane: planes are independent) */             \
-    static tl_status backward_input_##suffix(tl_tensor *out, const tl_tensor *a,                   \
-                                             const tl_tensor *b,                                   \
-                                             const tl_conv2d_options *options) {                   \
-        const depthwise g = geometry(out, b, a, options);                                          \
+    static tl_status direct_input_##suffix(tl_tensor *out, const tl_tensor *a, const tl_tensor *b, \
+                                           const depthwise *gp) {                                  \
+        const depthwise g = *gp;                                                                   \
         const T *gy = tl_data(a), *w = tl_data(b);                                                 \
         T *dx = tl_data(out);                                                                      \
         const size_t plane_bytes = (size_t)(g.h * g.w > 0 ? g.h * g.w : 1) * sizeof(C);            \
@@ -129,10 +163,9 @@ static inline void columns_inside(const depthwise *g, int64_t j, int64_t *lo, in
     }                                                                                              \
     /* dw[o, i, j]: the sum over samples and output positions of gy x at that tap (in double for   \
        float64, else float32), one output channel per iteration */                                 \
-    static tl_status backward_weight_##suffix(tl_tensor *out, const tl_tensor *a,                  \
-                                              const tl_tensor *b,                                  \
-                                              const tl_conv2d_options *options) {                  \
-        const depthwise g = geometry(b, out, a, options);                                          \
+    static tl_status direct_weight_##suffix(tl_tensor *out, const tl_tensor *a,                    \
+                                            const tl_tensor *b, const depthwise *gp) {             \
+        const depthwise g = *gp;                                                                   \
         const T *gy = tl_data(a), *x = tl_data(b);                                                 \
         T *dw = tl_data(out);                                                                      \
         NN_PARALLEL_FOR(g.n *g.o *g.oh *g.ow *g.kh *g.kw)                                          \
@@ -159,6 +192,23 @@ static inline void columns_inside(const depthwise *g, int64_t j, int64_t *lo, in
             }                                                                                      \
         }                                                                                          \
         return TL_OK;                                                                              \
+    }                                                                                              \
+    static tl_status forward_##suffix(tl_tensor *out, const tl_tensor *a, const tl_tensor *b,      \
+                                      const tl_conv2d_options *options) {                          \
+        const depthwise g = depthwise_geometry(a, b, out, options);                                \
+        return run_pass(DEPTHWISE_FORWARD, out, a, b, &g, direct_forward_##suffix);                \
+    }                                                                                              \
+    static tl_status backward_input_##suffix(tl_tensor *out, const tl_tensor *a,                   \
+                                             const tl_tensor *b,                                   \
+                                             const tl_conv2d_options *options) {                   \
+        const depthwise g = depthwise_geometry(out, b, a, options);                                \
+        return run_pass(DEPTHWISE_INPUT, out, a, b, &g, direct_input_##suffix);                    \
+    }                                                                                              \
+    static tl_status backward_weight_##suffix(tl_tensor *out, const tl_tensor *a,                  \
+                                              const tl_tensor *b,                                  \
+                                              const tl_conv2d_options *options) {                  \
+        const depthwise g = depthwise_geometry(b, out, a, options);                                \
+        return run_pass(DEPTHWISE_WEIGHT, out, a, b, &g, direct_weight_##suffix);                  \
     }
 
 NN_FOR_FLOATING(DEFINE_DEPTHWISE)
@@ -179,3 +229,4 @@ static const tl_kernel_entry entries[] = {
 };
 
 TL_KERNEL_TABLE(tl_cpu_depthwise_table, TL_DEVICE_CPU, entries);
+TL_VARIANT_TABLE(tl_cpu_depthwise_variants, TL_DEVICE_CPU, depthwise_variants);
