@@ -104,6 +104,21 @@ local index_select_rows = {
   end,
 }
 
+-- the CUDA GEMM's paths (kernels/cuda/gemm.c): a small product as it is, and a product of at
+-- least 2^26 multiply-adds whose operands' rows (257 and 259 elements) leave them unaligned, run on
+-- aligned copies; its reference is the CPU's float64 product (OpenBLAS, not the kernel under test)
+local gemm_direct = require("helpers.gemm_cases").sweep.matmul
+local gemm_padded = {
+  -- sums of 257 products: float32's rounding grows past the sweep's 1e-5 near zero
+  tolerance = { float32 = { 1e-4, 1e-4 } },
+  inputs = function(G) return { G.normal(1031, 257), G.normal(257, 259) } end,
+  run = function(a, b) return { tl.matmul(a, b) } end,
+  reference = function(_, a, b)
+    local product = tl.matmul(tl.tensor(a, { dtype = "float64" }), tl.tensor(b, { dtype = "float64" }))
+    return { product:totable() }
+  end,
+}
+
 local loops = {
   elementwise = {
     -- the CPU walk (kernels/cpu/loop.c)
@@ -117,6 +132,7 @@ local loops = {
     rows_scalar = elementwise_through("transposed", 5),
   },
   lines = { line = through(sweep.cases.sum), lanes = through(sweep.cases.min) },
+  gemm = { direct = through(gemm_direct), padded = through(gemm_padded) },
   index = {
     walk = through(gather_walk),
     quads = through(gather_quads),
