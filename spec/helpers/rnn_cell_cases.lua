@@ -75,11 +75,7 @@ function M.gru(gi, gh, hp, dh1, dh2)
   return h, dgi, dgh, dhp
 end
 
-local function leaves(...)
-  local out = {}
-  for i, x in ipairs({ ... }) do out[i] = x:detach():requires_grad_() end
-  return table.unpack(out)
-end
+local leaves = require("helpers.sweep_helpers").leaves
 
 -- N = 3 rows, H = 2 (the backward through autograd: h's and c's gradients given)
 M.sweep = {

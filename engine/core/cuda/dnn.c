@@ -8,6 +8,22 @@ static cudnnHandle_t handles[TL_CUDA_MAX_DEVICES];
 static atomic_bool ready[TL_CUDA_MAX_DEVICES];
 static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void tl_cudnn_types(tl_dtype dtype, cudnnDataType_t *data, cudnnDataType_t *compute) {
+    switch (dtype) {
+    case TL_F64:
+        *data = CUDNN_DATA_DOUBLE, *compute = CUDNN_DATA_DOUBLE;
+        return;
+    case TL_F16:
+        *data = CUDNN_DATA_HALF, *compute = CUDNN_DATA_FLOAT;
+        return;
+    case TL_BF16:
+        *data = CUDNN_DATA_BFLOAT16, *compute = CUDNN_DATA_FLOAT;
+        return;
+    default:
+        *data = CUDNN_DATA_FLOAT, *compute = CUDNN_DATA_FLOAT;
+    }
+}
+
 tl_status tl_cudnn_fail(cudnnStatus_t status, const char *op, const char *what) {
     return tl_error(TL_ERR_RUNTIME, "%s: cuDNN failed %s: %s", op, what,
                     cudnnGetErrorString(status));

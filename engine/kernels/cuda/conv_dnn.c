@@ -79,23 +79,6 @@ static void set(cudnnStatus_t *status, cudnnBackendDescriptor_t d, cudnnBackendA
         *status = cudnnBackendSetAttribute(d, name, type, count, values);
 }
 
-/* cuDNN's data type and the type its products accumulate in */
-static void dnn_types(tl_dtype dtype, cudnnDataType_t *data, cudnnDataType_t *compute) {
-    switch (dtype) {
-    case TL_F64:
-        *data = CUDNN_DATA_DOUBLE, *compute = CUDNN_DATA_DOUBLE;
-        return;
-    case TL_F16:
-        *data = CUDNN_DATA_HALF, *compute = CUDNN_DATA_FLOAT;
-        return;
-    case TL_BF16:
-        *data = CUDNN_DATA_BFLOAT16, *compute = CUDNN_DATA_FLOAT;
-        return;
-    default:
-        *data = CUDNN_DATA_FLOAT, *compute = CUDNN_DATA_FLOAT;
-    }
-}
-
 /* An NCHW tensor of shape, contiguous, with its id and the alignment its pointer keeps. */
 static cudnnStatus_t make_tensor(int64_t uid, cudnnDataType_t type, const int64_t shape[4],
                                  int64_t alignment, cudnnBackendDescriptor_t *out) {
@@ -241,7 +224,7 @@ static cudnnStatus_t plan_from(cudnnHandle_t handle, const problem *p,
    of cuDNN's heuristics (mode A, then the fallback engines) until one is taken. */
 static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
     cudnnDataType_t data, compute;
-    dnn_types((tl_dtype)p->dtype, &data, &compute);
+    tl_cudnn_types((tl_dtype)p->dtype, &data, &compute);
     cudnnBackendDescriptor_t *x = &c->parts[0], *w = &c->parts[1], *y = &c->parts[2],
                              *conv = &c->parts[3], *op = &c->parts[4], *graph = &c->parts[5],
                              *heuristics = &c->parts[6], *config = &c->parts[7];

@@ -39,20 +39,11 @@ static int dirs_of(const tl_rnn_dnn_config *c) {
    precision unless TF32 is allowed (tl_set_matmul_precision("high")), float16 on tensor cores */
 static void dnn_types(tl_dtype dtype, cudnnDataType_t *data, cudnnDataType_t *prec,
                       cudnnMathType_t *math) {
-    switch (dtype) {
-    case TL_F64:
-        *data = CUDNN_DATA_DOUBLE, *prec = CUDNN_DATA_DOUBLE, *math = CUDNN_DEFAULT_MATH;
-        return;
-    case TL_F16:
-        *data = CUDNN_DATA_HALF, *prec = CUDNN_DATA_FLOAT, *math = CUDNN_TENSOR_OP_MATH;
-        return;
-    case TL_BF16:
-        *data = CUDNN_DATA_BFLOAT16, *prec = CUDNN_DATA_FLOAT, *math = CUDNN_TENSOR_OP_MATH;
-        return;
-    default:
-        *data = CUDNN_DATA_FLOAT, *prec = CUDNN_DATA_FLOAT;
-        *math = tl_cuda_matmul_allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-    }
+    tl_cudnn_types(dtype, data, prec);
+    *math = dtype == TL_F64                       ? CUDNN_DEFAULT_MATH
+            : dtype == TL_F16 || dtype == TL_BF16 ? CUDNN_TENSOR_OP_MATH
+            : tl_cuda_matmul_allow_tf32()         ? CUDNN_DEFAULT_MATH
+                                                  : CUDNN_FMA_MATH;
 }
 
 static bool fits_int(const tl_rnn_dnn_config *c) {

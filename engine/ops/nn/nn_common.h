@@ -41,6 +41,20 @@ static inline tl_status nn_check_like(const char *op, const char *ref_name, cons
     return TL_OK;
 }
 
+/* Releases t[0..n) (NULL entries too) and clears them. */
+static inline void nn_release_all(tl_tensor **t, int64_t n) {
+    for (int64_t i = 0; i < n; i++) tl_release(t[i]), t[i] = NULL;
+}
+
+/* Contiguous forms of t[0..n) (NULL stays NULL): new references in c. */
+static inline tl_status nn_contiguous_all(const tl_tensor *const *t, tl_tensor **c, int n) {
+    tl_status status = TL_OK;
+    for (int i = 0; i < n; i++) c[i] = NULL;
+    for (int i = 0; i < n && status == TL_OK; i++)
+        if (t[i]) status = tl_contiguous((tl_tensor *)t[i], &c[i]);
+    return status;
+}
+
 static inline bool nn_same_shape(const tl_tensor *t, const int64_t *shape, int ndim) {
     return t->ndim == ndim && memcmp(t->shape, shape, sizeof shape[0] * (size_t)ndim) == 0;
 }

@@ -39,19 +39,6 @@ static tl_status check_width(const char *op, const char *name, const tl_tensor *
     return TL_OK;
 }
 
-/* Contiguous forms of t[0..n) (NULL stays NULL): new references in c. */
-static tl_status contiguous_all(const tl_tensor *const *t, tl_tensor **c, int n) {
-    tl_status status = TL_OK;
-    for (int i = 0; i < n; i++) c[i] = NULL;
-    for (int i = 0; i < n && status == TL_OK; i++)
-        if (t[i]) status = tl_contiguous((tl_tensor *)t[i], &c[i]);
-    return status;
-}
-
-static void release_all(tl_tensor **t, int n) {
-    for (int i = 0; i < n; i++) tl_release(t[i]), t[i] = NULL;
-}
-
 /* Allocates outputs out[i] (want[i] false: NULL) of shape like[i] with width times its last dim
    (1: like[i]'s shape) in dtype on device. */
 static tl_status outputs(tl_tensor **out, const bool *want, const tl_tensor *const *like,
@@ -68,7 +55,7 @@ static tl_status outputs(tl_tensor **out, const bool *want, const tl_tensor *con
         else
             status = tl_empty(shape, nd, dtype, device, &out[i]);
     }
-    if (status != TL_OK) release_all(out, n);
+    if (status != TL_OK) nn_release_all(out, n);
     return status;
 }
 
@@ -76,7 +63,7 @@ static tl_status outputs(tl_tensor **out, const bool *want, const tl_tensor *con
 static tl_status run(tl_op op, tl_tensor **out, int nout, const tl_tensor *const *in, int nin,
                      const tl_tensor *state) {
     tl_tensor *c[6];
-    tl_status status = contiguous_all(in, c, nin);
+    tl_status status = nn_contiguous_all(in, c, nin);
     if (status == TL_OK) {
         const tl_tensor *all[12], *list[MAX_TRACED];
         for (int i = 0; i < nout; i++) all[i] = out[i];
@@ -88,7 +75,7 @@ static tl_status run(tl_op op, tl_tensor **out, int nout, const tl_tensor *const
                  : tl_numel(state) == 0 ? TL_OK
                                         : k->fn.tensors(out, (const tl_tensor *const *)c, &args);
     }
-    release_all(c, nin);
+    nn_release_all(c, nin);
     return status;
 }
 

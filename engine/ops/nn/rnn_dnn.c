@@ -61,10 +61,6 @@ static tl_status run(tl_op op, tl_tensor *const *out, int nout, const tl_tensor 
     return k ? k->fn.rnn_dnn(out, in, c) : tl_dispatch_status();
 }
 
-static void release_all(tl_tensor **t, int n) {
-    for (int i = 0; i < n; i++) tl_release(t[i]), t[i] = NULL;
-}
-
 tl_status tl_rnn_dnn_layout(const tl_rnn_dnn_options *o, int64_t input_size, tl_dtype dtype,
                             tl_device device, int64_t *numel, tl_tensor **offsets) {
     TL_TRY(check_options(o));
@@ -100,7 +96,7 @@ static tl_status reserve_bytes(const tl_rnn_dnn_config *c, const tl_tensor *x, i
     const tl_tensor *in[1] = {x};
     if (status == TL_OK) status = run(TL_OP_rnn_dnn_layout, out, 2, in, 1, x, c);
     if (status == TL_OK) *bytes = ((const int64_t *)tl_data(out[0]))[1];
-    release_all(out, 2);
+    nn_release_all(out, 2);
     return status;
 }
 
@@ -136,15 +132,6 @@ static tl_status check_problem(const tl_tensor *x, const tl_tensor *hx, const tl
     return nn_check_like(OP, "x", x, "weight", weight, true);
 }
 
-/* contiguous forms of t[0..n) (NULL stays NULL) */
-static tl_status contiguous_all(const tl_tensor *const *t, tl_tensor **c, int n) {
-    tl_status status = TL_OK;
-    for (int i = 0; i < n; i++) c[i] = NULL;
-    for (int i = 0; i < n && status == TL_OK; i++)
-        if (t[i]) status = tl_contiguous((tl_tensor *)t[i], &c[i]);
-    return status;
-}
-
 tl_status tl_rnn_dnn(const tl_tensor *x, const tl_tensor *hx, const tl_tensor *cx,
                      const tl_tensor *weight, const tl_rnn_dnn_options *o, tl_tensor **y,
                      tl_tensor **hy, tl_tensor **cy, tl_tensor **reserve) {
@@ -156,7 +143,7 @@ tl_status tl_rnn_dnn(const tl_tensor *x, const tl_tensor *hx, const tl_tensor *c
     int64_t yshape[3] = {T, N, state[0] / o->num_layers * o->hidden_size}, bytes = 0;
     tl_tensor *in[5], *out[4] = {NULL, NULL, NULL, NULL}, *lengths = NULL;
     const tl_tensor *given[4] = {x, hx, lstm ? cx : NULL, weight};
-    tl_status status = contiguous_all(given, in, 4);
+    tl_status status = nn_contiguous_all(given, in, 4);
     if (status == TL_OK && o->training) status = reserve_bytes(&c, x, &bytes);
     if (status == TL_OK)
         status = tl_full(&N, 1, tl_scalar_int(T), TL_I32, tl_tensor_device(x), &lengths);
@@ -171,9 +158,9 @@ tl_status tl_rnn_dnn(const tl_tensor *x, const tl_tensor *hx, const tl_tensor *c
     }
     if (status == TL_OK)
         status = run(TL_OP_rnn_dnn, out, 4, (const tl_tensor *const *)in, 5, x, &c);
-    release_all(in, 5);
+    nn_release_all(in, 5);
     if (status != TL_OK) {
-        release_all(out, 4);
+        nn_release_all(out, 4);
         return status;
     }
     *y = out[0], *hy = out[1];
@@ -211,7 +198,7 @@ tl_status tl_rnn_dnn_backward(const tl_tensor *x, const tl_tensor *hx, const tl_
     tl_tensor *in[9], *out[3] = {NULL, NULL, NULL}, *dw = NULL, *lengths = NULL;
     /* y, dy, dhy, dcy, hx, cx, weight, reserve (in place: cuDNN changes it) */
     const tl_tensor *given[8] = {y, dy, dhy, lstm ? dcy : NULL, hx, lstm ? cx : NULL, weight, NULL};
-    tl_status status = contiguous_all(given, in, 8);
+    tl_status status = nn_contiguous_all(given, in, 8);
     in[7] = tl_retain((tl_tensor *)reserve);
     if (status == TL_OK)
         status = tl_full(&N, 1, tl_scalar_int(T), TL_I32, tl_tensor_device(x), &lengths);
@@ -231,9 +218,9 @@ tl_status tl_rnn_dnn_backward(const tl_tensor *x, const tl_tensor *hx, const tl_
         if (status == TL_OK) status = run(TL_OP_rnn_dnn_backward_weight, &dw, 1, win, 6, x, &c);
         tl_release(xc);
     }
-    release_all(in, 9);
+    nn_release_all(in, 9);
     if (status != TL_OK) {
-        release_all(out, 3);
+        nn_release_all(out, 3);
         tl_release(dw);
         return status;
     }

@@ -1,17 +1,12 @@
 /* One LSTM direction's recurrence over a whole sequence, forward and backward, as loops over the
    steps in C (the fused runs of nn.LSTM): a GEMM and a fused cell kernel a step, without a Lua
    call, a tensor box or a collector step per step. */
-#include <stdlib.h>
 
 #include "ops/checks.h"
 #include "ops/nn/nn_common.h"
 
 #define OP_FORWARD  "_lstm_layer_forward"
 #define OP_BACKWARD "_lstm_layer_backward"
-
-static void release_list(tl_tensor **list, int64_t n) {
-    for (int64_t i = 0; i < n; i++) tl_release(list[i]), list[i] = NULL;
-}
 
 /* shape's dims are want's (n of them), else an error naming the argument. */
 static tl_status check_shape(const char *op, const char *name, const tl_tensor *t,
@@ -25,26 +20,27 @@ static tl_status check_shape(const char *op, const char *name, const tl_tensor *
                     tl_format_shape(t->shape, t->ndim, got, sizeof got));
 }
 
-/* xw [T, N, 4H] (T >= 1), w_hh [4H, H], states [N, H], every tensor floating, of xw's dtype and
-   device. */
-static tl_status check_layer(const char *op, const tl_tensor *xw, const tl_tensor *w_hh,
-                             const char *const *names, const tl_tensor *const *states, int n) {
-    TL_TRY(tl_check_tensor_arg(op, "xw", xw));
-    TL_TRY(nn_check_floating(op, "xw", xw));
+/* gates (named gates_name: the forward's xw, the backward's workspaces) [T, N, 4H] (T >= 1),
+   w_hh [4H, H], states [N, H], every tensor floating, of gates' dtype and device. */
+static tl_status check_layer(const char *op, const char *gates_name, const tl_tensor *xw,
+                             const tl_tensor *w_hh, const char *const *names,
+                             const tl_tensor *const *states, int n) {
+    TL_TRY(tl_check_tensor_arg(op, gates_name, xw));
+    TL_TRY(nn_check_floating(op, gates_name, xw));
     TL_TRY(tl_check_tensor_arg(op, "w_hh", w_hh));
     if (w_hh->ndim != 2 || w_hh->shape[0] != 4 * w_hh->shape[1] || w_hh->shape[1] < 1)
         return tl_error(TL_ERR_SHAPE, "%s: w_hh must be [4H, H] with H >= 1, got %d dims", op,
                         w_hh->ndim);
-    TL_TRY(nn_check_like(op, "xw", xw, "w_hh", w_hh, true));
+    TL_TRY(nn_check_like(op, gates_name, xw, "w_hh", w_hh, true));
     const int64_t H = w_hh->shape[1];
     if (xw->ndim != 3 || xw->shape[0] < 1)
-        return tl_error(TL_ERR_SHAPE, "%s: xw must be [T, N, 4H] with T >= 1, got %d dims", op,
-                        xw->ndim);
+        return tl_error(TL_ERR_SHAPE, "%s: %s must be [T, N, 4H] with T >= 1, got %d dims", op,
+                        gates_name, xw->ndim);
     const int64_t gates[3] = {xw->shape[0], xw->shape[1], 4 * H}, state[2] = {xw->shape[1], H};
-    TL_TRY(check_shape(op, "xw", xw, gates, 3));
+    TL_TRY(check_shape(op, gates_name, xw, gates, 3));
     for (int i = 0; i < n; i++) {
         if (!states[i]) continue;
-        TL_TRY(nn_check_like(op, "xw", xw, names[i], states[i], true));
+        TL_TRY(nn_check_like(op, gates_name, xw, names[i], states[i], true));
         TL_TRY(check_shape(op, names[i], states[i], state, 2));
     }
     return TL_OK;
@@ -75,7 +71,7 @@ tl_status tl_lstm_layer_forward(tl_tensor *xw, tl_tensor *h0, tl_tensor *c0, tl_
     const tl_tensor *states[2] = {h0, c0};
     TL_TRY(tl_check_tensor_arg(OP_FORWARD, "h0", h0));
     TL_TRY(tl_check_tensor_arg(OP_FORWARD, "c0", c0));
-    TL_TRY(check_layer(OP_FORWARD, xw, w_hh, names, states, 2));
+    TL_TRY(check_layer(OP_FORWARD, "xw", xw, w_hh, names, states, 2));
     const int64_t T = xw->shape[0], N = xw->shape[1], H = w_hh->shape[1];
     const int64_t sequence[3] = {T, N, H}, gates[3] = {T, N, 4 * H};
     /* the results, stacked over the steps: h (out), c (cells), the activated gates */
@@ -105,7 +101,7 @@ tl_status tl_lstm_layer_forward(tl_tensor *xw, tl_tensor *h0, tl_tensor *c0, tl_
     if (status == TL_OK) {
         *out = result[OUT], *cells = result[CELLS], *workspaces = result[GATES];
     } else {
-        release_list(result, RESULTS);
+        nn_release_all(result, RESULTS);
     }
     return status;
 }
@@ -119,7 +115,7 @@ tl_status tl_lstm_layer_backward(tl_tensor *grad_out, tl_tensor *grad_h, tl_tens
     TL_TRY(tl_check_tensor_arg(OP_BACKWARD, "c0", c0));
     const char *names[3] = {"grad_h", "grad_c", "c0"};
     const tl_tensor *states[3] = {grad_h, grad_c, c0};
-    TL_TRY(check_layer(OP_BACKWARD, workspaces, w_hh, names, states, 3));
+    TL_TRY(check_layer(OP_BACKWARD, "workspaces", workspaces, w_hh, names, states, 3));
     const int64_t T = workspaces->shape[0], N = workspaces->shape[1], H = w_hh->shape[1];
     const int64_t sequence[3] = {T, N, H}, state[2] = {N, H};
     TL_TRY(nn_check_like(OP_BACKWARD, "workspaces", workspaces, "cells", cells, true));
