@@ -35,6 +35,25 @@ describe("examples/gpt model", function()
     end
   end)
 
+  it("gives the logits-then-cross_entropy loss and gradients with the fused head and loss (float64)", function()
+    local fused = gpt.GPT(tiny { fused_loss = true })
+    local plain = gpt.GPT(tiny { fused_loss = false })
+    plain:load_state_dict(fused:state_dict())
+    local x, y = tokens(3, 8, 11), tokens(3, 8, 11)
+    local none, lf = fused(x, y)
+    local logits, lp = plain(x, y)
+    assert.is_nil(none)
+    assert.are.same({ 3, 8, 11 }, logits.shape)
+    assert.is_true(math.abs(lf:item() - lp:item()) < 1e-12, string.format("%.17g vs %.17g", lf:item(), lp:item()))
+    lf:backward()
+    lp:backward()
+    local pp = {}
+    for name, p in plain:named_parameters() do pp[name] = p end
+    for name, p in fused:named_parameters() do
+      assert.tensor_near(pp[name].grad, p.grad, 1e-9, 1e-12, name)
+    end
+  end)
+
   it("ties the output head to the token embedding (one tensor, both gradients)", function()
     local m = gpt.GPT(tiny())
     assert.are.equal(m.wte.weight, m.lm_head.weight)

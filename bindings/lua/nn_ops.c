@@ -123,6 +123,39 @@ static int nn_cross_entropy(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* linear_cross_entropy(input [..., C], weight [V, C], target, {bias, label_smoothing = 0,
+   ignore_index, reduction = "mean" | "sum", chunk = 0}): the classifier's loss without the
+   [N, V] logits (tl_linear_cross_entropy); target holds classes 1..V (or ignore_index) */
+static int nn_linear_cross_entropy(lua_State *L) {
+    static const char *const op = "linear_cross_entropy";
+    static const tlb_option accepted[] = {
+        {"bias", TLB_OPTION_TENSOR},          {"label_smoothing", TLB_OPTION_NUMBER},
+        {"ignore_index", TLB_OPTION_INTEGER}, {"reduction", TLB_OPTION_STRING},
+        {"chunk", TLB_OPTION_INTEGER},        {NULL, 0},
+    };
+    tl_tensor *input = tlb_check(L, 1, op), *weight = tlb_check(L, 2, op);
+    tl_tensor *target = tlb_check(L, 3, op), *bias = NULL;
+    tl_linear_cross_entropy_options o = {.reduction = TL_REDUCTION_MEAN};
+    if (tlb_check_options(L, 4, op, accepted)) {
+        const char *reduction = "mean";
+        tlb_option_tensor(L, 4, op, "bias", &bias);
+        tlb_option_number(L, 4, op, "label_smoothing", &o.label_smoothing);
+        o.has_ignore = tlb_option_integer(L, 4, op, "ignore_index", &o.ignore_index);
+        tlb_option_integer(L, 4, op, "chunk", &o.chunk_rows);
+        tlb_option_string(L, 4, op, "reduction", &reduction);
+        if (strcmp(reduction, "sum") == 0)
+            o.reduction = TL_REDUCTION_SUM;
+        else if (strcmp(reduction, "mean") != 0)
+            return tlb_errorf(L, "%s: reduction must be 'mean' or 'sum', got '%s'", op, reduction);
+    }
+    tlb_check_index_dtype(L, op, "target", target);
+    o.target_base = 1; /* Lua's classes count from 1: the engine reads them so, unshifted */
+    tl_tensor *out = NULL;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_linear_cross_entropy(input, weight, bias, target, &o, &out);
+    return tlb_result(L, box, status, out);
+}
+
 /* ---- layer_norm --------------------------------------------------------------------------------
  */
 /* layer_norm(input, weight?, bias?, eps = 1e-5): over the last dim */
@@ -624,6 +657,7 @@ const luaL_Reg tlb_nn_functions[] = {
     {"conv_transpose2d", nn_conv_transpose2d},
     {"embedding", nn_embedding},
     {"cross_entropy", nn_cross_entropy},
+    {"linear_cross_entropy", nn_linear_cross_entropy},
     {"layer_norm", nn_layer_norm},
     {"batch_norm", nn_batch_norm},
     {"lstm_cell_pointwise", nn_lstm_cell_pointwise},

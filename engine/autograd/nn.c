@@ -203,6 +203,61 @@ tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label
                                record_cross_entropy(operands[0], target, label_smoothing, loss));
 }
 
+/* ---- linear_cross_entropy ------------------------------------------------------------------
+   Inputs: input, weight, bias (may be NULL), target (never differentiable). Saved: slots 0, 1, 2
+   the gradients of input, weight and bias that the forward made (each only where needed). */
+enum { LCE_INPUT, LCE_WEIGHT, LCE_BIAS };
+
+static tl_status linear_cross_entropy_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    tl_status status = TL_OK;
+    for (int i = LCE_INPUT; i <= LCE_BIAS && status == TL_OK; i++) {
+        if (!node->needs_input_grad[i]) continue;
+        tl_tensor *made, *scale = NULL;
+        status = tl_node_saved(node, i, &made);
+        /* the loss's gradient in the made gradient's dtype (1 or a power of two, as a loss is
+           usually scaled, is exact in every dtype) */
+        if (status == TL_OK) status = tl_cast(g[0], made->dtype, &scale);
+        if (status == TL_OK) status = tl_mul(made, scale, &gi[i]);
+        tl_release(scale);
+    }
+    return status;
+}
+
+static tl_status record_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                                             tl_tensor *target,
+                                             const tl_linear_cross_entropy_options *o,
+                                             tl_tensor **loss) {
+    tl_tensor *inputs[4] = {input, weight, bias, target};
+    const bool record = tl_should_record(3, inputs);
+    tl_linear_cross_entropy_grads grads = {
+        .want_input = record && tl_requires_grad(input),
+        .want_weight = record && tl_requires_grad(weight),
+        .want_bias = record && bias && tl_requires_grad(bias),
+    };
+    TL_TRY(tl_linear_cross_entropy(input, weight, bias, target, o, loss, &grads));
+    tl_node *node = NULL;
+    tl_status status =
+        tl_record("linear_cross_entropy", linear_cross_entropy_backward, 4, inputs, *loss, &node);
+    tl_tensor *made[3] = {grads.input, grads.weight, grads.bias};
+    static const char *const names[3] = {"grad_input", "grad_weight", "grad_bias"};
+    for (int i = 0; i < 3 && status == TL_OK && node; i++)
+        if (made[i]) status = tl_record_save(node, i, names[i], made[i], *loss);
+    for (int i = 0; i < 3; i++) tl_release(made[i]);
+    return status;
+}
+
+tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                                     tl_tensor *target,
+                                     const tl_linear_cross_entropy_options *options,
+                                     tl_tensor **loss) {
+    tl_tensor *operands[3] = {input, weight, bias};
+    bool casted[3];
+    TL_TRY(tl_autocast_operands(TL_OP_linear_cross_entropy, operands, 3, casted));
+    return tl_autocast_release(
+        operands, 3, casted,
+        record_linear_cross_entropy(operands[0], operands[1], operands[2], target, options, loss));
+}
+
 /* ---- layer_norm ----------------------------------------------------------------------------
    Inputs: input, weight, bias (either may be NULL). Saved: slots 0, 2, 3 the input, mean and
    rstd (only if the input's or the weight's gradient is needed), slot 1 the weight (only if

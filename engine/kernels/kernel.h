@@ -169,6 +169,25 @@ typedef tl_status (*tl_cross_entropy_backward_kernel)(tl_tensor *grad_logits,
                                                       const tl_tensor *logits, const tl_tensor *lse,
                                                       const tl_tensor *target,
                                                       double label_smoothing);
+/* The options of cross_entropy_rows: the first `classes` columns of each row are its classes
+   (the columns past them, the row's padding to an aligned length, are not); targets count from
+   first_class; a row whose target is ignore_index (when has_ignore) counts for nothing. */
+typedef struct tl_cross_entropy_rows_args {
+    int64_t classes, first_class;
+    double label_smoothing;
+    bool has_ignore;
+    int64_t ignore_index;
+    bool write_grad;
+} tl_cross_entropy_rows_args;
+/* Over logits [rows, L] (contiguous, L >= classes), target int32/int64 [rows] (in
+   [first_class, first_class + classes), or ignore_index), scale (one element of row_loss's dtype):
+   row_loss [rows] (float32, float64 for float64 logits) = lse - (1 - s) x[target] - s/classes
+   sum(x) over the classes, 0 for an ignored row; when write_grad, logits is overwritten with its
+   gradient (exp(x - lse) - (1 - s) onehot(target) - s/classes) * scale, 0 in the padding columns
+   and on ignored rows. */
+typedef tl_status (*tl_cross_entropy_rows_kernel)(tl_tensor *row_loss, tl_tensor *logits,
+                                                  const tl_tensor *target, const tl_tensor *scale,
+                                                  const tl_cross_entropy_rows_args *args);
 /* Over rows of in [rows, D]: out = (x - mean) * rstd * weight + bias (weight, bias may be
    NULL); mean, rstd [rows] float32 (float64 for float64 input). */
 typedef tl_status (*tl_layer_norm_kernel)(tl_tensor *out, tl_tensor *mean, tl_tensor *rstd,
@@ -330,6 +349,7 @@ typedef tl_status (*tl_rnn_dnn_kernel)(tl_tensor *const *out, const tl_tensor *c
     SIGNATURE(embedding, tl_embedding_kernel)                                                      \
     SIGNATURE(cross_entropy, tl_cross_entropy_kernel)                                              \
     SIGNATURE(cross_entropy_backward, tl_cross_entropy_backward_kernel)                            \
+    SIGNATURE(cross_entropy_rows, tl_cross_entropy_rows_kernel)                                    \
     SIGNATURE(layer_norm, tl_layer_norm_kernel)                                                    \
     SIGNATURE(layer_norm_backward, tl_layer_norm_backward_kernel)                                  \
     SIGNATURE(batch_norm, tl_batch_norm_kernel)                                                    \

@@ -77,25 +77,27 @@ tl_status tl_gemm_linear_backward_input(const tl_tensor *grad_out, const tl_tens
 
 /* grad_weight^T[I, O] = input^T[I, N] grad_out[N, O] */
 tl_status tl_gemm_linear_backward_weight(const tl_tensor *grad_out, const tl_tensor *input,
-                                         tl_tensor *grad_weight) {
+                                         bool accumulate, tl_tensor *grad_weight) {
     return run(TL_OP_linear_backward_weight, (operand){"input", input, 2},
                (operand){"grad_out", grad_out, 2}, (operand){"grad_weight", grad_weight, 2},
                (GemmParams){.trans_b = true,
                             .m = input->shape[1],
                             .n = grad_out->shape[1],
                             .k = input->shape[0],
+                            .beta = accumulate ? 1.0f : 0.0f,
                             .lda = row_stride(input),
                             .ldb = row_stride(grad_out)});
 }
 
 /* grad_bias[O, 1] = grad_out^T[O, N] ones[N, 1] */
 tl_status tl_gemm_linear_backward_bias(const tl_tensor *grad_out, const tl_tensor *ones,
-                                       tl_tensor *grad_bias) {
+                                       bool accumulate, tl_tensor *grad_bias) {
     return run(TL_OP_linear_backward_bias, (operand){"grad_out", grad_out, 2},
                (operand){"ones", ones, 1}, (operand){"grad_bias", grad_bias, 1},
                (GemmParams){.m = grad_out->shape[1],
                             .n = 1,
                             .k = grad_out->shape[0],
+                            .beta = accumulate ? 1.0f : 0.0f,
                             .lda = row_stride(grad_out),
                             .ldb = at_least_one(grad_out->shape[0]),
                             .ldc = at_least_one(grad_out->shape[1])});

@@ -158,7 +158,7 @@ tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
         status = tl_empty(shape, 2, g->dtype, tl_tensor_device(g), grad_weight);
     }
     if (status == TL_OK) {
-        status = tl_gemm_linear_backward_weight(g, x, *grad_weight);
+        status = tl_gemm_linear_backward_weight(g, x, false, *grad_weight);
         if (status != TL_OK) tl_release(*grad_weight);
     }
     tl_release(g), tl_release(x);
@@ -176,7 +176,7 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) 
     if (status == TL_OK)
         status = tl_empty(&g->shape[1], 1, g->dtype, tl_tensor_device(g), grad_bias);
     if (status == TL_OK) {
-        status = tl_gemm_linear_backward_bias(g, ones, *grad_bias);
+        status = tl_gemm_linear_backward_bias(g, ones, false, *grad_bias);
         if (status != TL_OK) tl_release(*grad_bias);
     }
     tl_release(g), tl_release(ones);

@@ -15,6 +15,7 @@ M.defaults = {
   bias = false, -- biases in Linear and LayerNorm (nanoGPT's default is false)
   gelu = "tanh", -- "tanh" (GPT-2) or "none" (exact erf)
   attention = "fused", -- "fused" (tl.scaled_dot_product_attention) or "composed" (matmul, softmax)
+  fused_loss = true, -- the head and loss as one tl.linear_cross_entropy (no [B*T, vocab] logits)
   moe = 0, -- E > 0: the feed-forward is a mixture of E experts (nn.MoE over grouped_mm), top 2
   top_k = 2,
   sparse_ffn = 0, -- d in (0, 1): the feed-forward's Linears are BlockSparseLinear at density d
@@ -174,7 +175,9 @@ function GPT:reset_parameters()
 end
 
 --- forward(idx [B, T] token ids 1..vocab, targets [B, T]?) -> logits [B, T, vocab], loss?
---- (without targets only the last position's logits, [B, 1, vocab], as generation needs)
+--- (without targets only the last position's logits, [B, 1, vocab], as generation needs; with
+--- targets and config.fused_loss the logits are never made and come back nil: the head and the
+--- loss are one tl.linear_cross_entropy)
 function GPT:forward(idx, targets)
   local B, T = idx.shape[1], idx.shape[2]
   local c = self.config
@@ -187,6 +190,9 @@ function GPT:forward(idx, targets)
   x = self.ln_f(x)
   if targets == nil then
     return self.lm_head(x:narrow(2, T, 1))
+  end
+  if c.fused_loss then
+    return nil, tl.linear_cross_entropy(x, self.lm_head.weight, targets)
   end
   local logits = self.lm_head(x)
   local loss = tl.cross_entropy(logits:view(B * T, c.vocab), targets:reshape(B * T))

@@ -228,6 +228,47 @@ tl_status tl_cross_entropy_backward(const tl_tensor *grad, const tl_tensor *logi
 tl_status tl_ag_cross_entropy(tl_tensor *logits, tl_tensor *target, double label_smoothing,
                               tl_tensor **loss);
 
+/* ---- linear_cross_entropy ------------------------------------------------------------------
+   The classifier's loss without its [N, V] logits: the reduction over rows i of
+   cross_entropy(input_i weight^T + bias, target_i), label smoothing as tl_cross_entropy's, a row
+   whose target is ignore_index (when has_ignore) counting for nothing ("mean" divides by the
+   rows kept). It runs in chunks of chunk_rows rows (0: as many as keep a chunk's logits near 256
+   MiB): a GEMM writes the chunk's logits into one buffer (on CUDA its rows padded to a multiple of
+   64 classes, so every GEMM is aligned), the row kernel reduces them to row losses and, when
+   gradients are asked for, overwrites them with their gradient, from which the split linear GEMM
+   kernels make the chunk's rows of grad input and add its share of grad weight and grad bias. The
+   gradients (of the loss, for a loss gradient of 1) come out of the forward pass; the recording
+   form scales them by the loss's gradient in backward.
+   input [..., C] floating, weight [V, C] and bias [V] (or NULL) of input's dtype, target int32 or
+   int64 of input's shape without the last dim (classes counting from target_base: in
+   [target_base, target_base + V), or ignore_index; C callers count from 0, Lua from 1). loss:
+   0-dim, float32 (float64 for float64 input); grads (NULL: none): each asked for comes out in its
+   tensor's dtype and shape (the weight's and bias's gradients accumulate in float32). */
+typedef enum tl_reduction { TL_REDUCTION_MEAN, TL_REDUCTION_SUM } tl_reduction;
+typedef struct tl_linear_cross_entropy_options {
+    double label_smoothing;
+    tl_reduction reduction;
+    bool has_ignore;
+    int64_t ignore_index; /* compared with the target as given */
+    int64_t chunk_rows;
+    int64_t target_base;
+} tl_linear_cross_entropy_options;
+typedef struct tl_linear_cross_entropy_grads {
+    bool want_input, want_weight, want_bias; /* asked */
+    tl_tensor *input, *weight, *bias;        /* given: new references (NULL where not asked) */
+} tl_linear_cross_entropy_grads;
+tl_status tl_linear_cross_entropy(const tl_tensor *input, const tl_tensor *weight,
+                                  const tl_tensor *bias, const tl_tensor *target,
+                                  const tl_linear_cross_entropy_options *options, tl_tensor **loss,
+                                  tl_linear_cross_entropy_grads *grads);
+/* Recorded: the gradients of the inputs that require one are made in the forward pass and
+   saved; backward scales them by the loss's gradient. Under autocast input, weight and bias take
+   the autocast dtype (the GEMM family's rule). */
+tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                                     tl_tensor *target,
+                                     const tl_linear_cross_entropy_options *options,
+                                     tl_tensor **loss);
+
 /* ---- layer_norm ----------------------------------------------------------------------------
    Over the last dim D of input [..., D]: out = (x - mean) / sqrt(var + eps) * weight + bias
    (biased variance; weight, bias [D] or NULL). mean, rstd (each may be NULL): input's shape

@@ -1,4 +1,5 @@
-/* CPU cross entropy: fused stable log-softmax + NLL forward and its backward. */
+/* CPU cross entropy: fused stable log-softmax + NLL forward and its backward; the row losses and
+   in-place logit gradients of the chunked classifier (linear_cross_entropy). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -74,9 +75,55 @@ NN_FOR_FLOATING(DEFINE_CROSS_ENTROPY)
 
 NN_FOR_FLOATING(DEFINE_CROSS_ENTROPY_BACKWARD)
 
+/* Per row of logits [rows, L] (classes the first columns): lse = max + log(sum(exp(x - max))),
+   loss = lse - (1 - s) x[t] - s/classes sum(x) (0 on an ignored row); with write_grad the row
+   becomes (exp(x - lse) - s/classes - (1 - s) [k == t]) * scale, the padding columns 0. */
+#define DEFINE_CROSS_ENTROPY_ROWS(suffix, T, C, LOAD, STORE)                                       \
+    static tl_status cross_entropy_rows_##suffix(tl_tensor *row_loss, tl_tensor *logits,           \
+                                                 const tl_tensor *target, const tl_tensor *scale,  \
+                                                 const tl_cross_entropy_rows_args *a) {            \
+        const int64_t N = logits->shape[0], L = logits->shape[1], K = a->classes, work = N * L;    \
+        T *x = tl_data(logits);                                                                    \
+        C *loss = tl_data(row_loss);                                                               \
+        const C by = *(const C *)tl_data(scale);                                                   \
+        const double s = a->label_smoothing;                                                       \
+        const C off = (C)(s / (double)K), on = (C)(1 - s);                                         \
+        NN_PARALLEL_FOR(work) for (int64_t i = 0; i < N; i++) {                                    \
+            T *row = x + i * L;                                                                    \
+            const int64_t given = target_at(target, i), t = given - a->first_class;                \
+            const bool ignored = a->has_ignore && given == a->ignore_index;                        \
+            C max = LOAD(row[0]);                                                                  \
+            for (int64_t k = 1; k < K; k++) {                                                      \
+                C v = LOAD(row[k]);                                                                \
+                if (v > max || v != v) max = v;                                                    \
+            }                                                                                      \
+            double sum = 0, sum_x = 0;                                                             \
+            for (int64_t k = 0; k < K; k++) {                                                      \
+                C v = LOAD(row[k]);                                                                \
+                sum += (double)NN_EXP(v - max);                                                    \
+                sum_x += (double)v;                                                                \
+            }                                                                                      \
+            const double lse = (double)max + log(sum);                                             \
+            loss[i] = ignored ? (C)0                                                               \
+                              : (C)(lse - (1 - s) * (double)LOAD(row[t]) - s / (double)K * sum_x); \
+            if (!a->write_grad) continue;                                                          \
+            const C l = (C)lse, g = ignored ? (C)0 : by;                                           \
+            for (int64_t k = 0; k < K; k++) {                                                      \
+                C d = NN_EXP(LOAD(row[k]) - l) - off;                                              \
+                if (k == t) d -= on;                                                               \
+                row[k] = STORE(d * g);                                                             \
+            }                                                                                      \
+            for (int64_t k = K; k < L; k++) row[k] = STORE((C)0);                                  \
+        }                                                                                          \
+        return TL_OK;                                                                              \
+    }
+
+NN_FOR_FLOATING(DEFINE_CROSS_ENTROPY_ROWS)
+
 static const tl_kernel_entry entries[] = {
     TL_KERNELS_FLOATING(cross_entropy, cross_entropy, cross_entropy),
     TL_KERNELS_FLOATING(cross_entropy_backward, cross_entropy_backward, cross_entropy_backward),
+    TL_KERNELS_FLOATING(linear_cross_entropy, cross_entropy_rows, cross_entropy_rows),
 };
 
 TL_KERNEL_TABLE(tl_cpu_cross_entropy_table, TL_DEVICE_CPU, entries);

@@ -5,6 +5,7 @@
 -- blank 1 by default). Inputs and targets of the pointwise losses must have the same shape (torch
 -- broadcasts them with a warning; tlua refuses). The math is in loss_core.lua and ctc.lua.
 local core = require("tlua.nn.functional.loss_core")
+local tl = require("tlua")
 local ctc = require("tlua.nn.functional.ctc")
 
 local part = {}
@@ -34,6 +35,15 @@ end
 -- The plain case ([N, C, ...] class targets, no weight or ignore_index) runs the fused
 -- tl.cross_entropy kernel.
 part.cross_entropy = form("cross_entropy", 2)
+
+--- linear_cross_entropy(input [..., C], weight [V, C], target [...], {bias, label_smoothing = 0,
+-- ignore_index, reduction = "mean" | "sum", chunk = 0}): cross_entropy(linear(input, weight, bias),
+-- target) without the [N, V] logits: computed in chunks of `chunk` rows (0: about 256 MiB of logits
+-- each), the gradients made in the same pass (tl.linear_cross_entropy). The loss is float32
+-- (float64 for float64 input); under autocast the GEMMs run in the autocast dtype.
+function part.linear_cross_entropy(input, weight, target, opts)
+  return tl.linear_cross_entropy(input, weight, target, opts)
+end
 
 --- nll_loss(input [N, C, d1, ...] or [C] of log-probabilities, target [N, d1, ...] of classes
 -- 1..C, {weight, ignore_index, reduction = "mean"}): -weight[c] input[c] per target; "mean"
