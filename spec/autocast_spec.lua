@@ -76,9 +76,38 @@ describe("autocast", function()
   it("records the casts it makes (the trace shows them; none without autocast)", function()
     local x, w = tl.randn(4, 8), tl.randn(3, 8)
     local with = ops_of(function() tl.autocast("bfloat16", tl.linear, x, w) end)
-    assert.are.equal(2, with.cast)
+    assert.are.equal(2, with.cast) -- x's (recorded) and w's (not: the node keeps w itself)
     local without = ops_of(function() tl.linear(x, w) end)
     assert.is_nil(without.cast)
+  end)
+
+  it("gives linear's and linear_cross_entropy's float32 parameters float32 gradients from the GEMMs, no cast", function()
+    -- dW = g^T x in float32 from the bfloat16 operands: the float64 sum of the rounded operands
+    -- within float32 rounding (a bfloat16 dW cast up would be off by about 4e-3)
+    local x = tl.randn(6, 8):requires_grad_()
+    local w, b = tl.randn(5, 8):requires_grad_(), tl.randn(5):requires_grad_()
+    local c = tl.randn(6, 5)
+    local out = tl.autocast("bfloat16", tl.linear, x, w, b)
+    local events = tl.trace(function() (out:float() * c):sum():backward() end)
+    for _, e in ipairs(events) do
+      if e.op == "cast" then
+        for _, shape in ipairs(e.shapes) do
+          assert.is_false(#shape == 2 and shape[1] == 5 and shape[2] == 8, "a cast of the weight's shape ran")
+        end
+      end
+    end
+    assert.are.equal("float32", w.grad.dtype)
+    assert.are.equal("float32", b.grad.dtype)
+    local g, xr = c:bfloat16():double(), x:detach():bfloat16():double()
+    assert.tensor_near(tl.matmul(g:t(), xr), w.grad:double(), 1e-6, 1e-6)
+    assert.tensor_near(g:sum(1), b.grad:double(), 1e-6, 1e-6)
+    -- the classifier: its float32 weight gets the float32 sums of its chunks
+    local w2 = tl.randn(7, 8):requires_grad_()
+    local t = tl.tensor({ 1, 7, 3, 3, 2, 6 })
+    local loss = tl.autocast("bfloat16", tl.linear_cross_entropy, x:detach(), w2, t)
+    events = tl.trace(function() loss:backward() end)
+    assert.are.equal("float32", w2.grad.dtype)
+    for _, e in ipairs(events) do assert.are_not.equal("cast", e.op == "cast" and e.shapes[1][1] == 7 and e.op or "") end
   end)
 
   it("reaches grouped_mm, conv2d and block_sparse_linear", function()

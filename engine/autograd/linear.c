@@ -5,8 +5,10 @@
 
 enum { LINEAR_INPUT, LINEAR_WEIGHT, LINEAR_BIAS };
 
-/* Saved: slot 0 the input (only if the weight's gradient is needed), slot 1 the weight (only
-   if the input's gradient is needed). Gradients come in the input's dtype. */
+/* Saved: slot 0 the input (only if the weight's gradient is needed), slot 1 the weight the GEMM
+   used (only if the input's gradient is needed). The input's gradient comes in the input's dtype,
+   the weight's and the bias's in theirs: under autocast, float32 parameters of bfloat16 GEMMs get
+   float32 gradients written by the GEMMs themselves. */
 static tl_status linear_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *grad;
     TL_TRY(tl_cast(g[0], node->input_dtype[LINEAR_INPUT], &grad));
@@ -19,33 +21,44 @@ static tl_status linear_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     if (status == TL_OK && node->needs_input_grad[LINEAR_WEIGHT]) {
         tl_tensor *input;
         status = tl_node_saved(node, 0, &input);
-        if (status == TL_OK) status = tl_linear_backward_weight(grad, input, &gi[LINEAR_WEIGHT]);
+        if (status == TL_OK)
+            status = tl_linear_backward_weight_as(grad, input, node->input_dtype[LINEAR_WEIGHT],
+                                                  &gi[LINEAR_WEIGHT]);
     }
     if (status == TL_OK && node->needs_input_grad[LINEAR_BIAS])
-        status = tl_linear_backward_bias(grad, &gi[LINEAR_BIAS]);
+        status = tl_linear_backward_bias_as(grad, node->input_dtype[LINEAR_BIAS], &gi[LINEAR_BIAS]);
     tl_release(grad);
     return status;
 }
 
-static tl_status record_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+/* params: the weight and bias as given (the recorded inputs), used: as the GEMMs take them */
+static tl_status record_linear(tl_tensor *input, tl_tensor *const *params, tl_tensor *const *used,
                                tl_tensor **out) {
-    TL_TRY(tl_linear(input, weight, bias, out));
+    TL_TRY(tl_linear(input, used[0], used[1], out));
     tl_node *node = NULL;
-    tl_tensor *inputs[3] = {input, weight, bias};
+    tl_tensor *inputs[3] = {input, params[0], params[1]};
     tl_status status = tl_record("linear", linear_backward, 3, inputs, *out, &node);
     if (status == TL_OK && node && node->needs_input_grad[LINEAR_WEIGHT])
         status = tl_record_save(node, 0, "input", input, *out);
     if (status == TL_OK && node && node->needs_input_grad[LINEAR_INPUT])
-        status = tl_record_save(node, 1, "weight", weight, *out);
+        status = tl_record_save(node, 1, "weight", used[0], *out);
     return status;
 }
 
+/* Under autocast the input's cast is recorded (its gradient goes back through it), the weight's
+   and the bias's are not: the node keeps the parameters as its inputs, so backward's GEMMs write
+   their gradients in the parameters' dtype with no cast between (see linear_backward). */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out) {
-    tl_tensor *operands[3] = {input, weight, bias};
-    bool casted[3];
-    TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operands, 3, casted));
-    return tl_autocast_release(operands, 3, casted,
-                               record_linear(operands[0], operands[1], operands[2], out));
+    tl_tensor *operand[1] = {input}, *params[2] = {weight, bias}, *used[2] = {weight, bias};
+    bool input_cast[1], params_cast[2];
+    TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operand, 1, input_cast));
+    const bool grad_mode = tl_set_grad_enabled(false);
+    tl_status status = tl_autocast_operands(TL_OP_linear_forward, used, 2, params_cast);
+    tl_set_grad_enabled(grad_mode);
+    if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
+    status = record_linear(operand[0], params, used, out);
+    tl_autocast_release(used, 2, params_cast, status);
+    return tl_autocast_release(operand, 1, input_cast, status);
 }
 
 /* outer(a, b) = a b^T; da = g b, db = g^T a: linear's input and weight gradients with b and

@@ -223,18 +223,21 @@ static tl_status linear_cross_entropy_backward(tl_node *node, tl_tensor *const *
     return status;
 }
 
-static tl_status record_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
-                                             tl_tensor *target,
+/* params: the weight and bias as given (the recorded inputs), used: as the GEMMs take them */
+static tl_status record_linear_cross_entropy(tl_tensor *input, tl_tensor *const *params,
+                                             tl_tensor *const *used, tl_tensor *target,
                                              const tl_linear_cross_entropy_options *o,
                                              tl_tensor **loss) {
+    tl_tensor *weight = params[0], *bias = params[1];
     tl_tensor *inputs[4] = {input, weight, bias, target};
     const bool record = tl_should_record(3, inputs);
     tl_linear_cross_entropy_grads grads = {
         .want_input = record && tl_requires_grad(input),
         .want_weight = record && tl_requires_grad(weight),
         .want_bias = record && bias && tl_requires_grad(bias),
+        .params_float32 = weight->dtype == TL_F32 && used[0]->dtype != TL_F32,
     };
-    TL_TRY(tl_linear_cross_entropy(input, weight, bias, target, o, loss, &grads));
+    TL_TRY(tl_linear_cross_entropy(input, used[0], used[1], target, o, loss, &grads));
     tl_node *node = NULL;
     tl_status status =
         tl_record("linear_cross_entropy", linear_cross_entropy_backward, 4, inputs, *loss, &node);
@@ -250,12 +253,16 @@ tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_ten
                                      tl_tensor *target,
                                      const tl_linear_cross_entropy_options *options,
                                      tl_tensor **loss) {
-    tl_tensor *operands[3] = {input, weight, bias};
-    bool casted[3];
-    TL_TRY(tl_autocast_operands(TL_OP_linear_cross_entropy, operands, 3, casted));
-    return tl_autocast_release(
-        operands, 3, casted,
-        record_linear_cross_entropy(operands[0], operands[1], operands[2], target, options, loss));
+    tl_tensor *operand[1] = {input}, *params[2] = {weight, bias}, *used[2] = {weight, bias};
+    bool input_cast[1], params_cast[2];
+    TL_TRY(tl_autocast_operands(TL_OP_linear_cross_entropy, operand, 1, input_cast));
+    const bool grad_mode = tl_set_grad_enabled(false);
+    tl_status status = tl_autocast_operands(TL_OP_linear_cross_entropy, used, 2, params_cast);
+    tl_set_grad_enabled(grad_mode);
+    if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
+    status = record_linear_cross_entropy(operand[0], params, used, target, options, loss);
+    tl_autocast_release(used, 2, params_cast, status);
+    return tl_autocast_release(operand, 1, input_cast, status);
 }
 
 /* ---- layer_norm ----------------------------------------------------------------------------

@@ -139,8 +139,34 @@ tl_status tl_linear_backward_input(const tl_tensor *grad, const tl_tensor *weigh
     return status;
 }
 
+/* The dtype a GEMM over grad writes a gradient in for a caller that wants dtype: dtype itself
+   when the GEMM can write it (grad's own, or float32 from 16-bit), grad's otherwise. */
+static tl_dtype written_dtype(const tl_tensor *grad, tl_dtype dtype) {
+    const bool half = grad->dtype == TL_BF16 || grad->dtype == TL_F16;
+    return dtype == grad->dtype || (half && dtype == TL_F32) ? dtype : grad->dtype;
+}
+
+/* *t as dtype: a cast replacing it when it is not (released on failure). */
+static tl_status finish_as(tl_dtype dtype, tl_status status, tl_tensor **t) {
+    if (status != TL_OK || (*t)->dtype == dtype) return status;
+    tl_tensor *cast = NULL;
+    status = tl_cast(*t, dtype, &cast);
+    tl_release(*t);
+    *t = status == TL_OK ? cast : NULL;
+    return status;
+}
+
 tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *input,
                                     tl_tensor **grad_weight) {
+    return tl_linear_backward_weight_as(grad, input, grad ? grad->dtype : TL_F32, grad_weight);
+}
+
+tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) {
+    return tl_linear_backward_bias_as(grad, grad ? grad->dtype : TL_F32, grad_bias);
+}
+
+tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
+                                       tl_dtype dtype, tl_tensor **grad_weight) {
     const char *op = "linear_backward_weight";
     char sg[256], si[256];
     TL_TRY(check_present(op, "input", input));
@@ -155,17 +181,18 @@ tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *inpu
                           tl_shape_str(grad, sg, sizeof sg), tl_shape_str(input, si, sizeof si));
     if (status == TL_OK) {
         int64_t shape[2] = {g->shape[1], x->shape[1]};
-        status = tl_empty(shape, 2, g->dtype, tl_tensor_device(g), grad_weight);
+        status = tl_empty(shape, 2, written_dtype(g, dtype), tl_tensor_device(g), grad_weight);
     }
     if (status == TL_OK) {
         status = tl_gemm_linear_backward_weight(g, x, false, *grad_weight);
         if (status != TL_OK) tl_release(*grad_weight);
+        status = finish_as(dtype, status, grad_weight);
     }
     tl_release(g), tl_release(x);
     return status;
 }
 
-tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) {
+tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_tensor **grad_bias) {
     const char *op = "linear_backward_bias";
     TL_TRY(check_present(op, "grad", grad));
     if (grad->ndim < 1)
@@ -174,10 +201,11 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) 
     tl_status status = grad_matrix(op, grad, grad, "grad", grad->shape[grad->ndim - 1], &g);
     if (status == TL_OK) status = tl_ones(&g->shape[0], 1, g->dtype, tl_tensor_device(g), &ones);
     if (status == TL_OK)
-        status = tl_empty(&g->shape[1], 1, g->dtype, tl_tensor_device(g), grad_bias);
+        status = tl_empty(&g->shape[1], 1, written_dtype(g, dtype), tl_tensor_device(g), grad_bias);
     if (status == TL_OK) {
         status = tl_gemm_linear_backward_bias(g, ones, false, *grad_bias);
         if (status != TL_OK) tl_release(*grad_bias);
+        status = finish_as(dtype, status, grad_bias);
     }
     tl_release(g), tl_release(ones);
     return status;

@@ -255,7 +255,8 @@ typedef struct tl_linear_cross_entropy_options {
 } tl_linear_cross_entropy_options;
 typedef struct tl_linear_cross_entropy_grads {
     bool want_input, want_weight, want_bias; /* asked */
-    tl_tensor *input, *weight, *bias;        /* given: new references (NULL where not asked) */
+    bool params_float32; /* the weight's and bias's gradients in float32 (autocast's parameters) */
+    tl_tensor *input, *weight, *bias; /* given: new references (NULL where not asked) */
 } tl_linear_cross_entropy_grads;
 tl_status tl_linear_cross_entropy(const tl_tensor *input, const tl_tensor *weight,
                                   const tl_tensor *bias, const tl_tensor *target,
@@ -263,7 +264,8 @@ tl_status tl_linear_cross_entropy(const tl_tensor *input, const tl_tensor *weigh
                                   tl_linear_cross_entropy_grads *grads);
 /* Recorded: the gradients of the inputs that require one are made in the forward pass and
    saved; backward scales them by the loss's gradient. Under autocast input, weight and bias take
-   the autocast dtype (the GEMM family's rule). */
+   the autocast dtype (the GEMM family's rule); the weight and bias casts are not recorded (as
+   linear's): their float32 gradients come straight from the float32 sums. */
 tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
                                      tl_tensor *target,
                                      const tl_linear_cross_entropy_options *options,

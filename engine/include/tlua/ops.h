@@ -356,6 +356,12 @@ tl_status tl_linear_backward_input(const tl_tensor *grad, const tl_tensor *weigh
 tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *input,
                                     tl_tensor **grad_weight);
 tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
+/* The same two in a dtype of the caller's: a 16-bit grad's GEMM writes float32 itself (autocast's
+   float32 parameters take their gradients so, with no cast kernel); another dtype is a cast of
+   the GEMM's result. */
+tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
+                                       tl_dtype dtype, tl_tensor **grad_weight);
+tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_tensor **grad_bias);
 /* out[N, M] = a[N] b[M]^T, one floating dtype, one device. */
 tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 

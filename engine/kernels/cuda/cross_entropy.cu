@@ -157,7 +157,8 @@ struct softmax_merge {
    m + log(s), the loss lse - (1 - s) x[t] - s/K sum(x) (0 on an ignored row). Read 2, with
    write_grad: the row becomes (exp(x - lse) - s/K - (1 - s) [k == t]) * scale, the padding
    columns 0, a vector at a time. (At 50k bf16 classes on an H200: 326 us a chunk of 2624 rows, 2.4
-   TB/s; 1024 threads a row, to keep the rows in flight within L2 for the second read, was slower.) */
+   TB/s; 1024 threads a row, to keep the rows in flight within L2 for the second read, was slower.)
+ */
 template <class E>
 __global__ void __launch_bounds__(CE_THREADS)
     rows_grad_kernel(typename E::T *logits, const void *target, bool wide_target,
@@ -189,8 +190,8 @@ __global__ void __launch_bounds__(CE_THREADS)
                 if (j * W + w < K) sum += tl_exp(v[w] - m), sum_x += v[w];
         }
         softmax_state state{(double)m, (double)sum, (double)sum_x};
-        state = tl_group_allreduce(state, softmax_merge(),
-                                   softmax_state{-INFINITY, 0.0, 0.0}, smem, (int)blockDim.x);
+        state = tl_group_allreduce(state, softmax_merge(), softmax_state{-INFINITY, 0.0, 0.0}, smem,
+                                   (int)blockDim.x);
         const double lse = state.m + log(state.s);
         const int64_t given = target_at(target, wide_target, i), t = given - first_class;
         const bool ignored = has_ignore && given == ignore_index;
@@ -198,9 +199,10 @@ __global__ void __launch_bounds__(CE_THREADS)
         if (threadIdx.x == 0) {
             /* a target out of range (the queued check reports it) makes the row's loss NaN */
             const double picked = t >= 0 && t < K ? (double)E::load(elements[t]) : NAN;
-            row_loss[i] = ignored ? (C)0
-                                  : (C)(lse - (1.0 - smoothing) * picked -
-                                        smoothing / (double)K * state.sum_x);
+            row_loss[i] =
+                ignored
+                    ? (C)0
+                    : (C)(lse - (1.0 - smoothing) * picked - smoothing / (double)K * state.sum_x);
         }
         if (!write_grad) continue;
         /* every thread has read the target's logit before any is overwritten */

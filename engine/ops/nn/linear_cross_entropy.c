@@ -29,7 +29,9 @@ static tl_status check_inputs(const tl_tensor *input, const tl_tensor *weight,
     char si[256], sw[256], st[256];
     if (!input || !weight || !target)
         return tl_error(TL_ERR_ARGUMENT, "%s: %s is missing", OP_NAME,
-                        !input ? "input" : !weight ? "weight" : "target");
+                        !input    ? "input"
+                        : !weight ? "weight"
+                                  : "target");
     TL_TRY(nn_check_floating(OP_NAME, "input", input));
     if (input->ndim < 1)
         return tl_error(TL_ERR_SHAPE, "%s: input must be [..., C], got a 0-dim tensor", OP_NAME);
@@ -127,15 +129,15 @@ static tl_status pad_rows(const tl_tensor *t, int64_t padded_rows, tl_tensor **o
 
 /* The state of one run over the chunks: dense operands, the buffers, the outputs. */
 typedef struct classifier {
-    tl_tensor *x, *t, *w, *b;        /* [N, C], [N], [L, C], [L] or NULL (padded to L rows) */
+    tl_tensor *x, *t, *w, *b;         /* [N, C], [N], [L, C], [L] or NULL (padded to L rows) */
     tl_tensor *logits, *ones, *scale; /* [chunk, L]; [chunk] (for the bias gradient); 0-dim */
-    tl_tensor *row_loss;             /* [N] */
-    tl_tensor *dx, *dw, *db;         /* [N, C] input's dtype; [L, C], [L] accumulating */
+    tl_tensor *row_loss;              /* [N] */
+    tl_tensor *dx, *dw, *db;          /* [N, C] input's dtype; [L, C], [L] accumulating */
     tl_cross_entropy_rows_args args;
 } classifier;
 
 static void classifier_release(classifier *c) {
-    tl_tensor *all[] = {c->x, c->t, c->w, c->b, c->logits, c->ones,
+    tl_tensor *all[] = {c->x,     c->t,        c->w,  c->b,  c->logits, c->ones,
                         c->scale, c->row_loss, c->dx, c->dw, c->db};
     nn_release_all(all, (int64_t)(sizeof all / sizeof all[0]));
 }
@@ -218,8 +220,8 @@ static tl_status allocate(classifier *c, const tl_tensor *input, const tl_tensor
 
 tl_status tl_linear_cross_entropy(const tl_tensor *input, const tl_tensor *weight,
                                   const tl_tensor *bias, const tl_tensor *target,
-                                  const tl_linear_cross_entropy_options *options,
-                                  tl_tensor **loss, tl_linear_cross_entropy_grads *grads) {
+                                  const tl_linear_cross_entropy_options *options, tl_tensor **loss,
+                                  tl_linear_cross_entropy_grads *grads) {
     const tl_linear_cross_entropy_options defaults = {.reduction = TL_REDUCTION_MEAN};
     const tl_linear_cross_entropy_options *o = options ? options : &defaults;
     *loss = NULL;
@@ -253,12 +255,14 @@ tl_status tl_linear_cross_entropy(const tl_tensor *input, const tl_tensor *weigh
     if (status == TL_OK) status = tl_mul(sum, c.scale, loss);
     if (status == TL_OK && want) {
         if (c.dx) status = tl_view(c.dx, input->shape, input->ndim, &grads->input);
-        if (status == TL_OK && c.dw) status = unpad_as(c.dw, V, weight->dtype, &grads->weight);
-        if (status == TL_OK && c.db) status = unpad_as(c.db, V, bias->dtype, &grads->bias);
+        const bool wide = grads->params_float32;
+        if (status == TL_OK && c.dw)
+            status = unpad_as(c.dw, V, wide ? c.dw->dtype : weight->dtype, &grads->weight);
+        if (status == TL_OK && c.db)
+            status = unpad_as(c.db, V, wide ? c.db->dtype : bias->dtype, &grads->bias);
         if (status == TL_OK && N == 0) { /* no chunk ran: the sums over no rows are 0 */
             if (grads->weight) status = tl_fill_(grads->weight, tl_scalar_float(0));
-            if (status == TL_OK && grads->bias)
-                status = tl_fill_(grads->bias, tl_scalar_float(0));
+            if (status == TL_OK && grads->bias) status = tl_fill_(grads->bias, tl_scalar_float(0));
         }
     }
     tl_tensor *all[] = {x_dense, t_dense, sum};
