@@ -258,8 +258,9 @@ __global__ void __launch_bounds__(LN_THREADS)
                     const typename E::T *weight, int64_t rows, int64_t D, int64_t run,
                     typename E::C *partials) {
     typedef typename E::C C;
+    /* the block's only shared memory (its whole 48 KiB may be asked for): a warp's row sums
+       need none (tl_group_allreduce of 32 threads shuffles) */
     extern __shared__ double one_pass_shared[];
-    __shared__ tl_sum2 smem[32];
     C *acc = (C *)one_pass_shared;
     const int warps = (int)blockDim.x / 32, warp = (int)threadIdx.x / 32,
               lane = (int)threadIdx.x % 32;
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(LN_THREADS)
     const int64_t r0 = (int64_t)blockIdx.x * run, r1 = r0 + run < rows ? r0 + run : rows;
     for (int64_t r = r0 + warp; r < r1; r += warps)
         input_gradient_row<E>(grad_in, grad_out, grad_sum, in, mean, rstd, weight, r, true, D, lane,
-                              32, smem, [&](int64_t j, C gv, C xhat) {
+                              32, nullptr, [&](int64_t j, C gv, C xhat) {
                                   acc_w[j] = tl_add(acc_w[j], tl_mul(gv, xhat));
                                   acc_b[j] = tl_add(acc_b[j], gv);
                               });
