@@ -425,6 +425,8 @@ local c_cases = {
   { "cross_entropy", "smoothing",
     function() tl.cross_entropy(tl.randn(2, 3), tl.tensor({ 1, 2 }), { smoothing = 0.1 }) end },
   { "batch_norm", "trainning", function() tl.batch_norm(tl.randn(3, 2), nil, nil, { trainning = true }) end },
+  { "add_layer_norm", "epsilon",
+    function() tl.add_layer_norm(tl.randn(2, 3), tl.randn(2, 3), nil, nil, { epsilon = 1e-3 }) end },
   { "backward", "retain", function()
       local x = tl.randn(2, { requires_grad = true })
       x:sum():backward({ retain = true })

@@ -237,6 +237,7 @@ extern const luaL_Reg tlb_scan_methods[];
 /* shapes.c: t:tril(k), t:flip(dims), t:pad(pads, options), t:diagonal(...), ... */
 extern const luaL_Reg tlb_shape_methods[];
 extern const luaL_Reg tlb_sort_methods[]; /* sort.c: sort, topk, ..., searchsorted, bincount */
+extern const luaL_Reg tlb_nn_methods[];   /* nn_ops.c: add_layer_norm */
 extern const luaL_Reg tlb_autograd_methods[];
 extern const luaL_Reg tlb_autograd_functions[];
 extern const luaL_Reg tlb_runtime_functions[];

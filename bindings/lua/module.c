@@ -73,7 +73,7 @@ int luaopen_tlua_core(lua_State *L) {
 
     const luaL_Reg *method_lists[] = {tlb_view_methods,     tlb_op_methods,   tlb_inplace_methods,
                                       tlb_autograd_methods, tlb_scan_methods, tlb_shape_methods,
-                                      tlb_sort_methods};
+                                      tlb_sort_methods,     tlb_nn_methods};
     for (size_t i = 0; i < sizeof method_lists / sizeof method_lists[0]; i++) {
         set_functions(L, method_lists[i], methods, mt);
         set_functions(L, method_lists[i], module, mt);

@@ -1,9 +1,9 @@
-/* nn op bindings: conv2d, embedding, cross_entropy, layer_norm, batch_norm, the fused LSTM / GRU
-   cell pointwise ops (and their raw forms tl._lstm_cell_forward, ...), dropout, the fused
-   optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi), the fused gradient clip
-   (tl._clip_grad_norm_multi) and the row gather of the
-   DataLoader (tl._gather_rows).
-   Lua indices (embedding, class targets, gathered rows) count from 1; the C API's from 0. */
+/* nn op bindings: conv2d, embedding, cross_entropy, layer_norm, add_layer_norm, batch_norm, the
+   fused LSTM / GRU cell pointwise ops (and their raw forms tl._lstm_cell_forward, ...), dropout,
+   the fused optimizer steps (tl._sgd_step, tl._adam_step, tl._adam_step_multi), the fused
+   gradient clip (tl._clip_grad_norm_multi) and the row gather of the DataLoader
+   (tl._gather_rows). Lua indices (embedding, class targets, gathered rows) count from 1; the C
+   API's from 0. */
 #include <string.h>
 
 #include "binding.h"
@@ -156,6 +156,29 @@ static int nn_linear_cross_entropy(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* ---- several results ------------------------------------------------------------------------
+ */
+/* n boxes pushed for results (the first at stack index *base) */
+static void new_boxes(lua_State *L, tlb_box **boxes, int n, int *base) {
+    *base = lua_gettop(L) + 1;
+    for (int i = 0; i < n; i++) boxes[i] = tlb_newbox(L);
+}
+/* Fills the boxes with out (a NULL result becomes nil), or raises the engine's error. */
+static int box_results(lua_State *L, tl_status status, tlb_box **boxes, tl_tensor **out, int n,
+                       int base) {
+    if (status != TL_OK) return tlb_fail(L);
+    for (int i = 0; i < n; i++) {
+        if (out[i]) {
+            boxes[i]->tensor = out[i];
+            tlb_account(L, out[i]);
+        } else {
+            lua_pushnil(L);
+            lua_replace(L, base + i);
+        }
+    }
+    return n;
+}
+
 /* ---- layer_norm --------------------------------------------------------------------------------
  */
 /* layer_norm(input, weight?, bias?, eps = 1e-5): over the last dim */
@@ -168,6 +191,26 @@ static int nn_layer_norm(lua_State *L) {
     tlb_box *box = tlb_newbox(L);
     tl_status status = tl_ag_layer_norm(input, weight, bias, eps, &out);
     return tlb_result(L, box, status, out);
+}
+
+static const tlb_option add_layer_norm_options[] = {{"eps", TLB_OPTION_NUMBER}, {NULL, 0}};
+
+/* add_layer_norm(x, residual, weight?, bias?, {eps = 1e-5}) -> y, s: s = x + residual, y =
+   layer_norm(s) over the last dim, one fused op */
+static int nn_add_layer_norm(lua_State *L) {
+    const char *op = "add_layer_norm";
+    tl_tensor *input = tlb_check(L, 1, op), *residual = tlb_check(L, 2, op);
+    tl_tensor *weight = tlb_opt_tensor(L, 3, op, "weight");
+    tl_tensor *bias = tlb_opt_tensor(L, 4, op, "bias");
+    double eps = 1e-5;
+    if (tlb_check_options(L, 5, op, add_layer_norm_options))
+        tlb_option_number(L, 5, op, "eps", &eps);
+    tlb_box *boxes[2];
+    tl_tensor *out[2] = {NULL, NULL};
+    int base;
+    new_boxes(L, boxes, 2, &base);
+    tl_status status = tl_ag_add_layer_norm(input, residual, weight, bias, eps, &out[0], &out[1]);
+    return box_results(L, status, boxes, out, 2, base);
 }
 
 /* ---- batch_norm --------------------------------------------------------------------------------
@@ -441,26 +484,6 @@ static int nn_gather_rows(lua_State *L) {
 
 /* ---- the fused LSTM / GRU cell pointwise ops --------------------------------------------------
  */
-/* n boxes pushed for results (the first at stack index *base) */
-static void new_boxes(lua_State *L, tlb_box **boxes, int n, int *base) {
-    *base = lua_gettop(L) + 1;
-    for (int i = 0; i < n; i++) boxes[i] = tlb_newbox(L);
-}
-/* Fills the boxes with out (a NULL result becomes nil), or raises the engine's error. */
-static int box_results(lua_State *L, tl_status status, tlb_box **boxes, tl_tensor **out, int n,
-                       int base) {
-    if (status != TL_OK) return tlb_fail(L);
-    for (int i = 0; i < n; i++) {
-        if (out[i]) {
-            boxes[i]->tensor = out[i];
-            tlb_account(L, out[i]);
-        } else {
-            lua_pushnil(L);
-            lua_replace(L, base + i);
-        }
-    }
-    return n;
-}
 
 /* lstm_cell_pointwise(gates, c_prev) or (gates, gates2, c_prev) -> h, c: recorded */
 static int nn_lstm_cell_pointwise(lua_State *L) {
@@ -651,6 +674,12 @@ static int nn_rnn_dnn_backward(lua_State *L) {
                                            &out[1], &out[2], want_weight ? &out[3] : NULL);
     return box_results(L, status, boxes, out, 4, base);
 }
+
+/* tl.add_layer_norm(x, ...) and x:add_layer_norm(...) */
+const luaL_Reg tlb_nn_methods[] = {
+    {"add_layer_norm", nn_add_layer_norm},
+    {NULL, NULL},
+};
 
 const luaL_Reg tlb_nn_functions[] = {
     {"conv2d", nn_conv2d},

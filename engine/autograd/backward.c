@@ -449,7 +449,8 @@ static tl_status run_node(pass *p, int n, const bool *needed, tl_device device, 
         return status;
     }
     for (int o = 0; o < node->num_outputs && status == TL_OK; o++) {
-        if (grads_out[o]) continue; /* an output nobody used: its gradient is zero */
+        /* an output nobody used: its gradient is zero (or NULL where the node takes that) */
+        if (grads_out[o] || node->absent_output_grads) continue;
         status = tl_zeros(node->output_shape[o], node->output_ndim[o], node->output_dtype[o],
                           device, &grads_out[o]);
     }

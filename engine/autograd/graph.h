@@ -37,8 +37,8 @@ void tl_grad_hooks_free(tl_grad_hook_list *list);
 tl_status tl_grad_hooks_run(tl_grad_hook_list *list, int output_nr, tl_tensor **grad);
 
 /* Computes grads_in[i] for each needed input from grads_out (one per output,
-   never NULL). Each grads_in[i] it sets is a new reference, "=" semantics:
-   the engine accumulates. */
+   never NULL unless the node's absent_output_grads says so). Each grads_in[i] it
+   sets is a new reference, "=" semantics: the engine accumulates. */
 typedef tl_status (*tl_backward_fn)(tl_node *node, tl_tensor *const *grads_out,
                                     tl_tensor **grads_in);
 
@@ -78,6 +78,8 @@ struct tl_node {
                               right after it, so it may write into one only it holds */
     bool is_view;          /* a view op: its output shares its input's storage */
     uint64_t view_version; /* that storage's version when the view was taken */
+    /* backward takes NULL for an output nobody used (else that output's zeros) */
+    bool absent_output_grads;
     int num_inputs;
     int num_outputs;     /* 1 + the highest output set */
     int output_capacity; /* room for outputs */

@@ -271,18 +271,33 @@ tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_ten
    the input's gradient is needed). ints[0]: whether there is a weight. */
 enum { NORM_INPUT, NORM_WEIGHT, NORM_BIAS };
 
+/* A layer norm's wanted gradients (each out pointer NULL when not wanted) from grad, grad_sum
+   (add_layer_norm's sum's gradient, or NULL) and the forward's input, mean, rstd and weight: the
+   one-pass kernel when the input's gradient and the weight's or the bias's are all wanted, else
+   the split kernel of each side that is. */
+static tl_status layer_norm_wanted(const tl_tensor *grad, const tl_tensor *grad_sum,
+                                   const tl_tensor *input, const tl_tensor *mean,
+                                   const tl_tensor *rstd, const tl_tensor *weight,
+                                   tl_tensor **grad_input, tl_tensor **grad_weight,
+                                   tl_tensor **grad_bias) {
+    if (grad_input && (grad_weight || grad_bias))
+        return tl_layer_norm_backward(grad, grad_sum, input, mean, rstd, weight, grad_input,
+                                      grad_weight, grad_bias);
+    if (grad_input)
+        return tl_layer_norm_backward_input(grad, grad_sum, input, mean, rstd, weight, grad_input);
+    if (grad_weight || grad_bias)
+        return tl_layer_norm_backward_weight(grad, input, mean, rstd, grad_weight, grad_bias);
+    return TL_OK;
+}
+
 /* The gradients from the forward's input, mean, rstd and weight (as tl_node_saved gave them). */
 static tl_status layer_norm_gradients(tl_node *node, const tl_tensor *grad, tl_tensor *input,
                                       tl_tensor *mean, tl_tensor *rstd, tl_tensor *weight,
                                       tl_tensor **gi) {
     const bool *needs = node->needs_input_grad;
-    if (needs[NORM_INPUT])
-        TL_TRY(tl_layer_norm_backward_input(grad, input, mean, rstd, weight, &gi[NORM_INPUT]));
-    if (needs[NORM_WEIGHT] || needs[NORM_BIAS])
-        TL_TRY(tl_layer_norm_backward_weight(grad, input, mean, rstd,
-                                             needs[NORM_WEIGHT] ? &gi[NORM_WEIGHT] : NULL,
-                                             needs[NORM_BIAS] ? &gi[NORM_BIAS] : NULL));
-    return TL_OK;
+    return layer_norm_wanted(
+        grad, NULL, input, mean, rstd, weight, needs[NORM_INPUT] ? &gi[NORM_INPUT] : NULL,
+        needs[NORM_WEIGHT] ? &gi[NORM_WEIGHT] : NULL, needs[NORM_BIAS] ? &gi[NORM_BIAS] : NULL);
 }
 
 /* The gradients of a normalisation from its saved tensors (either norm's *_gradients). */
@@ -345,6 +360,102 @@ tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
     TL_TRY(tl_autocast_operands(TL_OP_layer_norm, operands, 3, casted));
     return tl_autocast_release(operands, 3, casted,
                                record_layer_norm(operands[0], operands[1], operands[2], eps, out));
+}
+
+/* ---- add_layer_norm ------------------------------------------------------------------------
+   Inputs: input, residual, weight, bias (either may be NULL). Outputs: 0 the normalized out, 1
+   the sum s = input + residual. Saved: slots 2, 3 the mean and rstd and slot 4 the sum (when a
+   gradient of input, residual or weight is needed), slot 1 the weight (when input's or
+   residual's is). ints[0]: whether there is a weight. The sum's gradient is NULL when nobody
+   used the sum (absent_output_grads): nothing is then added. */
+enum { ADD_NORM_INPUT, ADD_NORM_RESIDUAL, ADD_NORM_WEIGHT, ADD_NORM_BIAS };
+
+static tl_status add_layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
+    const bool *needs = node->needs_input_grad;
+    const bool want_sum = needs[ADD_NORM_INPUT] || needs[ADD_NORM_RESIDUAL];
+    tl_tensor *grad = NULL, *grad_sum = NULL, *sum = NULL, *mean = NULL, *rstd = NULL;
+    tl_tensor *weight = NULL, *grad_input = NULL;
+    tl_status status = TL_OK;
+    if (want_sum || needs[ADD_NORM_WEIGHT]) {
+        status = tl_node_saved(node, 4, &sum);
+        if (status == TL_OK) status = tl_node_saved(node, 2, &mean);
+        if (status == TL_OK) status = tl_node_saved(node, 3, &rstd);
+    }
+    if (status == TL_OK && want_sum && node->ints[0]) status = tl_node_saved(node, 1, &weight);
+    /* out unused (only the sum was): its gradient is zero */
+    if (status == TL_OK)
+        status = g[0] ? tl_cast(g[0], node->output_dtype[0], &grad)
+                      : tl_zeros(node->output_shape[0], node->output_ndim[0], node->output_dtype[0],
+                                 node->input_device[ADD_NORM_INPUT], &grad);
+    if (status == TL_OK && want_sum && g[1])
+        status = tl_cast(g[1], node->output_dtype[1], &grad_sum);
+    if (status == TL_OK)
+        status = layer_norm_wanted(grad, grad_sum, sum, mean, rstd, weight,
+                                   want_sum ? &grad_input : NULL,
+                                   needs[ADD_NORM_WEIGHT] ? &gi[ADD_NORM_WEIGHT] : NULL,
+                                   needs[ADD_NORM_BIAS] ? &gi[ADD_NORM_BIAS] : NULL);
+    tl_release(grad), tl_release(grad_sum);
+    if (status != TL_OK) return status;
+    /* input's and residual's gradients are the same values: one tensor, a reference for each. The
+       engine never writes into a gradient it holds more than one reference of (accumulation is
+       out of place, a leaf's grad is a copy, tl_grad_is_disposable counts references), so
+       accumulating into one never changes the other. */
+    if (needs[ADD_NORM_RESIDUAL]) gi[ADD_NORM_RESIDUAL] = tl_retain(grad_input);
+    if (needs[ADD_NORM_INPUT])
+        gi[ADD_NORM_INPUT] = grad_input;
+    else
+        tl_release(grad_input);
+    return TL_OK;
+}
+
+static tl_status record_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
+                                       tl_tensor *bias, double eps, tl_tensor **out,
+                                       tl_tensor **sum) {
+    tl_tensor *inputs[4] = {input, residual, weight, bias};
+    const bool record = tl_should_record(4, inputs);
+    tl_tensor *mean = NULL, *rstd = NULL;
+    TL_TRY(tl_add_layer_norm(input, residual, weight, bias, eps, out, sum, record ? &mean : NULL,
+                             record ? &rstd : NULL));
+    if (!record) {
+        tl_mark_no_grad(4, inputs, *out);
+        tl_mark_no_grad(4, inputs, *sum);
+        return TL_OK;
+    }
+    tl_node *node;
+    tl_status status =
+        tl_node_new_multi("add_layer_norm", add_layer_norm_backward, 4, inputs, 2, &node);
+    if (status == TL_OK) {
+        const bool *needs = node->needs_input_grad;
+        const bool want_sum = needs[ADD_NORM_INPUT] || needs[ADD_NORM_RESIDUAL];
+        node->ints[0] = weight != NULL;
+        node->scalar[0] = eps;
+        node->absent_output_grads = true;
+        status = tl_node_set_output(node, 0, *out);
+        if (status == TL_OK) status = tl_node_set_output(node, 1, *sum);
+        if (status == TL_OK && (want_sum || needs[ADD_NORM_WEIGHT])) {
+            status = tl_node_save(node, 4, "sum", *sum);
+            if (status == TL_OK) status = tl_node_save(node, 2, "mean", mean);
+            if (status == TL_OK) status = tl_node_save(node, 3, "rstd", rstd);
+        }
+        if (status == TL_OK && want_sum && weight) status = tl_node_save(node, 1, "weight", weight);
+        tl_node_release(node); /* the outputs hold it */
+    }
+    tl_release(mean), tl_release(rstd);
+    if (status != TL_OK) {
+        tl_release(*out), tl_release(*sum);
+        *out = *sum = NULL;
+    }
+    return status;
+}
+
+tl_status tl_ag_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
+                               tl_tensor *bias, double eps, tl_tensor **out, tl_tensor **sum) {
+    tl_tensor *operands[4] = {input, residual, weight, bias};
+    bool casted[4];
+    TL_TRY(tl_autocast_operands(TL_OP_add_layer_norm, operands, 4, casted));
+    return tl_autocast_release(
+        operands, 4, casted,
+        record_add_layer_norm(operands[0], operands[1], operands[2], operands[3], eps, out, sum));
 }
 
 /* ---- batch_norm ----------------------------------------------------------------------------

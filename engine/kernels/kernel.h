@@ -188,16 +188,25 @@ typedef struct tl_cross_entropy_rows_args {
 typedef tl_status (*tl_cross_entropy_rows_kernel)(tl_tensor *row_loss, tl_tensor *logits,
                                                   const tl_tensor *target, const tl_tensor *scale,
                                                   const tl_cross_entropy_rows_args *args);
-/* Over rows of in [rows, D]: out = (x - mean) * rstd * weight + bias (weight, bias may be
-   NULL); mean, rstd [rows] float32 (float64 for float64 input). */
-typedef tl_status (*tl_layer_norm_kernel)(tl_tensor *out, tl_tensor *mean, tl_tensor *rstd,
-                                          const tl_tensor *in, const tl_tensor *weight,
+/* Over rows of in [rows, D]: out = (s - mean) * rstd * weight + bias (weight, bias may be
+   NULL); mean, rstd [rows] float32 (float64 for float64 input). layer_norm: s = in (residual
+   and sum NULL); add_layer_norm: s = in + residual, written to sum (rounded to the dtype, and
+   normalized as rounded, so that sum is what the backward reads). */
+typedef tl_status (*tl_layer_norm_kernel)(tl_tensor *out, tl_tensor *sum, tl_tensor *mean,
+                                          tl_tensor *rstd, const tl_tensor *in,
+                                          const tl_tensor *residual, const tl_tensor *weight,
                                           const tl_tensor *bias, double eps);
-/* layer_norm_backward_input: first = grad_in [rows, D], second unused (NULL);
-   layer_norm_backward_weight: first = grad_weight [D], second = grad_bias [D], either
-   NULL when not needed. weight may be NULL. "=" semantics. */
-typedef tl_status (*tl_layer_norm_backward_kernel)(tl_tensor *first, tl_tensor *second,
-                                                   const tl_tensor *grad_out, const tl_tensor *in,
+/* A layer norm's gradients from grad_out [rows, D] and the forward's in (add_layer_norm's sum),
+   mean, rstd and weight (may be NULL), "=" semantics, xhat = (in - mean) * rstd:
+   grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) + grad_sum, gw = grad_out * weight
+   (grad_sum, the gradient of add_layer_norm's sum, may be NULL: nothing added);
+   grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out's rows.
+   layer_norm_backward_input writes grad_in only; layer_norm_backward_weight grad_weight and/or
+   grad_bias (the other NULL; in, mean, rstd are read only for grad_weight); layer_norm_backward
+   (one pass over the rows) grad_in and grad_weight and/or grad_bias. */
+typedef tl_status (*tl_layer_norm_backward_kernel)(tl_tensor *grad_in, tl_tensor *grad_weight,
+                                                   tl_tensor *grad_bias, const tl_tensor *grad_out,
+                                                   const tl_tensor *grad_sum, const tl_tensor *in,
                                                    const tl_tensor *mean, const tl_tensor *rstd,
                                                    const tl_tensor *weight);
 /* batch_norm over in [N, C, S] (contiguous; S the product of the trailing dims, 1 without),

@@ -228,9 +228,9 @@ static void test_layer_norm(void) {
         OK(tl_layer_norm(x, w, NULL, 1e-5, &out, &mean, &rstd));
         OK(tl_layer_norm(x64, w64, NULL, 1e-5, &out64, &mean64, &rstd64));
         tl_tensor *gi = NULL, *gw = NULL, *gb = NULL, *gi64 = NULL, *gw64 = NULL, *gb64 = NULL;
-        OK(tl_layer_norm_backward_input(g, x, mean, rstd, w, &gi));
+        OK(tl_layer_norm_backward_input(g, NULL, x, mean, rstd, w, &gi));
         OK(tl_layer_norm_backward_weight(g, x, mean, rstd, &gw, &gb));
-        OK(tl_layer_norm_backward_input(g64, x64, mean64, rstd64, w64, &gi64));
+        OK(tl_layer_norm_backward_input(g64, NULL, x64, mean64, rstd64, w64, &gi64));
         OK(tl_layer_norm_backward_weight(g64, x64, mean64, rstd64, &gw64, &gb64));
         if (gi && gw && gb && gi64 && gw64 && gb64) {
             double *a = to_doubles(gi64), *b = to_doubles(gw64), *c = to_doubles(gb64);

@@ -129,9 +129,27 @@ function Block:init(c)
   self.mlp = c.moe > 0 and MoEFeedForward(c) or MLP(c)
 end
 
+--- forward(x) -> x + attn(ln_1(x)) + mlp(ln_2(...)), the block's output
 function Block:forward(x)
-  x = x + self.attn(self.ln_1(x))
-  return x + self.mlp(self.ln_2(x))
+  local h, m = self:forward_pending(x)
+  return h + m
+end
+
+--- forward_pending(x, pending?) -> h, m: the block with each residual add fused into the layer
+--- norm after it (LayerNorm:add_forward, one pass over the stream instead of two). Its input is
+--- x + pending (pending: the previous block's last branch, not added yet; nil when x is the
+--- whole stream); it returns its output as the stream h and its last branch m, not added yet
+--- (h + m is forward's result): the next block's ln_1, or the model's ln_f, adds them.
+function Block:forward_pending(x, pending)
+  local h
+  if pending == nil then
+    h = self.ln_1(x)
+  else
+    h, x = self.ln_1:add_forward(x, pending)
+  end
+  local n
+  n, x = self.ln_2:add_forward(x, self.attn(h))
+  return x, self.mlp(n)
 end
 
 local GPT = nn.Module:extend("GPT")
@@ -186,8 +204,10 @@ function GPT:forward(idx, targets)
   end
   local pos = tl.arange(1, T + 1, { device = idx.device })
   local x = self.drop(self.wte(idx) + self.wpe(pos))
-  for _, block in ipairs(self.h) do x = block(x) end
-  x = self.ln_f(x)
+  -- each residual add is fused into the next layer norm: a block hands its last branch on
+  local pending
+  for _, block in ipairs(self.h) do x, pending = block:forward_pending(x, pending) end
+  if pending then x = self.ln_f:add_forward(x, pending) else x = self.ln_f(x) end
   if targets == nil then
     return self.lm_head(x:narrow(2, T, 1))
   end

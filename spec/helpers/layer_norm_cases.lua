@@ -1,5 +1,6 @@
--- layer_norm in Lua loops (rows normalized, weight and bias, and the three gradients), its kernel sweep case and its gradcheck cases (found by helpers/family_cases.lua).
+-- layer_norm and add_layer_norm in Lua loops (rows normalized, weight and bias, the three gradients, the sum's), their kernel sweep cases (each backward path: the one pass, the input's alone, the weight's alone; CUDA's one-pass variants) and their gradcheck cases (found by helpers/family_cases.lua).
 local tl = require("tlua")
+local ref = require("helpers.reference")
 local sweep_helpers = require("helpers.sweep_helpers")
 local leaves = sweep_helpers.leaves
 
@@ -33,8 +34,30 @@ function M.layer_norm(x, w, b, g, eps)
   return y, gx, gw, gb
 end
 
+-- add_layer_norm's reference: s = x + r (rounded to dtype, as the sum is a tensor of the inputs'
+-- dtype; nil: float64), then layer_norm of s with the gradient gs of the sum added to the input's:
+-- returns y, s, gx (= gr), gw, gb. gs may be nil (no gradient of the sum).
+function M.add_layer_norm(x, r, w, b, g, gs, eps, dtype)
+  local s = {}
+  for i = 1, #x do
+    s[i] = {}
+    for j = 1, #x[i] do
+      s[i][j] = x[i][j] + r[i][j]
+      if dtype and dtype ~= "float64" then s[i][j] = ref.round_to(s[i][j], dtype) end
+    end
+  end
+  local y, gx, gw, gb = M.layer_norm(s, w, b, g, eps)
+  if gs then
+    for i = 1, #gx do
+      for j = 1, #gx[i] do gx[i][j] = gx[i][j] + gs[i][j] end
+    end
+  end
+  return y, s, gx, gw, gb
+end
+
 M.sweep = {}
 
+-- every gradient wanted: the one-pass backward (layer_norm_backward)
 M.sweep.layer_norm = {
   inputs = function(G) return { G.normal(3, 6), G.normal(6), G.normal(6), G.normal(3, 6) } end,
   run = function(x, w, b, g)
@@ -46,16 +69,91 @@ M.sweep.layer_norm = {
   reference = function(_, x, w, b, g) return { M.layer_norm(x, w, b, g, 1e-5) } end,
 }
 
+-- only the input's gradient: layer_norm_backward_input alone
+M.sweep.layer_norm_input_gradient = {
+  inputs = function(G) return { G.normal(3, 7), G.normal(7), G.normal(7), G.normal(3, 7) } end,
+  run = function(x, w, b, g)
+    x = leaves(x)
+    tl.layer_norm(x, w, b, 1e-5):backward(g)
+    return { x.grad }
+  end,
+  reference = function(_, x, w, b, g)
+    local _, gx = M.layer_norm(x, w, b, g, 1e-5)
+    return { gx }
+  end,
+}
+
+-- only the weight's and the bias's: layer_norm_backward_weight alone
+M.sweep.layer_norm_weight_gradient = {
+  inputs = function(G) return { G.normal(5, 3), G.normal(3), G.normal(3), G.normal(5, 3) } end,
+  run = function(x, w, b, g)
+    w, b = leaves(w, b)
+    tl.layer_norm(x, w, b, 1e-5):backward(g)
+    return { w.grad, b.grad }
+  end,
+  reference = function(_, x, w, b, g)
+    local _, _, gw, gb = M.layer_norm(x, w, b, g, 1e-5)
+    return { gw, gb }
+  end,
+}
+
+-- add_layer_norm with both outputs used (the sum's gradient gs added): the fused forward and the
+-- one pass with the sum's gradient
+local function add_layer_norm_case(rows, D)
+  return {
+    inputs = function(G)
+      return { G.normal(rows, D), G.normal(rows, D), G.normal(D), G.normal(D), G.normal(rows, D), G.normal(rows, D) }
+    end,
+    run = function(x, r, w, b, g, gs)
+      x, r, w, b = leaves(x, r, w, b)
+      local y, s = tl.add_layer_norm(x, r, w, b)
+      local loss = (y * g):sum() + (s * gs):sum()
+      loss:backward()
+      return { y:detach(), s:detach(), x.grad, r.grad, w.grad, b.grad }
+    end,
+    reference = function(dtype, x, r, w, b, g, gs)
+      local y, s, gx, gw, gb = M.add_layer_norm(x, r, w, b, g, gs, 1e-5, dtype)
+      return { y, s, gx, gx, gw, gb }
+    end,
+  }
+end
+M.sweep.add_layer_norm = add_layer_norm_case(4, 5)
+
 -- which case covers a kernel's op (an op not listed is its own case)
 M.case_of_op = {
-  layer_norm_backward_input = "layer_norm", layer_norm_backward_weight = "layer_norm",
+  layer_norm_backward = "layer_norm",
+  layer_norm_backward_input = "layer_norm_input_gradient",
+  layer_norm_backward_weight = "layer_norm_weight_gradient",
+}
+
+-- the paths of CUDA's one pass: rows whose column sums fit a block's shared memory, and longer
+-- ones (D = 6200 > 6144), which run the split kernels
+M.variants = {
+  layer_norm_backward = { warps = M.sweep.layer_norm, split = add_layer_norm_case(2, 6200) },
 }
 
 local function input(...) return tl.randn(...):double():requires_grad_() end
+local function constant(...) return tl.randn(...):double() end
 
 M.gradcheck = {
   layer_norm = { { function(x, w, b) return tl.layer_norm(x, w, b) end, { input(3, 5), input(5), input(5) } },
-                 { function(x) return tl.layer_norm(x, nil, nil, 1e-3) end, { input(2, 2, 4) } } },
+                 { function(x) return tl.layer_norm(x, nil, nil, 1e-3) end, { input(2, 2, 4) } },
+                 -- each backward path: the input's alone, the weight's alone
+                 { function(x, w) return tl.layer_norm(x, w, nil) end, { input(3, 7), constant(7) } },
+                 { function(x, w, b) return tl.layer_norm(x, w, b) end, { constant(4, 3), input(3), input(3) } } },
+  add_layer_norm = {
+    -- both outputs used (the sum's gradient reaches x and residual), every input differentiated
+    { function(x, r, w, b) return { tl.add_layer_norm(x, r, w, b) } end, { input(3, 5), input(3, 5), input(5), input(5) } },
+    -- only the normalized output used (no gradient of the sum), no weight nor bias, eps 1e-3
+    { function(x, r) return (tl.add_layer_norm(x, r, nil, nil, { eps = 1e-3 })) end, { input(2, 2, 4), input(2, 2, 4) } },
+    -- only the sum used later (the normalized output's gradient is zero)
+    { function(x, r, w) local _, s = tl.add_layer_norm(x, r, w); return s:sin() end, { input(2, 3), input(2, 3), input(3) } },
+    -- some inputs only: the input's gradient alone (the split kernel), with the sum's
+    { function(x, r, w) return { tl.add_layer_norm(x, r, w) } end, { input(3, 1), constant(3, 1), constant(1) } },
+    { function(x, r, w, b) return { tl.add_layer_norm(x, r, w, b) } end, { constant(3, 7), input(3, 7), constant(7), constant(7) } },
+    -- the weight's and the bias's alone
+    { function(x, r, w, b) return { tl.add_layer_norm(x, r, w, b) } end, { constant(4, 3), constant(4, 3), input(3), input(3) } },
+  },
 }
 
 return M

@@ -277,14 +277,28 @@ tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_ten
    without the last dim, float32 (float64 for float64 input), what the backward reads. */
 tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
                         double eps, tl_tensor **out, tl_tensor **mean, tl_tensor **rstd);
-tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *input,
-                                       const tl_tensor *mean, const tl_tensor *rstd,
-                                       const tl_tensor *weight, tl_tensor **grad_input);
+/* The input's gradient (rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = grad * weight),
+   plus grad_sum when given (add_layer_norm: the gradient of its sum, which reaches both its
+   input and its residual; NULL adds nothing). input is the tensor normalized (add_layer_norm's
+   sum). */
+tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *grad_sum,
+                                       const tl_tensor *input, const tl_tensor *mean,
+                                       const tl_tensor *rstd, const tl_tensor *weight,
+                                       tl_tensor **grad_input);
 /* grad_weight = sum over rows of grad * (x - mean) * rstd, grad_bias = sum of grad's rows;
    pass NULL for the one not wanted (input, mean and rstd may be NULL without grad_weight). */
 tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *input,
                                         const tl_tensor *mean, const tl_tensor *rstd,
                                         tl_tensor **grad_weight, tl_tensor **grad_bias);
+/* Both in one pass over the rows (one read of grad and input): grad_input as
+   tl_layer_norm_backward_input, grad_weight and grad_bias as tl_layer_norm_backward_weight
+   (either may be NULL, not both). Faster than the two when the input's and the weight's
+   gradients are both wanted. */
+tl_status tl_layer_norm_backward(const tl_tensor *grad, const tl_tensor *grad_sum,
+                                 const tl_tensor *input, const tl_tensor *mean,
+                                 const tl_tensor *rstd, const tl_tensor *weight,
+                                 tl_tensor **grad_input, tl_tensor **grad_weight,
+                                 tl_tensor **grad_bias);
 tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
                            tl_tensor **out);
 /* In place: x <- layer_norm(x, weight, bias, eps) (the conditions of tlua/ops.h's in-place
@@ -296,6 +310,19 @@ tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor 
    with the saved mean and rstd (a weight with zeros cannot be inverted: backward then fails
    naming the op). */
 tl_status tl_ag_layer_norm_(tl_tensor *x, tl_tensor *weight, tl_tensor *bias, double eps);
+
+/* ---- add_layer_norm ------------------------------------------------------------------------
+   The residual add of a pre-norm transformer fused with the next layer norm: sum = input +
+   residual (same shape, dtype and device), out = layer_norm(sum, weight, bias, eps), in one pass.
+   sum, mean and rstd (each may be NULL) as layer_norm's; the backward is layer_norm's of sum,
+   whose input gradient (with the sum's own gradient added) is both input's and residual's. */
+tl_status tl_add_layer_norm(const tl_tensor *input, const tl_tensor *residual,
+                            const tl_tensor *weight, const tl_tensor *bias, double eps,
+                            tl_tensor **out, tl_tensor **sum, tl_tensor **mean, tl_tensor **rstd);
+/* Recorded: out and sum are both outputs (either may be used later); backward runs one kernel
+   (tl_layer_norm_backward) when input or residual and weight or bias want gradients. */
+tl_status tl_ag_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
+                               tl_tensor *bias, double eps, tl_tensor **out, tl_tensor **sum);
 
 /* ---- batch_norm ----------------------------------------------------------------------------
    Per channel c (dim 1) of input [N, C, ...] (ndim >= 2, any trailing dims), over its M = N *

@@ -1,8 +1,10 @@
-/* CUDA layer norm over the last dim, forward and backward, and their table, the dtypes of
-   cpu/layer_norm.c: a group of threads per row (a warp, or a
-   block for long rows) with the row's sums in double, as cpu/layer_norm.c; the weight and bias
-   gradients sum blocks of rows per column in double, then the blocks in order (deterministic).
-   Elementwise arithmetic rounds each operation on its own, as the CPU does. */
+/* CUDA layer norm over the last dim (of x, or of x + residual: add_layer_norm), forward and
+   backward, and their table, the dtypes of cpu/layer_norm.c: a group of threads per row (a warp,
+   or a block for long rows) with the row's sums in double, as cpu/layer_norm.c; the weight and
+   bias gradients sum blocks of rows per column in double, then the blocks in order
+   (deterministic); the one-pass backward writes the input's gradient and sums the weight's and
+   bias's per block in shared memory, then the blocks in order. Elementwise arithmetic rounds
+   each operation on its own, as the CPU does. */
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/ops_common.cuh"
 
@@ -10,6 +12,9 @@
 #define COLS_X     32
 #define COLS_Y     8
 #define MAX_CHUNKS 1024
+/* The one-pass backward: a block's warps each keep their columns' two sums in shared memory. */
+#define ONE_PASS_SHARED 49152
+#define ONE_PASS_WARPS  8
 
 /* rows of D elements; mean/rstd float32 (float64 for float64). */
 typedef struct tl_cuda_layer_norm {
@@ -18,7 +23,9 @@ typedef struct tl_cuda_layer_norm {
     int64_t rows, D;
     double eps;
     const void *in, *weight, *bias, *grad_out; /* weight, bias may be NULL */
+    const void *residual, *grad_sum;           /* add_layer_norm's; may be NULL */
     void *out;                                 /* forward output or grad_in */
+    void *sum;                                 /* add_layer_norm's in + residual */
     void *mean, *rstd;                         /* written by the forward, read by the backward */
     void *grad_weight, *grad_bias;             /* may be NULL */
 } tl_cuda_layer_norm;
@@ -27,16 +34,26 @@ static int row_group(int64_t D) {
     return D >= 1024 ? LN_THREADS : 32;
 }
 
+/* With a residual, each thread first writes its elements of the row's sum s = in + residual
+   (rounded to T) and then reads them back as the row: a thread reads only what it wrote. */
 template <class E>
 __global__ void __launch_bounds__(LN_THREADS)
-    forward_kernel(typename E::T *out, typename E::C *mean, typename E::C *rstd,
-                   const typename E::T *in, const typename E::T *weight, const typename E::T *bias,
-                   int64_t rows, int64_t D, double eps, int group) {
+    forward_kernel(typename E::T *out, typename E::T *sum_out, typename E::C *mean,
+                   typename E::C *rstd, const typename E::T *in, const typename E::T *residual,
+                   const typename E::T *weight, const typename E::T *bias, int64_t rows, int64_t D,
+                   double eps, int group) {
     typedef typename E::C C;
+    typedef typename E::T T;
     __shared__ double smem[32];
     const int lane = (int)threadIdx.x % group;
     tl_for_each_group_row(rows, group, [&](int64_t r, bool valid) {
-        const typename E::T *x = in + (valid ? r : 0) * D;
+        const int64_t base = (valid ? r : 0) * D;
+        const T *x = in + base;
+        if (residual && valid) {
+            for (int64_t j = lane; j < D; j += group)
+                sum_out[base + j] = E::store(tl_add(E::load(x[j]), E::load(residual[base + j])));
+            x = sum_out + base;
+        }
         double sum = 0;
         if (valid)
             for (int64_t j = lane; j < D; j += group) sum += (double)E::load(x[j]);
@@ -52,7 +69,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         if (!valid) return;
         const C m = (C)mu, s = (C)tl_div(1.0, tl_sqrt(tl_add(tl_div(sq, (double)D), eps)));
         if (lane == 0) mean[r] = m, rstd[r] = s;
-        typename E::T *y = out + r * D;
+        T *y = out + base;
         for (int64_t j = lane; j < D; j += group) {
             C v = tl_mul(tl_sub(E::load(x[j]), m), s);
             if (weight) v = tl_mul(v, E::load(weight[j]));
@@ -62,36 +79,54 @@ __global__ void __launch_bounds__(LN_THREADS)
     });
 }
 
-/* grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = grad_out * weight */
+/* One row's input gradient by a group of threads (lane its place), every thread of the group
+   calling: grad_in = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) + grad_sum (grad_sum may be
+   NULL), gw = grad_out * weight. Each element's grad_out and xhat go to column(j, gv, xhat) (the
+   one pass sums them per column). */
+template <class E, class Column>
+__device__ __forceinline__ void
+input_gradient_row(typename E::T *grad_in, const typename E::T *grad_out,
+                   const typename E::T *grad_sum, const typename E::T *in,
+                   const typename E::C *mean, const typename E::C *rstd,
+                   const typename E::T *weight, int64_t r, bool valid, int64_t D, int lane,
+                   int group, tl_sum2 *smem, Column column) {
+    typedef typename E::C C;
+    const int64_t base = (valid ? r : 0) * D;
+    const C m = mean[valid ? r : 0], s = rstd[valid ? r : 0];
+    tl_sum2 sums = {0, 0};
+    if (valid)
+        for (int64_t j = lane; j < D; j += group) {
+            C gw = E::load(grad_out[base + j]);
+            if (weight) gw = tl_mul(gw, E::load(weight[j]));
+            sums.a += (double)gw;
+            sums.b += (double)tl_mul(gw, tl_mul(tl_sub(E::load(in[base + j]), m), s));
+        }
+    sums = tl_group_allreduce(sums, tl_sum2_merge(), tl_sum2{0, 0}, smem, group);
+    if (!valid) return;
+    const C a = (C)tl_div(sums.a, (double)D), c = (C)tl_div(sums.b, (double)D);
+    for (int64_t j = lane; j < D; j += group) {
+        const C gv = E::load(grad_out[base + j]);
+        const C gw = weight ? tl_mul(gv, E::load(weight[j])) : gv;
+        const C xhat = tl_mul(tl_sub(E::load(in[base + j]), m), s);
+        C v = tl_mul(s, tl_sub(tl_sub(gw, a), tl_mul(xhat, c)));
+        if (grad_sum) v = tl_add(v, E::load(grad_sum[base + j]));
+        grad_in[base + j] = E::store(v);
+        column(j, gv, xhat);
+    }
+}
+
 template <class E>
 __global__ void __launch_bounds__(LN_THREADS)
     backward_input_kernel(typename E::T *grad_in, const typename E::T *grad_out,
-                          const typename E::T *in, const typename E::C *mean,
-                          const typename E::C *rstd, const typename E::T *weight, int64_t rows,
-                          int64_t D, int group) {
+                          const typename E::T *grad_sum, const typename E::T *in,
+                          const typename E::C *mean, const typename E::C *rstd,
+                          const typename E::T *weight, int64_t rows, int64_t D, int group) {
     typedef typename E::C C;
     __shared__ tl_sum2 smem[32];
     const int lane = (int)threadIdx.x % group;
     tl_for_each_group_row(rows, group, [&](int64_t r, bool valid) {
-        const int64_t base = (valid ? r : 0) * D;
-        const C m = mean[valid ? r : 0], s = rstd[valid ? r : 0];
-        tl_sum2 sums = {0, 0};
-        if (valid)
-            for (int64_t j = lane; j < D; j += group) {
-                C gw = E::load(grad_out[base + j]);
-                if (weight) gw = tl_mul(gw, E::load(weight[j]));
-                sums.a += (double)gw;
-                sums.b += (double)tl_mul(gw, tl_mul(tl_sub(E::load(in[base + j]), m), s));
-            }
-        sums = tl_group_allreduce(sums, tl_sum2_merge(), tl_sum2{0, 0}, smem, group);
-        if (!valid) return;
-        const C a = (C)tl_div(sums.a, (double)D), c = (C)tl_div(sums.b, (double)D);
-        for (int64_t j = lane; j < D; j += group) {
-            C gw = E::load(grad_out[base + j]);
-            if (weight) gw = tl_mul(gw, E::load(weight[j]));
-            const C xhat = tl_mul(tl_sub(E::load(in[base + j]), m), s);
-            grad_in[base + j] = E::store(tl_mul(s, tl_sub(tl_sub(gw, a), tl_mul(xhat, c))));
-        }
+        input_gradient_row<E>(grad_in, grad_out, grad_sum, in, mean, rstd, weight, r, valid, D,
+                              lane, group, smem, [](int64_t, C, C) {});
     });
 }
 
@@ -109,12 +144,13 @@ static tl_status launch_rows(const tl_cuda_layer_norm *l, row_kernel kernel) {
             tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / group), l->at.sm_count);
         if (kernel == INPUT_GRADIENT_ROWS)
             backward_input_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
-                (T *)l->out, (const T *)l->grad_out, (const T *)l->in, (const C *)l->mean,
-                (const C *)l->rstd, (const T *)l->weight, l->rows, l->D, group);
+                (T *)l->out, (const T *)l->grad_out, (const T *)l->grad_sum, (const T *)l->in,
+                (const C *)l->mean, (const C *)l->rstd, (const T *)l->weight, l->rows, l->D, group);
         else
             forward_kernel<E><<<grid, LN_THREADS, 0, l->at.stream>>>(
-                (T *)l->out, (C *)l->mean, (C *)l->rstd, (const T *)l->in, (const T *)l->weight,
-                (const T *)l->bias, l->rows, l->D, l->eps, group);
+                (T *)l->out, (T *)l->sum, (C *)l->mean, (C *)l->rstd, (const T *)l->in,
+                (const T *)l->residual, (const T *)l->weight, (const T *)l->bias, l->rows, l->D,
+                l->eps, group);
         return tl_cuda_check_launch(l->at.op);
     });
 }
@@ -207,6 +243,118 @@ static tl_status launch_layer_norm_backward_weight(const tl_cuda_layer_norm *l) 
     });
 }
 
+/* ---- the one pass ------------------------------------------------------------------------
+   A block owns a run of rows, a warp per row (warp w takes rows w, w + warps, ... of the run):
+   it writes the row's grad_in (input_gradient_row) and adds grad_out * xhat and grad_out, per
+   column, into its own slice of shared memory (acc[w] = [2, D] in the compute type: a column j
+   is only ever touched by lane j % 32 of warp w, so no atomics). The block then sums its warps'
+   slices in warp order into partials[block] ([2, D]), and one_pass_finish sums the blocks in
+   block order, in double: the result does not depend on the timing. */
+template <class E>
+__global__ void __launch_bounds__(LN_THREADS)
+    one_pass_kernel(typename E::T *grad_in, const typename E::T *grad_out,
+                    const typename E::T *grad_sum, const typename E::T *in,
+                    const typename E::C *mean, const typename E::C *rstd,
+                    const typename E::T *weight, int64_t rows, int64_t D, int64_t run,
+                    typename E::C *partials) {
+    typedef typename E::C C;
+    /* the block's only shared memory (its whole 48 KiB may be asked for): a warp's row sums
+       need none (tl_group_allreduce of 32 threads shuffles) */
+    extern __shared__ double one_pass_shared[];
+    C *acc = (C *)one_pass_shared;
+    const int warps = (int)blockDim.x / 32, warp = (int)threadIdx.x / 32,
+              lane = (int)threadIdx.x % 32;
+    C *acc_w = acc + (int64_t)warp * 2 * D, *acc_b = acc_w + D;
+    for (int64_t j = lane; j < D; j += 32) acc_w[j] = 0, acc_b[j] = 0;
+    const int64_t r0 = (int64_t)blockIdx.x * run, r1 = r0 + run < rows ? r0 + run : rows;
+    for (int64_t r = r0 + warp; r < r1; r += warps)
+        input_gradient_row<E>(grad_in, grad_out, grad_sum, in, mean, rstd, weight, r, true, D, lane,
+                              32, nullptr, [&](int64_t j, C gv, C xhat) {
+                                  acc_w[j] = tl_add(acc_w[j], tl_mul(gv, xhat));
+                                  acc_b[j] = tl_add(acc_b[j], gv);
+                              });
+    __syncthreads();
+    C *out = partials + (int64_t)blockIdx.x * 2 * D;
+    for (int64_t j = threadIdx.x; j < 2 * D; j += blockDim.x) {
+        C total = acc[j];
+        for (int w = 1; w < warps; w++) total = tl_add(total, acc[(int64_t)w * 2 * D + j]);
+        out[j] = total;
+    }
+}
+
+/* grad_weight[j] = sum over the blocks of partials[block][0][j], grad_bias[j] of [1][j] (either
+   NULL): threads x take columns, threads y every COLS_Y-th block, merged in y order. */
+template <class E>
+__global__ void __launch_bounds__(COLS_X *COLS_Y)
+    one_pass_finish(typename E::T *grad_weight, typename E::T *grad_bias, int64_t D, int64_t blocks,
+                    const typename E::C *partials) {
+    typedef typename E::C C;
+    __shared__ tl_sum2 smem[COLS_Y][COLS_X];
+    for (int64_t tile = blockIdx.x; tile * COLS_X < D; tile += gridDim.x) {
+        const int64_t j = tile * COLS_X + threadIdx.x;
+        tl_sum2 s = {0, 0};
+        if (j < D)
+            for (int64_t b = threadIdx.y; b < blocks; b += COLS_Y) {
+                s.a += (double)partials[b * 2 * D + j];
+                s.b += (double)partials[b * 2 * D + D + j];
+            }
+        smem[threadIdx.y][threadIdx.x] = s;
+        __syncthreads();
+        if (threadIdx.y == 0 && j < D) {
+            for (int y = 1; y < COLS_Y; y++) s = tl_sum2_merge()(s, smem[y][threadIdx.x]);
+            if (grad_weight) grad_weight[j] = E::store((C)s.a);
+            if (grad_bias) grad_bias[j] = E::store((C)s.b);
+        }
+        __syncthreads();
+    }
+}
+
+enum { PATH_ONE_PASS, PATH_SPLIT };
+static const tl_kernel_variant one_pass_paths[] = {
+    TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "warps",
+               "rows of D <= 6144 (float64: 3072): a warp per row, each warp's column sums in "
+               "shared memory, the blocks' sums added by a second kernel"),
+    TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "split",
+               "longer rows (their sums do not fit a block's shared memory): the input gradient's "
+               "kernel, then the weight gradient's"),
+};
+
+static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
+    return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        typedef typename E::C C;
+        const int64_t row_bytes = 2 * l->D * (int64_t)sizeof(C);
+        int64_t warps = ONE_PASS_SHARED / row_bytes;
+        if (warps > ONE_PASS_WARPS) warps = ONE_PASS_WARPS;
+        if (warps < 1) {
+            tl_variant_ran(&one_pass_paths[PATH_SPLIT], (tl_dtype)l->dtype);
+            if (l->rows > 0) TL_TRY(launch_rows(l, INPUT_GRADIENT_ROWS));
+            return launch_layer_norm_backward_weight(l);
+        }
+        tl_variant_ran(&one_pass_paths[PATH_ONE_PASS], (tl_dtype)l->dtype);
+        /* a couple of blocks per multiprocessor, each a run of whole rows */
+        int64_t blocks = tl_ceil_div(l->rows, warps);
+        if (blocks > 2 * (int64_t)l->at.sm_count) blocks = 2 * (int64_t)l->at.sm_count;
+        if (blocks < 1) blocks = 1;
+        const int64_t run = l->rows > 0 ? tl_ceil_div(l->rows, blocks) : 0;
+        if (run > 0) blocks = tl_ceil_div(l->rows, run);
+        tl_cuda_scratch scratch;
+        TL_TRY(scratch.get(l->at, (size_t)(blocks * 2 * l->D) * sizeof(C)));
+        C *partials = (C *)scratch.ptr;
+        one_pass_kernel<E><<<(unsigned)blocks, (unsigned)(warps * 32), (size_t)(warps * row_bytes),
+                             l->at.stream>>>((T *)l->out, (const T *)l->grad_out,
+                                             (const T *)l->grad_sum, (const T *)l->in,
+                                             (const C *)l->mean, (const C *)l->rstd,
+                                             (const T *)l->weight, l->rows, l->D, run, partials);
+        TL_TRY(tl_cuda_check_launch(l->at.op));
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(l->D, COLS_X), l->at.sm_count);
+        one_pass_finish<E><<<grid, dim3(COLS_X, COLS_Y), 0, l->at.stream>>>(
+            (T *)l->grad_weight, (T *)l->grad_bias, l->D, blocks, partials);
+        return tl_cuda_check_launch(l->at.op);
+    });
+}
+
 /* ---- the table -------------------------------------------------------------------------- */
 /* The description of t's rows (of its last dim's D elements each): dtype, rows and D set, nothing
    else. */
@@ -219,54 +367,80 @@ static tl_cuda_layer_norm rows_of(const tl_tensor *t) {
     return l;
 }
 
-static tl_status cuda_layer_norm(tl_tensor *out, tl_tensor *mean, tl_tensor *rstd,
-                                 const tl_tensor *in, const tl_tensor *weight,
-                                 const tl_tensor *bias, double eps) {
+static tl_status run_layer_norm(const char *op, tl_tensor *out, tl_tensor *sum, tl_tensor *mean,
+                                tl_tensor *rstd, const tl_tensor *in, const tl_tensor *residual,
+                                const tl_tensor *weight, const tl_tensor *bias, double eps) {
     tl_cuda_layer_norm l = rows_of(in);
     l.eps = eps;
     l.in = tl_data(in);
+    l.residual = tl_cuda_data(residual);
     l.weight = tl_cuda_data(weight);
     l.bias = tl_cuda_data(bias);
     l.out = tl_data(out);
+    l.sum = tl_cuda_data(sum);
     l.mean = tl_data(mean);
     l.rstd = tl_data(rstd);
     if (l.rows == 0) return TL_OK;
-    TL_TRY(tl_cuda_where_of(in, "layer_norm", &l.at));
+    TL_TRY(tl_cuda_where_of(in, op, &l.at));
     return launch_rows(&l, FORWARD_ROWS);
 }
 
-/* layer_norm_backward_input (INPUT): first = grad_in; layer_norm_backward_weight: first =
-   grad_weight, second = grad_bias (either NULL). */
-template <bool INPUT>
-static tl_status cuda_layer_norm_backward(tl_tensor *first, tl_tensor *second,
-                                          const tl_tensor *grad_out, const tl_tensor *in,
-                                          const tl_tensor *mean, const tl_tensor *rstd,
-                                          const tl_tensor *weight) {
-    const char *op = INPUT ? "layer_norm_backward_input" : "layer_norm_backward_weight";
+static tl_status cuda_layer_norm(tl_tensor *out, tl_tensor *sum, tl_tensor *mean, tl_tensor *rstd,
+                                 const tl_tensor *in, const tl_tensor *residual,
+                                 const tl_tensor *weight, const tl_tensor *bias, double eps) {
+    return run_layer_norm("layer_norm", out, sum, mean, rstd, in, residual, weight, bias, eps);
+}
+
+static tl_status cuda_add_layer_norm(tl_tensor *out, tl_tensor *sum, tl_tensor *mean,
+                                     tl_tensor *rstd, const tl_tensor *in,
+                                     const tl_tensor *residual, const tl_tensor *weight,
+                                     const tl_tensor *bias, double eps) {
+    return run_layer_norm("add_layer_norm", out, sum, mean, rstd, in, residual, weight, bias, eps);
+}
+
+/* The backward kernels, by which gradients they write. */
+enum backward_kind { BACKWARD_INPUT, BACKWARD_WEIGHT, BACKWARD_ONE_PASS };
+
+template <backward_kind KIND>
+static tl_status
+cuda_layer_norm_backward(tl_tensor *grad_in, tl_tensor *grad_weight, tl_tensor *grad_bias,
+                         const tl_tensor *grad_out, const tl_tensor *grad_sum, const tl_tensor *in,
+                         const tl_tensor *mean, const tl_tensor *rstd, const tl_tensor *weight) {
+    const char *op = KIND == BACKWARD_INPUT    ? "layer_norm_backward_input"
+                     : KIND == BACKWARD_WEIGHT ? "layer_norm_backward_weight"
+                                               : "layer_norm_backward";
     tl_cuda_layer_norm l = rows_of(grad_out);
     l.grad_out = tl_data(grad_out);
     l.in = tl_cuda_data(in);
     l.mean = tl_cuda_data(mean);
     l.rstd = tl_cuda_data(rstd);
-    l.weight = tl_cuda_data(weight);
-    if (INPUT) {
-        l.out = tl_data(first);
-    } else {
-        l.grad_weight = tl_cuda_data(first);
-        l.grad_bias = tl_cuda_data(second);
-        if (!first && !second) return TL_OK;
+    if (KIND != BACKWARD_WEIGHT) {
+        l.out = tl_data(grad_in);
+        l.grad_sum = tl_cuda_data(grad_sum);
+        l.weight = tl_cuda_data(weight);
     }
-    if (l.D == 0 || (INPUT && l.rows == 0)) return TL_OK;
+    if (KIND != BACKWARD_INPUT) {
+        l.grad_weight = tl_cuda_data(grad_weight);
+        l.grad_bias = tl_cuda_data(grad_bias);
+        if (!grad_weight && !grad_bias && KIND == BACKWARD_WEIGHT) return TL_OK;
+    }
+    if (l.D == 0 || (KIND == BACKWARD_INPUT && l.rows == 0)) return TL_OK;
     TL_TRY(tl_cuda_where_of(grad_out, op, &l.at));
-    return INPUT ? launch_rows(&l, INPUT_GRADIENT_ROWS) : launch_layer_norm_backward_weight(&l);
+    return KIND == BACKWARD_INPUT    ? launch_rows(&l, INPUT_GRADIENT_ROWS)
+           : KIND == BACKWARD_WEIGHT ? launch_layer_norm_backward_weight(&l)
+                                     : launch_one_pass(&l);
 }
 
 static const tl_kernel_entry entries[] = {
     TL_KERNEL(layer_norm, TL_DTYPES_FLOATING, layer_norm, cuda_layer_norm),
+    TL_KERNEL(add_layer_norm, TL_DTYPES_FLOATING, layer_norm, cuda_add_layer_norm),
     TL_KERNEL(layer_norm_backward_input, TL_DTYPES_FLOATING, layer_norm_backward,
-              cuda_layer_norm_backward<true>),
+              cuda_layer_norm_backward<BACKWARD_INPUT>),
     TL_KERNEL(layer_norm_backward_weight, TL_DTYPES_FLOATING, layer_norm_backward,
-              cuda_layer_norm_backward<false>),
+              cuda_layer_norm_backward<BACKWARD_WEIGHT>),
+    TL_KERNEL(layer_norm_backward, TL_DTYPES_FLOATING, layer_norm_backward,
+              cuda_layer_norm_backward<BACKWARD_ONE_PASS>),
 };
 
 TL_KERNEL_TABLE(tl_cuda_layer_norm_table, TL_DEVICE_CUDA, entries);
+TL_VARIANT_TABLE(tl_cuda_layer_norm_variants, TL_DEVICE_CUDA, one_pass_paths);

@@ -1,4 +1,5 @@
-/* layer_norm as ops: forward with per-row mean and rstd, separate input and weight backward. */
+/* layer_norm and add_layer_norm as ops: forward with per-row mean and rstd; the input and weight
+   backward apart, or in one pass. */
 #include <math.h>
 
 #include "ops/checks.h"
@@ -100,8 +101,10 @@ static tl_status hand_out_statistics(tl_status status, tl_tensor *mu, tl_tensor 
     return TL_OK;
 }
 
-/* result (contiguous, x's shape; may be x itself), mean and rstd of the contiguous x. */
-static tl_status run_forward(tl_tensor *result, const tl_tensor *x, const tl_tensor *weight,
+/* result (contiguous, x's shape; may be x itself), mean and rstd of the contiguous x; with a
+   residual (contiguous, add_layer_norm), of s = x + residual, written to sum. */
+static tl_status run_forward(tl_op op, tl_tensor *result, tl_tensor *sum, const tl_tensor *x,
+                             const tl_tensor *residual, const tl_tensor *weight,
                              const tl_tensor *bias, double eps, tl_tensor **mean,
                              tl_tensor **rstd) {
     tl_device device = tl_tensor_device(x);
@@ -112,11 +115,10 @@ static tl_status run_forward(tl_tensor *result, const tl_tensor *x, const tl_ten
     if (status == TL_OK) status = tl_empty(x->shape, x->ndim - 1, sd, device, &mu);
     if (status == TL_OK) status = tl_empty(x->shape, x->ndim - 1, sd, device, &rs);
     if (status == TL_OK) {
-        const tl_kernel_entry *k =
-            tl_dispatch(TL_OP_layer_norm, device, x->dtype, NN_TENSORS(result, x, w, b));
+        const tl_kernel_entry *k = tl_dispatch(op, device, x->dtype, NN_TENSORS(result, x, w, b));
         status = !k                 ? tl_dispatch_status()
                  : tl_numel(x) == 0 ? empty_statistics(mu, rs)
-                                    : k->fn.layer_norm(result, mu, rs, x, w, b, eps);
+                                    : k->fn.layer_norm(result, sum, mu, rs, x, residual, w, b, eps);
     }
     tl_release(w), tl_release(b);
     return hand_out_statistics(status, mu, rs, mean, rstd);
@@ -128,7 +130,9 @@ tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const t
     tl_tensor *x = NULL, *result = NULL;
     tl_status status = tl_contiguous((tl_tensor *)input, &x);
     if (status == TL_OK) status = tl_empty_like(x, &result);
-    if (status == TL_OK) status = run_forward(result, x, weight, bias, eps, mean, rstd);
+    if (status == TL_OK)
+        status =
+            run_forward(TL_OP_layer_norm, result, NULL, x, NULL, weight, bias, eps, mean, rstd);
     tl_release(x);
     if (status != TL_OK) {
         tl_release(result);
@@ -145,7 +149,7 @@ tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor 
     TL_TRY(check_forward(op, x, weight, bias, eps));
     TL_TRY(tl_check_writable(op, "x", x));
     if (tl_is_contiguous(x)) {
-        TL_TRY(run_forward(x, x, weight, bias, eps, mean, rstd));
+        TL_TRY(run_forward(TL_OP_layer_norm, x, NULL, x, NULL, weight, bias, eps, mean, rstd));
         tl_bump_version(x);
         return TL_OK;
     }
@@ -153,42 +157,123 @@ tl_status tl_layer_norm_(tl_tensor *x, const tl_tensor *weight, const tl_tensor 
     tl_tensor *work;
     TL_TRY(tl_clone(x, &work));
     tl_tensor *mu = NULL, *rs = NULL;
-    tl_status status = run_forward(work, work, weight, bias, eps, &mu, &rs);
+    tl_status status =
+        run_forward(TL_OP_layer_norm, work, NULL, work, NULL, weight, bias, eps, &mu, &rs);
     if (status == TL_OK) status = tl_copy_(x, work);
     tl_release(work);
     return hand_out_statistics(status, mu, rs, mean, rstd);
 }
 
-tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *input,
-                                       const tl_tensor *mean, const tl_tensor *rstd,
-                                       const tl_tensor *weight, tl_tensor **grad_input) {
-    const char *op = "layer_norm_backward_input";
+/* residual must match input: its shape, dtype and device. */
+static tl_status check_residual(const char *op, const tl_tensor *input, const tl_tensor *residual) {
+    char si[256], sr[256];
+    if (!nn_same_shape(residual, input->shape, input->ndim))
+        return tl_error(TL_ERR_SHAPE, "%s: residual must have input's shape %s, got %s", op,
+                        tl_shape_str(input, si, sizeof si), tl_shape_str(residual, sr, sizeof sr));
+    return nn_check_like(op, "input", input, "residual", residual, true);
+}
+
+tl_status tl_add_layer_norm(const tl_tensor *input, const tl_tensor *residual,
+                            const tl_tensor *weight, const tl_tensor *bias, double eps,
+                            tl_tensor **out, tl_tensor **sum, tl_tensor **mean, tl_tensor **rstd) {
+    const char *op = "add_layer_norm";
+    TL_TRY(tl_check_tensor_arg(op, "input", input));
+    TL_TRY(tl_check_tensor_arg(op, "residual", residual));
+    TL_TRY(check_forward(op, input, weight, bias, eps));
+    TL_TRY(check_residual(op, input, residual));
+    tl_tensor *x = NULL, *r = NULL, *result = NULL, *s = NULL;
+    tl_status status = tl_contiguous((tl_tensor *)input, &x);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)residual, &r);
+    if (status == TL_OK) status = tl_empty_like(x, &result);
+    if (status == TL_OK) status = tl_empty_like(x, &s);
+    if (status == TL_OK)
+        status = run_forward(TL_OP_add_layer_norm, result, s, x, r, weight, bias, eps, mean, rstd);
+    tl_release(x), tl_release(r);
+    if (status != TL_OK) {
+        tl_release(result), tl_release(s);
+        return status;
+    }
+    *out = result;
+    hand_out(s, sum);
+    return TL_OK;
+}
+
+/* The checks of a backward that gives the input's gradient (grad_sum may be NULL). */
+static tl_status check_input_backward(const char *op, const tl_tensor *grad,
+                                      const tl_tensor *grad_sum, const tl_tensor *input,
+                                      const tl_tensor *mean, const tl_tensor *rstd,
+                                      const tl_tensor *weight) {
     TL_TRY(check_input(op, input));
     TL_TRY(check_grad(op, grad, input));
+    if (grad_sum) TL_TRY(check_grad(op, grad_sum, input));
     TL_TRY(check_stats(op, input, mean, rstd));
     if (weight) TL_TRY(check_param(op, "weight", input, weight));
-    tl_tensor *g = NULL, *x = NULL, *mu = NULL, *rs = NULL, *w = NULL, *result = NULL;
+    return TL_OK;
+}
+
+/* Runs op's kernel (layer_norm_backward_input, or layer_norm_backward: grad_weight and/or
+   grad_bias too) on contiguous operands; the results are handed out only when it succeeds. */
+static tl_status run_backward(tl_op op, const tl_tensor *grad, const tl_tensor *grad_sum,
+                              const tl_tensor *input, const tl_tensor *mean, const tl_tensor *rstd,
+                              const tl_tensor *weight, tl_tensor **grad_input,
+                              tl_tensor **grad_weight, tl_tensor **grad_bias) {
+    tl_device device = tl_tensor_device(input);
+    int64_t D = input->shape[input->ndim - 1];
+    tl_tensor *g = NULL, *gs = NULL, *x = NULL, *mu = NULL, *rs = NULL, *w = NULL;
+    tl_tensor *dx = NULL, *dw = NULL, *db = NULL;
     tl_status status = tl_contiguous((tl_tensor *)grad, &g);
+    if (status == TL_OK && grad_sum) status = tl_contiguous((tl_tensor *)grad_sum, &gs);
     if (status == TL_OK) status = tl_contiguous((tl_tensor *)input, &x);
     if (status == TL_OK) status = tl_contiguous((tl_tensor *)mean, &mu);
     if (status == TL_OK) status = tl_contiguous((tl_tensor *)rstd, &rs);
     if (status == TL_OK && weight) status = tl_contiguous((tl_tensor *)weight, &w);
-    if (status == TL_OK) status = tl_empty_like(x, &result);
+    if (status == TL_OK) status = tl_empty_like(x, &dx);
+    if (status == TL_OK && grad_weight) status = tl_empty(&D, 1, input->dtype, device, &dw);
+    if (status == TL_OK && grad_bias) status = tl_empty(&D, 1, input->dtype, device, &db);
     if (status == TL_OK) {
-        const tl_kernel_entry *k =
-            tl_dispatch(TL_OP_layer_norm_backward_input, tl_tensor_device(input), input->dtype,
-                        NN_TENSORS(result, g, x, w));
-        status = !k                      ? tl_dispatch_status()
-                 : tl_numel(result) == 0 ? TL_OK
-                                         : k->fn.layer_norm_backward(result, NULL, g, x, mu, rs, w);
+        const tl_kernel_entry *k = tl_dispatch(op, device, input->dtype, NN_TENSORS(dx, g, x, w));
+        /* D == 0: empty results; rows == 0 with D > 0: zero weight gradients */
+        status = !k       ? tl_dispatch_status()
+                 : D == 0 ? TL_OK
+                 : tl_numel(dx) == 0 && op == TL_OP_layer_norm_backward_input
+                     ? TL_OK
+                     : k->fn.layer_norm_backward(dx, dw, db, g, gs, x, mu, rs, w);
     }
-    tl_release(g), tl_release(x), tl_release(mu), tl_release(rs), tl_release(w);
+    tl_release(g), tl_release(gs), tl_release(x), tl_release(mu), tl_release(rs), tl_release(w);
     if (status != TL_OK) {
-        tl_release(result);
+        tl_release(dx), tl_release(dw), tl_release(db);
         return status;
     }
-    *grad_input = result;
+    *grad_input = dx;
+    if (grad_weight) *grad_weight = dw;
+    if (grad_bias) *grad_bias = db;
     return TL_OK;
+}
+
+tl_status tl_layer_norm_backward_input(const tl_tensor *grad, const tl_tensor *grad_sum,
+                                       const tl_tensor *input, const tl_tensor *mean,
+                                       const tl_tensor *rstd, const tl_tensor *weight,
+                                       tl_tensor **grad_input) {
+    TL_TRY(check_input_backward("layer_norm_backward_input", grad, grad_sum, input, mean, rstd,
+                                weight));
+    return run_backward(TL_OP_layer_norm_backward_input, grad, grad_sum, input, mean, rstd, weight,
+                        grad_input, NULL, NULL);
+}
+
+tl_status tl_layer_norm_backward(const tl_tensor *grad, const tl_tensor *grad_sum,
+                                 const tl_tensor *input, const tl_tensor *mean,
+                                 const tl_tensor *rstd, const tl_tensor *weight,
+                                 tl_tensor **grad_input, tl_tensor **grad_weight,
+                                 tl_tensor **grad_bias) {
+    const char *op = "layer_norm_backward";
+    if (!grad_weight && !grad_bias)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: the one pass gives the weight's or the bias's gradient with the "
+                        "input's (tl_layer_norm_backward_input gives the input's alone)",
+                        op);
+    TL_TRY(check_input_backward(op, grad, grad_sum, input, mean, rstd, weight));
+    return run_backward(TL_OP_layer_norm_backward, grad, grad_sum, input, mean, rstd, weight,
+                        grad_input, grad_weight, grad_bias);
 }
 
 tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *input,
@@ -220,7 +305,7 @@ tl_status tl_layer_norm_backward_weight(const tl_tensor *grad, const tl_tensor *
         /* D == 0: empty results; rows == 0 with D > 0: zeros, a loop over D only */
         status = !k       ? tl_dispatch_status()
                  : D == 0 ? TL_OK
-                          : k->fn.layer_norm_backward(dw, db, g, x, mu, rs, NULL);
+                          : k->fn.layer_norm_backward(NULL, dw, db, g, NULL, x, mu, rs, NULL);
     }
     tl_release(g), tl_release(x), tl_release(mu), tl_release(rs);
     if (status != TL_OK) {

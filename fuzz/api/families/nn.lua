@@ -1,5 +1,5 @@
 -- Statement makers of the API fuzzer for nn ops and modules: conv2d, pooling, interpolate, embedding, cross_entropy,
--- layer_norm, batch_norm, the fused LSTM / GRU cells, losses, scaled_dot_product_attention, and tl.nn modules
+-- layer_norm, add_layer_norm, batch_norm, the fused LSTM / GRU cells, losses, scaled_dot_product_attention, and tl.nn modules
 -- (forward, to, state_dict round trips).
 local Gen = require("gen")
 local literal = Gen.literal
@@ -134,6 +134,23 @@ local ops = {
     local b = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
     local eps = g:chance(0.8) and "" or (", " .. literal(g:pick { 0.0, -1.0, 1e-300, 0 / 0, math.huge }))
     return fmt("%s = tl.layer_norm(%s, %s, %s%s)", g:target(), x, w, b, eps)
+  end,
+  -- add_layer_norm: a residual mostly of x's shape and dtype (sometimes another), weight and bias
+  -- mostly of the last dim, eps mostly valid; either result kept
+  add_layer_norm = function(g)
+    local a = g:chance(0.4) and g:tensor(function(i) return i.ndim >= 1 and i.floating end)
+    local shape = a and a.shape or g:shape()
+    local dtype = a and a.dtype or g:float_dtype()
+    local x = a and a.ref or g:fresh(shape, dtype, g:chance(0.4))
+    local last = shape[#shape] or 1
+    local rshape = { table.unpack(shape) }
+    if g:chance(0.1) and #rshape > 0 then rshape[#rshape] = rshape[#rshape] + 1 end
+    local r = g:fresh(rshape, g:chance(0.9) and dtype or g:float_dtype(), g:chance(0.5))
+    local w = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
+    local b = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
+    local eps = g:chance(0.8) and "" or (", {eps = " .. literal(g:pick { 0.0, -1.0, 1e-300, 0 / 0, math.huge }) .. "}")
+    local call = fmt("tl.add_layer_norm(%s, %s, %s, %s%s)", x, r, w, b, eps)
+    return fmt(g:chance(0.5) and "%s = (%s)" or "%s = select(2, %s)", g:target(), call)
   end,
   -- batch_norm: x [N, C, ...] mostly, per-channel tensors mostly of C (of any floating dtype), the
   -- running statistics given or not (fresh, so they may be updated in place), options mostly valid

@@ -218,6 +218,12 @@ function LayerNorm:forward(x)
   return tl.layer_norm(x:reshape(lead), w, b, self.eps):reshape(shape)
 end
 
+--- ln:add_forward(x, residual) -> y, s: s = x + residual, y = ln(s), one fused op
+-- (nn.functional.add_layer_norm): a pre-norm transformer's residual add and its next norm
+function LayerNorm:add_forward(x, residual)
+  return F.add_layer_norm(x, residual, self.normalized_shape, self.weight, self.bias, self.eps)
+end
+
 function LayerNorm:extra_repr()
   return string.format("%s, eps=%g, elementwise_affine=%s", shape_str(self.normalized_shape), self.eps,
     tostring(self.weight ~= nil))

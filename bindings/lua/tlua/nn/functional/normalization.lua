@@ -1,4 +1,4 @@
--- tl.nn.functional's normalization forms (merged into tl.nn.functional by functional.lua): batch_norm (the engine's fused op), group_norm and rms_norm (composed from tensor ops; autograd differentiates them).
+-- tl.nn.functional's normalization forms (merged into tl.nn.functional by functional.lua): batch_norm and add_layer_norm (the engine's fused ops), group_norm and rms_norm (composed from tensor ops; autograd differentiates them).
 local tl = require("tlua")
 local options = require("tlua.options")
 
@@ -215,6 +215,32 @@ function part.rms_norm(x, normalized_shape, opts)
   if weight ~= nil then y = y * weight end
   if y.dtype ~= x.dtype then y = y:to(x.dtype) end
   return y
+end
+
+--- add_layer_norm(x, residual, normalized_shape, weight?, bias?, eps = 1e-5) -> y, s: s = x +
+-- residual (same shape, dtype and device), y = s normalized over the dims of normalized_shape (an
+-- integer: the last dim; or a table of the last dims' sizes) * weight + bias (weight and bias of
+-- normalized_shape, or nil), as one fused op (tl.add_layer_norm): a pre-norm transformer's
+-- residual add and the next layer norm in one pass over the residual stream
+function part.add_layer_norm(x, residual, normalized_shape, weight, bias, eps)
+  local who = "add_layer_norm"
+  check_floating(x, who)
+  local ns = trailing_shape(x, normalized_shape, who)
+  local opts = { eps = eps == nil and 1e-5 or eps }
+  if #ns == 1 then return tl.add_layer_norm(x, residual, weight, bias, opts) end
+  -- several normalized dims: the rows of their product, as LayerNorm folds them
+  local shape = x.shape
+  if not is_tensor(residual) or shape_str(residual.shape) ~= shape_str(shape) then
+    options.error(string.format("%s: residual must be a tensor of the input's shape %s, got %s", who,
+      shape_str(shape), is_tensor(residual) and shape_str(residual.shape) or type(residual)), 2)
+  end
+  local size = numel(ns)
+  local rows = {}
+  for d = 1, #shape - #ns do rows[d] = shape[d] end
+  rows[#rows + 1] = size
+  local flat = function(t) return is_tensor(t) and t:reshape(size) or t end
+  local y, s = tl.add_layer_norm(x:reshape(rows), residual:reshape(rows), flat(weight), flat(bias), opts)
+  return y:reshape(shape), s:reshape(shape)
 end
 
 return part
