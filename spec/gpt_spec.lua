@@ -1,4 +1,4 @@
--- examples/gpt: the model (fused attention against the composed reference, float64 gradcheck of a tiny GPT, tied weights), a tiny config that trains on the CPU, and train.lua / sample.lua end to end.
+-- examples/gpt: the model (fused attention against the composed reference, float64 gradcheck of a tiny GPT, tied weights), the KV cache against the full recompute, the FLOPs per token by hand, a tiny config that trains on the CPU, and train.lua (presets, MFU) / sample.lua end to end.
 local tl = require("tlua")
 local files = require("helpers.files")
 local sh_quote, BIN, ROOT = files.sh_quote, files.BIN, files.ROOT
@@ -271,6 +271,37 @@ describe("examples/gpt scripts", function()
     assert.is_true(sok == true, text)
     assert.are.equal("Q", text:sub(1, 1))
     assert.is_true(#text >= 51, text)
+  end)
+
+  it("train.lua --preset gpt2 takes GPT-2's settings under the given options and logs the MFU", function()
+    local ckpt = dir .. "/gpt2.safetensors"
+    local cmd = string.format("cd %s && TLUA_PROGRESS=off %s %s --preset gpt2 --layers 1 --dim 32 --heads 2 " ..
+      "--context 16 --batch 2 --steps 4 --log-every 2 --save %s", sh_quote(dir), sh_quote(BIN),
+      sh_quote(ROOT .. "/examples/gpt/train.lua"), sh_quote(ckpt))
+    local ok, log = run(cmd .. " --peak-tflops 0.002")
+    assert.is_true(ok == true, log)
+    assert.matches("preset gpt2, batch 2, 4 steps, lr 0.0006", log, 1, true)
+    local _, meta = tl.load(ckpt)
+    assert.are.equal("true", meta["config.bias"]) -- the preset's biases
+    assert.are.equal("2", meta["config.heads"])
+    assert.are.equal("16", meta["config.context"])
+    -- MFU = FLOPs per token (gpt.flops_per_token, checked by hand above) * tokens/s / peak
+    local fpt = gpt.flops_per_token { vocab = tonumber(meta["config.vocab"]), context = 16, layers = 1, dim = 32,
+      heads = 2, bias = true }
+    local lines = 0
+    for rate, pct in log:gmatch("step %d+ loss [%d.]+ %((%d+) tokens/s, [%d.]+ ms/step, MFU ([%d.]+)%%%)") do
+      lines = lines + 1
+      local want = 100 * fpt * tonumber(rate) / 0.002e12
+      assert.is_true(math.abs(tonumber(pct) - want) <= 0.05 + 1e-3 * want, string.format("%s%% vs %.3f%%", pct, want))
+    end
+    assert.are.equal(2, lines, log)
+    -- no peak on the cpu without --peak-tflops; an unknown preset names the known ones
+    ok, log = run(cmd)
+    assert.is_true(ok == true, log)
+    assert.matches("step 4 loss [%d.]+ %(%d+ tokens/s, [%d.]+ ms/step, MFU %?%)", log)
+    ok, log = run(string.format("%s %s --preset gpt3", sh_quote(BIN), sh_quote(ROOT .. "/examples/gpt/train.lua")))
+    assert.is_not_true(ok == true)
+    assert.matches("--preset: unknown preset 'gpt3' (known: char, gpt2)", log, 1, true)
   end)
 
   it("train.lua refuses bad flags with its usage", function()
