@@ -270,8 +270,9 @@ end
 ---   * the cache holds columns first .. t - 1: one token's step (column t);
 ---   * it is full (context tokens) there: it slides: it is recomputed from the last
 ---     max(1, context // 2) columns up to t in one causal pass (first moves), then fills again;
----   * anything else (an empty cache, another sequence): a causal pass over the last
+---   * anything else (an empty cache, a t that does not follow it): a causal pass over the last
 ---     min(t, context) columns (a prompt longer than the context keeps its end).
+--- The cache knows positions, not ids: another sequence needs a new cache (new_cache).
 --- So a window never holds more than context tokens, as GPT:forward's input must not, and the
 --- logits are GPT:forward's over ids' columns first .. t (spec/gpt_spec.lua checks it).
 function GPT:generate_step(ids, t, cache)

@@ -1,7 +1,7 @@
 -- Trains a character-level GPT (examples/gpt/model.lua) on a text corpus (default: Debian's fortunes) and reports the training and validation loss.
 --
---   tlua examples/gpt/train.lua [--preset char|gpt2] [--steps N] [--layers N] [--dim N] [--heads N] [--context N]
---        [--batch N] [--lr X] [--device cpu|cuda] [--dtype float32|bfloat16|float16|float64]
+--   tlua examples/gpt/train.lua [--preset char|gpt2] [--steps N] [--layers N] [--dim N] [--heads N]
+--        [--context N] [--batch N] [--lr X] [--device cpu|cuda] [--dtype float32|bfloat16|float16|float64]
 --        [--data path] [--save path] [--csv path] [--moe E] [--sparse-ffn D] ...
 --        [--checkpoint path] [--checkpoint-every N] [--resume path] [--stop-after N]
 --
@@ -9,9 +9,9 @@
 -- here); the default, --preset char, a character-level model. Options given beside a preset
 -- override its values.
 --
--- Prints `step N loss X` lines (with tokens/s and the model FLOPs utilisation) every --log-every steps and a progress bar in
--- between, writes every step's loss to a CSV file, evaluates the validation loss every
--- --eval-every steps and at the end, and with --save writes the model (safetensors, with the
+-- Prints `step N loss X` lines (with tokens/s and the model FLOPs utilisation, MFU) every
+-- --log-every steps and a progress bar in between, writes every step's loss to a CSV file,
+-- evaluates the validation loss every --eval-every steps and at the end, and with --save writes the model (safetensors, with the
 -- config and the vocabulary in its metadata) for examples/gpt/sample.lua, which also samples
 -- from a --checkpoint file (it carries the same metadata).
 --
@@ -163,8 +163,8 @@ local param_dtype = opts.dtype == "float64" and "float64" or "float32"
 local autocast_dtype = (opts.dtype == "bfloat16" or opts.dtype == "float16") and opts.dtype or false
 local config = gpt.config {
   vocab = ds.vocab.size, context = opts.context, layers = opts.layers, dim = opts.dim, heads = opts.heads,
-  bias = opts.bias == "true", dropout = opts.dropout, moe = opts.moe or 0, sparse_ffn = opts.sparse_ffn or 0, block = opts.block or 32,
-  attention = opts.attention or "fused", dtype = param_dtype, device = device,
+  bias = opts.bias == "true", dropout = opts.dropout, moe = opts.moe or 0, sparse_ffn = opts.sparse_ffn or 0,
+  block = opts.block or 32, attention = opts.attention or "fused", dtype = param_dtype, device = device,
 }
 local model = gpt.GPT(config)
 local inner = model
