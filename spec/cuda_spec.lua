@@ -1,5 +1,5 @@
 -- The CUDA runtime from Lua: moves between devices, device mixing errors,
--- out-of-memory recovery, the allocator's statistics, traces of CUDA kernels.
+-- out-of-memory recovery, the allocator's statistics, traces of CUDA kernels, device names.
 -- Tagged #cuda; without a GPU each block says so in one pending line.
 local tl = require("tlua")
 
@@ -138,6 +138,34 @@ describe("tl.cuda.host_waits", function()
     assert.are.equal(n + 2, tl.cuda.host_waits())
     x:gt(0):nonzero() -- its count comes back to size the result
     assert.are.equal(n + 3, tl.cuda.host_waits())
+  end)
+end)
+
+describe("tl.cuda.get_device_name", function()
+  it("gives each device's name as nvidia-smi does, and refuses a device that does not exist", function()
+    local n = tl.cuda.device_count()
+    assert.error_matches(function() tl.cuda.get_device_name(n) end, { "get_device_name", "cuda:" .. n })
+    assert.error_matches(function() tl.cuda.get_device_name("cpu") end, { "get_device_name", "expected a CUDA device" })
+    if not has_gpu then
+      assert.error_matches(function() tl.cuda.get_device_name() end, { "get_device_name", "not available" })
+      return
+    end
+    -- the reference: nvidia-smi's names (its order is the PCI bus's and it ignores
+    -- CUDA_VISIBLE_DEVICES, so each device's name is one of them)
+    local p = io.popen("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null")
+    local names = {}
+    for line in p:lines() do names[line:gsub("%s+$", "")] = true end
+    p:close()
+    if next(names) == nil then
+      pending("nvidia-smi gave no names: get_device_name not compared")
+      return
+    end
+    for i = 0, n - 1 do
+      local name = tl.cuda.get_device_name(i)
+      assert.is_true(names[name] == true, "cuda:" .. i .. " is '" .. name .. "'")
+    end
+    assert.are.equal(tl.cuda.get_device_name(tl.cuda.current_device()), tl.cuda.get_device_name())
+    assert.are.equal(tl.cuda.get_device_name(0), tl.cuda.get_device_name("cuda:0"))
   end)
 end)
 

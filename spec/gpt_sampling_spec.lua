@@ -1,4 +1,4 @@
--- examples/gpt/sampling.lua against a Lua reference of its rule (temperature, top-k, top-p, one draw per row): the distributions exactly, the draws' support and frequencies under a seed, greedy top_k = 1, ties at the top-p boundary, errors; sample.lua's --top-p end to end; the same on CUDA (#cuda) with a check that drawing a token makes the host wait for nothing.
+-- examples/gpt/sampling.lua against a Lua reference of its rule (temperature, top-k, top-p, one draw per row): the distributions exactly, the draws' support and frequencies under a seed, greedy top_k = 1, ties at the top-p boundary, errors; sample.lua's --top-p and its streamed single sample end to end; the same on CUDA (#cuda) with a check that drawing a token makes the host wait for nothing.
 local tl = require("tlua")
 local files = require("helpers.files")
 local sh_quote, BIN, ROOT = files.sh_quote, files.BIN, files.ROOT
@@ -290,6 +290,33 @@ local function describe_script(device)
     local g2_ok, greedy2 = sample("--prompt 'hello world' --tokens 12 --samples 2 --top-k 1 --seed 9")
     assert.is_true(g2_ok, greedy2)
     assert.are.equal(greedy, greedy2)
+  end)
+
+  it("sample.lua streams one sample: the batch's text, the full recompute's greedy continuation", function()
+    local ok, one = sample("--prompt 'hello wo' --tokens 9 --top-k 1")
+    assert.is_true(ok, one)
+    local b_ok, batch = sample("--prompt 'hello wo' --tokens 9 --top-k 1 --samples 2")
+    assert.is_true(b_ok, batch)
+    assert.are.equal(17, #one - 1, one)
+    assert.are.equal(pieces(batch)[1], one:sub(1, -2))
+    -- the reference within the context (8): the argmax of GPT:forward over all the ids so far,
+    -- recomputed per character
+    local gpt, data = require("model"), require("data")
+    local tensors, vocab, overrides = data.load_model(ckpt, gpt.defaults, error)
+    overrides.device = device
+    local m = gpt.GPT(gpt.config(overrides))
+    m:load_state_dict(tensors)
+    m:eval()
+    local text = "hello"
+    tl.no_grad(function()
+      for _ = 1, 3 do
+        local ids = vocab:encode(text):view(1, #text):to(device)
+        text = text .. vocab:decode({ m(ids):view(-1):argmax():item() })
+      end
+    end)
+    local r_ok, got = sample("--prompt hello --tokens 3 --top-k 1")
+    assert.is_true(r_ok, got)
+    assert.are.equal(text .. "\n", got)
   end)
 
   it("sample.lua refuses a --top-p outside (0, 1] with its usage", function()

@@ -82,6 +82,15 @@ static int set_matmul_precision(lua_State *L) {
     return 0;
 }
 
+/* get_device_name(device?): the product name of a device (default: the current one) */
+static int cuda_get_device_name(lua_State *L) {
+    char name[256];
+    if (tl_cuda_device_name(device_index(L, 1, "get_device_name"), name, sizeof name) != TL_OK)
+        return tlb_fail(L);
+    lua_pushstring(L, name);
+    return 1;
+}
+
 /* host_waits(): how many times the host has waited for a GPU on tlua's behalf (tlua/cuda.h) */
 static int cuda_host_waits(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)tl_cuda_host_waits());
@@ -97,6 +106,7 @@ const luaL_Reg tlb_cuda_functions[] = {
     {"_cuda_is_available", cuda_is_available},
     {"_cuda_synchronize", cuda_synchronize},
     {"_cuda_host_waits", cuda_host_waits},
+    {"_cuda_get_device_name", cuda_get_device_name},
     {"_cuda_set_device", cuda_set_device},
     {"_cuda_current_device", cuda_current_device},
     {"_cuda_memory_stats", cuda_memory_stats},

@@ -82,6 +82,34 @@ function CausalSelfAttention:forward(x)
   return self.resid_dropout(self.c_proj(y))
 end
 
+--- forward_cached(x [B, T, C], layer_cache, pos) -> [B, T, C]: the attention of x's tokens, which
+--- sit at positions pos + 1 .. pos + T, over the keys and values the layer's cache holds for
+--- positions 1 .. pos and their own. Their keys and values are written into the cache in place:
+--- layer_cache.k and .v are [B, H, capacity, D] tensors allocated at the first call (in k's dtype,
+--- so under autocast in bf16). pos = 0 is one causal pass (a prompt: query i sees keys j <= i,
+--- the square case of scaled_dot_product_attention's causal); pos > 0 takes one token (T = 1),
+--- which sees every cached key, so no mask. The fused kernel runs whatever config.attention says
+--- (the same math as the composed path).
+function CausalSelfAttention:forward_cached(x, layer_cache, pos)
+  local B, T, C = x.shape[1], x.shape[2], x.shape[3]
+  local H = self.heads
+  local qkv = self.c_attn(x):view(B, T, 3, H, C // H):permute(3, 1, 4, 2, 5)
+  local q, k, v = table.unpack(qkv:unbind(1))
+  local cached_k, cached_v = layer_cache.k, layer_cache.v
+  if not cached_k or cached_k.dtype ~= k.dtype then
+    local shape = { B, H, layer_cache.capacity, C // H }
+    cached_k = tl.empty(shape, { dtype = k.dtype, device = k.device })
+    cached_v = tl.empty(shape, { dtype = v.dtype, device = v.device })
+    layer_cache.k, layer_cache.v = cached_k, cached_v
+  end
+  cached_k:narrow(3, pos + 1, T):copy_(k)
+  cached_v:narrow(3, pos + 1, T):copy_(v)
+  local keys, values = cached_k:narrow(3, 1, pos + T), cached_v:narrow(3, 1, pos + T)
+  local y = tl.scaled_dot_product_attention(q, keys, values, { causal = pos == 0 and T > 1 })
+  y = y:transpose(2, 3):contiguous():view(B, T, C)
+  return self.c_proj(y)
+end
+
 -- ---- feed-forward -------------------------------------------------------------------------
 local MLP = nn.Module:extend("MLP")
 M.MLP = MLP
@@ -152,6 +180,13 @@ function Block:forward_pending(x, pending)
   return x, self.mlp(n)
 end
 
+--- forward_cached(x, layer_cache, pos): forward with the attention over the layer's cache
+--- (CausalSelfAttention:forward_cached); for generation in eval mode (no dropout)
+function Block:forward_cached(x, layer_cache, pos)
+  x = x + self.attn:forward_cached(self.ln_1(x), layer_cache, pos)
+  return x + self.mlp(self.ln_2(x))
+end
+
 local GPT = nn.Module:extend("GPT")
 M.GPT = GPT
 
@@ -217,6 +252,110 @@ function GPT:forward(idx, targets)
   local logits = self.lm_head(x)
   local loss = tl.cross_entropy(logits:view(B * T, c.vocab), targets:reshape(B * T))
   return logits, loss
+end
+
+-- ---- generation with a KV cache ---------------------------------------------------------------
+-- A cache holds, per layer, the keys and values of the tokens at positions 1 .. length of a
+-- window of the sequence that starts at the sequence's token `first`: [B, H, context, D] tensors
+-- written in place, so each new token costs one token's forward (its q, k, v, and its attention
+-- over the cached keys) instead of the whole window's.
+
+--- new_cache(batch) -> an empty cache for sequences of `batch` rows
+function GPT:new_cache(batch)
+  local layers = {}
+  for i = 1, #self.h do layers[i] = { capacity = self.config.context } end
+  return { batch = batch, capacity = self.config.context, first = 1, length = 0, layers = layers }
+end
+
+--- forward_cached(idx [B, T], cache) -> logits [B, vocab] of the last of idx's tokens, which
+--- follow the cache's `length` tokens (positions length + 1 .. length + T; the cache then holds
+--- them too). An empty cache takes a prompt of T <= context tokens in one causal pass; a filled
+--- one takes T = 1 token while it has room.
+function GPT:forward_cached(idx, cache)
+  local B, T = idx.shape[1], idx.shape[2]
+  local pos = cache.length
+  if B ~= cache.batch then
+    error(string.format("gpt: forward_cached: idx has %d rows, the cache %d", B, cache.batch), 2)
+  end
+  if pos > 0 and T ~= 1 then
+    error(string.format("gpt: forward_cached: a filled cache takes 1 token at a time, got %d", T), 2)
+  end
+  if pos + T > cache.capacity then
+    error(string.format("gpt: forward_cached: %d + %d tokens are more than the context (%d)", pos, T,
+      cache.capacity), 2)
+  end
+  local x = self.wte(idx) + self.wpe(tl.arange(pos + 1, pos + T + 1, { device = idx.device }))
+  for i, block in ipairs(self.h) do x = block:forward_cached(x, cache.layers[i], pos) end
+  cache.length = pos + T
+  -- the layer norm and the head are per position: only the last one's logits are needed
+  return self.lm_head(self.ln_f(x:narrow(2, T, 1))):view(B, self.config.vocab)
+end
+
+--- generate_step(ids [B, N], t, cache) -> logits [B, vocab] of the token after ids' column t,
+--- given the window of columns cache.first .. t that the cache holds afterwards:
+---   * the cache holds columns first .. t - 1: one token's step (column t);
+---   * it is full (context tokens) there: it slides: it is recomputed from the last
+---     max(1, context // 2) columns up to t in one causal pass (first moves), then fills again;
+---   * anything else (an empty cache, a t that does not follow it): a causal pass over the last
+---     min(t, context) columns (a prompt longer than the context keeps its end).
+--- The cache knows positions, not ids: another sequence needs a new cache (new_cache).
+--- So a window never holds more than context tokens, as GPT:forward's input must not, and the
+--- logits are GPT:forward's over ids' columns first .. t (spec/gpt_spec.lua checks it).
+function GPT:generate_step(ids, t, cache)
+  local context = cache.capacity
+  local first
+  if cache.length > 0 and cache.first + cache.length == t then
+    if cache.length < context then return self:forward_cached(ids:narrow(2, t, 1), cache) end
+    first = t - math.max(1, context // 2) + 1
+  else
+    first = math.max(1, t - context + 1)
+  end
+  cache.first, cache.length = first, 0
+  return self:forward_cached(ids:narrow(2, first, t - first + 1), cache)
+end
+
+-- ---- model FLOPs ------------------------------------------------------------------------------
+--- active_parameters(config) -> the weights a token goes through: every parameter, the tied
+--- embedding once, the position embedding left out (nanoGPT's count for its FLOPs); a mixture of
+--- experts counts the router and top_k experts, a block-sparse feed-forward its share of blocks
+function M.active_parameters(c)
+  c = M.config(c)
+  local d, b = c.dim, c.bias and 1 or 0
+  local norm = d + b * d
+  local attention = 3 * d * d + b * 3 * d + d * d + b * d
+  local ffn
+  if c.moe > 0 then
+    ffn = d * c.moe + c.top_k * (8 * d * d + b * 5 * d)
+  else
+    ffn = 8 * d * d * (c.sparse_ffn > 0 and c.sparse_ffn or 1) + b * 5 * d
+  end
+  return c.vocab * d + c.layers * (2 * norm + attention + ffn) + norm
+end
+
+--- flops_per_token(config) -> the FLOPs of one training token (forward and backward), as nanoGPT
+--- and PaLM count them: 6 per active parameter (2 forward, 4 backward: a multiply-add per weight)
+--- plus the attention's two products over the context, 12 * layers * context * dim
+function M.flops_per_token(c)
+  c = M.config(c)
+  return 6 * M.active_parameters(c) + 12 * c.layers * c.context * c.dim
+end
+
+--- Dense peak TFLOP/s by device and dtype, for MFU: the first row whose pattern the CUDA device
+--- name matches (Lua patterns, plain text here). bfloat16 and float16 are tensor-core peaks;
+--- float32 is the plain fp32 peak (train.lua does not turn TF32 on).
+M.peaks = {
+  { pattern = "H100.*PCIe", bfloat16 = 756, float16 = 756, float32 = 51 },
+  { pattern = "H100", bfloat16 = 989.4, float16 = 989.4, float32 = 67 },
+  { pattern = "H200", bfloat16 = 989.4, float16 = 989.4, float32 = 67 },
+  { pattern = "A100", bfloat16 = 312, float16 = 312, float32 = 19.5 },
+}
+
+--- peak_tflops(device_name, dtype) -> the table's peak, or nil for a device or dtype it lacks
+function M.peak_tflops(name, dtype)
+  for _, row in ipairs(M.peaks) do
+    if name and name:match(row.pattern) then return row[dtype] end
+  end
+  return nil
 end
 
 --- num_parameters() counts the tied embedding once

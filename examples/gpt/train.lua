@@ -1,13 +1,17 @@
 -- Trains a character-level GPT (examples/gpt/model.lua) on a text corpus (default: Debian's fortunes) and reports the training and validation loss.
 --
---   tlua examples/gpt/train.lua [--steps N] [--layers N] [--dim N] [--heads N] [--context N]
---        [--batch N] [--lr X] [--device cpu|cuda] [--dtype float32|bfloat16|float16|float64]
+--   tlua examples/gpt/train.lua [--preset char|gpt2] [--steps N] [--layers N] [--dim N] [--heads N]
+--        [--context N] [--batch N] [--lr X] [--device cpu|cuda] [--dtype float32|bfloat16|float16|float64]
 --        [--data path] [--save path] [--csv path] [--moe E] [--sparse-ffn D] ...
 --        [--checkpoint path] [--checkpoint-every N] [--resume path] [--stop-after N]
 --
--- Prints `step N loss X` lines (with tokens/s) every --log-every steps and a progress bar in
--- between, writes every step's loss to a CSV file, evaluates the validation loss every
--- --eval-every steps and at the end, and with --save writes the model (safetensors, with the
+-- --preset gpt2 is GPT-2 small's shape (124M parameters with OpenAI's vocabulary; byte-level
+-- here); the default, --preset char, a character-level model. Options given beside a preset
+-- override its values.
+--
+-- Prints `step N loss X` lines (with tokens/s and the model FLOPs utilisation, MFU) every
+-- --log-every steps and a progress bar in between, writes every step's loss to a CSV file,
+-- evaluates the validation loss every --eval-every steps and at the end, and with --save writes the model (safetensors, with the
 -- config and the vocabulary in its metadata) for examples/gpt/sample.lua, which also samples
 -- from a --checkpoint file (it carries the same metadata).
 --
@@ -32,12 +36,18 @@ local data = require("data")
 -- ---- arguments ------------------------------------------------------------------------------
 local usage = [[
 usage: tlua examples/gpt/train.lua [options]
+  --preset NAME      the defaults of the options below (given options override them):
+                     char (the default): nanoGPT's shakespeare-char shape on cuda, a small
+                       model on the cpu, the values below;
+                     gpt2: GPT-2 small: 12 layers, dim 768, 12 heads, context 1024, biases,
+                       lr 6e-4; batch 16 and 2000 steps on cuda (batch 4, 50 steps on the cpu)
   --steps N          optimizer steps (default 2000 on cuda, 300 on the cpu)
   --layers N         transformer blocks (default 6 on cuda, 2 on the cpu)
   --dim N            model width (default 384 on cuda, 64 on the cpu)
   --heads N          attention heads (default 6 on cuda, 4 on the cpu)
   --context N        tokens per sequence (default 256 on cuda, 64 on the cpu)
   --batch N          sequences per step and rank (default 64 on cuda, 16 on the cpu)
+  --bias true|false  biases in the Linears and LayerNorms (default false)
   --lr X             peak learning rate of AdamW (default 1e-3), warmed up over --warmup
                      steps then annealed along a cosine to lr / 10
   --warmup N         warm-up steps (default steps / 20)
@@ -53,7 +63,12 @@ usage: tlua examples/gpt/train.lua [options]
   --csv path         the loss of every step (default gpt_loss.csv, next to --save if given)
   --eval-every N     validation loss every N steps (default 250; 0: only at the end)
   --eval-iters N     batches per validation loss (default 20)
-  --log-every N      a `step N loss X` line every N steps (default 50)
+  --log-every N      a `step N loss X` line every N steps (default 50), with tokens/s and the
+                     MFU: model FLOPs (6 per parameter, the position embedding left out, and
+                     the attention's, per token) over the GPU's dense peak for --dtype (H100,
+                     H200: 989.4 TFLOP/s bf16, 67 float32; A100: 312, 19.5); "?" on the cpu or
+                     an unknown GPU
+  --peak-tflops X    the peak TFLOP/s of one device for the MFU, instead of the table
   --moe E            the feed-forward is a mixture of E experts, top 2 (grouped_mm)
   --sparse-ffn D     the feed-forward's Linears are BlockSparseLinear keeping a share D of blocks
   --block N          the block size of --sparse-ffn (default 32)
@@ -71,9 +86,10 @@ usage: tlua examples/gpt/train.lua [options]
 local numeric = { steps = "integer", layers = "integer", dim = "integer", heads = "integer", context = "integer",
   batch = "integer", lr = "number", warmup = "integer", weight_decay = "number", grad_clip = "number",
   dropout = "number", eval_every = "integer", eval_iters = "integer", log_every = "integer", moe = "integer",
-  sparse_ffn = "number", block = "integer", seed = "integer", checkpoint_every = "integer", stop_after = "integer" }
+  sparse_ffn = "number", block = "integer", seed = "integer", checkpoint_every = "integer", stop_after = "integer",
+  peak_tflops = "number" }
 local text_options = { device = true, dtype = true, data = true, save = true, csv = true, attention = true,
-  checkpoint = true, resume = true }
+  checkpoint = true, resume = true, preset = true, bias = true }
 
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options,
   flags = { data_parallel = true } })
@@ -81,17 +97,34 @@ local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeri
 local device = opts.device or "cpu"
 if device ~= "cpu" and not device:match("^cuda") then fail("--device must be cpu or cuda") end
 local on_gpu = device ~= "cpu"
-local function default(key, gpu_value, cpu_value)
-  if opts[key] == nil then opts[key] = on_gpu and gpu_value or cpu_value end
+-- presets: values of the options not given, those of `all` then the device's
+local presets = {
+  char = {
+    all = { lr = 1e-3, bias = "false" },
+    cuda = { steps = 2000, layers = 6, dim = 384, heads = 6, context = 256, batch = 64, dtype = "bfloat16" },
+    cpu = { steps = 300, layers = 2, dim = 64, heads = 4, context = 64, batch = 16, dtype = "float32" },
+  },
+  gpt2 = { -- GPT-2 small (nanoGPT's train_gpt2 config: lr 6e-4, weight decay 0.1)
+    all = { layers = 12, dim = 768, heads = 12, context = 1024, bias = "true", lr = 6e-4 },
+    cuda = { steps = 2000, batch = 16, dtype = "bfloat16" },
+    cpu = { steps = 50, batch = 4, dtype = "float32", log_every = 5, eval_every = 0, eval_iters = 2 },
+  },
+}
+opts.preset = opts.preset or "char"
+local preset = presets[opts.preset]
+if not preset then
+  local known = {}
+  for name in pairs(presets) do known[#known + 1] = name end
+  table.sort(known)
+  fail(string.format("--preset: unknown preset '%s' (known: %s)", opts.preset, table.concat(known, ", ")))
 end
-default("steps", 2000, 300)
-default("layers", 6, 2)
-default("dim", 384, 64)
-default("heads", 6, 4)
-default("context", 256, 64)
-default("batch", 64, 16)
-default("dtype", "bfloat16", "float32")
-opts.lr = opts.lr or 1e-3
+for _, part in ipairs { preset.all, on_gpu and preset.cuda or preset.cpu } do
+  for k, v in pairs(part) do
+    if opts[k] == nil then opts[k] = v end
+  end
+end
+if opts.bias ~= "true" and opts.bias ~= "false" then fail("--bias must be true or false") end
+if opts.peak_tflops and not (opts.peak_tflops > 0) then fail("--peak-tflops must be > 0") end
 opts.warmup = opts.warmup or opts.steps // 20
 opts.weight_decay = opts.weight_decay or 0.1
 opts.grad_clip = opts.grad_clip or 1.0
@@ -130,8 +163,8 @@ local param_dtype = opts.dtype == "float64" and "float64" or "float32"
 local autocast_dtype = (opts.dtype == "bfloat16" or opts.dtype == "float16") and opts.dtype or false
 local config = gpt.config {
   vocab = ds.vocab.size, context = opts.context, layers = opts.layers, dim = opts.dim, heads = opts.heads,
-  dropout = opts.dropout, moe = opts.moe or 0, sparse_ffn = opts.sparse_ffn or 0, block = opts.block or 32,
-  attention = opts.attention or "fused", dtype = param_dtype, device = device,
+  bias = opts.bias == "true", dropout = opts.dropout, moe = opts.moe or 0, sparse_ffn = opts.sparse_ffn or 0,
+  block = opts.block or 32, attention = opts.attention or "fused", dtype = param_dtype, device = device,
 }
 local model = gpt.GPT(config)
 local inner = model
@@ -152,10 +185,26 @@ local schedule = optim.WarmupCosineLR(opt, { warmup_steps = opts.warmup, total_s
 
 say(string.format("gpt: %d layers, dim %d, %d heads, context %d, vocab %d (%d bytes of text), %.2fM parameters",
   config.layers, config.dim, config.heads, config.context, config.vocab, ds.bytes, inner:num_parameters() / 1e6))
-say(string.format("     batch %d%s, %d steps, lr %g, %s on %s%s%s", opts.batch,
+say(string.format("     preset %s, batch %d%s, %d steps, lr %g, %s on %s%s%s", opts.preset, opts.batch,
   world > 1 and string.format(" on each of %d ranks", world) or "", opts.steps, opts.lr, opts.dtype, device,
   config.moe > 0 and string.format(", %d experts", config.moe) or "",
   config.sparse_ffn > 0 and string.format(", sparse feed-forward %.2f", config.sparse_ffn) or ""))
+
+-- the model FLOPs utilisation: a token's FLOPs times tokens/s per device, over the device's peak
+local flops_per_token = gpt.flops_per_token(config)
+local peak_tflops, peak_from = opts.peak_tflops, "--peak-tflops"
+if not peak_tflops and on_gpu then
+  local ok, name = pcall(tl.cuda.get_device_name, device)
+  peak_from = ok and name or "an unknown device"
+  peak_tflops = ok and gpt.peak_tflops(name, opts.dtype) or nil
+end
+local function mfu(tokens_per_s)
+  if not peak_tflops then return "?" end
+  return string.format("%.1f%%", 100 * flops_per_token * tokens_per_s / world / (peak_tflops * 1e12))
+end
+say(string.format("     %.3g GFLOP per token; MFU against %s", flops_per_token / 1e9,
+  peak_tflops and string.format("%g TFLOP/s (%s, %s)", peak_tflops, peak_from, opts.dtype) or
+  "no known peak (--peak-tflops X gives one)"))
 
 local function forward(x, y)
   if autocast_dtype then return tl.autocast(autocast_dtype, model, x, y) end
@@ -186,7 +235,7 @@ end
 -- the options a resumed run must share with the run it goes on from
 local run_args = {}
 for _, k in ipairs { "steps", "layers", "dim", "heads", "context", "batch", "lr", "warmup", "weight_decay", "grad_clip",
-  "dropout", "dtype", "seed", "moe", "sparse_ffn", "block", "attention" } do
+  "dropout", "dtype", "seed", "moe", "sparse_ffn", "block", "attention", "bias" } do
   run_args[k] = opts[k] == nil and "" or opts[k]
 end
 run_args.world, run_args.vocab = world, ds.vocab.size
@@ -271,8 +320,8 @@ for step = first_step, last_step do
       local st = model:stats()
       comm = string.format(", all-reduce %.2f ms, %.2f ms not hidden by backward", st.comm_ms, st.exposed_ms)
     end
-    say(string.format("step %d loss %.4f (%.0f tokens/s, %.1f ms/step%s)", step, last_loss, rate,
-      1000 * (now - interval_start) / interval_steps, comm))
+    say(string.format("step %d loss %.4f (%.0f tokens/s, %.1f ms/step, MFU %s%s)", step, last_loss, rate,
+      1000 * (now - interval_start) / interval_steps, mfu(rate), comm))
     interval_start, interval_steps = tl.clock(), 0
   end
   if opts.eval_every > 0 and step % opts.eval_every == 0 and step < opts.steps then

@@ -11,6 +11,9 @@ function cuda.device_count() return core.cuda_device_count() end
 function cuda.set_device(device) return core._cuda_set_device(device) end
 --- the index of the device "cuda" names
 function cuda.current_device() return core._cuda_current_device() end
+--- get_device_name(device?): the product name of a device (index or "cuda:N"; default: the
+-- current device), e.g. "NVIDIA H100 80GB HBM3"; an error without such a device
+function cuda.get_device_name(device) return core._cuda_get_device_name(device) end
 --- waits for the work queued on a device (index or "cuda:N"; default: the current device)
 function cuda.synchronize(device) return core._cuda_synchronize(device) end
 --- host_waits(): how many times the host has waited for a GPU on tlua's behalf since the start (a

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/cuda/cuda_runtime.h"
@@ -186,6 +187,15 @@ tl_status tl_cuda_stream(int device, const char *op, cudaStream_t *stream) {
     device_context *c = &contexts[device];
     if (!atomic_load_explicit(&c->ready, memory_order_acquire)) TL_TRY(create_context(device, op));
     *stream = c->stream;
+    return TL_OK;
+}
+
+tl_status tl_cuda_device_name(int device, char *buf, size_t size) {
+    TL_TRY(check_index(device, "get_device_name"));
+    struct cudaDeviceProp prop;
+    TL_CUDA_TRY(cudaGetDeviceProperties(&prop, device), "get_device_name",
+                "cudaGetDeviceProperties");
+    if (size > 0) snprintf(buf, size, "%s", prop.name);
     return TL_OK;
 }
 

@@ -61,6 +61,10 @@ tl_status tl_cuda_synchronize(int device) {
 uint64_t tl_cuda_host_waits(void) {
     return 0;
 }
+tl_status tl_cuda_device_name(int device, char *buf, size_t size) {
+    if (size > 0) buf[0] = '\0';
+    return no_cuda("get_device_name", device);
+}
 tl_status tl_cuda_memory_stats(int device, tl_cuda_allocator_stats *out) {
     (void)out;
     return no_cuda("memory_stats", device);

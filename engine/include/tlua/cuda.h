@@ -5,6 +5,7 @@
 #define TLUA_CUDA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tlua/device.h" /* tl_cuda_device_count */
@@ -16,6 +17,11 @@ extern "C" {
 
 /* True if this build has CUDA support and at least one GPU is usable. */
 bool tl_cuda_is_available(void);
+
+/* The device's product name as the driver gives it (e.g. "NVIDIA H100 80GB HBM3"), written
+   into buf of size bytes (cut to fit, NUL-terminated). Fails with TL_ERR_DEVICE for a device
+   that does not exist, naming "get_device_name". */
+tl_status tl_cuda_device_name(int device, char *buf, size_t size);
 
 /* Waits for all work queued on the device's stream (device index, e.g. 0 for cuda:0). A
    failure of earlier asynchronous work is reported here, naming "synchronize". */
