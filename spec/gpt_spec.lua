@@ -35,9 +35,9 @@ describe("examples/gpt model", function()
     end
   end)
 
-  it("gives the logits-then-cross_entropy loss and gradients with the fused head and loss (float64)", function()
-    local fused = gpt.GPT(tiny { fused_loss = true })
-    local plain = gpt.GPT(tiny { fused_loss = false })
+  it("gives the plain model's loss and gradients with the fused head and loss and the fused norms (float64)", function()
+    local fused = gpt.GPT(tiny { fused_loss = true, fused_norm = true })
+    local plain = gpt.GPT(tiny { fused_loss = false, fused_norm = false })
     plain:load_state_dict(fused:state_dict())
     local x, y = tokens(3, 8, 11), tokens(3, 8, 11)
     local none, lf = fused(x, y)

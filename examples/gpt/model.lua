@@ -16,6 +16,7 @@ M.defaults = {
   gelu = "tanh", -- "tanh" (GPT-2) or "none" (exact erf)
   attention = "fused", -- "fused" (tl.scaled_dot_product_attention) or "composed" (matmul, softmax)
   fused_loss = true, -- the head and loss as one tl.linear_cross_entropy (no [B*T, vocab] logits)
+  fused_norm = true, -- each residual add fused into the next layer norm (tl.add_layer_norm)
   moe = 0, -- E > 0: the feed-forward is a mixture of E experts (nn.MoE over grouped_mm), top 2
   top_k = 2,
   sparse_ffn = 0, -- d in (0, 1): the feed-forward's Linears are BlockSparseLinear at density d
@@ -241,7 +242,11 @@ function GPT:forward(idx, targets)
   local x = self.drop(self.wte(idx) + self.wpe(pos))
   -- each residual add is fused into the next layer norm: a block hands its last branch on
   local pending
-  for _, block in ipairs(self.h) do x, pending = block:forward_pending(x, pending) end
+  if c.fused_norm then
+    for _, block in ipairs(self.h) do x, pending = block:forward_pending(x, pending) end
+  else
+    for _, block in ipairs(self.h) do x = block(x) end
+  end
   if pending then x = self.ln_f:add_forward(x, pending) else x = self.ln_f(x) end
   if targets == nil then
     return self.lm_head(x:narrow(2, T, 1))

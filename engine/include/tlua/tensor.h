@@ -19,6 +19,7 @@ extern "C" {
    in-place writes to it; autograd compares it with the version it saved. */
 typedef struct tl_storage {
     void *data;
+    void *block; /* on the CPU: the allocation data lies in (freed in its place) */
     size_t nbytes;
     tl_device device;
     int refcount;
