@@ -64,4 +64,14 @@ for w = 1, 3 do
   windows[w] = 1000 * (tl.clock() - t0) / o.steps
 end
 local stats = tl.memory_stats(device)
-print(string.format("step_ms %.3f\npeak_mib %.1f\nloss %.4f", common.median(windows), stats.peak / 2 ^ 20, loss:item()))
+local step_ms = common.median(windows)
+print(string.format("step_ms %.3f\npeak_mib %.1f\nloss %.4f", step_ms, stats.peak / 2 ^ 20, loss:item()))
+-- tokens/s, and the model FLOPs utilization against the device's dense bf16 peak (examples/gpt's
+-- count: 6 x parameters + attention, per token)
+local tokens_per_s = o.batch * o.context / (step_ms / 1000)
+print(string.format("tokens_per_s %.0f", tokens_per_s))
+local peak = on_gpu and gpt.peak_tflops(tl.cuda.get_device_name(), "bfloat16")
+if peak then
+  local flops = gpt.flops_per_token(model.config) * tokens_per_s
+  print(string.format("mfu_pct %.1f", 100 * flops / (peak * 1e12)))
+end
