@@ -58,16 +58,19 @@ end
 M.sweep = {}
 
 -- every gradient wanted: the one-pass backward (layer_norm_backward)
-M.sweep.layer_norm = {
-  inputs = function(G) return { G.normal(3, 6), G.normal(6), G.normal(6), G.normal(3, 6) } end,
-  run = function(x, w, b, g)
-    x, w, b = leaves(x, w, b)
-    local y = tl.layer_norm(x, w, b, 1e-5)
-    y:backward(g)
-    return { y:detach(), x.grad, w.grad, b.grad }
-  end,
-  reference = function(_, x, w, b, g) return { M.layer_norm(x, w, b, g, 1e-5) } end,
-}
+local function layer_norm_case(rows, D)
+  return {
+    inputs = function(G) return { G.normal(rows, D), G.normal(D), G.normal(D), G.normal(rows, D) } end,
+    run = function(x, w, b, g)
+      x, w, b = leaves(x, w, b)
+      local y = tl.layer_norm(x, w, b, 1e-5)
+      y:backward(g)
+      return { y:detach(), x.grad, w.grad, b.grad }
+    end,
+    reference = function(_, x, w, b, g) return { M.layer_norm(x, w, b, g, 1e-5) } end,
+  }
+end
+M.sweep.layer_norm = layer_norm_case(3, 6)
 
 -- only the input's gradient: layer_norm_backward_input alone
 M.sweep.layer_norm_input_gradient = {
@@ -128,8 +131,13 @@ M.case_of_op = {
 
 -- the paths of CUDA's one pass: rows whose column sums fit a block's shared memory, and longer
 -- ones (D = 6200 > 6144), which run the split kernels
+-- and of CUDA's forward: rows of whole 16-byte vectors held in registers (D = 16: one vector a
+-- lane or none; D = 264: 33 to 132 vectors, so 2 to 8 a lane with the last round partial), and
+-- other rows (D = 5)
 M.variants = {
   layer_norm_backward = { warps = M.sweep.layer_norm, split = add_layer_norm_case(2, 6200) },
+  layer_norm = { vector = layer_norm_case(3, 16), rows = layer_norm_case(3, 5) },
+  add_layer_norm = { vector = add_layer_norm_case(3, 264), rows = add_layer_norm_case(4, 5) },
 }
 
 local function input(...) return tl.randn(...):double():requires_grad_() end

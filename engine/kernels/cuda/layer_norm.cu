@@ -130,6 +130,138 @@ __global__ void __launch_bounds__(LN_THREADS)
     });
 }
 
+/* The paths of the forward (layer_norm's and add_layer_norm's) and of the one-pass backward. */
+enum {
+    PATH_ONE_PASS,
+    PATH_SPLIT,
+    PATH_VECTOR_LAYER_NORM,
+    PATH_ROWS_LAYER_NORM,
+    PATH_VECTOR_ADD,
+    PATH_ROWS_ADD
+};
+#define VECTOR_CONDITION                                                                           \
+    "rows of whole 16-byte vectors on 16-byte boundaries, at most 8 vectors a lane (D <= 1024 "    \
+    "float32, 2048 bfloat16/float16, 512 float64): a warp per row held in registers, one read "    \
+    "and "                                                                                         \
+    "one write"
+#define ROWS_CONDITION "other rows: a group of threads per row reading it once for each sum"
+static const tl_kernel_variant paths[] = {
+    TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "warps",
+               "rows of D <= 6144 (float64: 3072): a warp per row, each warp's column sums in "
+               "shared memory, the blocks' sums added by a second kernel"),
+    TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "split",
+               "longer rows (their sums do not fit a block's shared memory): the input gradient's "
+               "kernel, then the weight gradient's"),
+    TL_VARIANT(layer_norm, TL_DTYPES_FLOATING, "vector", VECTOR_CONDITION),
+    TL_VARIANT(layer_norm, TL_DTYPES_FLOATING, "rows", ROWS_CONDITION),
+    TL_VARIANT(add_layer_norm, TL_DTYPES_FLOATING, "vector", VECTOR_CONDITION),
+    TL_VARIANT(add_layer_norm, TL_DTYPES_FLOATING, "rows", ROWS_CONDITION),
+};
+
+/* The forward with the row in registers: a warp per row, lane l holding the row's 16-byte vectors
+   l, l + 32, ... (NV at most); with a residual, s = in + residual is rounded to T, written, and
+   normalized as stored. The sums are in double and the elementwise arithmetic as
+   forward_kernel's. */
+template <class E, int NV>
+__global__ void __launch_bounds__(LN_THREADS)
+    forward_vector_kernel(typename E::T *out, typename E::T *sum_out, typename E::C *mean,
+                          typename E::C *rstd, const typename E::T *in,
+                          const typename E::T *residual, const typename E::T *weight,
+                          const typename E::T *bias, int64_t rows, int64_t D, double eps) {
+    typedef typename E::C C;
+    typedef typename E::T T;
+    constexpr int W = (int)(16 / sizeof(T));
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t vectors = D / W, warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
+        const int64_t base = r * D;
+        C v[NV][W];
+        double sum = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int64_t at = lane + 32 * (int64_t)k;
+            if (at >= vectors) break;
+            T e[W];
+            uint4 bits = ((const uint4 *)(in + base))[at];
+            memcpy(e, &bits, sizeof bits);
+            if (residual) {
+                T f[W];
+                const uint4 more = ((const uint4 *)(residual + base))[at];
+                memcpy(f, &more, sizeof more);
+#pragma unroll
+                for (int w = 0; w < W; w++) e[w] = E::store(tl_add(E::load(e[w]), E::load(f[w])));
+                memcpy(&bits, e, sizeof bits);
+                ((uint4 *)(sum_out + base))[at] = bits;
+            }
+#pragma unroll
+            for (int w = 0; w < W; w++) v[k][w] = E::load(e[w]), sum += (double)v[k][w];
+        }
+        sum = tl_group_allreduce(sum, tl_sum_merge(), 0.0, (double *)nullptr, 32);
+        const double mu = tl_div(sum, (double)D);
+        double sq = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            if (lane + 32 * (int64_t)k >= vectors) break;
+#pragma unroll
+            for (int w = 0; w < W; w++) {
+                const double d = tl_sub((double)v[k][w], mu);
+                sq = tl_add(sq, tl_mul(d, d));
+            }
+        }
+        sq = tl_group_allreduce(sq, tl_sum_merge(), 0.0, (double *)nullptr, 32);
+        const C m = (C)mu, s = (C)tl_div(1.0, tl_sqrt(tl_add(tl_div(sq, (double)D), eps)));
+        if (lane == 0) mean[r] = m, rstd[r] = s;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int64_t at = lane + 32 * (int64_t)k;
+            if (at >= vectors) break;
+            T e[W];
+#pragma unroll
+            for (int w = 0; w < W; w++) {
+                const int64_t j = at * W + w;
+                C y = tl_mul(tl_sub(v[k][w], m), s);
+                if (weight) y = tl_mul(y, E::load(weight[j]));
+                if (bias) y = tl_add(y, E::load(bias[j]));
+                e[w] = E::store(y);
+            }
+            uint4 bits;
+            memcpy(&bits, e, sizeof bits);
+            ((uint4 *)(out + base))[at] = bits;
+        }
+    }
+}
+
+/* Whether l's forward takes the vector kernel, and its NV (vectors a lane, a power of two). */
+static bool vector_rows(const tl_cuda_layer_norm *l, int *nv) {
+    const size_t size = tl_dtype_size((tl_dtype)l->dtype);
+    const void *ptrs[] = {l->in, l->residual, l->weight, l->bias, l->out, l->sum};
+    for (const void *p : ptrs)
+        if ((uintptr_t)p % 16) return false;
+    if ((size_t)l->D * size % 16) return false;
+    const int64_t per_lane = tl_ceil_div((int64_t)((size_t)l->D * size / 16), 32);
+    if (per_lane > 8 || per_lane < 1) return false;
+    *nv = per_lane <= 1 ? 1 : per_lane <= 2 ? 2 : per_lane <= 4 ? 4 : 8;
+    return true;
+}
+
+static tl_status launch_forward_vector(const tl_cuda_layer_norm *l, int nv) {
+    return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
+        typedef decltype(e) E;
+        typedef typename E::T T;
+        typedef typename E::C C;
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(l->rows, LN_THREADS / 32), l->at.sm_count);
+        auto kernel = nv == 1   ? forward_vector_kernel<E, 1>
+                      : nv == 2 ? forward_vector_kernel<E, 2>
+                      : nv == 4 ? forward_vector_kernel<E, 4>
+                                : forward_vector_kernel<E, 8>;
+        kernel<<<grid, LN_THREADS, 0, l->at.stream>>>((T *)l->out, (T *)l->sum, (C *)l->mean,
+                                                      (C *)l->rstd, (const T *)l->in,
+                                                      (const T *)l->residual, (const T *)l->weight,
+                                                      (const T *)l->bias, l->rows, l->D, l->eps);
+        return tl_cuda_check_launch(l->at.op);
+    });
+}
+
 /* The kernels by rows, a group of threads (row_group) per row: the forward and the input
    gradient. */
 enum row_kernel { FORWARD_ROWS, INPUT_GRADIENT_ROWS };
@@ -309,16 +441,6 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y)
     }
 }
 
-enum { PATH_ONE_PASS, PATH_SPLIT };
-static const tl_kernel_variant one_pass_paths[] = {
-    TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "warps",
-               "rows of D <= 6144 (float64: 3072): a warp per row, each warp's column sums in "
-               "shared memory, the blocks' sums added by a second kernel"),
-    TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "split",
-               "longer rows (their sums do not fit a block's shared memory): the input gradient's "
-               "kernel, then the weight gradient's"),
-};
-
 static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
     return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
@@ -328,11 +450,11 @@ static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
         int64_t warps = ONE_PASS_SHARED / row_bytes;
         if (warps > ONE_PASS_WARPS) warps = ONE_PASS_WARPS;
         if (warps < 1) {
-            tl_variant_ran(&one_pass_paths[PATH_SPLIT], (tl_dtype)l->dtype);
+            tl_variant_ran(&paths[PATH_SPLIT], (tl_dtype)l->dtype);
             if (l->rows > 0) TL_TRY(launch_rows(l, INPUT_GRADIENT_ROWS));
             return launch_layer_norm_backward_weight(l);
         }
-        tl_variant_ran(&one_pass_paths[PATH_ONE_PASS], (tl_dtype)l->dtype);
+        tl_variant_ran(&paths[PATH_ONE_PASS], (tl_dtype)l->dtype);
         /* four blocks per multiprocessor (4 x 48 KiB of shared memory fit an H100's 228), each a
            run of whole rows: with two, 16 warps an SM, the [16384, 768] float32 pass took 149 us
            on an H200 (the loads of a warp's row wait on its sums) */
@@ -384,7 +506,12 @@ static tl_status run_layer_norm(const char *op, tl_tensor *out, tl_tensor *sum, 
     l.rstd = tl_data(rstd);
     if (l.rows == 0) return TL_OK;
     TL_TRY(tl_cuda_where_of(in, op, &l.at));
-    return launch_rows(&l, FORWARD_ROWS);
+    int nv = 0;
+    const bool vector = vector_rows(&l, &nv);
+    const int path = residual ? (vector ? PATH_VECTOR_ADD : PATH_ROWS_ADD)
+                              : (vector ? PATH_VECTOR_LAYER_NORM : PATH_ROWS_LAYER_NORM);
+    tl_variant_ran(&paths[path], (tl_dtype)l.dtype);
+    return vector ? launch_forward_vector(&l, nv) : launch_rows(&l, FORWARD_ROWS);
 }
 
 static tl_status cuda_layer_norm(tl_tensor *out, tl_tensor *sum, tl_tensor *mean, tl_tensor *rstd,
@@ -445,4 +572,4 @@ static const tl_kernel_entry entries[] = {
 };
 
 TL_KERNEL_TABLE(tl_cuda_layer_norm_table, TL_DEVICE_CUDA, entries);
-TL_VARIANT_TABLE(tl_cuda_layer_norm_variants, TL_DEVICE_CUDA, one_pass_paths);
+TL_VARIANT_TABLE(tl_cuda_layer_norm_variants, TL_DEVICE_CUDA, paths);
