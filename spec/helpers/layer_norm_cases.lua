@@ -129,13 +129,15 @@ M.case_of_op = {
   layer_norm_backward_weight = "layer_norm_weight_gradient",
 }
 
--- the paths of CUDA's one pass: rows whose column sums fit a block's shared memory, and longer
--- ones (D = 6200 > 6144), which run the split kernels
+-- the paths of CUDA's one pass: rows whose column sums fit a block's shared memory (D = 7, read
+-- by a warp; D = 264, whole 16-byte vectors held in registers), and longer ones (D = 6200 > 6144),
+-- which run the split kernels
 -- and of CUDA's forward: rows of whole 16-byte vectors held in registers (D = 16: one vector a
 -- lane or none; D = 264: 33 to 132 vectors, so 2 to 8 a lane with the last round partial), and
 -- other rows (D = 5)
 M.variants = {
-  layer_norm_backward = { warps = M.sweep.layer_norm, split = add_layer_norm_case(2, 6200) },
+  layer_norm_backward = { warps = layer_norm_case(3, 7), vector = layer_norm_case(3, 264),
+                          split = add_layer_norm_case(2, 6200) },
   layer_norm = { vector = layer_norm_case(3, 16), rows = layer_norm_case(3, 5) },
   add_layer_norm = { vector = add_layer_norm_case(3, 264), rows = add_layer_norm_case(4, 5) },
 }

@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(LN_THREADS)
 /* The paths of the forward (layer_norm's and add_layer_norm's) and of the one-pass backward. */
 enum {
     PATH_ONE_PASS,
+    PATH_ONE_PASS_VECTOR,
     PATH_SPLIT,
     PATH_VECTOR_LAYER_NORM,
     PATH_ROWS_LAYER_NORM,
@@ -149,6 +150,9 @@ static const tl_kernel_variant paths[] = {
     TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "warps",
                "rows of D <= 6144 (float64: 3072): a warp per row, each warp's column sums in "
                "shared memory, the blocks' sums added by a second kernel"),
+    TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "vector",
+               "rows as the forward's vector path takes them (whole 16-byte vectors, at most 8 a "
+               "lane): the warps' rows held in registers, one read of grad_out and the input"),
     TL_VARIANT(layer_norm_backward, TL_DTYPES_FLOATING, "split",
                "longer rows (their sums do not fit a block's shared memory): the input gradient's "
                "kernel, then the weight gradient's"),
@@ -441,6 +445,94 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y)
     }
 }
 
+/* one_pass_kernel with each warp's row held in registers (lane l its 16-byte vectors l, l + 32,
+   ... up to NV): grad_out and the input are read once; the arithmetic is input_gradient_row's,
+   and a column is still only ever touched by one lane of a warp. */
+template <class E, int NV>
+__global__ void __launch_bounds__(LN_THREADS)
+    one_pass_vector_kernel(typename E::T *grad_in, const typename E::T *grad_out,
+                           const typename E::T *grad_sum, const typename E::T *in,
+                           const typename E::C *mean, const typename E::C *rstd,
+                           const typename E::T *weight, int64_t rows, int64_t D, int64_t run,
+                           typename E::C *partials) {
+    typedef typename E::C C;
+    typedef typename E::T T;
+    constexpr int W = (int)(16 / sizeof(T));
+    extern __shared__ double one_pass_shared[];
+    C *acc = (C *)one_pass_shared;
+    const int warps = (int)blockDim.x / 32, warp = (int)threadIdx.x / 32,
+              lane = (int)threadIdx.x % 32;
+    const int64_t vectors = D / W;
+    C *acc_w = acc + (int64_t)warp * 2 * D, *acc_b = acc_w + D;
+    for (int64_t j = lane; j < D; j += 32) acc_w[j] = 0, acc_b[j] = 0;
+    const int64_t r0 = (int64_t)blockIdx.x * run, r1 = r0 + run < rows ? r0 + run : rows;
+    for (int64_t r = r0 + warp; r < r1; r += warps) {
+        const int64_t base = r * D;
+        const C m = mean[r], s = rstd[r];
+        C gv[NV][W], xhat[NV][W];
+        tl_sum2 sums = {0, 0};
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int64_t at = lane + 32 * (int64_t)k;
+            if (at >= vectors) break;
+            T g[W], x[W];
+            const uint4 gbits = ((const uint4 *)(grad_out + base))[at];
+            const uint4 xbits = ((const uint4 *)(in + base))[at];
+            memcpy(g, &gbits, sizeof gbits);
+            memcpy(x, &xbits, sizeof xbits);
+#pragma unroll
+            for (int w = 0; w < W; w++) {
+                gv[k][w] = E::load(g[w]);
+                xhat[k][w] = tl_mul(tl_sub(E::load(x[w]), m), s);
+                const C gw = weight ? tl_mul(gv[k][w], E::load(weight[at * W + w])) : gv[k][w];
+                sums.a += (double)gw;
+                sums.b += (double)tl_mul(gw, xhat[k][w]);
+            }
+        }
+        sums = tl_group_allreduce(sums, tl_sum2_merge(), tl_sum2{0, 0}, (tl_sum2 *)nullptr, 32);
+        const C a = (C)tl_div(sums.a, (double)D), c = (C)tl_div(sums.b, (double)D);
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int64_t at = lane + 32 * (int64_t)k;
+            if (at >= vectors) break;
+            T d[W], add[W];
+            if (grad_sum) {
+                const uint4 bits = ((const uint4 *)(grad_sum + base))[at];
+                memcpy(add, &bits, sizeof bits);
+            }
+#pragma unroll
+            for (int w = 0; w < W; w++) {
+                const int64_t j = at * W + w;
+                const C gw = weight ? tl_mul(gv[k][w], E::load(weight[j])) : gv[k][w];
+                C v = tl_mul(s, tl_sub(tl_sub(gw, a), tl_mul(xhat[k][w], c)));
+                if (grad_sum) v = tl_add(v, E::load(add[w]));
+                d[w] = E::store(v);
+                acc_w[j] = tl_add(acc_w[j], tl_mul(gv[k][w], xhat[k][w]));
+                acc_b[j] = tl_add(acc_b[j], gv[k][w]);
+            }
+            uint4 bits;
+            memcpy(&bits, d, sizeof bits);
+            ((uint4 *)(grad_in + base))[at] = bits;
+        }
+    }
+    __syncthreads();
+    C *out = partials + (int64_t)blockIdx.x * 2 * D;
+    for (int64_t j = threadIdx.x; j < 2 * D; j += blockDim.x) {
+        C total = acc[j];
+        for (int w = 1; w < warps; w++) total = tl_add(total, acc[(int64_t)w * 2 * D + j]);
+        out[j] = total;
+    }
+}
+
+/* Whether the backward's rows take the vector kernels (its NV as vector_rows gives it). */
+static bool vector_backward_rows(const tl_cuda_layer_norm *l, int *nv) {
+    tl_cuda_layer_norm as_forward = *l;
+    as_forward.in = l->in, as_forward.residual = l->grad_out,
+    as_forward.sum = const_cast<void *>(l->grad_sum);
+    as_forward.out = l->out, as_forward.weight = l->weight, as_forward.bias = nullptr;
+    return vector_rows(&as_forward, nv);
+}
+
 static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
     return tl_cuda_floating(l->dtype, l->at.op, [&](auto e) -> tl_status {
         typedef decltype(e) E;
@@ -454,7 +546,9 @@ static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
             if (l->rows > 0) TL_TRY(launch_rows(l, INPUT_GRADIENT_ROWS));
             return launch_layer_norm_backward_weight(l);
         }
-        tl_variant_ran(&paths[PATH_ONE_PASS], (tl_dtype)l->dtype);
+        int nv = 0;
+        const bool vector = vector_backward_rows(l, &nv);
+        tl_variant_ran(&paths[vector ? PATH_ONE_PASS_VECTOR : PATH_ONE_PASS], (tl_dtype)l->dtype);
         /* four blocks per multiprocessor (4 x 48 KiB of shared memory fit an H100's 228), each a
            run of whole rows: with two, 16 warps an SM, the [16384, 768] float32 pass took 149 us
            on an H200 (the loads of a warp's row wait on its sums) */
@@ -466,11 +560,15 @@ static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
         tl_cuda_scratch scratch;
         TL_TRY(scratch.get(l->at, (size_t)(blocks * 2 * l->D) * sizeof(C)));
         C *partials = (C *)scratch.ptr;
-        one_pass_kernel<E><<<(unsigned)blocks, (unsigned)(warps * 32), (size_t)(warps * row_bytes),
-                             l->at.stream>>>((T *)l->out, (const T *)l->grad_out,
-                                             (const T *)l->grad_sum, (const T *)l->in,
-                                             (const C *)l->mean, (const C *)l->rstd,
-                                             (const T *)l->weight, l->rows, l->D, run, partials);
+        auto kernel = !vector   ? one_pass_kernel<E>
+                      : nv == 1 ? one_pass_vector_kernel<E, 1>
+                      : nv == 2 ? one_pass_vector_kernel<E, 2>
+                      : nv == 4 ? one_pass_vector_kernel<E, 4>
+                                : one_pass_vector_kernel<E, 8>;
+        kernel<<<(unsigned)blocks, (unsigned)(warps * 32), (size_t)(warps * row_bytes),
+                 l->at.stream>>>((T *)l->out, (const T *)l->grad_out, (const T *)l->grad_sum,
+                                 (const T *)l->in, (const C *)l->mean, (const C *)l->rstd,
+                                 (const T *)l->weight, l->rows, l->D, run, partials);
         TL_TRY(tl_cuda_check_launch(l->at.op));
         const unsigned grid = tl_cuda_grid(tl_ceil_div(l->D, COLS_X), l->at.sm_count);
         one_pass_finish<E><<<grid, dim3(COLS_X, COLS_Y), 0, l->at.stream>>>(
