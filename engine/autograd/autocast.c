@@ -56,6 +56,13 @@ tl_status tl_autocast_operands(tl_op op, tl_tensor **operands, int n, bool *cast
     return TL_OK;
 }
 
+tl_status tl_autocast_parameters(tl_op op, tl_tensor **params, int n, bool *casted) {
+    const bool grad_mode = tl_set_grad_enabled(false);
+    tl_status status = tl_autocast_operands(op, params, n, casted);
+    tl_set_grad_enabled(grad_mode);
+    return status;
+}
+
 tl_status tl_autocast_release(tl_tensor **operands, int n, const bool *casted, tl_status status) {
     for (int i = 0; i < n; i++)
         if (casted[i]) tl_release(operands[i]);

@@ -46,15 +46,12 @@ static tl_status record_linear(tl_tensor *input, tl_tensor *const *params, tl_te
 }
 
 /* Under autocast the input's cast is recorded (its gradient goes back through it), the weight's
-   and the bias's are not: the node keeps the parameters as its inputs, so backward's GEMMs write
-   their gradients in the parameters' dtype with no cast between (see linear_backward). */
+   and the bias's are not (tl_autocast_parameters; see linear_backward). */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out) {
     tl_tensor *operand[1] = {input}, *params[2] = {weight, bias}, *used[2] = {weight, bias};
     bool input_cast[1], params_cast[2];
     TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operand, 1, input_cast));
-    const bool grad_mode = tl_set_grad_enabled(false);
-    tl_status status = tl_autocast_operands(TL_OP_linear_forward, used, 2, params_cast);
-    tl_set_grad_enabled(grad_mode);
+    tl_status status = tl_autocast_parameters(TL_OP_linear_forward, used, 2, params_cast);
     if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
     status = record_linear(operand[0], params, used, out);
     tl_autocast_release(used, 2, params_cast, status);

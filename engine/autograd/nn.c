@@ -256,9 +256,7 @@ tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_ten
     tl_tensor *operand[1] = {input}, *params[2] = {weight, bias}, *used[2] = {weight, bias};
     bool input_cast[1], params_cast[2];
     TL_TRY(tl_autocast_operands(TL_OP_linear_cross_entropy, operand, 1, input_cast));
-    const bool grad_mode = tl_set_grad_enabled(false);
-    tl_status status = tl_autocast_operands(TL_OP_linear_cross_entropy, used, 2, params_cast);
-    tl_set_grad_enabled(grad_mode);
+    tl_status status = tl_autocast_parameters(TL_OP_linear_cross_entropy, used, 2, params_cast);
     if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
     status = record_linear_cross_entropy(operand[0], params, used, target, options, loss);
     tl_autocast_release(used, 2, params_cast, status);

@@ -10,6 +10,27 @@ static inline int64_t target_at(const tl_tensor *target, int64_t i) {
                                    : (int64_t)((const int32_t *)tl_data(target))[i];
 }
 
+/* A row's log-sum-exp over its K classes, max + log(sum(exp(x - max))), the sums in double (any
+   NaN gives NaN), and the sum of the row (label smoothing's) in *sum_x. */
+#define DEFINE_ROW_LSE(suffix, T, C, LOAD, STORE)                                                  \
+    static double row_lse_##suffix(const T *row, int64_t K, double *sum_x) {                       \
+        C max = LOAD(row[0]);                                                                      \
+        for (int64_t k = 1; k < K; k++) {                                                          \
+            C v = LOAD(row[k]);                                                                    \
+            if (v > max || v != v) max = v;                                                        \
+        }                                                                                          \
+        double sum = 0, sum_of_x = 0;                                                              \
+        for (int64_t k = 0; k < K; k++) {                                                          \
+            C v = LOAD(row[k]);                                                                    \
+            sum += (double)NN_EXP(v - max);                                                        \
+            sum_of_x += (double)v;                                                                 \
+        }                                                                                          \
+        *sum_x = sum_of_x;                                                                         \
+        return (double)max + log(sum);                                                             \
+    }
+
+NN_FOR_FLOATING(DEFINE_ROW_LSE)
+
 /* T: the logits' element type; C: the compute type (also lse's); row losses are summed in
    double in row order. loss_i = lse - (1 - s) x[t] - s / C_classes * sum(x). */
 #define DEFINE_CROSS_ENTROPY(suffix, T, C, LOAD, STORE)                                            \
@@ -25,18 +46,8 @@ static inline int64_t target_at(const tl_tensor *target, int64_t i) {
                             (long long)N);                                                         \
         NN_PARALLEL_FOR(work) for (int64_t i = 0; i < N; i++) {                                    \
             const T *row = x + i * K;                                                              \
-            C max = LOAD(row[0]);                                                                  \
-            for (int64_t k = 1; k < K; k++) {                                                      \
-                C v = LOAD(row[k]);                                                                \
-                if (v > max || v != v) max = v;                                                    \
-            }                                                                                      \
-            double sum = 0, sum_x = 0;                                                             \
-            for (int64_t k = 0; k < K; k++) {                                                      \
-                C v = LOAD(row[k]);                                                                \
-                sum += (double)NN_EXP(v - max);                                                    \
-                sum_x += (double)v;                                                                \
-            }                                                                                      \
-            const double l = (double)max + log(sum);                                               \
+            double sum_x;                                                                          \
+            const double l = row_lse_##suffix(row, K, &sum_x);                                     \
             lse_out[i] = (C)l;                                                                     \
             const double picked = (double)LOAD(row[target_at(target, i)]);                         \
             row_loss[i] = l - (1 - smoothing) * picked - smoothing / (double)K * sum_x;            \
@@ -92,18 +103,8 @@ NN_FOR_FLOATING(DEFINE_CROSS_ENTROPY_BACKWARD)
             T *row = x + i * L;                                                                    \
             const int64_t given = target_at(target, i), t = given - a->first_class;                \
             const bool ignored = a->has_ignore && given == a->ignore_index;                        \
-            C max = LOAD(row[0]);                                                                  \
-            for (int64_t k = 1; k < K; k++) {                                                      \
-                C v = LOAD(row[k]);                                                                \
-                if (v > max || v != v) max = v;                                                    \
-            }                                                                                      \
-            double sum = 0, sum_x = 0;                                                             \
-            for (int64_t k = 0; k < K; k++) {                                                      \
-                C v = LOAD(row[k]);                                                                \
-                sum += (double)NN_EXP(v - max);                                                    \
-                sum_x += (double)v;                                                                \
-            }                                                                                      \
-            const double lse = (double)max + log(sum);                                             \
+            double sum_x;                                                                          \
+            const double lse = row_lse_##suffix(row, K, &sum_x);                                   \
             loss[i] = ignored ? (C)0                                                               \
                               : (C)(lse - (1 - s) * (double)LOAD(row[t]) - s / (double)K * sum_x); \
             if (!a->write_grad) continue;                                                          \

@@ -379,6 +379,19 @@ static tl_status launch_layer_norm_backward_weight(const tl_cuda_layer_norm *l) 
     });
 }
 
+/* The end of a one-pass block: its warps' column sums (acc, warps slices of [2, D]) added in warp
+   order into partials[block] (every thread calling). */
+template <typename C>
+__device__ __forceinline__ void block_column_sums(const C *acc, int warps, int64_t D, C *partials) {
+    __syncthreads();
+    C *out = partials + (int64_t)blockIdx.x * 2 * D;
+    for (int64_t j = threadIdx.x; j < 2 * D; j += blockDim.x) {
+        C total = acc[j];
+        for (int w = 1; w < warps; w++) total = tl_add(total, acc[(int64_t)w * 2 * D + j]);
+        out[j] = total;
+    }
+}
+
 /* ---- the one pass ------------------------------------------------------------------------
    A block owns a run of rows, a warp per row (warp w takes rows w, w + warps, ... of the run):
    it writes the row's grad_in (input_gradient_row) and adds grad_out * xhat and grad_out, per
@@ -409,13 +422,7 @@ __global__ void __launch_bounds__(LN_THREADS)
                                   acc_w[j] = tl_add(acc_w[j], tl_mul(gv, xhat));
                                   acc_b[j] = tl_add(acc_b[j], gv);
                               });
-    __syncthreads();
-    C *out = partials + (int64_t)blockIdx.x * 2 * D;
-    for (int64_t j = threadIdx.x; j < 2 * D; j += blockDim.x) {
-        C total = acc[j];
-        for (int w = 1; w < warps; w++) total = tl_add(total, acc[(int64_t)w * 2 * D + j]);
-        out[j] = total;
-    }
+    block_column_sums(acc, warps, D, partials);
 }
 
 /* grad_weight[j] = sum over the blocks of partials[block][0][j], grad_bias[j] of [1][j] (either
@@ -515,13 +522,7 @@ __global__ void __launch_bounds__(LN_THREADS)
             ((uint4 *)(grad_in + base))[at] = bits;
         }
     }
-    __syncthreads();
-    C *out = partials + (int64_t)blockIdx.x * 2 * D;
-    for (int64_t j = threadIdx.x; j < 2 * D; j += blockDim.x) {
-        C total = acc[j];
-        for (int w = 1; w < warps; w++) total = tl_add(total, acc[(int64_t)w * 2 * D + j]);
-        out[j] = total;
-    }
+    block_column_sums(acc, warps, D, partials);
 }
 
 /* Whether the backward's rows take the vector kernels (its NV as vector_rows gives it). */
