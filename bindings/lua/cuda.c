@@ -1,4 +1,5 @@
-/* The CUDA runtime from Lua: availability, synchronize, allocator statistics, matmul precision. */
+/* The CUDA runtime from Lua: availability, synchronize, allocator statistics, matmul precision,
+   CUDA graph handles. */
 #include <stddef.h>
 
 #include "binding.h"
@@ -102,7 +103,68 @@ static int get_matmul_precision(lua_State *L) {
     return 1;
 }
 
+/* ---- graphs: a userdata holding a tl_cuda_graph (NULL once destroyed) ----------------------- */
+#define GRAPH_MT "tlua.CudaGraphHandle"
+
+static tl_cuda_graph **graph_slot(lua_State *L, int idx, const char *op) {
+    tl_cuda_graph **slot = luaL_testudata(L, idx, GRAPH_MT);
+    if (!slot) tlb_errorf(L, "%s: expected a graph handle", op);
+    return slot;
+}
+
+static int graph_gc(lua_State *L) {
+    tl_cuda_graph **slot = luaL_testudata(L, 1, GRAPH_MT);
+    if (slot && *slot) {
+        tl_cuda_graph_destroy(*slot);
+        *slot = NULL;
+    }
+    return 0;
+}
+
+/* _cuda_graph_begin(device?) -> a handle whose capture of the device's stream has begun */
+static int cuda_graph_begin(lua_State *L) {
+    int device = device_index(L, 1, "graph");
+    tl_cuda_graph **slot = lua_newuserdatauv(L, sizeof *slot, 0);
+    *slot = NULL;
+    if (luaL_newmetatable(L, GRAPH_MT)) {
+        lua_pushcfunction(L, graph_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    if (tl_cuda_graph_capture_begin(device, slot) != TL_OK) return tlb_fail(L);
+    return 1;
+}
+
+/* _cuda_graph_end(handle): ends its capture, ready to replay (an error: why the capture failed) */
+static int cuda_graph_end(lua_State *L) {
+    tl_cuda_graph **slot = graph_slot(L, 1, "graph");
+    if (tl_cuda_graph_capture_end(*slot) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+static int cuda_graph_replay(lua_State *L) {
+    tl_cuda_graph **slot = graph_slot(L, 1, "graph");
+    if (tl_cuda_graph_replay(*slot) != TL_OK) return tlb_fail(L);
+    return 0;
+}
+
+/* _cuda_graph_destroy(handle): frees it now (its memory back to the cache) */
+static int cuda_graph_destroy(lua_State *L) {
+    graph_slot(L, 1, "graph");
+    return graph_gc(L);
+}
+
+static int cuda_is_capturing(lua_State *L) {
+    lua_pushboolean(L, tl_cuda_is_capturing(device_index(L, 1, "is_capturing")));
+    return 1;
+}
+
 const luaL_Reg tlb_cuda_functions[] = {
+    {"_cuda_graph_begin", cuda_graph_begin},
+    {"_cuda_graph_end", cuda_graph_end},
+    {"_cuda_graph_replay", cuda_graph_replay},
+    {"_cuda_graph_destroy", cuda_graph_destroy},
+    {"_cuda_is_capturing", cuda_is_capturing},
     {"_cuda_is_available", cuda_is_available},
     {"_cuda_synchronize", cuda_synchronize},
     {"_cuda_host_waits", cuda_host_waits},

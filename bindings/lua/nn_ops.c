@@ -338,7 +338,8 @@ static tl_tensor **optim_list(lua_State *L, int idx, const char *op, const char 
 
 /* _adam_step_multi(params, grads, exp_avgs, exp_avg_sqs, masters|nil, lr, beta1, beta2, eps,
    weight_decay, step, decoupled): tl_adam_step_multi over the lists (tables of tensors, one per
-   parameter; masters[i] false or nil where a parameter has no master copy), in place */
+   parameter; masters[i] false or nil where a parameter has no master copy), in place. lr may be
+   a tensor {lr, step} (tl_adam_step_multi_hyper; step is then nil): a captured step. */
 static int nn_adam_step_multi(lua_State *L) {
     const char *op = "_adam_step_multi";
     size_t n = tlb_check_list_length(L, 1, op, "params");
@@ -347,7 +348,20 @@ static int nn_adam_step_multi(lua_State *L) {
     tl_tensor **exp_avg = optim_list(L, 3, op, "exp_avgs", n, false);
     tl_tensor **exp_avg_sq = optim_list(L, 4, op, "exp_avg_sqs", n, false);
     tl_tensor **master = optim_list(L, 5, op, "masters", n, true);
+    tl_tensor *hyper = tlb_peek_tensor(L, 6);
+    if (hyper) {
+        lua_pushvalue(L, 6);  /* the tensor stays referenced on the stack */
+        lua_pushnumber(L, 0); /* lr's slot checked as a number below */
+        lua_replace(L, 6);
+    }
     adam_numbers a = check_adam_numbers(L, 6, op);
+    if (hyper) {
+        if (tl_adam_step_multi_hyper(params, (const tl_tensor *const *)grads, exp_avg, exp_avg_sq,
+                                     master, (int64_t)n, hyper, a.beta1, a.beta2, a.eps,
+                                     a.weight_decay, lua_toboolean(L, 12)) != TL_OK)
+            return tlb_fail(L);
+        return 0;
+    }
     int64_t step = tlb_check_int(L, 11, op, "step");
     bool decoupled = lua_toboolean(L, 12);
     if (tl_adam_step_multi(params, (const tl_tensor *const *)grads, exp_avg, exp_avg_sq, master,

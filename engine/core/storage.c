@@ -187,3 +187,14 @@ tl_status tl_memcpy(tl_device dst_device, void *dst, tl_device src_device, const
     return tl_error(TL_ERR_DEVICE, "copy: this build has no CUDA support");
 #endif
 }
+
+tl_status tl_memcpy_constant(tl_device dst_device, void *dst, const void *src, size_t n) {
+#ifdef TLUA_HAVE_CUDA
+    if (dst_device.type == TL_DEVICE_CUDA && tl_cuda_capturing(dst_device.index)) {
+        cudaStream_t stream;
+        TL_TRY(tl_cuda_stream(dst_device.index, "copy", &stream));
+        return tl_cuda_stage(dst_device.index, stream, dst, src, n, "copy", "host to device");
+    }
+#endif
+    return tl_memcpy(dst_device, dst, TL_CPU, src, n);
+}

@@ -25,5 +25,11 @@ tl_status tl_memset_zero(tl_device device, void *dst, size_t n);
 /* Copies n bytes between any two devices (host <-> device, device <-> device). */
 tl_status tl_memcpy(tl_device dst_device, void *dst, tl_device src_device, const void *src,
                     size_t n);
+/* Copies n bytes of host memory that an op computed from its arguments alone (a constructor's
+   values, an index list made from shapes) to dst on dst_device. As tl_memcpy, except during a
+   CUDA graph's capture, where the bytes are kept for the graph (tl_cuda_stage): each replay
+   writes the same values, as the op run again would. Never for tensor data, which may change
+   between replays (tl_memcpy refuses that during a capture). */
+tl_status tl_memcpy_constant(tl_device dst_device, void *dst, const void *src, size_t n);
 
 #endif

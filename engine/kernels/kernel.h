@@ -244,6 +244,10 @@ typedef struct tl_optim_args {
     int64_t step;                                 /* Adam: 1-based step count */
     bool nesterov, first_step;                    /* SGD */
     bool decoupled;                               /* Adam: AdamW's decoupled weight decay */
+    /* adam_step_multi on CUDA: NULL, or 2 doubles in device memory, {lr, step}, that the kernel
+       reads in place of lr and step (a step captured in a CUDA graph, whose replays each read
+       the values the host wrote before them) */
+    const double *hyper;
 } tl_optim_args;
 /* In place, one pass: sgd_step: state0 = momentum buffer (NULL without momentum), state1
    NULL; adam_step: state0 = exp_avg, state1 = exp_avg_sq. */

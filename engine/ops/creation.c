@@ -35,8 +35,7 @@ tl_status tl_from_host(const void *data, const int64_t *shape, int ndim, tl_dtyp
     tl_tensor *t;
     tl_status status = tl_empty(shape, ndim, dtype, device, &t);
     if (status != TL_OK) return status;
-    status =
-        tl_memcpy(device, tl_data(t), TL_CPU, data, (size_t)tl_numel(t) * tl_dtype_size(dtype));
+    status = tl_memcpy_constant(device, tl_data(t), data, (size_t)tl_numel(t) * tl_dtype_size(dtype));
     if (status != TL_OK) {
         tl_release(t);
         return status;
@@ -57,6 +56,18 @@ static tl_status check_integer_values(const char *op, double first, double last,
     return TL_OK;
 }
 
+/* The values of host (a contiguous CPU tensor the op built from its arguments) on device, as a
+   new tensor; host released (tl_memcpy_constant: a graph's capture keeps them). */
+static tl_status on_device(tl_tensor *host, tl_device device, tl_tensor **out) {
+    if (device.type == TL_DEVICE_CPU) {
+        *out = host;
+        return TL_OK;
+    }
+    tl_status status = tl_from_host(tl_data(host), host->shape, host->ndim, host->dtype, device, out);
+    tl_release(host);
+    return status;
+}
+
 /* Builds a 1-D tensor on the host from values[i] = start + i * step (in double), then moves
    it. Integer dtypes get the values rounded to nearest. */
 static tl_status host_sequence(const char *op, int64_t n, double start, double step, tl_dtype dtype,
@@ -74,13 +85,7 @@ static tl_status host_sequence(const char *op, int64_t n, double start, double s
         tl_scalar s = floating ? tl_scalar_float(v) : tl_scalar_int((int64_t)llround(v));
         tl_dtype_store(dtype, data + i * (int64_t)size, s);
     }
-    if (device.type == TL_DEVICE_CPU) {
-        *out = host;
-        return TL_OK;
-    }
-    status = tl_to(host, dtype, device, out);
-    tl_release(host);
-    return status;
+    return on_device(host, device, out);
 }
 
 tl_status tl_arange(double start, double end, double step, tl_dtype dtype, tl_device device,
@@ -154,9 +159,13 @@ tl_status tl_arange_int(int64_t start, int64_t end, int64_t step, tl_dtype dtype
         return TL_OK;
     }
     /* other dtypes: the exact int64 values cast once (rounded to nearest for floats) */
-    tl_status status = tl_to(host, dtype, device, out);
-    tl_release(host);
-    return status;
+    tl_tensor *cast = host;
+    if (dtype != TL_I64) {
+        tl_status status = tl_to(host, dtype, TL_CPU, &cast);
+        tl_release(host);
+        if (status != TL_OK) return status;
+    }
+    return on_device(cast, device, out);
 }
 
 tl_status tl_linspace(double start, double end, int64_t steps, tl_dtype dtype, tl_device device,
@@ -181,13 +190,7 @@ tl_status tl_eye(int64_t n, int64_t m, tl_dtype dtype, tl_device device, tl_tens
         int64_t index[2] = {i, i};
         tl_set(host, index, tl_scalar_int(1));
     }
-    if (device.type == TL_DEVICE_CPU) {
-        *out = host;
-        return TL_OK;
-    }
-    status = tl_to(host, dtype, device, out);
-    tl_release(host);
-    return status;
+    return on_device(host, device, out);
 }
 
 tl_status tl_scalar_tensor(tl_scalar value, const tl_tensor *like, tl_tensor **out) {

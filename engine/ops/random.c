@@ -1,48 +1,13 @@
-/* The global random generator (a seed and a Philox block counter) and the random ops:
-   rand, randn, randint, randperm. Each call reserves the counter blocks its kernel reads,
-   so one seed gives one sequence and consecutive calls differ. */
+/* The random ops: rand, randn, randint, randperm. Each call reserves the counter blocks its kernel
+   reads from the global generator (core/generator.c), so one seed gives one sequence and
+   consecutive calls differ. */
 #include <math.h>
-#include <pthread.h>
 
-#include "ops/random.h"
+#include "core/generator.h"
 #include "kernels/kernel.h"
 #include "tlua/nn.h"
 #include "tlua/ops.h"
 #include "tlua/runtime.h"
-
-#define DEFAULT_SEED 67280421310721ull
-
-static pthread_mutex_t generator_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t generator_seed = DEFAULT_SEED;
-static uint64_t generator_counter; /* the next unused Philox block */
-
-void tl_manual_seed(uint64_t seed) {
-    pthread_mutex_lock(&generator_lock);
-    generator_seed = seed;
-    generator_counter = 0;
-    pthread_mutex_unlock(&generator_lock);
-}
-
-void tl_get_rng_state(tl_rng_state *out) {
-    pthread_mutex_lock(&generator_lock);
-    *out = (tl_rng_state){.seed = generator_seed, .counter = generator_counter};
-    pthread_mutex_unlock(&generator_lock);
-}
-
-void tl_set_rng_state(tl_rng_state state) {
-    pthread_mutex_lock(&generator_lock);
-    generator_seed = state.seed;
-    generator_counter = state.counter;
-    pthread_mutex_unlock(&generator_lock);
-}
-
-void tl_random_reserve(uint64_t blocks, uint64_t *seed, uint64_t *counter) {
-    pthread_mutex_lock(&generator_lock);
-    *seed = generator_seed;
-    *counter = generator_counter;
-    generator_counter += blocks;
-    pthread_mutex_unlock(&generator_lock);
-}
 
 /* Philox blocks (4 words each) a kernel reads for n elements: see kernels/cpu/random.c. */
 static uint64_t blocks_for(tl_op op, tl_dtype dtype, int64_t n) {
@@ -64,7 +29,7 @@ static tl_status random_op(tl_op op, const int64_t *shape, int ndim, tl_dtype dt
     int64_t n = tl_numel(t);
     tl_status status = TL_OK;
     if (n > 0) {
-        tl_random_reserve(blocks_for(op, dtype, n), &args.seed, &args.counter);
+        tl_random_reserve(device, blocks_for(op, dtype, n), &args.seed, &args.counter);
         status = kernel->fn.random(t, &args);
     }
     if (status != TL_OK) {

@@ -74,6 +74,9 @@ usage: tlua examples/gpt/train.lua [options]
   --block N          the block size of --sparse-ffn (default 32)
   --attention fused|composed  the attention kernel, or matmul + softmax (default fused)
   --seed N           seed of the initialisation and the batches (default 1337)
+  --graph true|false capture the training step (forward, backward, clipping, AdamW) once into a
+                     CUDA graph after one eager step and replay it (tl.cuda.graph; default true on
+                     one GPU without --moe, --sparse-ffn or data parallel, false otherwise)
   --data-parallel    wrap the model in nn.DataParallel even in a world of one (its cost alone);
                      under tlua --nproc N (N > 1) it is always wrapped
   --checkpoint path  write the run's state there (tl.checkpoint) every --checkpoint-every
@@ -89,7 +92,7 @@ local numeric = { steps = "integer", layers = "integer", dim = "integer", heads 
   sparse_ffn = "number", block = "integer", seed = "integer", checkpoint_every = "integer", stop_after = "integer",
   peak_tflops = "number" }
 local text_options = { device = true, dtype = true, data = true, save = true, csv = true, attention = true,
-  checkpoint = true, resume = true, preset = true, bias = true }
+  checkpoint = true, resume = true, preset = true, bias = true, graph = true }
 
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options,
   flags = { data_parallel = true } })
@@ -124,6 +127,7 @@ for _, part in ipairs { preset.all, on_gpu and preset.cuda or preset.cpu } do
   end
 end
 if opts.bias ~= "true" and opts.bias ~= "false" then fail("--bias must be true or false") end
+if opts.graph and opts.graph ~= "true" and opts.graph ~= "false" then fail("--graph must be true or false") end
 if opts.peak_tflops and not (opts.peak_tflops > 0) then fail("--peak-tflops must be > 0") end
 opts.warmup = opts.warmup or opts.steps // 20
 opts.weight_decay = opts.weight_decay or 0.1
@@ -296,15 +300,28 @@ local function save_checkpoint(step)
     extra = { args = run_args, run = run } }, { metadata = data.model_metadata(ds.vocab, config) })
 end
 
-local first_step, last_step = run.step + 1, opts.stop_after and math.min(opts.stop_after, opts.steps) or opts.steps
-for step = first_step, last_step do
-  local x, y = draw("train", opts.batch, opts.context, rank, world)
+local function train_step(x, y)
   local _, loss = forward(x, y)
   loss:backward()
   if opts.grad_clip > 0 then optim.clip_grad_norm(params, opts.grad_clip) end
   opt:step()
   opt:zero_grad()
-  local logged = loss:detach()
+  return loss
+end
+-- the step in a CUDA graph: captured at the second step, replayed from then on (its loss is the same
+-- tensor at every replay, so the one kept for the log is a copy)
+local plain = model == inner and (opts.moe or 0) == 0 and (opts.sparse_ffn or 0) == 0
+if opts.graph == "true" and not (on_gpu and plain) then
+  fail("--graph true needs --device cuda, one rank, and no --moe, --sparse-ffn or --data-parallel")
+end
+local use_graph = opts.graph == "true" or (opts.graph == nil and on_gpu and plain)
+local step_fn = use_graph and tl.cuda.graph(train_step, { warmup = 1 }) or train_step
+
+local first_step, last_step = run.step + 1, opts.stop_after and math.min(opts.stop_after, opts.steps) or opts.steps
+for step = first_step, last_step do
+  local x, y = draw("train", opts.batch, opts.context, rank, world)
+  local loss = step_fn(x, y)
+  local logged = use_graph and loss:detach():clone() or loss:detach()
   if world > 1 then logged = dist.all_reduce(logged:clone(), "avg") end -- the global batch's loss
   pending[#pending + 1], pending_lr[#pending_lr + 1] = logged, opt.param_groups[1].lr
   schedule:step()

@@ -1,5 +1,6 @@
--- tl.cuda: the CUDA runtime (devices, synchronisation, the caching allocator's statistics).
+-- tl.cuda: the CUDA runtime (devices, synchronisation, the caching allocator's statistics, CUDA graphs).
 local core = require("tlua.core")
+local cuda_graph = require("tlua.cuda_graph")
 
 local cuda = {}
 
@@ -38,5 +39,11 @@ cuda.get_rng_state = core.get_rng_state
 cuda.set_rng_state = core.set_rng_state
 --- manual_seed(seed): tl.manual_seed (the one generator of every device)
 cuda.manual_seed = core.manual_seed
+
+--- graph(fn, opts) -> g, is_capturing(device?), on_replay(fn): a step captured into a CUDA graph and replayed
+-- (tlua/cuda_graph.lua)
+cuda.graph = cuda_graph.graph
+cuda.is_capturing = cuda_graph.is_capturing
+cuda.on_replay = cuda_graph.on_replay
 
 return cuda

@@ -1,5 +1,6 @@
 /* The CUDA caching allocator: cudaMalloc'd blocks kept in size-bucketed free lists for reuse
-   on the device's stream, with statistics (allocated, reserved, peaks, counts). */
+   on the device's stream, with statistics (allocated, reserved, peaks, counts), and the memory of
+   CUDA graphs (a capture's private pool, the quarantine of blocks a live graph may read). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,18 +14,42 @@
 #define HASH_BUCKETS  4096
 #define MIB           (1024.0 * 1024.0)
 
-/* One cudaMalloc'd block: in the active hash (held by a tensor) or on a free list. */
+/* One cudaMalloc'd block: in the active hash (held by a tensor), on a free list or in
+   quarantine. */
 typedef struct block {
     void *ptr;
     size_t size;      /* what cudaMalloc gave (rounded) */
     size_t requested; /* what the tensor asked for */
+    uint64_t serial;  /* when it was last handed out (the device's count of allocations) */
+    tl_cuda_capture_pool *owner; /* the capture it was handed out in, while that graph lives */
     struct block *next;
 } block;
 
+typedef struct free_lists {
+    block *small[SMALL_BUCKETS]; /* exact size (i + 1) * 512 */
+    block *large;                /* sorted by size, smallest first */
+} free_lists;
+
+/* A graph's memory. A graph's kernels read and write the blocks its capture was handed (they
+   stay its own until it is destroyed) and any block held when it was captured. So a block
+   freed while a graph that may read it lives (handed out before that graph's capture ended) is
+   not reused but kept in quarantine until no such graph lives; blocks freed during a capture
+   that the same capture was handed are reused by it, in stream order as eager work is. */
+struct tl_cuda_capture_pool {
+    int device;
+    free_lists free; /* blocks the capture freed, for its own later allocations */
+    bool capturing;
+    uint64_t begin_serial, end_serial; /* the device's serial at the capture's begin and end */
+    struct tl_cuda_capture_pool *next; /* the device's live graphs */
+};
+
 typedef struct pool {
-    block *small_free[SMALL_BUCKETS]; /* exact size (i + 1) * 512 */
-    block *large_free;                /* sorted by size, smallest first */
+    free_lists free;
     block *active[HASH_BUCKETS];
+    block *quarantine;             /* freed blocks a live graph may read */
+    tl_cuda_capture_pool *live;    /* pools of the live graphs */
+    tl_cuda_capture_pool *capture; /* the one capturing now, or NULL */
+    uint64_t serial;               /* allocations handed out */
     tl_cuda_allocator_stats stats;
 } pool;
 
@@ -65,14 +90,14 @@ static void update_peaks(tl_cuda_allocator_stats *s) {
 
 /* A cached block for a request of `size` (rounded): an exact small bucket, or the smallest
    large block that wastes at most a quarter of itself. Unlinked from its list. */
-static block *take_cached(pool *p, size_t size) {
+static block *take_cached(free_lists *f, size_t size) {
     if (size <= SMALL_LIMIT) {
-        block **head = &p->small_free[size / SMALL_ROUND - 1];
+        block **head = &f->small[size / SMALL_ROUND - 1];
         block *b = *head;
         if (b) *head = b->next;
         return b;
     }
-    for (block **link = &p->large_free; *link; link = &(*link)->next) {
+    for (block **link = &f->large; *link; link = &(*link)->next) {
         block *b = *link;
         if (b->size < size) continue;
         if (b->size - size > b->size / 4) return NULL; /* the rest are larger still */
@@ -82,18 +107,18 @@ static block *take_cached(pool *p, size_t size) {
     return NULL;
 }
 
-static void put_cached(pool *p, block *b) {
+/* (the block's place only: the count of cached blocks is the caller's) */
+static void put_free(free_lists *f, block *b) {
     if (b->size <= SMALL_LIMIT) {
-        block **head = &p->small_free[b->size / SMALL_ROUND - 1];
+        block **head = &f->small[b->size / SMALL_ROUND - 1];
         b->next = *head;
         *head = b;
     } else {
-        block **link = &p->large_free;
+        block **link = &f->large;
         while (*link && (*link)->size < b->size) link = &(*link)->next;
         b->next = *link;
         *link = b;
     }
-    p->stats.cached_blocks++;
 }
 
 static void free_list(pool *p, block **head) {
@@ -110,13 +135,15 @@ static void free_list(pool *p, block **head) {
 
 /* Returns every cached block of the device to the driver (lock held, device current). */
 static void release_cached(pool *p) {
-    for (size_t i = 0; i < SMALL_BUCKETS; i++) free_list(p, &p->small_free[i]);
-    free_list(p, &p->large_free);
+    for (size_t i = 0; i < SMALL_BUCKETS; i++) free_list(p, &p->free.small[i]);
+    free_list(p, &p->free.large);
     (void)cudaGetLastError();
 }
 
 static void activate(pool *p, block *b, size_t requested) {
     b->requested = requested;
+    b->serial = ++p->serial;
+    b->owner = p->capture;
     size_t h = hash_ptr(b->ptr);
     b->next = p->active[h];
     p->active[h] = b;
@@ -127,13 +154,37 @@ static void activate(pool *p, block *b, size_t requested) {
     update_peaks(&p->stats);
 }
 
+/* The newest allocation a live graph may read: every block handed out before the end of the
+   latest capture of a live graph (all of them while a capture runs); 0 with no live graph. */
+static uint64_t live_limit(const pool *p) {
+    uint64_t limit = 0;
+    for (const tl_cuda_capture_pool *c = p->live; c; c = c->next) {
+        uint64_t end = c->capturing ? UINT64_MAX : c->end_serial;
+        if (end > limit) limit = end;
+    }
+    return limit;
+}
+
+/* cudaMalloc; during a capture with the thread's capture mode relaxed for the call (an
+   allocation is not recorded, and the mode refuses it only as potentially unsafe) */
+static cudaError_t new_memory(void **ptr, size_t size, bool capturing) {
+    if (!capturing) return cudaMalloc(ptr, size);
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t err = cudaMalloc(ptr, size);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    return err;
+}
+
 tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out) {
     cudaStream_t stream; /* also makes the device current */
     TL_TRY(tl_cuda_stream(device, op, &stream));
     size_t size = round_size(nbytes);
     pool *p = &pools[device];
     pthread_mutex_lock(&lock);
-    block *b = take_cached(p, size);
+    tl_cuda_capture_pool *capture = p->capture;
+    block *b = capture ? take_cached(&capture->free, size) : NULL;
+    if (!b) b = take_cached(&p->free, size);
     if (b) {
         p->stats.cached_blocks--;
         activate(p, b, nbytes);
@@ -147,14 +198,15 @@ tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out) 
         return tl_error(TL_ERR_MEMORY, "%s: out of host memory for an allocator record", op);
     }
     void *ptr = NULL;
-    cudaError_t err = cudaMalloc(&ptr, size);
-    if (err == cudaErrorMemoryAllocation) {
+    cudaError_t err = new_memory(&ptr, size, capture != NULL);
+    /* (during a capture no cudaFree, which would wait for the device: out of memory at once) */
+    if (err == cudaErrorMemoryAllocation && !capture) {
         /* the cache may hold enough in blocks of other sizes: give it back, try once more */
         (void)cudaGetLastError();
         release_cached(p);
         err = cudaMalloc(&ptr, size);
     }
-    if (err == cudaErrorMemoryAllocation && reclaim_hook && !reclaiming) {
+    if (err == cudaErrorMemoryAllocation && !capture && reclaim_hook && !reclaiming) {
         /* the host may hold dead tensors: let it free them (unlocked: freeing takes the lock),
            then give the cache back and try a last time */
         (void)cudaGetLastError();
@@ -181,9 +233,12 @@ tl_status tl_cuda_malloc(int device, size_t nbytes, const char *op, void **out) 
         pthread_mutex_unlock(&lock);
         return tl_error(TL_ERR_MEMORY,
                         "%s: CUDA out of memory allocating %zu bytes on cuda:%d (free %.1f MiB of "
-                        "%.1f MiB, reserved %.1f MiB, allocated %.1f MiB)",
+                        "%.1f MiB, reserved %.1f MiB, allocated %.1f MiB%s)",
                         op, nbytes, device, (double)free_bytes / MIB, (double)total_bytes / MIB,
-                        (double)reserved / MIB, (double)allocated / MIB);
+                        (double)reserved / MIB, (double)allocated / MIB,
+                        capture ? "; during a CUDA graph capture, whose memory the device's "
+                                  "cache cannot give back"
+                                : "");
     }
     b->ptr = ptr;
     b->size = size;
@@ -208,11 +263,98 @@ void tl_cuda_free(int device, void *ptr) {
         p->stats.active_blocks--;
         p->stats.free_count++;
         /* work queued on the device's stream may still use the block; the next user is queued
-           behind it on the same stream, so it can be handed out at once */
-        put_cached(p, b);
+           behind it on the same stream, so it can be handed out at once, unless a graph may
+           read it at a replay */
+        p->stats.cached_blocks++;
+        tl_cuda_capture_pool *capture = p->capture;
+        if (capture && b->owner == capture && b->serial > capture->begin_serial) {
+            put_free(&capture->free, b);
+        } else if (b->serial <= live_limit(p)) {
+            b->next = p->quarantine;
+            p->quarantine = b;
+        } else {
+            b->owner = NULL;
+            put_free(&p->free, b);
+        }
         break;
     }
     pthread_mutex_unlock(&lock);
+}
+
+/* ---- graph pools (cuda_runtime.h) ----------------------------------------------------- */
+tl_status tl_cuda_pool_open(int device, const char *op, tl_cuda_capture_pool **out) {
+    tl_cuda_capture_pool *c = calloc(1, sizeof *c);
+    if (!c) return tl_error(TL_ERR_MEMORY, "%s: out of host memory", op);
+    pool *p = &pools[device];
+    pthread_mutex_lock(&lock);
+    if (p->capture) {
+        pthread_mutex_unlock(&lock);
+        free(c);
+        return tl_error(TL_ERR_RUNTIME, "%s: cuda:%d is already being captured", op, device);
+    }
+    c->device = device;
+    c->capturing = true;
+    c->begin_serial = p->serial;
+    c->next = p->live;
+    p->live = c;
+    p->capture = c;
+    pthread_mutex_unlock(&lock);
+    *out = c;
+    return TL_OK;
+}
+
+void tl_cuda_pool_end_capture(tl_cuda_capture_pool *c) {
+    pool *p = &pools[c->device];
+    pthread_mutex_lock(&lock);
+    c->capturing = false;
+    c->end_serial = p->serial;
+    if (p->capture == c) p->capture = NULL;
+    pthread_mutex_unlock(&lock);
+}
+
+static void give_to_device(pool *p, free_lists *f) {
+    for (size_t i = 0; i < SMALL_BUCKETS; i++)
+        while (f->small[i]) {
+            block *b = f->small[i];
+            f->small[i] = b->next;
+            b->owner = NULL;
+            put_free(&p->free, b);
+        }
+    while (f->large) {
+        block *b = f->large;
+        f->large = b->next;
+        b->owner = NULL;
+        put_free(&p->free, b);
+    }
+}
+
+void tl_cuda_pool_close(tl_cuda_capture_pool *c) {
+    pool *p = &pools[c->device];
+    pthread_mutex_lock(&lock);
+    if (p->capture == c) p->capture = NULL;
+    for (tl_cuda_capture_pool **link = &p->live; *link; link = &(*link)->next)
+        if (*link == c) {
+            *link = c->next;
+            break;
+        }
+    give_to_device(p, &c->free);
+    for (size_t h = 0; h < HASH_BUCKETS; h++)
+        for (block *b = p->active[h]; b; b = b->next)
+            if (b->owner == c) b->owner = NULL;
+    const uint64_t limit = live_limit(p);
+    for (block **link = &p->quarantine; *link;) {
+        block *b = *link;
+        if (b->owner == c) b->owner = NULL;
+        if (b->serial <= limit) {
+            link = &b->next;
+            continue;
+        }
+        *link = b->next;
+        b->owner = NULL;
+        put_free(&p->free, b);
+    }
+    pthread_mutex_unlock(&lock);
+    free(c);
 }
 
 /* ---- public: tlua/cuda.h --------------------------------------------------------------- */

@@ -32,6 +32,7 @@ typedef struct device_context {
     cublasHandle_t blas;
     int blas_tf32; /* the math mode last set on blas: 1 TF32, 0 default, -1 none yet */
     int sm_count;
+    uint64_t *rng_cell; /* tl_cuda_rng_cell: 2 words of device memory, zeros between replays */
     shared_limit *shared_limits; /* under init_lock: shared_count of shared_capacity */
     int shared_count, shared_capacity;
     _Atomic(function_cell *) function_pages[FUNCTION_PAGES];
@@ -166,10 +167,14 @@ static tl_status create_context(int device, const char *op) {
     if (!atomic_load_explicit(&c->ready, memory_order_relaxed)) {
         cudaStream_t stream = NULL;
         int sms = 0;
+        void *cell = NULL;
         cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
         if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        if (err == cudaSuccess) err = cudaMalloc(&cell, 2 * sizeof(uint64_t));
+        if (err == cudaSuccess) err = cudaMemset(cell, 0, 2 * sizeof(uint64_t));
         if (err == cudaSuccess) {
             c->stream = stream;
+            c->rng_cell = cell;
             c->sm_count = sms > 0 ? sms : 1;
             c->blas_tf32 = -1;
             atomic_store_explicit(&c->ready, true, memory_order_release);
@@ -197,6 +202,11 @@ tl_status tl_cuda_device_name(int device, char *buf, size_t size) {
                 "cudaGetDeviceProperties");
     if (size > 0) snprintf(buf, size, "%s", prop.name);
     return TL_OK;
+}
+
+const uint64_t *tl_cuda_rng_cell(int device) {
+    if (device < 0 || device >= TL_CUDA_MAX_DEVICES) return NULL;
+    return contexts[device].rng_cell;
 }
 
 int tl_cuda_sm_count(int device) {
@@ -328,7 +338,22 @@ uint64_t tl_cuda_host_waits(void) {
     return atomic_load(&host_waits);
 }
 
+/* The device whose stream is stream, or -1. */
+static int device_of_stream(cudaStream_t stream) {
+    for (int d = 0; d < TL_CUDA_MAX_DEVICES; d++)
+        if (atomic_load_explicit(&contexts[d].ready, memory_order_acquire) &&
+            contexts[d].stream == stream)
+            return d;
+    return -1;
+}
+
 tl_status tl_cuda_wait(cudaStream_t stream, const char *op, const char *what) {
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) (void)cudaGetLastError();
+    if (capture != cudaStreamCaptureStatusNone)
+        return tl_cuda_capture_refuse(device_of_stream(stream), op, what,
+                                      "the host would wait for the GPU; read values back after "
+                                      "the replay, outside the captured function");
     atomic_fetch_add(&host_waits, 1);
     TL_CUDA_TRY(cudaStreamSynchronize(stream), op, what);
     return TL_OK;
@@ -358,6 +383,13 @@ tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, 
     if (src_device.type == TL_DEVICE_CPU || dst_device.type == TL_DEVICE_CPU) {
         bool to_device = dst_device.type == TL_DEVICE_CUDA;
         int device = to_device ? dst_device.index : src_device.index;
+        if (tl_cuda_capturing(device))
+            return tl_cuda_capture_refuse(
+                device, op, to_device ? "a copy from host memory" : "a copy to host memory",
+                to_device ? "each replay would copy the values the host held at capture; copy "
+                            "new values into the graph's input tensors before each replay"
+                          : "the host would wait for the GPU; read values back after the "
+                            "replay, outside the captured function");
         TL_TRY(tl_cuda_stream(device, op, &stream));
         /* after the work queued before it. Host to device from pageable memory: the driver
            stages the buffer before returning, so it may go at once and the host need not wait.
@@ -377,6 +409,10 @@ tl_status tl_cuda_memcpy(tl_device dst_device, void *dst, tl_device src_device, 
                     "device to device");
         return TL_OK;
     }
+    if (tl_cuda_capturing(src_device.index) || tl_cuda_capturing(dst_device.index))
+        return tl_cuda_capture_refuse(
+            tl_cuda_capturing(src_device.index) ? src_device.index : dst_device.index, op,
+            "a copy between two GPUs", "the host waits for both devices' streams");
     /* between two GPUs: src's pending writes first, and the host waits for the copy, since
        the two streams are not ordered with each other */
     cudaStream_t src_stream;

@@ -81,4 +81,23 @@ void tl_cuda_set_reclaim_hook(tl_cuda_reclaim_fn fn, void *context) {
 void tl_cuda_clear_reclaim_hook(void *context) {
     (void)context;
 }
+tl_status tl_cuda_graph_capture_begin(int device, tl_cuda_graph **out) {
+    *out = NULL;
+    return no_cuda("graph", device);
+}
+tl_status tl_cuda_graph_capture_end(tl_cuda_graph *graph) {
+    (void)graph;
+    return tl_error(TL_ERR_ARGUMENT, "graph: the graph is not being captured");
+}
+tl_status tl_cuda_graph_replay(tl_cuda_graph *graph) {
+    (void)graph;
+    return tl_error(TL_ERR_ARGUMENT, "graph: replay of a graph that was not captured");
+}
+void tl_cuda_graph_destroy(tl_cuda_graph *graph) {
+    (void)graph;
+}
+bool tl_cuda_is_capturing(int device) {
+    (void)device;
+    return false;
+}
 #endif

@@ -76,6 +76,44 @@ void tl_cuda_free(int device, void *ptr);
 tl_status tl_cuda_host_alloc(size_t nbytes, const char *op, void **out);
 void tl_cuda_host_free(void *ptr);
 
+/* ---- memory of a CUDA graph's capture (cuda/allocator.c) ---------------------------------- */
+/* A capture's private pool: while it is open on a device, that device's allocations are served
+   from it (blocks that capture freed, the device's cache, or cudaMalloc), so the graph's replays
+   write only memory that belongs to the graph. */
+typedef struct tl_cuda_capture_pool tl_cuda_capture_pool;
+/* Opens a pool on device for a capture that begins now (the device must have no open one). */
+tl_status tl_cuda_pool_open(int device, const char *op, tl_cuda_capture_pool **out);
+/* The capture ended: the device's allocations go back to its cache; the pool's blocks stay the
+   graph's until tl_cuda_pool_close. */
+void tl_cuda_pool_end_capture(tl_cuda_capture_pool *pool);
+/* The graph is gone: its blocks (and the blocks freed since a capture began that it might read)
+   return to the device's cache once no live graph may read them. */
+void tl_cuda_pool_close(tl_cuda_capture_pool *pool);
+
+/* ---- graph capture (cuda/graph.c) -------------------------------------------------------- */
+/* True while a capture records the device's stream. */
+bool tl_cuda_capturing(int device);
+/* What cannot be captured: records the first refusal in the device's capture (its end fails with
+   it, even if the caller went on) and returns the error "<op>: <what> cannot be captured in a
+   CUDA graph (<why>)". */
+tl_status tl_cuda_capture_refuse(int device, const char *op, const char *what, const char *why);
+/* n bytes from host memory to dst on device, queued on stream after the work before it, src
+   reusable at return. Outside a capture, a pageable copy the driver stages at once; inside one,
+   a copy from pinned memory the graph keeps (the bytes as they were at capture, on every
+   replay): for what an op builds on the host from shapes and pointers (descriptors, pointer
+   arrays), never for tensor values. */
+tl_status tl_cuda_stage(int device, cudaStream_t stream, void *dst, const void *src, size_t n,
+                        const char *op, const char *what);
+/* A draw of `blocks` Philox blocks by a kernel on a device being captured: *counter is the draw's
+   place counted from the capture's first block, and true is returned (the generator does not
+   move: each replay draws fresh blocks, tl_cuda_rng_cell). False when device is not capturing. */
+bool tl_cuda_capture_draw(int device, uint64_t blocks, uint64_t *counter);
+/* The device's generator correction, 2 words in device memory that every kernel drawing random
+   numbers reads: its stream is (seed ^ cell[0], counter + cell[1]). Zeros, except during a
+   replay, where they turn the captured (seed, capture-relative counter) into the generator's
+   current ones. NULL until the device's stream exists (tl_cuda_stream). */
+const uint64_t *tl_cuda_rng_cell(int device);
+
 /* ---- copies (cuda/context.c) ---------------------------------------------------------- */
 /* n bytes host <-> device or device <-> device, on the device's stream; returns when dst may
    be read by the host (device -> host: the host waits, and a failed index check is raised) and

@@ -36,8 +36,12 @@ static tl_status ensure_record(int device, const char *op) {
     cudaStream_t stream;
     TL_TRY(tl_cuda_stream(device, op, &stream)); /* makes the device current */
     void *host = NULL, *mapped = NULL;
-    TL_CUDA_TRY(cudaHostAlloc(&host, sizeof(tl_cuda_fault), cudaHostAllocMapped), op,
-                "the index-check record");
+    /* (during a capture, with the thread's capture mode relaxed: an allocation is not recorded) */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    const cudaError_t alloc_err = cudaHostAlloc(&host, sizeof(tl_cuda_fault), cudaHostAllocMapped);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    TL_CUDA_TRY(alloc_err, op, "the index-check record");
     cudaError_t err = cudaHostGetDevicePointer(&mapped, host, 0);
     if (err != cudaSuccess) {
         (void)cudaFreeHost(host);
@@ -75,7 +79,11 @@ tl_status tl_cuda_fault_flag(int device, const char *op, const volatile unsigned
     tl_status status = ensure_record(device, op);
     if (status == TL_OK) status = tl_cuda_stream(device, op, &stream);
     if (status == TL_OK && !f->failed) {
+        /* (relaxed during a capture, as in ensure_record) */
+        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
         const cudaError_t err = cudaMalloc((void **)&f->failed, sizeof *f->failed);
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (err != cudaSuccess) {
             f->failed = NULL;
             status = tl_cuda_fail(err, op, "the index checks' failure flag");

@@ -66,6 +66,34 @@ typedef void (*tl_cuda_reclaim_fn)(void *context);
 void tl_cuda_set_reclaim_hook(tl_cuda_reclaim_fn fn, void *context);
 void tl_cuda_clear_reclaim_hook(void *context);
 
+/* ---- CUDA graphs ----------------------------------------------------------------------------
+   A capture records the work queued on a device's stream (kernels, GEMMs, copies between device
+   buffers, collectives) into a graph instead of running it; a replay runs it again in one launch,
+   on the same memory. Between begin and end the engine's ops queue as usual but nothing runs.
+
+   Memory: allocations during the capture come from the graph's own pool, kept until the graph is
+   destroyed (replays write there); a block freed while a graph that may read it lives (anything
+   held when the capture ended) is not reused until no such graph lives.
+   What a capture refuses, as an error naming the op (and the capture's end fails with the first
+   one, even when the caller went on): a wait of the host for the device (item, a copy to the
+   host, a size read back, synchronize), a copy from host memory of tensor values (each replay
+   would copy the values of capture time), a copy between GPUs, a replay of another graph.
+   Random draws (dropout, rand) are captured relative to the generator: each replay draws the
+   generator's next blocks, as the same ops run eagerly would. */
+typedef struct tl_cuda_graph tl_cuda_graph;
+/* Begins a capture of device's stream (one at a time per device, not nested): *out, to end. */
+tl_status tl_cuda_graph_capture_begin(int device, tl_cuda_graph **out);
+/* Ends the capture and makes the graph ready to replay; fails (the graph then cannot replay, and
+   tl_cuda_graph_destroy frees it) with the capture's first refusal, or when a call broke it. */
+tl_status tl_cuda_graph_capture_end(tl_cuda_graph *graph);
+/* Queues a replay on the device's stream (no host wait). */
+tl_status tl_cuda_graph_replay(tl_cuda_graph *graph);
+/* Frees the graph (ending its capture first, discarded, if it is still capturing); its memory
+   returns to the device's cache. NULL is ignored. */
+void tl_cuda_graph_destroy(tl_cuda_graph *graph);
+/* True while device is being captured. */
+bool tl_cuda_is_capturing(int device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -487,6 +487,15 @@ tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *g
                              tl_tensor *const *master, int64_t n, int64_t step, double lr,
                              double beta1, double beta2, double eps, double weight_decay,
                              bool decoupled);
+/* tl_adam_step_multi with lr and step read from hyper, a contiguous float64 tensor of shape [2]
+   ({lr, step}) on the params' device: on a GPU the kernel reads them (no host wait: a step
+   captured in a CUDA graph reads, at each replay, what the host wrote there before it); on the
+   CPU they are checked as the numbers of tl_adam_step_multi are. */
+tl_status tl_adam_step_multi_hyper(tl_tensor *const *params, const tl_tensor *const *grads,
+                                   tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
+                                   tl_tensor *const *master, int64_t n, const tl_tensor *hyper,
+                                   double beta1, double beta2, double eps, double weight_decay,
+                                   bool decoupled);
 /* torch.nn.utils.clip_grad_norm_ over n gradients at once, in place, no autograd: *total (new,
    0-dim, on the grads' device; float32, or float64 when every grad is float64) = the norm_type
    norm (a number >= 1, or INFINITY) of all the grads together; every grad is then scaled by

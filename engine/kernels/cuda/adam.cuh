@@ -17,22 +17,28 @@ typedef struct tl_cuda_adam_scalars {
     bool decoupled, l2;
 } tl_cuda_adam_scalars;
 
-static inline tl_cuda_adam_scalars tl_cuda_adam_scalars_of(const tl_optim_args *a) {
-    const double correction1 = 1 - pow(a->beta1, (double)a->step);
-    const double correction2 = 1 - pow(a->beta2, (double)a->step);
+/* (lr and step: a's, or the ones a's hyper holds, read on the device) */
+__host__ __device__ static inline tl_cuda_adam_scalars
+tl_cuda_adam_scalars_at(const tl_optim_args &a, double lr, double step) {
+    const double correction1 = 1 - pow(a.beta1, step);
+    const double correction2 = 1 - pow(a.beta2, step);
     tl_cuda_adam_scalars s{};
-    s.neg_step_size = -(a->lr / correction1);
+    s.neg_step_size = -(lr / correction1);
     s.correction2_sqrt = sqrt(correction2);
-    s.beta1 = a->beta1;
-    s.beta2 = a->beta2;
-    s.one_minus_beta1 = 1 - a->beta1;
-    s.one_minus_beta2 = 1 - a->beta2;
-    s.eps = a->eps;
-    s.wd = a->weight_decay;
-    s.shrink = 1 - a->lr * a->weight_decay;
-    s.decoupled = a->decoupled;
-    s.l2 = !a->decoupled && a->weight_decay != 0;
+    s.beta1 = a.beta1;
+    s.beta2 = a.beta2;
+    s.one_minus_beta1 = 1 - a.beta1;
+    s.one_minus_beta2 = 1 - a.beta2;
+    s.eps = a.eps;
+    s.wd = a.weight_decay;
+    s.shrink = 1 - lr * a.weight_decay;
+    s.decoupled = a.decoupled;
+    s.l2 = !a.decoupled && a.weight_decay != 0;
     return s;
+}
+
+static inline tl_cuda_adam_scalars tl_cuda_adam_scalars_of(const tl_optim_args *a) {
+    return tl_cuda_adam_scalars_at(*a, a->lr, (double)a->step);
 }
 
 /* The scalars in the compute type C. */

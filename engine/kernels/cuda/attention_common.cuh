@@ -68,32 +68,39 @@ constexpr int MAX_GRID_Y = 65535;
 struct Dropout {
     uint64_t seed, counter;
     uint32_t threshold;
+    const uint64_t *rng_cell; /* the device's generator correction (tl_rng_corrected) */
+    /* Philox block `block` of the stream, as the correction turns it */
+    __device__ __forceinline__ tl_philox_block philox(uint64_t block) const {
+        uint64_t s = seed, c = counter;
+        tl_rng_corrected(rng_cell, s, c);
+        return tl_philox(c + block, s);
+    }
     __device__ __forceinline__ bool keep(uint64_t e) const {
-        const tl_philox_block b = tl_philox(counter + e / 4, seed);
+        const tl_philox_block b = philox(e / 4);
         return b.w[e % 4] >= threshold;
     }
     /* the keep bits of the 4 elements of Philox block `block` (bit w: element 4 block + w) */
     __device__ __forceinline__ uint32_t keep4(uint64_t block) const {
-        const tl_philox_block b = tl_philox(counter + block, seed);
+        const tl_philox_block b = philox(block);
         return (uint32_t)(b.w[0] >= threshold) | (uint32_t)(b.w[1] >= threshold) << 1 |
                (uint32_t)(b.w[2] >= threshold) << 2 | (uint32_t)(b.w[3] >= threshold) << 3;
     }
     /* elements e and e + 1, one Philox block unless they straddle two */
     __device__ __forceinline__ void keep2(uint64_t e, bool &k0, bool &k1) const {
-        const tl_philox_block b = tl_philox(counter + e / 4, seed);
+        const tl_philox_block b = philox(e / 4);
         const int w = (int)(e % 4);
         k0 = b.w[w] >= threshold;
         if (w < 3) {
             k1 = b.w[w + 1] >= threshold;
         } else {
-            const tl_philox_block c = tl_philox(counter + e / 4 + 1, seed);
+            const tl_philox_block c = philox(e / 4 + 1);
             k1 = c.w[0] >= threshold;
         }
     }
 };
 
 inline Dropout dropout_of(const tl_cuda_attention &a) {
-    Dropout d = {a.seed, a.counter, 0};
+    Dropout d = {a.seed, a.counter, 0, tl_cuda_rng_cell(a.at.device)};
     if (a.dropout > 0) {
         const double t = ceil((double)(float)a.dropout *
                               16777216.0); /* (float)p: rand >= p compares in float32 */

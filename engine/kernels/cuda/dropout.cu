@@ -1,6 +1,7 @@
 /* CUDA dropout kernel and its table: one pass, the mask drawn from Philox in registers. */
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh" /* tl_vec, tl_offsets_at, tl_cuda_blocks, launches */
+#include "kernels/cuda/ops_common.cuh"     /* tl_rng_corrected */
 #include "kernels/philox.h"
 
 /* out = in * keep / (1 - p) over n elements, element e (out's row-major index) kept when the
@@ -54,8 +55,10 @@ template <typename T> __host__ __device__ constexpr int dropout_group() {
 template <class E>
 __global__ void __launch_bounds__(TL_CUDA_THREADS)
     dropout_dense(typename E::T *out, const typename E::T *in, int64_t n, uint64_t seed,
-                  uint64_t counter, float threshold, typename E::C q, bool vec_ok) {
+                  uint64_t counter, const uint64_t *rng_cell, float threshold, typename E::C q,
+                  bool vec_ok) {
     typedef typename E::T T;
+    tl_rng_corrected(rng_cell, seed, counter);
     constexpr int G = dropout_group<T>();
     const int64_t groups = (n + G - 1) / G, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
@@ -82,8 +85,9 @@ __global__ void __launch_bounds__(TL_CUDA_THREADS)
 template <class E>
 __global__ void __launch_bounds__(TL_CUDA_THREADS)
     dropout_strided(typename E::T *out, const typename E::T *in, int64_t n, uint64_t seed,
-                    uint64_t counter, float threshold, typename E::C q,
+                    uint64_t counter, const uint64_t *rng_cell, float threshold, typename E::C q,
                     const __grid_constant__ tl_cuda_geometry g) {
+    tl_rng_corrected(rng_cell, seed, counter);
     const int64_t blocks = (n + 3) / 4, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += stride) {
         float u[4];
@@ -124,12 +128,14 @@ template <class E> static tl_status launch_dtype(const tl_cuda_dropout *d) {
                        (tl_dtype)d->dtype);
         err = tl_cuda_launch_kernel<dropout_dense<E>>(
             d->at.device, tl_cuda_blocks((d->n + G - 1) / G, d->at.sm_count), TL_CUDA_THREADS,
-            d->at.stream, out, in, d->n, d->seed, d->counter, d->threshold, q, vec_ok);
+            d->at.stream, out, in, d->n, d->seed, d->counter, tl_cuda_rng_cell(d->at.device),
+            d->threshold, q, vec_ok);
     } else {
         tl_variant_ran(&dropout_variants[DROPOUT_STRIDED], (tl_dtype)d->dtype);
         err = tl_cuda_launch_kernel<dropout_strided<E>>(
             d->at.device, tl_cuda_blocks((d->n + 3) / 4, d->at.sm_count), TL_CUDA_THREADS,
-            d->at.stream, out, in, d->n, d->seed, d->counter, d->threshold, q, d->geometry);
+            d->at.stream, out, in, d->n, d->seed, d->counter, tl_cuda_rng_cell(d->at.device),
+            d->threshold, q, d->geometry);
     }
     return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, d->at.op, "kernel launch");
 }

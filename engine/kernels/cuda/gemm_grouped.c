@@ -124,14 +124,13 @@ static tl_status run_grouped(int device, cudaStream_t stream, cublasHandle_t han
         c.alpha64[g] = s->alpha64, c.beta64[g] = s->beta64;
     }
 
-    /* cuBLAS reads the pointer arrays on the device: a pageable copy on the stream (staged at
-       once, no wait), the buffer given back to the cache behind the call, in stream order */
+    /* cuBLAS reads the pointer arrays on the device: staged on the stream (no wait), the buffer
+       given back to the cache behind the call, in stream order */
     void *device_pointers = NULL;
     tl_status status = tl_cuda_malloc(device, 3 * n * sizeof(void *), OP_NAME, &device_pointers);
     if (status == TL_OK) {
-        cudaError_t err = cudaMemcpyAsync(device_pointers, c.pointers, 3 * n * sizeof(void *),
-                                          cudaMemcpyHostToDevice, stream);
-        if (err != cudaSuccess) status = tl_cuda_fail(err, OP_NAME, "pointer arrays");
+        status = tl_cuda_stage(device, stream, device_pointers, c.pointers,
+                               3 * n * sizeof(void *), OP_NAME, "pointer arrays");
     }
     if (status == TL_OK) {
         const void *const *da = device_pointers;

@@ -157,6 +157,16 @@ __device__ __forceinline__ void tl_for_each_group_row(int64_t rows, int group, F
     }
 }
 
+/* ---- random streams -------------------------------------------------------------------- */
+/* The stream (seed, counter) an op reserved, as the device's generator correction turns it
+   (tl_cuda_rng_cell: zeros, except while a CUDA graph replays kernels captured with a stream
+   counted from the capture's first block). */
+__device__ __forceinline__ void tl_rng_corrected(const uint64_t *cell, uint64_t &seed,
+                                                 uint64_t &counter) {
+    seed ^= cell[0];
+    counter += cell[1];
+}
+
 /* ---- scratch memory of the device, given back after the launches that use it -------------- */
 struct tl_cuda_scratch {
     int device = -1;
@@ -166,15 +176,12 @@ struct tl_cuda_scratch {
         return tl_cuda_malloc(at.device, bytes, at.op, &ptr);
     }
     /* bytes of scratch whose first host_bytes are a copy of host (descriptors built on the
-       host): a pageable copy on at's stream, which the driver stages at once, so nothing waits;
-       what names the copy in errors */
+       host): tl_cuda_stage on at's stream, so nothing waits (and a graph keeps the bytes); what
+       names the copy in errors */
     tl_status stage(const tl_cuda_where &at, size_t bytes, const void *host, size_t host_bytes,
                     const char *what) {
         TL_TRY(get(at, bytes));
-        if (host_bytes == 0) return TL_OK;
-        const cudaError_t err =
-            cudaMemcpyAsync(ptr, host, host_bytes, cudaMemcpyHostToDevice, at.stream);
-        return err == cudaSuccess ? TL_OK : tl_cuda_fail(err, at.op, what);
+        return tl_cuda_stage(at.device, at.stream, ptr, host, host_bytes, at.op, what);
     }
     ~tl_cuda_scratch() {
         if (ptr) tl_cuda_free(device, ptr);

@@ -91,7 +91,10 @@ __device__ __forceinline__ int64_t adam_owner(const tl_cuda_adam_param *params, 
 
 __global__ void __launch_bounds__(ADAM_THREADS)
     adam_multi_kernel(const tl_cuda_adam_param *params, int64_t count, int64_t chunks,
-                      tl_cuda_adam_scalars s) {
+                      tl_cuda_adam_scalars s, const tl_optim_args a) {
+    /* a step captured in a graph: lr and step from device memory, the scalars as the host makes
+       them (each thread alone: two pow a thread, no synchronization) */
+    if (a.hyper) s = tl_cuda_adam_scalars_at(a, a.hyper[0], a.hyper[1]);
     for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
         const tl_cuda_adam_param d = params[adam_owner(params, count, c)];
         const int64_t lo = (c - d.first_chunk) * TL_CUDA_ADAM_CHUNK;
@@ -117,10 +120,11 @@ __global__ void __launch_bounds__(ADAM_THREADS)
 
 /* count descriptors (on the device, ordered by first_chunk), chunks in all: one launch. */
 static tl_status launch_adam_multi(const tl_cuda_where *at, const tl_cuda_adam_param *params,
-                                   int64_t count, int64_t chunks, const tl_cuda_adam_scalars *s) {
+                                   int64_t count, int64_t chunks, const tl_optim_args *args) {
     if (chunks <= 0) return TL_OK;
     const unsigned grid = tl_cuda_grid(chunks, at->sm_count, 8);
-    adam_multi_kernel<<<grid, ADAM_THREADS, 0, at->stream>>>(params, count, chunks, *s);
+    const tl_cuda_adam_scalars s = tl_cuda_adam_scalars_of(args);
+    adam_multi_kernel<<<grid, ADAM_THREADS, 0, at->stream>>>(params, count, chunks, s, *args);
     return tl_cuda_check_launch(at->op);
 }
 
@@ -167,11 +171,9 @@ static tl_status cuda_adam_step_multi(tl_tensor *const *params, const tl_tensor 
         status = tl_cuda_where_of(params[0], OP_NAME, &at);
         if (status == TL_OK)
             status = descriptors.stage(at, bytes, host, bytes, "parameter descriptors");
-        if (status == TL_OK) {
-            const tl_cuda_adam_scalars s = tl_cuda_adam_scalars_of(args);
+        if (status == TL_OK)
             status = launch_adam_multi(&at, (const tl_cuda_adam_param *)descriptors.ptr, count,
-                                       chunks, &s);
-        }
+                                       chunks, args);
     }
     free(host);
     return status;

@@ -32,7 +32,8 @@ __device__ __forceinline__ void box_muller(double u1, double u2, double *z0, dou
 template <int D>
 __global__ void __launch_bounds__(RANDOM_THREADS)
     random_floats(typename tl_elem<D>::T *out, int64_t n, uint64_t seed, uint64_t counter,
-                  bool normal, int bits) {
+                  const uint64_t *rng_cell, bool normal, int bits) {
+    tl_rng_corrected(rng_cell, seed, counter);
     constexpr bool F64 = D == TL_CUDA_F64;
     constexpr int PER = F64 ? 2 : 4;
     const int64_t blocks = (n + PER - 1) / PER, stride = (int64_t)gridDim.x * blockDim.x;
@@ -63,7 +64,8 @@ __global__ void __launch_bounds__(RANDOM_THREADS)
 template <int D>
 __global__ void __launch_bounds__(RANDOM_THREADS)
     random_ints(typename tl_elem<D>::T *out, int64_t n, uint64_t seed, uint64_t counter,
-                int64_t low, uint64_t range) {
+                const uint64_t *rng_cell, int64_t low, uint64_t range) {
+    tl_rng_corrected(rng_cell, seed, counter);
     const int64_t blocks = (n + 1) / 2, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; b < blocks; b += stride) {
         const tl_philox_block x = tl_philox(counter + (uint64_t)b, seed);
@@ -86,12 +88,13 @@ template <int D> static tl_status launch_dtype(const tl_cuda_random *r) {
     const int per = r->kind == TL_CUDA_RANDINT || D == TL_CUDA_F64 ? 2 : 4;
     const unsigned grid =
         tl_cuda_grid(tl_ceil_div(tl_ceil_div(r->n, per), RANDOM_THREADS), r->at.sm_count);
+    const uint64_t *cell = tl_cuda_rng_cell(r->at.device);
     if (r->kind == TL_CUDA_RANDINT) {
-        random_ints<D><<<grid, RANDOM_THREADS, 0, r->at.stream>>>((T *)r->out, r->n, r->seed,
-                                                                  r->counter, r->low, r->range);
+        random_ints<D><<<grid, RANDOM_THREADS, 0, r->at.stream>>>(
+            (T *)r->out, r->n, r->seed, r->counter, cell, r->low, r->range);
     } else if constexpr (D != TL_CUDA_I32 && D != TL_CUDA_I64) {
         random_floats<D><<<grid, RANDOM_THREADS, 0, r->at.stream>>>(
-            (T *)r->out, r->n, r->seed, r->counter, r->kind == TL_CUDA_RANDN, bits);
+            (T *)r->out, r->n, r->seed, r->counter, cell, r->kind == TL_CUDA_RANDN, bits);
     } else {
         return tl_error(TL_ERR_DTYPE, "%s: expected a floating dtype", r->at.op);
     }

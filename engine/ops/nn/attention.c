@@ -7,7 +7,7 @@
 #include "core/storage.h"
 #include "ops/nn/nn_common.h"
 #include "ops/view.h"
-#include "ops/random.h"
+#include "core/generator.h"
 
 /* The sizes of one call: q [lead..., T, D], k and v [lead..., S, D]; B H = the leading dims'
    product (H the last leading dim, B the others). */
@@ -173,7 +173,8 @@ tl_status tl_scaled_dot_product_attention_lse(const tl_tensor *q, const tl_tenso
                                lse_dtype(dtype), device, &l);
     /* the stream is taken whenever the mask has elements, as rand would take it */
     if (status == TL_OK && dropout > 0 && scores > 0)
-        tl_random_reserve((uint64_t)(scores / 4 + (scores % 4 != 0)), &args.seed, &args.counter);
+        tl_random_reserve(device, (uint64_t)(scores / 4 + (scores % 4 != 0)), &args.seed,
+                          &args.counter);
     if (status == TL_OK && run) {
         status = as_4d(q, &s, &q4);
         if (status == TL_OK) status = as_4d(k, &s, &k4);

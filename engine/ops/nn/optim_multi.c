@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "ops/checks.h"
 #include "ops/nn/nn_common.h"
 
 /* More params than this in one call is a mistake (a Lua list holds at most 2^20 tensors). */
@@ -142,15 +143,12 @@ static tl_status check_all(const char *op, tl_tensor *const *params, const tl_te
     return check_disjoint(op, params, exp_avg, exp_avg_sq, master, n);
 }
 
-tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *grads,
-                             tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
-                             tl_tensor *const *master, int64_t n, int64_t step, double lr,
-                             double beta1, double beta2, double eps, double weight_decay,
-                             bool decoupled) {
-    const char *op = decoupled ? "adamw_step_multi" : "adam_step_multi";
-    TL_TRY(check_all(op, params, grads, exp_avg, exp_avg_sq, master, n, step, lr, beta1, beta2, eps,
-                     weight_decay));
-    if (n <= 0) return TL_OK;
+/* The step, lr and step checked (or read on the device from hyper when not NULL). */
+static tl_status adam_multi(const char *op, tl_tensor *const *params, const tl_tensor *const *grads,
+                            tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
+                            tl_tensor *const *master, int64_t n, int64_t step, double lr,
+                            const double *hyper, double beta1, double beta2, double eps,
+                            double weight_decay, bool decoupled) {
     /* grads are only read: a strided one goes through a contiguous copy */
     tl_tensor **g = calloc((size_t)n, sizeof *g);
     if (!g) return tl_error(TL_ERR_MEMORY, "%s: out of memory (%lld params)", op, (long long)n);
@@ -165,8 +163,8 @@ tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *g
         const int64_t shapes[2][TL_MAX_DIMS] = {{n}, {elements}};
         const tl_kernel_entry *k = tl_dispatch_shapes(
             TL_OP_adam_step_multi, tl_tensor_device(params[0]), params[0]->dtype, 2, ndims, shapes);
-        const tl_optim_args args =
-            nn_adam_args(step, lr, beta1, beta2, eps, weight_decay, decoupled);
+        tl_optim_args args = nn_adam_args(step, lr, beta1, beta2, eps, weight_decay, decoupled);
+        args.hyper = hyper;
         status = k ? k->fn.optim_multi(params, (const tl_tensor *const *)g, exp_avg, exp_avg_sq,
                                        master, n, &args)
                    : tl_dispatch_status();
@@ -181,4 +179,48 @@ tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *g
         if (master && master[i]) tl_bump_version(master[i]);
     }
     return TL_OK;
+}
+
+tl_status tl_adam_step_multi(tl_tensor *const *params, const tl_tensor *const *grads,
+                             tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
+                             tl_tensor *const *master, int64_t n, int64_t step, double lr,
+                             double beta1, double beta2, double eps, double weight_decay,
+                             bool decoupled) {
+    const char *op = decoupled ? "adamw_step_multi" : "adam_step_multi";
+    TL_TRY(check_all(op, params, grads, exp_avg, exp_avg_sq, master, n, step, lr, beta1, beta2, eps,
+                     weight_decay));
+    if (n <= 0) return TL_OK;
+    return adam_multi(op, params, grads, exp_avg, exp_avg_sq, master, n, step, lr, NULL, beta1,
+                      beta2, eps, weight_decay, decoupled);
+}
+
+tl_status tl_adam_step_multi_hyper(tl_tensor *const *params, const tl_tensor *const *grads,
+                                   tl_tensor *const *exp_avg, tl_tensor *const *exp_avg_sq,
+                                   tl_tensor *const *master, int64_t n, const tl_tensor *hyper,
+                                   double beta1, double beta2, double eps, double weight_decay,
+                                   bool decoupled) {
+    const char *op = decoupled ? "adamw_step_multi" : "adam_step_multi";
+    TL_TRY(tl_check_tensor_arg(op, "hyper", hyper));
+    if (hyper->dtype != TL_F64 || hyper->ndim != 1 || hyper->shape[0] != 2 ||
+        !tl_is_contiguous(hyper))
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: hyper must be a contiguous float64 tensor of shape [2] ({lr, step}), "
+                        "got %s of %d dims",
+                        op, tl_dtype_name(hyper->dtype), hyper->ndim);
+    if (n > 0 && params && params[0] &&
+        !tl_device_equal(tl_tensor_device(hyper), tl_tensor_device(params[0])))
+        return tl_error(TL_ERR_DEVICE, "%s: hyper must be on the params' device", op);
+    const double *values = tl_data(hyper);
+    const bool on_cpu = tl_tensor_device(hyper).type == TL_DEVICE_CPU;
+    /* on the CPU the values are checked as numbers are; on a GPU they are read by the kernel */
+    double lr = on_cpu ? values[0] : 0.0, step_value = on_cpu ? values[1] : 1.0;
+    const int64_t step = (int64_t)step_value;
+    if (on_cpu && (double)step != step_value)
+        return tl_error(TL_ERR_ARGUMENT, "%s: hyper's step must be an integer >= 1, got %g", op,
+                        step_value);
+    TL_TRY(check_all(op, params, grads, exp_avg, exp_avg_sq, master, n, step, lr, beta1, beta2, eps,
+                     weight_decay));
+    if (n <= 0) return TL_OK;
+    return adam_multi(op, params, grads, exp_avg, exp_avg_sq, master, n, step, lr,
+                      on_cpu ? NULL : values, beta1, beta2, eps, weight_decay, decoupled);
 }

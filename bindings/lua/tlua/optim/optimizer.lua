@@ -114,6 +114,26 @@ function Optimizer:_validate()
   end
 end
 
+-- Inside a CUDA graph's capture (tl.cuda.graph) a step reads its options as they were then at every
+-- replay: an optimizer whose class cannot keep its step counts and lr on the device refuses it.
+-- _capturable(group): true where the class's step can be captured (Adam and AdamW fused, SGD).
+function Optimizer:_capturable() return false end
+
+function Optimizer:_check_capture()
+  for gi, group in ipairs(self.param_groups) do
+    for _, p in ipairs(group.params) do
+      if p.grad ~= nil and p.device ~= "cpu" and tl._cuda_is_capturing(p.device) then
+        if not self:_capturable(group) then
+          error(string.format("optim.%s: its step cannot be captured in a CUDA graph (parameter group %d: its step "
+            .. "count and options would be frozen at capture); use Adam or AdamW (fused, no amsgrad) or SGD, or "
+            .. "step it outside the captured function", self.name, gi), 3)
+        end
+        break
+      end
+    end
+  end
+end
+
 function Optimizer:zero_grad()
   for _, group in ipairs(self.param_groups) do
     for _, p in ipairs(group.params) do p.grad = nil end
@@ -126,6 +146,7 @@ function Optimizer:step(closure)
   local loss
   if closure then loss = tl.enable_grad(closure) end
   self:_validate()
+  self:_check_capture()
   for _, group in ipairs(self.param_groups) do self:_update(group) end
   return loss
 end

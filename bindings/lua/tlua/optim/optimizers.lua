@@ -35,8 +35,39 @@ function optimizers.SGD:_check(group, p, g, s)
     group.nesterov and true or false, false, true)
 end
 
+-- SGD reads no step count: a captured step replays with the options of capture, which must not
+-- change, and the momentum buffers an eager step made
+function optimizers.SGD:_capturable() return true end
+
+local function sgd_options(group)
+  return string.format("lr %s, momentum %s, dampening %s, weight_decay %s, nesterov %s, maximize %s",
+    tostring(group.lr), tostring(group.momentum), tostring(group.dampening), tostring(group.weight_decay),
+    tostring(group.nesterov), tostring(group.maximize))
+end
+
+local function sgd_capture(self, group)
+  for _, p in ipairs(group.params) do
+    if p.grad ~= nil and group.momentum ~= 0 and not (self.state[p] and self.state[p].momentum_buffer) then
+      error("optim.SGD: a parameter without a momentum buffer cannot be captured in a CUDA graph (its new buffer "
+        .. "would be made again at every replay): run one step eagerly first (tl.cuda.graph's warmup)", 0)
+    end
+  end
+  local captured = sgd_options(group)
+  tl.cuda.on_replay(function()
+    local now = sgd_options(group)
+    if now ~= captured then
+      error(string.format("optim.SGD: the options of a step captured in a CUDA graph changed (captured with %s, now "
+        .. "%s); a captured SGD step replays with them", captured, now), 0)
+    end
+  end)
+end
+
 -- (checked by _validate) new state is kept only once its step has run
 function optimizers.SGD:_update(group)
+  local first_param = group.params[1]
+  if first_param and first_param.device ~= "cpu" and tl._cuda_is_capturing(first_param.device) then
+    sgd_capture(self, group)
+  end
   local lr, momentum, dampening = group.lr, group.momentum, group.dampening
   local weight_decay, nesterov = group.weight_decay, group.nesterov and true or false
   local state = self.state
@@ -174,6 +205,56 @@ local function keep(state, p, s, new)
 end
 
 local adam_step_multi, no_grad = tl._adam_step_multi, tl.no_grad
+local is_capturing = tl._cuda_is_capturing
+
+-- The device tensor {lr, step} of a group's parameters on a GPU, which a captured step reads
+-- (tl._adam_step_multi's hyper form); made by an eager step, since one made during a capture
+-- would be written by every replay.
+local function adam_hyper(self, group, device)
+  self._hyper = self._hyper or setmetatable({}, { __mode = "k" })
+  local per_group = self._hyper[group] or {}
+  self._hyper[group] = per_group
+  local key = tostring(device)
+  if not per_group[key] then per_group[key] = tl.empty({ 2 }, { dtype = "float64", device = device }) end
+  return per_group[key]
+end
+
+-- the options a captured step reads as they were at capture (all but lr)
+local function frozen_options(group)
+  return string.format("betas {%s, %s}, eps %s, weight_decay %s, maximize %s", tostring(group.betas[1]),
+    tostring(group.betas[2]), tostring(group.eps), tostring(group.weight_decay), tostring(group.maximize))
+end
+
+-- A fused step inside a CUDA graph's capture: every parameter must have its state already (new
+-- state would be made again at every replay); the lr and step counts go to the device before each
+-- replay (tl.cuda.on_replay), where the kernel reads them, and the step counts move on then.
+local function adam_capture(self, group, b, decoupled, name)
+  local state, device = self.state, b.params[1].device
+  for i, p in ipairs(b.params) do
+    if state[p] == nil or (b.masters[i] and state[p].master == nil) then
+      error(string.format("optim.%s: a parameter without optimizer state cannot be captured in a CUDA graph (its new "
+        .. "state would be made again at every replay): run one step eagerly first (tl.cuda.graph's warmup)", name), 0)
+    end
+  end
+  local hyper = self._hyper and self._hyper[group] and self._hyper[group][tostring(device)]
+  if not hyper then
+    error(string.format("optim.%s: run one step eagerly before capturing a step in a CUDA graph "
+      .. "(tl.cuda.graph's warmup)", name), 0)
+  end
+  adam_step_multi(b.params, b.grads, b.m, b.v, b.masters, hyper, group.betas[1], group.betas[2], group.eps,
+    group.weight_decay, nil, decoupled)
+  local params, captured = b.params, frozen_options(group)
+  tl.cuda.on_replay(function()
+    local now = frozen_options(group)
+    if now ~= captured then
+      error(string.format("optim.%s: the options of a step captured in a CUDA graph changed (captured with %s, "
+        .. "now %s); only lr may change between replays", name, captured, now), 0)
+    end
+    local step = state[params[1]].step + 1
+    hyper:copy_(tl.tensor({ group.lr, step }, { dtype = "float64", device = hyper.device }))
+    for _, p in ipairs(params) do state[p].step = step end
+  end)
+end
 
 -- (checked by _validate) one call per (device, step count); the step counts and new state are
 -- kept only once the step has run
@@ -198,12 +279,20 @@ local function adam_update_fused(self, group, decoupled)
     end
   end
   for _, b in ipairs(order) do
+    local device = b.params[1].device
+    local on_gpu = device ~= "cpu"
+    if on_gpu and is_capturing(device) then
+      adam_capture(self, group, b, decoupled, self.name)
+      goto next_bucket
+    end
+    if on_gpu then adam_hyper(self, group, device) end
     adam_step_multi(b.params, b.grads, b.m, b.v, b.masters, group.lr, group.betas[1], group.betas[2], group.eps,
       group.weight_decay, b.step, decoupled)
     for i, p in ipairs(b.params) do
       b.states[i].step = b.step
       keep(state, p, state[p], b.states[i])
     end
+    ::next_bucket::
   end
 end
 
@@ -256,7 +345,11 @@ end
 -- amsgrad divides by the running maximum of exp_avg_sq (state max_exp_avg_sq; a step composed of
 -- tensor ops, not fused); maximize negates the gradient. State per parameter: step, exp_avg,
 -- exp_avg_sq, max_exp_avg_sq (amsgrad), master (16-bit parameters with master_weights)
+-- the fused step keeps lr and the step count on the device (adam_capture); the others cannot
+local function adam_capturable(_, group) return group.fused and not group.amsgrad end
+
 optimizers.Adam = Optimizer.subclass("Adam", adam_defaults(0), check_adam)
+optimizers.Adam._capturable = adam_capturable
 function optimizers.Adam:_check(group, p, g, s) adam_check_all(group, p, g, s, false) end
 function optimizers.Adam:_update(group) adam_update(self, group, false) end
 optimizers.Adam._state_dtype = adam_state_dtype
@@ -264,6 +357,7 @@ optimizers.Adam._state_dtype = adam_state_dtype
 --- AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, amsgrad = false,
 -- maximize = false, fused = true, master_weights = true}): Adam with decoupled weight decay
 optimizers.AdamW = Optimizer.subclass("AdamW", adam_defaults(1e-2), check_adam)
+optimizers.AdamW._capturable = adam_capturable
 function optimizers.AdamW:_check(group, p, g, s) adam_check_all(group, p, g, s, true) end
 function optimizers.AdamW:_update(group) adam_update(self, group, true) end
 optimizers.AdamW._state_dtype = adam_state_dtype
