@@ -231,6 +231,25 @@ describe("tl.cuda.graph on cuda #cuda", function()
     assert.are.same({ 16.0 }, { (x * 2):sum():item() })
   end)
 
+  it("never leaves a device capturing: a failing function, a graph freed during another's capture", function()
+    local handle, message = tl._cuda_graph_capture(0, function() error("inside the capture") end)
+    assert.is_nil(handle)
+    assert.truthy(tostring(message):find("inside the capture", 1, true), tostring(message))
+    assert.is_false(tl.cuda.is_capturing())
+    local x = tl.ones({ 16 }, { device = "cuda" })
+    local first = tl.cuda.graph(function(t) return t * 3 end, { warmup = 0 })
+    first(x)
+    local second = tl.cuda.graph(function(t)
+      first = nil
+      collectgarbage("collect") -- the first graph's handle is collected during this capture
+      return t + 1
+    end, { warmup = 0 })
+    assert.are.same({ 2.0 }, flat(second(x):max():view({ 1 })))
+    collectgarbage("collect")
+    assert.are.same({ 2.0 }, flat(second(x):min():view({ 1 })))
+    assert.is_false(tl.cuda.is_capturing())
+  end)
+
   it("refuses another shape, another dtype or another number at replay", function()
     local g = tl.cuda.graph(function(t, k) return t * k end, { warmup = 0 })
     g(tl.ones({ 4 }, { device = "cuda" }), 2)

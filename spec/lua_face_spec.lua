@@ -321,6 +321,7 @@ describe("robustness", function()
       set_grad_enabled = true, manual_seed = true, custom_function = true,
       -- these write files or change global state
       save = true, set_matmul_precision = true, _cuda_empty_cache = true, _cuda_set_device = true,
+      _set_cudnn_enabled = true, set_sync_checks = true, _autocast_set = true, set_rng_state = true,
       -- this one connects to a store (and waits for it)
       _dist_new_group = true }
     local seed = 12345

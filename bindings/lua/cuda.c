@@ -121,9 +121,14 @@ static int graph_gc(lua_State *L) {
     return 0;
 }
 
-/* _cuda_graph_begin(device?) -> a handle whose capture of the device's stream has begun */
-static int cuda_graph_begin(lua_State *L) {
+/* _cuda_graph_capture(device, fn, ...) -> handle, fn's results | nil, message: fn(...) run while
+   the device's stream is captured. The capture ends here whatever fn does, so no Lua path can leave
+   a device capturing: on an error of fn, or a refusal of the capture, the graph is freed and nil
+   comes back with the message. */
+static int cuda_graph_capture(lua_State *L) {
     int device = device_index(L, 1, "graph");
+    int top = lua_gettop(L);
+    if (top < 2) return tlb_errorf(L, "graph: expected a function to capture");
     tl_cuda_graph **slot = lua_newuserdatauv(L, sizeof *slot, 0);
     *slot = NULL;
     if (luaL_newmetatable(L, GRAPH_MT)) {
@@ -131,15 +136,27 @@ static int cuda_graph_begin(lua_State *L) {
         lua_setfield(L, -2, "__gc");
     }
     lua_setmetatable(L, -2);
+    const int handle = top + 1;
     if (tl_cuda_graph_capture_begin(device, slot) != TL_OK) return tlb_fail(L);
-    return 1;
-}
-
-/* _cuda_graph_end(handle): ends its capture, ready to replay (an error: why the capture failed) */
-static int cuda_graph_end(lua_State *L) {
-    tl_cuda_graph **slot = graph_slot(L, 1, "graph");
-    if (tl_cuda_graph_capture_end(*slot) != TL_OK) return tlb_fail(L);
-    return 0;
+    for (int i = 2; i <= top; i++) lua_pushvalue(L, i); /* fn and its arguments */
+    if (lua_pcall(L, top - 2, LUA_MULTRET, 0) != LUA_OK) {
+        tl_cuda_graph_destroy(*slot);
+        *slot = NULL;
+        lua_pushnil(L);
+        lua_insert(L, -2); /* nil, the error value */
+        return 2;
+    }
+    if (tl_cuda_graph_capture_end(*slot) != TL_OK) {
+        tl_cuda_graph_destroy(*slot);
+        *slot = NULL;
+        lua_pushnil(L);
+        lua_pushstring(L, tl_last_error());
+        return 2;
+    }
+    const int results = lua_gettop(L) - handle;
+    lua_pushvalue(L, handle);
+    lua_rotate(L, handle + 1, 1); /* handle, fn's results */
+    return results + 1;
 }
 
 static int cuda_graph_replay(lua_State *L) {
@@ -160,8 +177,7 @@ static int cuda_is_capturing(lua_State *L) {
 }
 
 const luaL_Reg tlb_cuda_functions[] = {
-    {"_cuda_graph_begin", cuda_graph_begin},
-    {"_cuda_graph_end", cuda_graph_end},
+    {"_cuda_graph_capture", cuda_graph_capture},
     {"_cuda_graph_replay", cuda_graph_replay},
     {"_cuda_graph_destroy", cuda_graph_destroy},
     {"_cuda_is_capturing", cuda_is_capturing},

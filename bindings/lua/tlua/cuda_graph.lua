@@ -62,20 +62,19 @@ local function capture(self, args)
   self._hooks = {}
   -- dead tensors freed now, not kept from reuse while the graph lives (their blocks might be read)
   collectgarbage("collect")
-  local begun, handle = pcall(core._cuda_graph_begin, self.device)
-  if not begun then error("tl.cuda.graph: " .. tostring(handle):gsub("^graph: ", ""), 3) end
+  -- the capture begins and ends inside _cuda_graph_capture, whatever fn does
   capturing = self
-  local results = table.pack(pcall(self.fn, table.unpack(self._inputs, 1, self._inputs.n)))
+  local results = table.pack(pcall(core._cuda_graph_capture, self.device, self.fn,
+    table.unpack(self._inputs, 1, self._inputs.n)))
   capturing = nil
-  local ended, why = true, nil
-  if results[1] then ended, why = pcall(core._cuda_graph_end, handle) end
-  if not results[1] or not ended then
-    core._cuda_graph_destroy(handle)
+  local handle = results[1] and results[2]
+  if not handle then
     self._inputs, self._hooks = nil, nil
-    error("tl.cuda.graph: the capture failed: " .. tostring(results[1] and why or results[2]), 3)
+    local why = results[1] and results[3] or results[2]
+    error("tl.cuda.graph: the capture failed: " .. tostring(why):gsub("^graph: ", ""), 3)
   end
   self._handle = handle
-  self._outputs = table.pack(table.unpack(results, 2, results.n))
+  self._outputs = table.pack(table.unpack(results, 3, results.n))
   self.captured = true
 end
 

@@ -33,6 +33,7 @@ struct tl_cuda_graph {
     pinned_chunk *pinned;
     /* Philox blocks the captured kernels draw (from the capture's first), under rng_seed */
     uint64_t rng_blocks, rng_seed;
+    struct tl_cuda_graph *deferred_next; /* in the list of graphs whose freeing waits */
 };
 
 /* The capture in progress on each device (one thread drives a capture; reads from others see a
@@ -115,6 +116,16 @@ bool tl_cuda_capture_draw(int device, uint64_t blocks, uint64_t *counter) {
     return true;
 }
 
+/* Graphs destroyed while a capture runs (a collector may free one then): freed once no capture
+   runs, since freeing a graph's pinned memory waits for the device, which a capture forbids. */
+static tl_cuda_graph *deferred;
+
+static bool any_capture(void) {
+    for (int d = 0; d < TL_CUDA_MAX_DEVICES; d++)
+        if (current(d)) return true;
+    return false;
+}
+
 /* ---- the public API (tlua/cuda.h) --------------------------------------------------------- */
 static void free_pinned(tl_cuda_graph *g) {
     while (g->pinned) {
@@ -159,6 +170,8 @@ tl_status tl_cuda_graph_capture_begin(int device, tl_cuda_graph **out) {
     return TL_OK;
 }
 
+static void free_deferred(void);
+
 /* Ends the capture of g (the stream leaves capture mode whatever happened): its graph, or
    NULL where the capture was invalidated. */
 static cudaGraph_t stop_capture(tl_cuda_graph *g, cudaError_t *err) {
@@ -168,6 +181,7 @@ static cudaGraph_t stop_capture(tl_cuda_graph *g, cudaError_t *err) {
     atomic_store_explicit(&capture_of[g->device], NULL, memory_order_release);
     tl_cuda_pool_end_capture(g->pool);
     g->capturing = false;
+    free_deferred();
     return graph;
 }
 
@@ -225,8 +239,27 @@ tl_status tl_cuda_graph_replay(tl_cuda_graph *g) {
     return TL_OK;
 }
 
+static void free_graph(tl_cuda_graph *g);
+
 void tl_cuda_graph_destroy(tl_cuda_graph *g) {
     if (!g) return;
+    if (!g->capturing && any_capture()) {
+        g->deferred_next = deferred;
+        deferred = g;
+        return;
+    }
+    free_graph(g);
+}
+
+static void free_deferred(void) {
+    while (deferred && !any_capture()) {
+        tl_cuda_graph *g = deferred;
+        deferred = g->deferred_next;
+        free_graph(g);
+    }
+}
+
+static void free_graph(tl_cuda_graph *g) {
     if (g->capturing) {
         cudaError_t err;
         cudaGraph_t graph = stop_capture(g, &err);

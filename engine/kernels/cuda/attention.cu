@@ -125,6 +125,35 @@ template <typename E> __global__ void delta_kernel(const tl_cuda_attention a) {
     });
 }
 
+/* delta for operands the tensor-core path takes (16-bit, D = 32, 64 or 128, rows of 16-byte
+   vectors): G = D / 8 lanes a row, each the dot of one 8-element vector of dO and of O in the
+   compute type, summed over the group by shuffles */
+template <typename E, int G> __global__ void delta_vector_kernel(const tl_cuda_attention a) {
+    typedef typename E::T T;
+    typedef typename E::C C;
+    const int per_block = (int)blockDim.x / G, lane = (int)threadIdx.x % G;
+    const int64_t rows = a.B * a.H * a.T;
+    /* every thread of a block takes the same trips, so the shuffles see whole warps */
+    for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows;
+         first += (int64_t)gridDim.x * per_block) {
+        const int64_t row = first + (int)threadIdx.x / G;
+        C s = 0;
+        if (row < rows) {
+            const int64_t bh = row / a.T, i = row % a.T, b = bh / a.H, h = bh % a.H;
+            const T *o = at_bh<const T>(a, OUT, b, h) + i * a.stride[OUT][2] + lane * 8;
+            const T *g = at_bh<const T>(a, GRAD_OUT, b, h) + i * a.stride[GRAD_OUT][2] + lane * 8;
+            const uint4 ov = *(const uint4 *)o, gv = *(const uint4 *)g;
+            const T *ot = (const T *)&ov, *gt = (const T *)&gv;
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += E::load(ot[j]) * E::load(gt[j]);
+        }
+#pragma unroll
+        for (int offset = G / 2; offset > 0; offset /= 2)
+            s += __shfl_xor_sync(0xffffffffu, s, offset);
+        if (row < rows && lane == 0) ((C *)a.delta)[row] = s;
+    }
+}
+
 /* dQ: one warp per query row */
 template <typename E>
 __global__ void backward_dq_plain(const tl_cuda_attention a, typename E::C scale, Dropout drop,
@@ -249,9 +278,25 @@ tl_status launch_plain(const tl_cuda_attention &a, Kernel kernel, int64_t rows, 
     return tl_cuda_check_launch(a.at.op);
 }
 
+template <typename E> tl_status run_delta_vector(const tl_cuda_attention &a, int64_t rows) {
+    const int G = (int)(a.D / 8);
+    const unsigned grid = tl_cuda_grid(tl_ceil_div(rows, 256 / G), a.at.sm_count);
+    if (G == 4)
+        delta_vector_kernel<E, 4><<<grid, 256, 0, a.at.stream>>>(a);
+    else if (G == 8)
+        delta_vector_kernel<E, 8><<<grid, 256, 0, a.at.stream>>>(a);
+    else
+        delta_vector_kernel<E, 16><<<grid, 256, 0, a.at.stream>>>(a);
+    return tl_cuda_check_launch(a.at.op);
+}
+
 tl_status run_delta(const tl_cuda_attention &a) {
     const int64_t rows = a.B * a.H * a.T;
     if (rows == 0) return TL_OK;
+    /* the tensor-core path's operands: whole 16-byte vectors a lane */
+    if (tl_attention_fits_mma(a))
+        return a.dtype == TL_CUDA_BF16 ? run_delta_vector<tl_elem<TL_CUDA_BF16>>(a, rows)
+                                       : run_delta_vector<tl_elem<TL_CUDA_F16>>(a, rows);
     return tl_cuda_floating(a.dtype, a.at.op, [&](auto e) {
         typedef decltype(e) E;
         const unsigned grid = tl_cuda_grid(tl_ceil_div(rows, 8), a.at.sm_count);

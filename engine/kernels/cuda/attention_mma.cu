@@ -563,14 +563,25 @@ tl_status launch_backward(const tl_cuda_attention &a, float *dq_acc) {
                          : launch_backward_as<D, WARPS, BM, BF16, KV_REGS, false>(a, dq_acc);
 }
 
-/* grad_q (strided, dtype) = the float32 workspace [B, H, T, D] */
+/* grad_q (strided, dtype) = the float32 workspace [B, H, T, D], 8 elements a thread: two 16-byte
+   reads, one 16-byte write (the path's rows are whole vectors: D a multiple of 8, strides of
+   multiples of 8 elements, 16-byte aligned) */
 template <typename E>
 __global__ void store_dq(const tl_cuda_attention a, const float *dq_acc, int64_t total) {
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        const int64_t d = idx % a.D, row = idx / a.D, i = row % a.T, bh = row / a.T;
-        typename E::T *g = at_bh<typename E::T>(a, GRAD_Q, bh / a.H, bh % a.H);
-        g[i * a.stride[GRAD_Q][2] + d] = E::store(dq_acc[idx]);
+    typedef typename E::T T;
+    const int64_t vectors = total / 8, per_row = a.D / 8, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += stride) {
+        const int64_t row = v / per_row, d = (v - row * per_row) * 8, i = row % a.T,
+                      bh = row / a.T;
+        const float4 lo = *(const float4 *)(dq_acc + v * 8),
+                     hi = *(const float4 *)(dq_acc + v * 8 + 4);
+        const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        uint4 out;
+        T *t = (T *)&out;
+#pragma unroll
+        for (int j = 0; j < 8; j++) t[j] = E::store(x[j]);
+        T *g = at_bh<T>(a, GRAD_Q, bh / a.H, bh % a.H);
+        *(uint4 *)(g + i * a.stride[GRAD_Q][2] + d) = out;
     }
 }
 
@@ -687,10 +698,10 @@ tl_status tl_attention_backward_mma(const tl_cuda_attention &a, bool want_q) {
     TL_TRY(a.dtype == TL_CUDA_BF16 ? backward_mma_run<true>(a, dq_acc)
                                    : backward_mma_run<false>(a, dq_acc));
     if (!dq_acc) return TL_OK;
-    return tl_cuda_floating(a.dtype, a.at.op, [&](auto e) {
-        typedef decltype(e) E;
-        const unsigned grid = tl_cuda_grid(tl_ceil_div(total, 256), a.at.sm_count);
-        store_dq<E><<<grid, 256, 0, a.at.stream>>>(a, dq_acc, total);
-        return tl_cuda_check_launch(a.at.op);
-    });
+    const unsigned grid = tl_cuda_grid(tl_ceil_div(total / 8, 256), a.at.sm_count);
+    if (a.dtype == TL_CUDA_BF16)
+        store_dq<tl_elem<TL_CUDA_BF16>><<<grid, 256, 0, a.at.stream>>>(a, dq_acc, total);
+    else
+        store_dq<tl_elem<TL_CUDA_F16>><<<grid, 256, 0, a.at.stream>>>(a, dq_acc, total);
+    return tl_cuda_check_launch(a.at.op);
 }
