@@ -331,6 +331,13 @@ describe("examples/gpt scripts", function()
     assert.is_not_true(ok == true)
     assert.matches("unknown option --stepz", log, 1, true)
     assert.matches("usage: tlua examples/gpt/train.lua", log, 1, true)
+    ok, log = run(string.format("%s %s --graph maybe", sh_quote(BIN), sh_quote(ROOT .. "/examples/gpt/train.lua")))
+    assert.is_not_true(ok == true)
+    assert.matches("--graph must be true or false", log, 1, true)
+    ok, log = run(string.format("%s %s --graph true", sh_quote(BIN), sh_quote(ROOT .. "/examples/gpt/train.lua")))
+    assert.is_not_true(ok == true)
+    assert.matches("--graph true needs --device cuda, one rank, and no --moe, --sparse-ffn or --data-parallel", log,
+      1, true)
   end)
 end)
 

@@ -159,6 +159,12 @@ end
 -- ---- data and model -------------------------------------------------------------------------
 local dist = tl.distributed
 local rank, world = dist.rank(), dist.world_size()
+-- the step in a CUDA graph (below): one GPU, the plain model
+local plain = on_gpu and world == 1 and not opts.data_parallel and (opts.moe or 0) == 0 and (opts.sparse_ffn or 0) == 0
+if opts.graph == "true" and not plain then
+  fail("--graph true needs --device cuda, one rank, and no --moe, --sparse-ffn or --data-parallel")
+end
+local use_graph = opts.graph == "true" or (opts.graph == nil and plain)
 local function say(...) if rank == 0 then print(...) end end
 tl.manual_seed(opts.seed)
 local ds = data.Dataset.load { path = opts.data, device = device }
@@ -310,11 +316,6 @@ local function train_step(x, y)
 end
 -- the step in a CUDA graph: captured at the second step, replayed from then on (its loss is the same
 -- tensor at every replay, so the one kept for the log is a copy)
-local plain = model == inner and (opts.moe or 0) == 0 and (opts.sparse_ffn or 0) == 0
-if opts.graph == "true" and not (on_gpu and plain) then
-  fail("--graph true needs --device cuda, one rank, and no --moe, --sparse-ffn or --data-parallel")
-end
-local use_graph = opts.graph == "true" or (opts.graph == nil and on_gpu and plain)
 local step_fn = use_graph and tl.cuda.graph(train_step, { warmup = 1 }) or train_step
 
 local first_step, last_step = run.step + 1, opts.stop_after and math.min(opts.stop_after, opts.steps) or opts.steps

@@ -390,6 +390,9 @@ tl_status tl_cuda_empty_cache(int device) {
     }
     for (int d = first; d <= last; d++) {
         TL_TRY(check_device(d, "empty_cache"));
+        if (tl_cuda_capturing(d))
+            return tl_cuda_capture_refuse(d, "empty_cache", "emptying the cache",
+                                          "cudaFree waits for the device");
         pthread_mutex_lock(&lock);
         release_cached(&pools[d]);
         pthread_mutex_unlock(&lock);
@@ -399,7 +402,13 @@ tl_status tl_cuda_empty_cache(int device) {
 
 tl_status tl_cuda_host_alloc(size_t nbytes, const char *op, void **out) {
     void *ptr = NULL;
+    /* during a capture with the thread's capture mode relaxed for the call: an allocation is
+       not recorded */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool capturing = tl_cuda_any_capturing();
+    if (capturing) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t err = cudaHostAlloc(&ptr, nbytes ? nbytes : 1, cudaHostAllocDefault);
+    if (capturing) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         return tl_error(err == cudaErrorMemoryAllocation ? TL_ERR_MEMORY : TL_ERR_DEVICE,
@@ -410,6 +419,37 @@ tl_status tl_cuda_host_alloc(size_t nbytes, const char *op, void **out) {
     return TL_OK;
 }
 
+/* pinned blocks freed during a capture (cudaFreeHost waits for the device, which a capture
+   forbids), freed when it ends (tl_cuda_host_free_pending) */
+static void **host_pending;
+static size_t host_pending_count, host_pending_capacity;
+
 void tl_cuda_host_free(void *ptr) {
-    if (ptr && cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+    if (!ptr) return;
+    if (tl_cuda_any_capturing()) {
+        pthread_mutex_lock(&lock);
+        if (host_pending_count == host_pending_capacity) {
+            size_t capacity = host_pending_capacity ? 2 * host_pending_capacity : 16;
+            void **grown = realloc(host_pending, capacity * sizeof *grown);
+            if (grown) host_pending = grown, host_pending_capacity = capacity;
+        }
+        const bool kept = host_pending_count < host_pending_capacity;
+        if (kept) host_pending[host_pending_count++] = ptr;
+        pthread_mutex_unlock(&lock);
+        if (kept) return; /* (no memory for the list: freed now, whatever the capture says) */
+    }
+    if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void tl_cuda_host_free_pending(void) {
+    if (tl_cuda_any_capturing()) return;
+    pthread_mutex_lock(&lock);
+    void **list = host_pending;
+    size_t n = host_pending_count;
+    host_pending = NULL;
+    host_pending_count = host_pending_capacity = 0;
+    pthread_mutex_unlock(&lock);
+    for (size_t i = 0; i < n; i++)
+        if (cudaFreeHost(list[i]) != cudaSuccess) (void)cudaGetLastError();
+    free(list);
 }

@@ -75,6 +75,9 @@ void tl_cuda_free(int device, void *ptr);
    host waiting; tl_cuda_host_free gives it back (cudaFreeHost waits for the copies reading it). */
 tl_status tl_cuda_host_alloc(size_t nbytes, const char *op, void **out);
 void tl_cuda_host_free(void *ptr);
+/* During a CUDA graph's capture tl_cuda_host_free keeps the blocks (cudaFreeHost would wait for
+   the device); this frees them once no capture runs (graph.c calls it as a capture ends). */
+void tl_cuda_host_free_pending(void);
 
 /* ---- memory of a CUDA graph's capture (cuda/allocator.c) ---------------------------------- */
 /* A capture's private pool: while it is open on a device, that device's allocations are served
@@ -91,8 +94,9 @@ void tl_cuda_pool_end_capture(tl_cuda_capture_pool *pool);
 void tl_cuda_pool_close(tl_cuda_capture_pool *pool);
 
 /* ---- graph capture (cuda/graph.c) -------------------------------------------------------- */
-/* True while a capture records the device's stream. */
+/* True while a capture records the device's stream; the second: any device's. */
 bool tl_cuda_capturing(int device);
+bool tl_cuda_any_capturing(void);
 /* What cannot be captured: records the first refusal in the device's capture (its end fails with
    it, even if the caller went on) and returns the error "<op>: <what> cannot be captured in a
    CUDA graph (<why>)". */

@@ -73,11 +73,7 @@ static tl_status pinned_bytes(tl_cuda_graph *g, size_t n, const char *op, void *
         c = calloc(1, sizeof *c);
         if (!c) return tl_error(TL_ERR_MEMORY, "%s: out of host memory", op);
         void *data = NULL;
-        /* the thread's capture mode relaxed for the call: an allocation is not recorded */
-        enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
         tl_status status = tl_cuda_host_alloc(size, op, &data);
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (status != TL_OK) {
             free(c);
             return status;
@@ -120,7 +116,7 @@ bool tl_cuda_capture_draw(int device, uint64_t blocks, uint64_t *counter) {
    runs, since freeing a graph's pinned memory waits for the device, which a capture forbids. */
 static tl_cuda_graph *deferred;
 
-static bool any_capture(void) {
+bool tl_cuda_any_capturing(void) {
     for (int d = 0; d < TL_CUDA_MAX_DEVICES; d++)
         if (current(d)) return true;
     return false;
@@ -182,6 +178,7 @@ static cudaGraph_t stop_capture(tl_cuda_graph *g, cudaError_t *err) {
     tl_cuda_pool_end_capture(g->pool);
     g->capturing = false;
     free_deferred();
+    tl_cuda_host_free_pending();
     return graph;
 }
 
@@ -243,7 +240,7 @@ static void free_graph(tl_cuda_graph *g);
 
 void tl_cuda_graph_destroy(tl_cuda_graph *g) {
     if (!g) return;
-    if (!g->capturing && any_capture()) {
+    if (!g->capturing && tl_cuda_any_capturing()) {
         g->deferred_next = deferred;
         deferred = g;
         return;
@@ -252,7 +249,7 @@ void tl_cuda_graph_destroy(tl_cuda_graph *g) {
 }
 
 static void free_deferred(void) {
-    while (deferred && !any_capture()) {
+    while (deferred && !tl_cuda_any_capturing()) {
         tl_cuda_graph *g = deferred;
         deferred = g->deferred_next;
         free_graph(g);
