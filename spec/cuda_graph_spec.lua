@@ -2,7 +2,7 @@
 -- counts, safe memory; what cannot be captured is a clear error (#cuda); adam_step_multi's hyper form.
 local tl = require("tlua")
 local ref = require("helpers.reference")
-local adam_reference = require("helpers.adam_reference")
+local adam_step = require("helpers.optim_cases").adam_step
 
 local function flat(t) return ref.flatten(t:to("cpu"):double():totable()) end
 
@@ -62,7 +62,7 @@ describe("adam_step_multi with lr and step in a tensor", function()
       local hyper = tl.tensor({ o.lr * k, k }, { dtype = "float64", device = device })
       tl._adam_step_multi({ p }, { tl.tensor(grads[k], { dtype = "float64", device = device }) }, { m }, { v }, nil,
         hyper, o.beta1, o.beta2, o.eps, o.weight_decay, nil, true)
-      adam_reference.step(expected, grads[k], s, { lr = o.lr * k, beta1 = o.beta1, beta2 = o.beta2, eps = o.eps,
+      adam_step(expected, grads[k], s, { lr = o.lr * k, beta1 = o.beta1, beta2 = o.beta2, eps = o.eps,
         weight_decay = o.weight_decay, decoupled = true })
     end
     assert_close(expected, flat(p), 1e-12, "params after 3 steps on " .. device)
@@ -193,7 +193,7 @@ describe("tl.cuda.graph on cuda #cuda", function()
         end
       end
       step(x)
-      adam_reference.step(expected, g, s, { lr = lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
+      adam_step(expected, g, s, { lr = lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01,
         decoupled = true })
       assert_close(expected, flat(w), 1e-5, "w after step " .. k)
       sched:step()

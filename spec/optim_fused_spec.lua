@@ -4,7 +4,7 @@ local ref = require("helpers.reference")
 local optim = tl.optim
 
 -- ---- the reference: torch.optim.Adam / AdamW (amsgrad = False) in float64 on flat arrays ----------
-local reference_step = require("helpers.adam_reference").step
+local reference_step = require("helpers.optim_cases").adam_step
 
 local ROUND = { float32 = ref.round_f32, float64 = function(x) return x end, bfloat16 = ref.round_bf16,
   float16 = ref.round_f16 }
