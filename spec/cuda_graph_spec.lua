@@ -288,5 +288,12 @@ describe("tl.cuda.graph on cuda #cuda", function()
     ok, message = pcall(g)
     assert.is_false(ok)
     assert.truthy(message:find("the options of a step captured in a CUDA graph changed", 1, true), message)
+    opt.param_groups[1].eps = 1e-8
+    g()
+    opt:load_state_dict(opt:state_dict())
+    ok, message = pcall(g)
+    assert.is_false(ok)
+    assert.truthy(message:find("the optimizer's state was replaced (load_state_dict) after its step was captured", 1,
+      true), message)
   end)
 end)

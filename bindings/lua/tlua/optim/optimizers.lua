@@ -5,6 +5,12 @@ local composed = require("tlua.optim.composed")
 
 local optimizers = {}
 
+-- the error of a replay after load_state_dict: a captured step reads the state tensors of capture time
+local function replaced_state(name)
+  return string.format("optim.%s: the optimizer's state was replaced (load_state_dict) after its step was captured "
+    .. "in a CUDA graph, whose replays read the old state: capture the step again (the graph's reset())", name)
+end
+
 -- The options checks return an error message, or nil when the group is fine.
 local check_nonnegative, check_boolean = composed.nonnegative, composed.boolean
 
@@ -52,8 +58,9 @@ local function sgd_capture(self, group)
         .. "would be made again at every replay): run one step eagerly first (tl.cuda.graph's warmup)", 0)
     end
   end
-  local captured = sgd_options(group)
+  local captured, state = sgd_options(group), self.state
   tl.cuda.on_replay(function()
+    if self.state ~= state then error(replaced_state("SGD"), 0) end
     local now = sgd_options(group)
     if now ~= captured then
       error(string.format("optim.SGD: the options of a step captured in a CUDA graph changed (captured with %s, now "
@@ -245,6 +252,7 @@ local function adam_capture(self, group, b, decoupled, name)
     group.weight_decay, nil, decoupled)
   local params, captured = b.params, frozen_options(group)
   tl.cuda.on_replay(function()
+    if self.state ~= state then error(replaced_state(name), 0) end
     local now = frozen_options(group)
     if now ~= captured then
       error(string.format("optim.%s: the options of a step captured in a CUDA graph changed (captured with %s, "
