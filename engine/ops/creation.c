@@ -35,7 +35,8 @@ tl_status tl_from_host(const void *data, const int64_t *shape, int ndim, tl_dtyp
     tl_tensor *t;
     tl_status status = tl_empty(shape, ndim, dtype, device, &t);
     if (status != TL_OK) return status;
-    status = tl_memcpy_constant(device, tl_data(t), data, (size_t)tl_numel(t) * tl_dtype_size(dtype));
+    status =
+        tl_memcpy_constant(device, tl_data(t), data, (size_t)tl_numel(t) * tl_dtype_size(dtype));
     if (status != TL_OK) {
         tl_release(t);
         return status;
@@ -63,7 +64,8 @@ static tl_status on_device(tl_tensor *host, tl_device device, tl_tensor **out) {
         *out = host;
         return TL_OK;
     }
-    tl_status status = tl_from_host(tl_data(host), host->shape, host->ndim, host->dtype, device, out);
+    tl_status status =
+        tl_from_host(tl_data(host), host->shape, host->ndim, host->dtype, device, out);
     tl_release(host);
     return status;
 }

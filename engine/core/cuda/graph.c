@@ -138,8 +138,9 @@ tl_status tl_cuda_graph_capture_begin(int device, tl_cuda_graph **out) {
     cudaStream_t stream;
     TL_TRY(tl_cuda_stream(device, op, &stream));
     if (current(device))
-        return tl_error(TL_ERR_RUNTIME, "%s: cuda:%d is already being captured (one capture at a "
-                                        "time per device; captures do not nest)",
+        return tl_error(TL_ERR_RUNTIME,
+                        "%s: cuda:%d is already being captured (one capture at a "
+                        "time per device; captures do not nest)",
                         op, device);
     tl_cuda_graph *g = calloc(1, sizeof *g);
     if (!g) return tl_error(TL_ERR_MEMORY, "%s: out of host memory", op);

@@ -571,8 +571,7 @@ __global__ void store_dq(const tl_cuda_attention a, const float *dq_acc, int64_t
     typedef typename E::T T;
     const int64_t vectors = total / 8, per_row = a.D / 8, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += stride) {
-        const int64_t row = v / per_row, d = (v - row * per_row) * 8, i = row % a.T,
-                      bh = row / a.T;
+        const int64_t row = v / per_row, d = (v - row * per_row) * 8, i = row % a.T, bh = row / a.T;
         const float4 lo = *(const float4 *)(dq_acc + v * 8),
                      hi = *(const float4 *)(dq_acc + v * 8 + 4);
         const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};

@@ -1,7 +1,7 @@
 /* CUDA dropout kernel and its table: one pass, the mask drawn from Philox in registers. */
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/elementwise.cuh" /* tl_vec, tl_offsets_at, tl_cuda_blocks, launches */
-#include "kernels/cuda/ops_common.cuh"     /* tl_rng_corrected */
+#include "kernels/cuda/ops_common.cuh"  /* tl_rng_corrected */
 #include "kernels/philox.h"
 
 /* out = in * keep / (1 - p) over n elements, element e (out's row-major index) kept when the

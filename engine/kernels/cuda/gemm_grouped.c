@@ -129,8 +129,8 @@ static tl_status run_grouped(int device, cudaStream_t stream, cublasHandle_t han
     void *device_pointers = NULL;
     tl_status status = tl_cuda_malloc(device, 3 * n * sizeof(void *), OP_NAME, &device_pointers);
     if (status == TL_OK) {
-        status = tl_cuda_stage(device, stream, device_pointers, c.pointers,
-                               3 * n * sizeof(void *), OP_NAME, "pointer arrays");
+        status = tl_cuda_stage(device, stream, device_pointers, c.pointers, 3 * n * sizeof(void *),
+                               OP_NAME, "pointer arrays");
     }
     if (status == TL_OK) {
         const void *const *da = device_pointers;

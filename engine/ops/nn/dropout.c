@@ -27,7 +27,8 @@ static tl_status run(const tl_tensor *x, double p, uint64_t seed, uint64_t count
 static void draw(const tl_tensor *x, double p, uint64_t *seed, uint64_t *counter) {
     int64_t n = tl_numel(x);
     *seed = *counter = 0;
-    if (n > 0 && p < 1.0) tl_random_reserve(tl_tensor_device(x), (uint64_t)(n + 3) / 4, seed, counter);
+    if (n > 0 && p < 1.0)
+        tl_random_reserve(tl_tensor_device(x), (uint64_t)(n + 3) / 4, seed, counter);
 }
 
 static void report(uint64_t seed, uint64_t counter, uint64_t *seed_out, uint64_t *counter_out) {
