@@ -54,8 +54,9 @@ typedef struct tl_cuda_allocator_stats {
 tl_status tl_cuda_memory_stats(int device, tl_cuda_allocator_stats *out);
 /* Peak counters restart from the current values. */
 tl_status tl_cuda_reset_peak_memory_stats(int device);
-/* Returns every cached (free) block of the device to the driver; memory held by tensors
-   stays. device -1 empties the caches of every device. */
+/* Returns every cached (free) block of the device to the driver; memory held by tensors, and
+   the memory of live CUDA graphs (below), stays. device -1 empties the caches of every device.
+   Refused during a capture. */
 tl_status tl_cuda_empty_cache(int device);
 
 /* What the allocator calls when device memory runs out, before it gives the cache back and
