@@ -649,6 +649,25 @@ static int op_linear(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
+/* gelu_linear(pre, weight, bias?, {approximate = "tanh" | "none"}): linear(gelu(pre), weight,
+   bias) as one node that keeps pre, not gelu(pre) (tl_ag_gelu_linear); approximate "none" (the
+   default, as torch's gelu) is the exact erf form */
+static int op_gelu_linear(lua_State *L) {
+    const char *op = "gelu_linear";
+    tl_tensor *pre = tlb_check(L, 1, op), *weight = tlb_check(L, 2, op);
+    tl_tensor *bias = lua_isnoneornil(L, 3) ? NULL : tlb_check(L, 3, op), *out = NULL;
+    static const tlb_option accepted[] = {{"approximate", TLB_OPTION_STRING}, {NULL, 0}};
+    const char *form = "none";
+    if (tlb_check_options(L, 4, op, accepted)) tlb_option_string(L, 4, op, "approximate", &form);
+    if (strcmp(form, "tanh") != 0 && strcmp(form, "none") != 0)
+        return tlb_errorf(L, "%s: option approximate expected \"tanh\" or \"none\", got \"%s\"", op,
+                          form);
+    const bool tanh_form = strcmp(form, "tanh") == 0;
+    tlb_box *box = tlb_newbox(L);
+    tl_status status = tl_ag_gelu_linear(pre, weight, bias, tanh_form, &out);
+    return tlb_result(L, box, status, out);
+}
+
 /* outer(a, b): a [n], b [m] -> [n, m] */
 static int op_outer(lua_State *L) {
     tl_tensor *a = tlb_check(L, 1, "outer"), *b = tlb_check(L, 2, "outer"), *out = NULL;
@@ -676,7 +695,7 @@ const luaL_Reg tlb_op_methods[] = {
     {"max", op_max},         {"min", op_min},
     {"argmax", op_argmax},   {"argmin", op_argmin},
     {"softmax", op_softmax}, {"log_softmax", op_log_softmax},
-    {"matmul", op_matmul},   {"linear", op_linear},
+    {"matmul", op_matmul},   {"linear", op_linear}, {"gelu_linear", op_gelu_linear},
     {"outer", op_outer},
     {"gather", op_gather},   {"scatter_add", op_scatter_add},
     {"cat", op_cat},         {"stack", op_stack},

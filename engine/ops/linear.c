@@ -7,7 +7,9 @@
 
 /* A dense 2-D [rows, cols] version of t (a view when possible). */
 static tl_status as_matrix(const tl_tensor *t, int64_t cols, tl_tensor **out) {
-    int64_t shape[2] = {-1, cols};
+    /* the rows counted from the leading dims (not inferred: cols may be 0) */
+    int64_t shape[2] = {1, cols};
+    for (int d = 0; d + 1 < t->ndim; d++) shape[0] *= t->shape[d];
     tl_tensor *dense;
     TL_TRY(tl_contiguous((tl_tensor *)t, &dense));
     tl_status status = tl_reshape(dense, shape, 2, out);

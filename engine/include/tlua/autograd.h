@@ -201,6 +201,12 @@ tl_status tl_ag_median_all(tl_tensor *x, tl_tensor **out);
 tl_status tl_ag_matmul(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* input [..., in], weight [out, in], bias [out] or NULL -> [..., out] */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out);
+/* linear(gelu(pre), weight, bias) (gelu's tanh form when tanh_form, else the exact one): a
+   feed-forward's activation and second product as one node that keeps pre and not gelu(pre),
+   which its backward makes again for the weight's gradient (the activation's memory once, not
+   twice). pre [..., in]; gradients as tl_ag_linear's, pre's through gelu's derivative. */
+tl_status tl_ag_gelu_linear(tl_tensor *pre, tl_tensor *weight, tl_tensor *bias, bool tanh_form,
+                            tl_tensor **out);
 /* a [n], b [m] -> [n, m] */
 tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* tlua/ops.h's grouped products, recorded as one node over every group: backward runs the

@@ -337,6 +337,18 @@ local matmul = {
     return fmt("%s = tl.linear(%s, %s%s)", g:target(), g:fresh(input, dtype, g:chance(0.3)),
       g:fresh(weight, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias)
   end,
+  -- gelu_linear: linear's shapes, the form mostly valid
+  gelu_linear = function(g)
+    local dtype = g:float_dtype()
+    local n, i, o = g:int(0, 5), g:int(0, 6), g:int(0, 6)
+    local pre = g:chance(0.8) and { n, i } or { i }
+    local weight = { o, g:chance(0.9) and i or i + 1 }
+    local bias = g:chance(0.5) and g:fresh({ g:chance(0.9) and o or o + 2 }, dtype, g:chance(0.5)) or "nil"
+    local opts = g:weighted { { 2, "" }, { 2, ", {approximate = 'tanh'}" }, { 1, ", {approximate = 'none'}" },
+      { 0.3, ", {approximate = 'fast'}" }, { 0.3, ", {approximate = 1}" } }
+    return fmt("%s = tl.gelu_linear(%s, %s, %s%s)", g:target(), g:fresh(pre, dtype, g:chance(0.5)),
+      g:fresh(weight, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias, opts)
+  end,
   -- grouped products: offsets mostly valid (sorted ends within T), sometimes decreasing, past
   -- T, of the wrong length or dtype; lists mostly matching
   grouped_mm = function(g)

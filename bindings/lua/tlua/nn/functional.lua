@@ -12,6 +12,9 @@ end
 
 -- nn ops whose rows in the op table name their kernels (linear_forward, conv2d_forward, ...)
 F.linear = tl.linear
+--- gelu_linear(pre, weight, bias?, {approximate = "none" | "tanh"}): linear(gelu(pre), weight, bias) as one
+-- node that keeps pre and not gelu(pre), made again in backward (a feed-forward's activation memory once)
+F.gelu_linear = tl.gelu_linear
 F.conv2d = tl.conv2d
 F.max_pool2d = tl.max_pool2d
 F.embedding = tl.embedding
