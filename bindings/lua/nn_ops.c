@@ -283,9 +283,10 @@ typedef struct adam_numbers {
     double lr, beta1, beta2, eps, weight_decay;
 } adam_numbers;
 
-static adam_numbers check_adam_numbers(lua_State *L, int first, const char *op) {
+/* hyper: lr's place holds a tensor {lr, step} (the multi step's hyper form), not read here */
+static adam_numbers check_adam_numbers(lua_State *L, int first, const char *op, bool hyper) {
     adam_numbers a;
-    a.lr = tlb_check_number(L, first, op, "lr");
+    a.lr = hyper ? 0.0 : tlb_check_number(L, first, op, "lr");
     a.beta1 = tlb_check_number(L, first + 1, op, "beta1");
     a.beta2 = tlb_check_number(L, first + 2, op, "beta2");
     a.eps = tlb_check_number(L, first + 3, op, "eps");
@@ -302,7 +303,7 @@ static int nn_adam_step(lua_State *L) {
     tl_tensor *exp_avg = tlb_opt_tensor(L, 3, op, "exp_avg");
     tl_tensor *exp_avg_sq = tlb_opt_tensor(L, 4, op, "exp_avg_sq");
     int64_t step = tlb_check_int(L, 5, op, "step");
-    adam_numbers a = check_adam_numbers(L, 6, op);
+    adam_numbers a = check_adam_numbers(L, 6, op, false);
     bool decoupled = lua_toboolean(L, 11);
     tl_status status = lua_toboolean(L, 12)
                            ? tl_adam_step_check(param, grad, exp_avg, exp_avg_sq, step, a.lr,
@@ -349,12 +350,7 @@ static int nn_adam_step_multi(lua_State *L) {
     tl_tensor **exp_avg_sq = optim_list(L, 4, op, "exp_avg_sqs", n, false);
     tl_tensor **master = optim_list(L, 5, op, "masters", n, true);
     tl_tensor *hyper = tlb_peek_tensor(L, 6);
-    if (hyper) {
-        lua_pushvalue(L, 6);  /* the tensor stays referenced on the stack */
-        lua_pushnumber(L, 0); /* lr's slot checked as a number below */
-        lua_replace(L, 6);
-    }
-    adam_numbers a = check_adam_numbers(L, 6, op);
+    adam_numbers a = check_adam_numbers(L, 6, op, hyper != NULL);
     if (hyper) {
         if (tl_adam_step_multi_hyper(params, (const tl_tensor *const *)grads, exp_avg, exp_avg_sq,
                                      master, (int64_t)n, hyper, a.beta1, a.beta2, a.eps,

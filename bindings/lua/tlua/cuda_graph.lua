@@ -122,9 +122,7 @@ function Graph:__call(...)
   else
     load_inputs(self, args)
   end
-  run_hooks(self)
-  core._cuda_graph_replay(self._handle)
-  return table.unpack(self._outputs, 1, self._outputs.n)
+  return self:replay()
 end
 
 --- g:replay(): one more replay with the inputs as they are (after the replay hooks)
