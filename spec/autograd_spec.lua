@@ -124,12 +124,20 @@ describe("split linear kernels", function()
     return x, w, b
   end
 
-  it("runs only linear_backward_weight/_bias when the input needs no grad", function()
+  it("runs only linear_backward_weight when the input needs no grad (the bias's sums by its epilogue)", function()
     local x, w, b = setup(false, true, true)
     local loss = tl.linear(x, w, b):sum()
     local seen = kernels_run(function() loss:backward() end)
     assert.is_nil(seen.linear_backward_input)
     assert.are.equal(1, seen.linear_backward_weight)
+    assert.is_nil(seen.linear_backward_bias)
+    for j = 1, 5 do assert.are.equal(4, b.grad[j]) end
+  end)
+
+  it("runs linear_backward_bias for a bias whose weight is frozen", function()
+    local x, w, b = setup(false, false, true)
+    local seen = kernels_run(function() tl.linear(x, w, b):sum():backward() end)
+    assert.is_nil(seen.linear_backward_weight)
     assert.are.equal(1, seen.linear_backward_bias)
   end)
 

@@ -265,7 +265,8 @@ local no_options = {
 }
 -- the C ops of nn.functional (cases below) and its ops of the op table (one tensor, no options)
 local c_functional = { conv2d = true, max_pool2d = true, scaled_dot_product_attention = true,
-  avg_pool2d = true, adaptive_max_pool2d = true, adaptive_avg_pool2d = true, gelu_linear = true }
+  avg_pool2d = true, adaptive_max_pool2d = true, adaptive_avg_pool2d = true, gelu_linear = true,
+  linear_gelu_linear = true }
 local table_ops = {}
 for _, op in ipairs(tl.ops()) do table_ops[op.name] = true end
 
@@ -426,6 +427,9 @@ local c_cases = {
     function() tl.cross_entropy(tl.randn(2, 3), tl.tensor({ 1, 2 }), { smoothing = 0.1 }) end },
   { "batch_norm", "trainning", function() tl.batch_norm(tl.randn(3, 2), nil, nil, { trainning = true }) end },
   { "gelu_linear", "aproximate", function() tl.gelu_linear(tl.randn(2, 3), tl.randn(4, 3), nil, { aproximate = "tanh" }) end },
+  { "linear_gelu_linear", "aproximate", function()
+    tl.linear_gelu_linear(tl.randn(2, 3), tl.randn(4, 3), nil, tl.randn(3, 4), nil, { aproximate = "tanh" })
+  end },
   { "add_layer_norm", "epsilon",
     function() tl.add_layer_norm(tl.randn(2, 3), tl.randn(2, 3), nil, nil, { epsilon = 1e-3 }) end },
   { "backward", "retain", function()

@@ -25,6 +25,45 @@ static bool supported_dtypes(const GemmParams *p) {
     }
 }
 
+static const char *epilogue_name(tl_gemm_epilogue_kind kind) {
+    switch (kind) {
+    case TL_GEMM_EPILOGUE_BIAS:
+        return "bias";
+    case TL_GEMM_EPILOGUE_GELU_AUX:
+        return "gelu_aux";
+    case TL_GEMM_EPILOGUE_DGELU:
+        return "dgelu";
+    case TL_GEMM_EPILOGUE_BGRADB:
+        return "bgradb";
+    }
+    return NULL;
+}
+
+/* An epilogue: a single GEMM with beta 0 and the vectors and aux its kind reads or writes. */
+static tl_status validate_epilogue(const char *op, const GemmParams *p) {
+    const GemmEpilogue *e = p->epilogue;
+    const char *kind = epilogue_name(e->kind);
+    if (!kind)
+        return tl_error(TL_ERR_ARGUMENT, "%s: gemm epilogue %d is unknown", op, (int)e->kind);
+    if (p->batch_count > 1 || p->beta != 0.0f)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: gemm epilogue %s needs a single GEMM with beta 0, got batch count "
+                        "%lld and beta %g",
+                        op, kind, (long long)p->batch_count, (double)p->beta);
+    bool missing = false;
+    if (e->kind == TL_GEMM_EPILOGUE_BIAS) missing = !e->bias;
+    if (e->kind == TL_GEMM_EPILOGUE_GELU_AUX || e->kind == TL_GEMM_EPILOGUE_DGELU)
+        missing = !e->aux && p->m > 0 && p->n > 0;
+    if (e->kind == TL_GEMM_EPILOGUE_BGRADB) missing = !e->bias_grad && p->n > 0;
+    if (missing)
+        return tl_error(TL_ERR_ARGUMENT, "%s: gemm epilogue %s got a NULL vector", op, kind);
+    if ((e->kind == TL_GEMM_EPILOGUE_GELU_AUX || e->kind == TL_GEMM_EPILOGUE_DGELU) &&
+        e->ld_aux < at_least_one(p->m))
+        return tl_error(TL_ERR_ARGUMENT, "%s: gemm epilogue %s: ld_aux must be >= %lld, got %lld",
+                        op, kind, (long long)at_least_one(p->m), (long long)e->ld_aux);
+    return TL_OK;
+}
+
 static tl_status validate(const char *op, const GemmParams *p, const void *a, const void *b,
                           const void *c) {
     if (p->m < 0 || p->n < 0 || p->k < 0)
@@ -64,6 +103,11 @@ static tl_status validate(const char *op, const GemmParams *p, const void *a, co
     bool empty = p->m == 0 || p->n == 0;
     if (!empty && (!c || (p->k > 0 && (!a || !b))))
         return tl_error(TL_ERR_ARGUMENT, "%s: gemm got a NULL operand", op);
+    if (p->epilogue) TL_TRY(validate_epilogue(op, p));
+    /* bgradb reads op(B) even where C is empty (m 0) */
+    if (p->epilogue && p->epilogue->kind == TL_GEMM_EPILOGUE_BGRADB && p->m == 0 && p->n > 0 &&
+        p->k > 0 && !b)
+        return tl_error(TL_ERR_ARGUMENT, "%s: gemm got a NULL operand", op);
     return TL_OK;
 }
 
@@ -92,7 +136,10 @@ tl_status tl_gemm(tl_op op, tl_device device, const GemmParams *params, const vo
     const tl_kernel_entry *kernel = tl_dispatch_shapes(op, device, p->input_dtype, 3, ndims,
                                                        (const int64_t(*)[TL_MAX_DIMS])shapes);
     if (!kernel) return tl_dispatch_status();
-    if (p->m == 0 || p->n == 0) return TL_OK;
+    /* an empty C has nothing to compute, but a bias gradient of n values still has its sums */
+    const bool bias_grad_left =
+        p->epilogue && p->epilogue->kind == TL_GEMM_EPILOGUE_BGRADB && p->m == 0 && p->n > 0;
+    if ((p->m == 0 || p->n == 0) && !bias_grad_left) return TL_OK;
     return kernel->fn.gemm(device, p, a, b, c);
 }
 

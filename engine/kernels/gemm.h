@@ -9,10 +9,30 @@
 #include "tlua/dtype.h"
 #include "kernels/op.h"
 
+/* What a single GEMM does with its product P = alpha op(A) op(B) before storing it, as cuBLASLt's
+   epilogues do (the CPU and CUDA's fallback apply the same math after the product, in the compute
+   type). GELU is the tanh form, gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), and
+   gelu' its derivative (kernels/pointwise.h's lines). Vectors and aux have the output dtype. */
+typedef enum tl_gemm_epilogue_kind {
+    TL_GEMM_EPILOGUE_BIAS,     /* C = P + bias (bias[i] on row i of C: m values) */
+    TL_GEMM_EPILOGUE_GELU_AUX, /* aux = P (+ bias when given), C = gelu(aux) */
+    TL_GEMM_EPILOGUE_DGELU,    /* C = P * gelu'(aux) */
+    TL_GEMM_EPILOGUE_BGRADB,   /* C = P, and bias_grad[j] = sum over k of op(B)[k, j] (n values) */
+} tl_gemm_epilogue_kind;
+
+typedef struct GemmEpilogue {
+    tl_gemm_epilogue_kind kind;
+    const void *bias; /* BIAS (required), GELU_AUX (optional) */
+    void *aux;        /* GELU_AUX: written; DGELU: read. m x n column-major, ld_aux apart */
+    int64_t ld_aux;
+    void *bias_grad; /* BGRADB */
+} GemmEpilogue;
+
 /* Column-major, as BLAS and cuBLAS: C[m x n] = alpha * op(A)[m x k] * op(B)[k x n]
    + beta * C, with op(X) = X^T when trans_x. A row-major [r x c] matrix is a
    column-major [c x r] one with ld = c. Batched when batch_count > 1, each
-   operand advancing by its stride (in elements; 0 broadcasts one matrix). */
+   operand advancing by its stride (in elements; 0 broadcasts one matrix). An epilogue
+   (single GEMMs, beta 0) post-processes the product (above); NULL for none. */
 typedef struct GemmParams {
     bool trans_a, trans_b;
     int64_t m, n, k;
@@ -23,6 +43,7 @@ typedef struct GemmParams {
     tl_dtype input_dtype;   /* A and B */
     tl_dtype output_dtype;  /* C */
     tl_dtype compute_dtype; /* f32 for f32/bf16/f16 inputs, f64 for f64 */
+    const GemmEpilogue *epilogue;
 } GemmParams;
 
 /* The compute type of a GEMM on inputs of `input` dtype: float64 for float64, float32 otherwise
@@ -110,7 +131,8 @@ static inline GemmParams tl_gemm_group_params(const GemmGroupedParams *p, int64_
                          .stride_c = 0,
                          .input_dtype = p->input_dtype,
                          .output_dtype = p->output_dtype,
-                         .compute_dtype = p->compute_dtype};
+                         .compute_dtype = p->compute_dtype,
+                         .epilogue = NULL};
     return params;
 }
 

@@ -63,37 +63,80 @@ static tl_status check_linear(const tl_tensor *input, const tl_tensor *weight,
     return TL_OK;
 }
 
-/* out [rows, cols] filled with bias on every row */
-static tl_status bias_rows(const tl_tensor *bias, int64_t rows, tl_tensor *out) {
-    int64_t shape[2] = {rows, bias->shape[0]};
-    tl_tensor *expanded;
-    TL_TRY(tl_expand((tl_tensor *)bias, shape, 2, &expanded));
-    tl_status status = tl_copy_(out, expanded);
-    tl_release(expanded);
+/* t's dims but the last, then last */
+static tl_status view_with_last(const tl_tensor *matrix, const tl_tensor *t, int64_t last,
+                                tl_tensor **out) {
+    int64_t shape[TL_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    shape[t->ndim - 1] = last;
+    return tl_view((tl_tensor *)matrix, shape, t->ndim, out);
+}
+
+/* The dense operands of a linear: input as [rows, I], the weight and bias contiguous */
+typedef struct dense_linear {
+    tl_tensor *input, *weight, *bias;
+} dense_linear;
+
+static tl_status dense_operands(const tl_tensor *input, const tl_tensor *weight,
+                                const tl_tensor *bias, dense_linear *d) {
+    *d = (dense_linear){NULL, NULL, NULL};
+    tl_status status = as_matrix(input, weight->shape[1], &d->input);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)weight, &d->weight);
+    if (status == TL_OK && bias) status = tl_contiguous((tl_tensor *)bias, &d->bias);
     return status;
+}
+
+static void release_dense(dense_linear *d) {
+    tl_release(d->input), tl_release(d->weight), tl_release(d->bias);
+}
+
+/* A new [rows, features] matrix like input */
+static tl_status new_matrix(const tl_tensor *like, int64_t rows, int64_t features,
+                            tl_tensor **out) {
+    int64_t shape[2] = {rows, features};
+    return tl_empty(shape, 2, like->dtype, tl_tensor_device(like), out);
 }
 
 tl_status tl_linear(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
                     tl_tensor **out) {
     TL_TRY(check_linear(input, weight, bias));
-    int64_t in_features = weight->shape[1], out_features = weight->shape[0];
-    tl_tensor *input2d = NULL, *weight_dense = NULL, *out2d = NULL;
-    tl_status status = as_matrix(input, in_features, &input2d);
-    if (status == TL_OK) status = tl_contiguous((tl_tensor *)weight, &weight_dense);
-    if (status == TL_OK) {
-        int64_t shape[2] = {input2d->shape[0], out_features};
-        status = tl_empty(shape, 2, input->dtype, tl_tensor_device(input), &out2d);
+    const int64_t out_features = weight->shape[0];
+    dense_linear d;
+    tl_tensor *out2d = NULL;
+    tl_status status = dense_operands(input, weight, bias, &d);
+    if (status == TL_OK) status = new_matrix(input, d.input->shape[0], out_features, &out2d);
+    /* the bias by the GEMM's epilogue */
+    if (status == TL_OK) status = tl_gemm_linear_forward(d.input, d.weight, d.bias, out2d);
+    if (status == TL_OK) status = view_with_last(out2d, input, out_features, out);
+    release_dense(&d);
+    tl_release(out2d);
+    return status;
+}
+
+tl_status tl_linear_gelu(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                         bool tanh_form, tl_tensor **out, tl_tensor **pre) {
+    TL_TRY(check_linear(input, weight, bias));
+    if (!tanh_form) { /* no GEMM epilogue computes the exact form */
+        TL_TRY(tl_linear(input, weight, bias, pre));
+        tl_status status = tl_gelu(*pre, out);
+        if (status != TL_OK) tl_release(*pre), *pre = NULL;
+        return status;
     }
-    /* out starts as bias on every row; the GEMM adds to it */
-    if (status == TL_OK && bias) status = bias_rows(bias, input2d->shape[0], out2d);
-    if (status == TL_OK) status = tl_gemm_linear_forward(input2d, weight_dense, bias, out2d);
+    const int64_t out_features = weight->shape[0];
+    dense_linear d;
+    tl_tensor *out2d = NULL, *pre2d = NULL;
+    tl_status status = dense_operands(input, weight, bias, &d);
+    if (status == TL_OK) status = new_matrix(input, d.input->shape[0], out_features, &out2d);
+    if (status == TL_OK) status = new_matrix(input, d.input->shape[0], out_features, &pre2d);
+    if (status == TL_OK)
+        status = tl_gemm_linear_gelu_forward(d.input, d.weight, d.bias, out2d, pre2d);
+    if (status == TL_OK) status = view_with_last(out2d, input, out_features, out);
     if (status == TL_OK) {
-        int64_t shape[TL_MAX_DIMS];
-        memcpy(shape, input->shape, sizeof shape);
-        shape[input->ndim - 1] = out_features;
-        status = tl_view(out2d, shape, input->ndim, out);
+        status = view_with_last(pre2d, input, out_features, pre);
+        if (status != TL_OK) tl_release(*out), *out = NULL;
     }
-    tl_release(input2d), tl_release(weight_dense), tl_release(out2d);
+    release_dense(&d);
+    tl_release(out2d), tl_release(pre2d);
     return status;
 }
 
@@ -126,18 +169,42 @@ tl_status tl_linear_backward_input(const tl_tensor *grad, const tl_tensor *weigh
     tl_tensor *g = NULL, *w = NULL, *result = NULL;
     tl_status status = grad_matrix(op, grad, weight, "weight", weight->shape[0], &g);
     if (status == TL_OK) status = tl_contiguous((tl_tensor *)weight, &w);
-    if (status == TL_OK) {
-        int64_t shape[2] = {g->shape[0], weight->shape[1]};
-        status = tl_empty(shape, 2, g->dtype, tl_tensor_device(g), &result);
-    }
+    if (status == TL_OK) status = new_matrix(g, g->shape[0], weight->shape[1], &result);
     if (status == TL_OK) status = tl_gemm_linear_backward_input(g, w, result);
-    if (status == TL_OK) {
-        int64_t shape[TL_MAX_DIMS];
-        memcpy(shape, grad->shape, sizeof shape);
-        shape[grad->ndim - 1] = weight->shape[1];
-        status = tl_view(result, shape, grad->ndim, grad_input);
-    }
+    if (status == TL_OK) status = view_with_last(result, grad, weight->shape[1], grad_input);
     tl_release(g), tl_release(w), tl_release(result);
+    return status;
+}
+
+tl_status tl_linear_backward_input_gelu(const tl_tensor *grad, const tl_tensor *weight,
+                                        const tl_tensor *pre, bool tanh_form,
+                                        tl_tensor **grad_input) {
+    const char *op = "linear_backward_input_gelu";
+    char sg[256], sp[256];
+    TL_TRY(check_weight(op, weight));
+    TL_TRY(check_present(op, "pre", pre));
+    if (grad && (pre->ndim != grad->ndim || pre->shape[pre->ndim - 1] != weight->shape[1] ||
+                 tl_numel(pre) / (weight->shape[1] ? weight->shape[1] : 1) !=
+                     tl_numel(grad) / (weight->shape[0] ? weight->shape[0] : 1)))
+        return tl_error(TL_ERR_SHAPE, "%s: pre %s does not match grad %s and weight [%lld, %lld]",
+                        op, tl_shape_str(pre, sp, sizeof sp), tl_shape_str(grad, sg, sizeof sg),
+                        (long long)weight->shape[0], (long long)weight->shape[1]);
+    if (!tanh_form) { /* no GEMM epilogue computes the exact form's derivative */
+        tl_tensor *grad_h = NULL;
+        TL_TRY(tl_linear_backward_input(grad, weight, &grad_h));
+        tl_status status = tl_gelu_backward(grad_h, pre, grad_input);
+        tl_release(grad_h);
+        return status;
+    }
+    tl_tensor *g = NULL, *w = NULL, *p = NULL, *result = NULL;
+    tl_status status = grad_matrix(op, grad, weight, "weight", weight->shape[0], &g);
+    if (status == TL_OK) status = check_same_kind(op, "grad", grad, "pre", pre);
+    if (status == TL_OK) status = tl_contiguous((tl_tensor *)weight, &w);
+    if (status == TL_OK) status = as_matrix(pre, weight->shape[1], &p);
+    if (status == TL_OK) status = new_matrix(g, g->shape[0], weight->shape[1], &result);
+    if (status == TL_OK) status = tl_gemm_linear_backward_input_dgelu(g, w, p, result);
+    if (status == TL_OK) status = view_with_last(result, grad, weight->shape[1], grad_input);
+    tl_release(g), tl_release(w), tl_release(p), tl_release(result);
     return status;
 }
 
@@ -186,7 +253,7 @@ tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *i
         status = tl_empty(shape, 2, written_dtype(g, dtype), tl_tensor_device(g), grad_weight);
     }
     if (status == TL_OK) {
-        status = tl_gemm_linear_backward_weight(g, x, false, *grad_weight);
+        status = tl_gemm_linear_backward_weight(g, x, false, *grad_weight, NULL);
         if (status != TL_OK) tl_release(*grad_weight);
         status = finish_as(dtype, status, grad_weight);
     }
@@ -210,6 +277,43 @@ tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_t
         status = finish_as(dtype, status, grad_bias);
     }
     tl_release(g), tl_release(ones);
+    return status;
+}
+
+tl_status tl_linear_backward_weight_bias_as(const tl_tensor *grad, const tl_tensor *input,
+                                            tl_dtype weight_dtype, tl_dtype bias_dtype,
+                                            tl_tensor **grad_weight, tl_tensor **grad_bias) {
+    const char *op = "linear_backward_weight";
+    char sg[256], si[256];
+    TL_TRY(check_present(op, "input", input));
+    TL_TRY(check_present(op, "grad", grad));
+    if (input->ndim < 1 || grad->ndim < 1 || written_dtype(grad, weight_dtype) != weight_dtype ||
+        weight_dtype != bias_dtype) { /* two passes: each checks and casts as it does alone */
+        TL_TRY(tl_linear_backward_weight_as(grad, input, weight_dtype, grad_weight));
+        tl_status status = tl_linear_backward_bias_as(grad, bias_dtype, grad_bias);
+        if (status != TL_OK) tl_release(*grad_weight), *grad_weight = NULL;
+        return status;
+    }
+    tl_tensor *g = NULL, *x = NULL;
+    tl_status status = grad_matrix(op, grad, input, "input", grad->shape[grad->ndim - 1], &g);
+    if (status == TL_OK) status = as_matrix(input, input->shape[input->ndim - 1], &x);
+    if (status == TL_OK && g->shape[0] != x->shape[0])
+        status = tl_error(TL_ERR_SHAPE, "%s: grad %s and input %s must have the same rows", op,
+                          tl_shape_str(grad, sg, sizeof sg), tl_shape_str(input, si, sizeof si));
+    *grad_weight = *grad_bias = NULL;
+    if (status == TL_OK) {
+        int64_t shape[2] = {g->shape[1], x->shape[1]};
+        status = tl_empty(shape, 2, weight_dtype, tl_tensor_device(g), grad_weight);
+    }
+    if (status == TL_OK)
+        status = tl_empty(&g->shape[1], 1, bias_dtype, tl_tensor_device(g), grad_bias);
+    if (status == TL_OK)
+        status = tl_gemm_linear_backward_weight(g, x, false, *grad_weight, *grad_bias);
+    if (status != TL_OK) {
+        tl_release(*grad_weight), tl_release(*grad_bias);
+        *grad_weight = *grad_bias = NULL;
+    }
+    tl_release(g), tl_release(x);
     return status;
 }
 

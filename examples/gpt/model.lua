@@ -17,7 +17,8 @@ M.defaults = {
   attention = "fused", -- "fused" (tl.scaled_dot_product_attention) or "composed" (matmul, softmax)
   fused_loss = true, -- the head and loss as one tl.linear_cross_entropy (no [B*T, vocab] logits)
   fused_norm = true, -- each residual add fused into the next layer norm (tl.add_layer_norm)
-  fused_mlp = false, -- the MLP's GELU and second Linear as one tl.gelu_linear (GELU's output not kept)
+  fused_mlp = false, -- the MLP as one tl.linear_gelu_linear (GELU's output not kept; GELU and its derivative
+  -- in the GEMMs' epilogues)
   moe = 0, -- E > 0: the feed-forward is a mixture of E experts (nn.MoE over grouped_mm), top 2
   top_k = 2,
   sparse_ffn = 0, -- d in (0, 1): the feed-forward's Linears are BlockSparseLinear at density d
@@ -132,11 +133,11 @@ function MLP:init(c)
 end
 
 function MLP:forward(x)
-  local h = self.c_fc(x)
   if self.fused then
-    return self.dropout(tl.gelu_linear(h, self.c_proj.weight, self.c_proj.bias,
-      { approximate = self.gelu == "tanh" and "tanh" or "none" }))
+    return self.dropout(tl.linear_gelu_linear(x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight,
+      self.c_proj.bias, { approximate = self.gelu == "tanh" and "tanh" or "none" }))
   end
+  local h = self.c_fc(x)
   h = self.gelu == "tanh" and tl.gelu_tanh(h) or tl.gelu(h)
   return self.dropout(self.c_proj(h))
 end

@@ -49,6 +49,50 @@ M.sweep.linear = {
     return { y, ref.matmul(g, w), ref.matmul(transpose(g), x), column_sums(g) }
   end,
 }
+-- the same with only the bias and the input wanting gradients: the bias's own GEMM (with the
+-- weight's, its sums come from that GEMM's epilogue)
+M.sweep.linear_bias = {
+  inputs = function(G) return { G.normal(4, 3), G.normal(5, 3), G.normal(5), G.normal(4, 5) } end,
+  run = function(x, w, b, g)
+    x, b = x:detach():requires_grad_(), b:detach():requires_grad_()
+    local y = tl.linear(x, w, b)
+    y:backward(g)
+    return { y:detach(), x.grad, b.grad }
+  end,
+  reference = function(_, x, w, b, g)
+    local y = ref.broadcast_map(function(v, bias) return v + bias end, ref.matmul(x, transpose(w)), b)
+    return { y, ref.matmul(g, w), column_sums(g) }
+  end,
+}
+-- gelu's tanh form and its derivative, as PyTorch's approximate = "tanh"
+local K_GELU = math.sqrt(2 / math.pi)
+local function gelu_tanh(v) return 0.5 * v * (1 + ref.tanh(K_GELU * (v + 0.044715 * v ^ 3))) end
+local function gelu_tanh_slope(v)
+  local t = ref.tanh(K_GELU * (v + 0.044715 * v ^ 3))
+  return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * K_GELU * (1 + 3 * 0.044715 * v * v)
+end
+local function map(m, f) return ref.broadcast_map(function(v) return f(v) end, m) end
+local function with_bias(m, b) return ref.broadcast_map(function(v, c) return v + c end, m, b) end
+-- y = gelu(x w1^T + b1) w2^T + b2, the feed-forward node on the GEMM epilogues (sizes multiples
+-- of 8: on CUDA, 16-byte aligned rows take cuBLASLt's fused epilogues): with pre = x w1^T + b1,
+-- h = gelu(pre), gw2 = g^T h, gb2 = g's column sums, dpre = (g w2) * gelu'(pre), gw1 = dpre^T x,
+-- gb1 = dpre's column sums, gx = dpre w1
+M.sweep.linear_gelu_linear = {
+  inputs = function(G)
+    return { G.normal(8, 16), G.normal(24, 16), G.normal(24), G.normal(8, 24), G.normal(8), G.normal(8, 8) }
+  end,
+  run = differentiated(function(x, w1, b1, w2, b2)
+    return tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = "tanh" })
+  end),
+  reference = function(_, x, w1, b1, w2, b2, g)
+    local pre = with_bias(ref.matmul(x, transpose(w1)), b1)
+    local h = map(pre, gelu_tanh)
+    local y = with_bias(ref.matmul(h, transpose(w2)), b2)
+    local dpre = ref.broadcast_map(function(d, p) return d * gelu_tanh_slope(p) end, ref.matmul(g, w2), pre)
+    return { y, ref.matmul(dpre, w1), ref.matmul(transpose(dpre), x), column_sums(dpre),
+      ref.matmul(transpose(g), h), column_sums(g) }
+  end,
+}
 -- y = a b^T: ga = g b, gb = g^T a
 M.sweep.outer = {
   inputs = function(G) return { G.normal(3), G.normal(4), G.normal(3, 4) } end,
@@ -62,7 +106,8 @@ M.sweep.outer = {
 -- which case covers a kernel's op (an op not listed is its own case)
 M.case_of_op = {
   linear_forward = "linear", linear_backward_input = "linear", linear_backward_weight = "linear",
-  linear_backward_bias = "linear", matmul_backward_input = "matmul_backward",
+  linear_backward_bias = "linear_bias", matmul_backward_input = "matmul_backward",
+  linear_gelu_forward = "linear_gelu_linear", linear_backward_input_dgelu = "linear_gelu_linear",
   matmul_backward_other = "matmul_backward", outer_forward = "outer",
 }
 
@@ -77,6 +122,12 @@ M.gradcheck = {
   linear_forward = { { tl.linear, { input(5, 3), input(4, 3), input(4) } },
                      { tl.linear, { input(2, 5, 3), input(4, 3) } } },
   outer_forward = { { tl.outer, { input(3), input(4) } } },
+  linear_gelu_forward = {
+    { function(x, w1, b1, w2, b2) return tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = "tanh" }) end,
+      { input(3, 4), input(5, 4), input(5), input(2, 5), input(2) } },
+    { function(x, w1, w2) return tl.linear_gelu_linear(x, w1, nil, w2, nil) end,
+      { input(2, 3, 4), input(5, 4), input(2, 5) } },
+  },
 }
 
 return M

@@ -14,7 +14,7 @@ sandbox.allowed = {
   "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "float", "double", "half",
   "int", "long", "dtypes",
   -- functional ops written by hand and in-place forms (tl.ops() lists the table's rows)
-  "linear", "gelu_linear", "outer", "cat", "stack", "index_select", "masked_fill", "std_mean", "var_mean", "conv2d", "conv_transpose2d", "layer_norm_", "matmul_", "copy_", "fill_",
+  "linear", "gelu_linear", "linear_gelu_linear", "outer", "cat", "stack", "index_select", "masked_fill", "std_mean", "var_mean", "conv2d", "conv_transpose2d", "layer_norm_", "matmul_", "copy_", "fill_",
   "index_add", "index_copy", "index_fill", "take", "masked_select", "index_add_", "index_copy_", "index_fill_",
   "masked_fill_",
   "diag", "einsum", "tensordot", "meshgrid", "isclose", "allclose", "equal", "expand_as", "view_as",

@@ -28,8 +28,10 @@ typedef _Atomic(cudaFunction_t) function_cell;
 typedef struct device_context {
     atomic_bool ready;      /* stream and sm_count set */
     atomic_bool blas_ready; /* blas set */
+    atomic_bool lt_ready;   /* lt set */
     cudaStream_t stream;
     cublasHandle_t blas;
+    cublasLtHandle_t lt;
     int blas_tf32; /* the math mode last set on blas: 1 TF32, 0 default, -1 none yet */
     int sm_count;
     uint64_t *rng_cell; /* tl_cuda_rng_cell: 2 words of device memory, zeros between replays */
@@ -329,6 +331,29 @@ tl_status tl_cuda_blas(int device, const char *op, cublasHandle_t *handle, cudaS
     }
     *handle = c->blas;
     return TL_OK;
+}
+
+tl_status tl_cuda_blas_lt(int device, const char *op, cublasLtHandle_t *handle,
+                          cudaStream_t *stream) {
+    TL_TRY(tl_cuda_stream(device, op, stream));
+    device_context *c = &contexts[device];
+    tl_status status = TL_OK;
+    if (!atomic_load_explicit(&c->lt_ready, memory_order_acquire)) {
+        pthread_mutex_lock(&init_lock);
+        if (!atomic_load_explicit(&c->lt_ready, memory_order_relaxed)) {
+            cublasLtHandle_t lt = NULL;
+            cublasStatus_t s = cublasLtCreate(&lt);
+            if (s == CUBLAS_STATUS_SUCCESS) {
+                c->lt = lt;
+                atomic_store_explicit(&c->lt_ready, true, memory_order_release);
+            } else {
+                status = tl_cublas_fail(s, op, "creating the device's cuBLASLt handle");
+            }
+        }
+        pthread_mutex_unlock(&init_lock);
+    }
+    *handle = c->lt;
+    return status;
 }
 
 /* waits of the host for a device since the start (tl_cuda_host_waits) */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -29,6 +30,9 @@ tl_status tl_cuda_stream(int device, const char *op, cudaStream_t *stream);
 /* The same, and the device's cuBLAS handle bound to that stream, its math mode set for the
    current matmul precision (tl_set_matmul_precision). */
 tl_status tl_cuda_blas(int device, const char *op, cublasHandle_t *handle, cudaStream_t *stream);
+/* The same with the device's cuBLASLt handle (the stream is given to each cublasLtMatmul). */
+tl_status tl_cuda_blas_lt(int device, const char *op, cublasLtHandle_t *handle,
+                          cudaStream_t *stream);
 /* Multiprocessors of the device (valid once tl_cuda_stream succeeded for it). */
 int tl_cuda_sm_count(int device);
 

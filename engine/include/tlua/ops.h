@@ -362,6 +362,22 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
 tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
                                        tl_dtype dtype, tl_tensor **grad_weight);
 tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_tensor **grad_bias);
+/* Both: when the two are written in one dtype, the bias's sums come from the weight's GEMM (its
+   bias-gradient epilogue), no pass of their own. */
+tl_status tl_linear_backward_weight_bias_as(const tl_tensor *grad, const tl_tensor *input,
+                                            tl_dtype weight_dtype, tl_dtype bias_dtype,
+                                            tl_tensor **grad_weight, tl_tensor **grad_bias);
+/* pre = linear(input, weight, bias) and out = gelu(pre) (the tanh form when tanh_form, the exact
+   one otherwise): the tanh form in one GEMM (its GELU epilogue, keeping pre), the exact one as
+   linear then gelu. */
+tl_status tl_linear_gelu(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                         bool tanh_form, tl_tensor **out, tl_tensor **pre);
+/* grad_input = (grad @ weight) * gelu'(pre), linear's input gradient through a gelu whose input
+   was pre [..., I]: the tanh form in one GEMM (its dGELU epilogue), the exact one as the GEMM then
+   gelu_backward. */
+tl_status tl_linear_backward_input_gelu(const tl_tensor *grad, const tl_tensor *weight,
+                                        const tl_tensor *pre, bool tanh_form,
+                                        tl_tensor **grad_input);
 /* out[N, M] = a[N] b[M]^T, one floating dtype, one device. */
 tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_epilogue.h"
 
 #define CONVERT_PARALLEL_THRESHOLD 65536
 
@@ -59,6 +60,10 @@ static tl_status gemm_f32(tl_device device, const GemmParams *p, const void *a, 
                     (int)p->n, (int)p->k, p->alpha, pa + i * p->stride_a, (int)p->lda,
                     pb + i * p->stride_b, (int)p->ldb, p->beta, ci, (int)p->ldc);
     }
+    if (p->epilogue) {
+        tl_cpu_gemm_epilogue_f32(p, pc, p->ldc);
+        tl_cpu_gemm_bias_grad(p, b);
+    }
     return TL_OK;
 }
 
@@ -77,6 +82,10 @@ static tl_status gemm_f64(tl_device device, const GemmParams *p, const void *a, 
         cblas_dgemm(CblasColMajor, blas_trans(p->trans_a), blas_trans(p->trans_b), (int)p->m,
                     (int)p->n, (int)p->k, (double)p->alpha, pa + i * p->stride_a, (int)p->lda,
                     pb + i * p->stride_b, (int)p->ldb, (double)p->beta, ci, (int)p->ldc);
+    }
+    if (p->epilogue) {
+        tl_cpu_gemm_epilogue_f64(p, pc);
+        tl_cpu_gemm_bias_grad(p, b);
     }
     return TL_OK;
 }
@@ -139,9 +148,11 @@ static tl_status gemm_16(const GemmParams *p, const void *a, const void *b, void
             cblas_sgemm(CblasColMajor, blas_trans(q.trans_a), blas_trans(q.trans_b), (int)q.m,
                         (int)q.n, (int)q.k, q.alpha, fa, (int)q.lda, fb, (int)q.ldb, q.beta, out,
                         (int)q.ldc);
+        if (p->epilogue) tl_cpu_gemm_epilogue_f32(p, out, q.ldc);
         if (!f32_out) narrow(fc, p->m, p->n, (uint16_t *)c + i * p->stride_c, p->ldc, from_f32);
     }
     free(scratch);
+    tl_cpu_gemm_bias_grad(p, b);
     return TL_OK;
 }
 

@@ -1,13 +1,14 @@
 /* CUDA GEMM kernels on cuBLAS: cublasGemmEx for one product, cublasGemmStridedBatchedEx for a
    batch, on the runtime's handle and stream of the device; f32 (TF32 under precision "high"),
    f64, and bf16/f16 inputs with f32 compute and f32 or same-dtype output; a large product with
-   an operand not 16-byte aligned on aligned copies. */
+   an operand not 16-byte aligned on aligned copies; a product with an epilogue on cuBLASLt. */
 #include <limits.h>
 #include <stdint.h>
 
 #include "core/cuda/cuda_runtime.h"
 #include "kernels/cuda/blas_types.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_epilogue.h"
 
 #define OP_NAME "gemm"
 
@@ -32,6 +33,12 @@ static const tl_kernel_variant gemm_paths[] = {
     TL_LOOP_VARIANT("gemm", TL_DTYPES_FLOATING, "padded",
                     "one product of at least 2^26 multiply-adds with a size or an operand not "
                     "16-byte aligned: cuBLAS on zero-padded aligned copies"),
+    TL_LOOP_VARIANT("gemm", TL_DTYPES_F32 | TL_DTYPES_BF16 | TL_DTYPES_F16, "epilogue_lt",
+                    "an epilogue (bias, GELU with aux, dGELU, bias gradient) on a single product "
+                    "with every operand 16-byte aligned: one cublasLtMatmul"),
+    TL_LOOP_VARIANT("gemm", TL_DTYPES_FLOATING, "epilogue_after",
+                    "an epilogue cuBLASLt does not run (float64, an operand or vector not 16-byte "
+                    "aligned, k 0): the product, then the epilogue's kernels"),
 };
 TL_VARIANT_TABLE(tl_cuda_gemm_variants, TL_DEVICE_CUDA, gemm_paths);
 
@@ -132,10 +139,33 @@ static bool wants_padding(const GemmParams *p, const void *a, const void *b, con
            !is_aligned(b, p->ldb, in) || !is_aligned(c, p->ldc, out);
 }
 
-/* The kernel of the GEMM ops: the padded path for a large unaligned product, cuBLAS directly
-   otherwise. */
+static tl_status gemm_kernel(tl_device device, const GemmParams *p, const void *a, const void *b,
+                             void *c);
+
+/* A product with an epilogue: fused by cuBLASLt where it runs it, else the product (the paths
+   below) and then the epilogue's kernels. */
+static tl_status gemm_with_epilogue(tl_device device, const GemmParams *p, const void *a,
+                                    const void *b, void *c) {
+    if (tl_cuda_gemm_lt_eligible(p, a, b, c)) {
+        bool ran = false;
+        TL_TRY(tl_cuda_gemm_lt(device, p, a, b, c, &ran));
+        if (ran) {
+            tl_loop_variant_ran(&gemm_paths[2]);
+            return TL_OK;
+        }
+    }
+    tl_loop_variant_ran(&gemm_paths[3]);
+    GemmParams plain = *p;
+    plain.epilogue = NULL;
+    if (p->m > 0 && p->n > 0) TL_TRY(gemm_kernel(device, &plain, a, b, c));
+    return tl_cuda_gemm_epilogue(device, p, b, c);
+}
+
+/* The kernel of the GEMM ops: the epilogue's path when there is one, the padded path for a large
+   unaligned product, cuBLAS directly otherwise. */
 static tl_status gemm_kernel(tl_device device, const GemmParams *p, const void *a, const void *b,
                              void *c) {
+    if (p->epilogue) return gemm_with_epilogue(device, p, a, b, c);
     if (wants_padding(p, a, b, c)) {
         tl_loop_variant_ran(&gemm_paths[1]);
         return gemm_padded(device, p, a, b, c);

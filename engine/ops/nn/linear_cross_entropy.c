@@ -142,7 +142,7 @@ static void classifier_release(classifier *c) {
     nn_release_all(all, (int64_t)(sizeof all / sizeof all[0]));
 }
 
-/* Rows [first, first + rows) of the batch: their logits (bias rows, then the GEMM adds x W^T),
+/* Rows [first, first + rows) of the batch: their logits (x W^T and the bias, one GEMM),
    their row losses and, when gradients are wanted, the logits' gradient in place and from it
    the chunk's rows of dx and its share of dw and db. */
 static tl_status run_chunk(classifier *c, int64_t first, int64_t rows) {
@@ -151,14 +151,7 @@ static tl_status run_chunk(classifier *c, int64_t first, int64_t rows) {
     if (status == TL_OK) status = tl_narrow(c->t, 0, first, rows, &t);
     if (status == TL_OK) status = tl_narrow(c->logits, 0, 0, rows, &logits);
     if (status == TL_OK) status = tl_narrow(c->row_loss, 0, first, rows, &loss);
-    if (status == TL_OK && c->b) {
-        int64_t shape[2] = {rows, c->b->shape[0]};
-        tl_tensor *bias_rows = NULL;
-        status = tl_expand(c->b, shape, 2, &bias_rows);
-        if (status == TL_OK) status = tl_copy_(logits, bias_rows);
-        tl_release(bias_rows);
-    }
-    if (status == TL_OK) status = tl_gemm_linear_forward(x, c->w, c->b != NULL, logits);
+    if (status == TL_OK) status = tl_gemm_linear_forward(x, c->w, c->b, logits);
     if (status == TL_OK) {
         const tl_kernel_entry *k = tl_dispatch(TL_OP_linear_cross_entropy, tl_tensor_device(x),
                                                x->dtype, NN_TENSORS(loss, logits, t));
@@ -170,7 +163,7 @@ static tl_status run_chunk(classifier *c, int64_t first, int64_t rows) {
         if (status == TL_OK) status = tl_gemm_linear_backward_input(logits, c->w, dx);
     }
     if (status == TL_OK && c->dw)
-        status = tl_gemm_linear_backward_weight(logits, x, first > 0, c->dw);
+        status = tl_gemm_linear_backward_weight(logits, x, first > 0, c->dw, NULL);
     if (status == TL_OK && c->db) {
         status = tl_narrow(c->ones, 0, 0, rows, &ones);
         if (status == TL_OK) status = tl_gemm_linear_backward_bias(logits, ones, first > 0, c->db);

@@ -349,6 +349,22 @@ local matmul = {
     return fmt("%s = tl.gelu_linear(%s, %s, %s%s)", g:target(), g:fresh(pre, dtype, g:chance(0.5)),
       g:fresh(weight, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias, opts)
   end,
+  -- linear_gelu_linear: a feed-forward's shapes, mostly matching, the form mostly valid
+  linear_gelu_linear = function(g)
+    local dtype = g:float_dtype()
+    local n, i, h, o = g:int(0, 5), g:int(0, 6), g:int(0, 6), g:int(0, 6)
+    local x = g:chance(0.8) and { n, i } or { i }
+    local w1 = { h, g:chance(0.9) and i or i + 1 }
+    local w2 = { o, g:chance(0.9) and h or h + 1 }
+    local function bias(len)
+      return g:chance(0.5) and g:fresh({ g:chance(0.9) and len or len + 2 }, dtype, g:chance(0.5)) or "nil"
+    end
+    local opts = g:weighted { { 2, "" }, { 2, ", {approximate = 'tanh'}" }, { 1, ", {approximate = 'none'}" },
+      { 0.3, ", {approximate = 'fast'}" } }
+    return fmt("%s = tl.linear_gelu_linear(%s, %s, %s, %s, %s%s)", g:target(), g:fresh(x, dtype, g:chance(0.5)),
+      g:fresh(w1, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias(h),
+      g:fresh(w2, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias(o), opts)
+  end,
   -- grouped products: offsets mostly valid (sorted ends within T), sometimes decreasing, past
   -- T, of the wrong length or dtype; lists mostly matching
   grouped_mm = function(g)
