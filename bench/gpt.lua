@@ -9,8 +9,8 @@
 -- time), peak_mib (peak allocated over the timed steps, from a reset after warm-up; with a graph the peak
 -- reserved, from an emptied cache: the graph's pool holds its working memory) and loss.
 -- --graph 1 (the default on a GPU): the step captured once into a CUDA graph (tl.cuda.graph, after one eager
--- step) and replayed; --graph 0 runs it eagerly. --fused_mlp 1: the MLP's GELU and second Linear as one
--- tl.gelu_linear (examples/gpt's config fused_mlp).
+-- step) and replayed; --graph 0 runs it eagerly. --fused_mlp 0: the MLP as Linear, GELU, Linear instead of
+-- one tl.linear_gelu_linear (examples/gpt's config fused_mlp, on by default).
 local tl = require("tlua")
 local bench_dir = arg[0]:match("^(.*)/") or "."
 local common = dofile(bench_dir .. "/common.lua")
@@ -22,7 +22,7 @@ for k = 1, #arg - 1 do
   if arg[k] == "--device" then device = table.remove(arg, k + 1); table.remove(arg, k); break end
 end
 local o = common.options("bench/gpt.lua", { layers = 6, dim = 384, heads = 6, context = 256, batch = 64, vocab = 65,
-  dropout_pct = 20, steps = 30, warmup = 10, graph = 1, fused_mlp = 0 })
+  dropout_pct = 20, steps = 30, warmup = 10, graph = 1, fused_mlp = 1 })
 local on_gpu = device ~= "cpu"
 
 tl.manual_seed(1)

@@ -2,7 +2,7 @@
 --
 --   tlua bench/gpt_match.lua --ref ref.safetensors [--device cpu|cuda] [--tol X] [--data path]
 --       [--fused_loss 0|1] [--fused_norm 0|1] (examples/gpt's config: the fused paths, on by default)
---       [--fused_mlp 0|1] (tl.gelu_linear in the MLP; off by default)
+--       [--fused_mlp 0|1] (the MLP as one tl.linear_gelu_linear; on by default)
 --
 -- float64: passes when every step's loss is within --tol (default 1e-9) of PyTorch's.
 -- bfloat16: passes when the mean distance to PyTorch's bf16 curve over the steps is within the bf16
@@ -30,7 +30,7 @@ local config = gpt.config {
   vocab = tonumber(meta.vocab), context = tonumber(meta.context), layers = tonumber(meta.layers),
   dim = tonumber(meta.dim), heads = tonumber(meta.heads), bias = meta.bias == "True", dropout = 0,
   dtype = dtype == "float64" and "float64" or "float32", device = opts.device,
-  fused_loss = opts.fused_loss ~= 0, fused_norm = opts.fused_norm ~= 0, fused_mlp = (opts.fused_mlp or 0) ~= 0,
+  fused_loss = opts.fused_loss ~= 0, fused_norm = opts.fused_norm ~= 0, fused_mlp = (opts.fused_mlp or 1) ~= 0,
 }
 local ds = data.Dataset.load { path = opts.data, device = opts.device }
 assert(ds.vocab.size == config.vocab, "the corpus differs from the one PyTorch read (vocabulary size)")

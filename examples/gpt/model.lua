@@ -17,7 +17,7 @@ M.defaults = {
   attention = "fused", -- "fused" (tl.scaled_dot_product_attention) or "composed" (matmul, softmax)
   fused_loss = true, -- the head and loss as one tl.linear_cross_entropy (no [B*T, vocab] logits)
   fused_norm = true, -- each residual add fused into the next layer norm (tl.add_layer_norm)
-  fused_mlp = false, -- the MLP as one tl.linear_gelu_linear (GELU's output not kept; GELU and its derivative
+  fused_mlp = true, -- the MLP as one tl.linear_gelu_linear (GELU's output not kept; GELU and its derivative
   -- in the GEMMs' epilogues)
   moe = 0, -- E > 0: the feed-forward is a mixture of E experts (nn.MoE over grouped_mm), top 2
   top_k = 2,

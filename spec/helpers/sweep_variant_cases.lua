@@ -107,7 +107,8 @@ local index_select_rows = {
 -- the CUDA GEMM's paths (kernels/cuda/gemm.c): a small product as it is, and a product of at
 -- least 2^26 multiply-adds whose operands' rows (257 and 259 elements) leave them unaligned, run on
 -- aligned copies; its reference is the CPU's float64 product (OpenBLAS, not the kernel under test)
-local gemm_direct = require("helpers.gemm_cases").sweep.matmul
+local gemm_cases = require("helpers.gemm_cases")
+local gemm_direct = gemm_cases.sweep.matmul
 local gemm_padded = {
   -- sums of 257 products: float32's rounding grows past the sweep's 1e-5 near zero
   tolerance = { float32 = { 1e-4, 1e-4 } },
@@ -132,7 +133,10 @@ local loops = {
     rows_scalar = elementwise_through("transposed", 5),
   },
   lines = { line = through(sweep.cases.sum), lanes = through(sweep.cases.min) },
-  gemm = { direct = through(gemm_direct), padded = through(gemm_padded) },
+  -- an epilogue: the feed-forward's aligned GEMMs (every epilogue, cuBLASLt on CUDA), linear's
+  -- rows of 3 elements (bias and bias gradient after the product)
+  gemm = { direct = through(gemm_direct), padded = through(gemm_padded),
+    epilogue_lt = through(gemm_cases.sweep.linear_gelu_linear), epilogue_after = through(gemm_cases.sweep.linear) },
   index = {
     walk = through(gather_walk),
     quads = through(gather_quads),
