@@ -81,8 +81,10 @@ local function with_bias(m, b) return ref.broadcast_map(function(v, c) return v 
 -- again from the stored pre) and dpre.
 M.sweep.linear_gelu_linear = {
   -- cuBLASLt's GELU epilogues evaluate tanh by a fast approximation (relative errors near 4e-5 in
-  -- float32)
-  tolerance = { float32 = { 1e-4, 1e-4 } },
+  -- float32); dpre, rounded from its float32 product, falls on the other side of a rounding step
+  -- than the float64 reference's for some elements: an ulp of dpre (magnitudes near 4: 0.03 in
+  -- bf16, 0.004 in f16) times a weight in gx and gw1 per such element
+  tolerance = { float32 = { 1e-4, 1e-4 }, bfloat16 = { 2e-2, 6e-2 }, float16 = { 2e-3, 8e-3 } },
   inputs = function(G)
     return { G.normal(8, 16), G.normal(24, 16), G.normal(24), G.normal(8, 24), G.normal(8), G.normal(8, 8) }
   end,
