@@ -4,12 +4,7 @@ local nn = tl.nn
 local F = nn.functional
 local ref = require("helpers.reference")
 
-local K = math.sqrt(2 / math.pi)
-local function gelu_tanh(x) return 0.5 * x * (1 + ref.tanh(K * (x + 0.044715 * x ^ 3))) end
-local function gelu_tanh_derivative(x)
-  local t = ref.tanh(K * (x + 0.044715 * x ^ 3))
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * K * (1 + 3 * 0.044715 * x * x)
-end
+local gelu_tanh, gelu_tanh_derivative = ref.gelu_tanh, ref.gelu_tanh_derivative
 
 local ops_of = require("helpers.trace").ops
 

@@ -49,9 +49,30 @@ static tl_status linear_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
     return status;
 }
 
-/* params: the weight and bias as given (the recorded inputs), used: as the GEMMs take them */
+/* How each linear-family node records itself: input as the GEMMs take it, params as given (the
+   recorded inputs), used as the GEMMs take them; tanh_form for the nodes with a GELU. */
+typedef tl_status (*record_fn)(tl_tensor *input, tl_tensor *const *params, tl_tensor *const *used,
+                               bool tanh_form, tl_tensor **out);
+
+/* Under autocast the input's cast is recorded (its gradient goes back through it), the count
+   parameters' are not (tl_autocast_parameters: their gradients come in their own dtypes, written
+   by the GEMMs). */
+static tl_status record_autocast(tl_tensor *input, tl_tensor **params, int count, bool tanh_form,
+                                 record_fn record, tl_tensor **out) {
+    tl_tensor *operand[1] = {input}, *used[4];
+    bool input_cast[1], params_cast[4];
+    for (int i = 0; i < count; i++) used[i] = params[i];
+    TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operand, 1, input_cast));
+    tl_status status = tl_autocast_parameters(TL_OP_linear_forward, used, count, params_cast);
+    if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
+    status = record(operand[0], params, used, tanh_form, out);
+    tl_autocast_release(used, count, params_cast, status);
+    return tl_autocast_release(operand, 1, input_cast, status);
+}
+
 static tl_status record_linear(tl_tensor *input, tl_tensor *const *params, tl_tensor *const *used,
-                               tl_tensor **out) {
+                               bool tanh_form, tl_tensor **out) {
+    (void)tanh_form; /* no GELU */
     TL_TRY(tl_linear(input, used[0], used[1], out));
     tl_node *node = NULL;
     tl_tensor *inputs[3] = {input, params[0], params[1]};
@@ -63,17 +84,9 @@ static tl_status record_linear(tl_tensor *input, tl_tensor *const *params, tl_te
     return status;
 }
 
-/* Under autocast the input's cast is recorded (its gradient goes back through it), the weight's
-   and the bias's are not (tl_autocast_parameters; see linear_backward). */
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out) {
-    tl_tensor *operand[1] = {input}, *params[2] = {weight, bias}, *used[2] = {weight, bias};
-    bool input_cast[1], params_cast[2];
-    TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operand, 1, input_cast));
-    tl_status status = tl_autocast_parameters(TL_OP_linear_forward, used, 2, params_cast);
-    if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
-    status = record_linear(operand[0], params, used, out);
-    tl_autocast_release(used, 2, params_cast, status);
-    return tl_autocast_release(operand, 1, input_cast, status);
+    tl_tensor *params[2] = {weight, bias};
+    return record_autocast(input, params, 2, false, record_linear, out);
 }
 
 /* gelu_linear(pre, W, b) = linear(gelu(pre), W, b), the feed-forward's second half, with
@@ -174,18 +187,11 @@ static tl_status check_gelu_linear(const tl_tensor *pre, const tl_tensor *weight
                          bias);
 }
 
-/* Under autocast as tl_ag_linear: pre's cast recorded, the parameters' casts not. */
 tl_status tl_ag_gelu_linear(tl_tensor *pre, tl_tensor *weight, tl_tensor *bias, bool tanh_form,
                             tl_tensor **out) {
     TL_TRY(check_gelu_linear(pre, weight, bias));
-    tl_tensor *operand[1] = {pre}, *params[2] = {weight, bias}, *used[2] = {weight, bias};
-    bool input_cast[1], params_cast[2];
-    TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operand, 1, input_cast));
-    tl_status status = tl_autocast_parameters(TL_OP_linear_forward, used, 2, params_cast);
-    if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
-    status = record_gelu_linear(operand[0], params, used, tanh_form, out);
-    tl_autocast_release(used, 2, params_cast, status);
-    return tl_autocast_release(operand, 1, input_cast, status);
+    tl_tensor *params[2] = {weight, bias};
+    return record_autocast(pre, params, 2, tanh_form, record_gelu_linear, out);
 }
 
 /* linear_gelu_linear(x, W1, b1, W2, b2) = linear(gelu(linear(x, W1, b1)), W2, b2), a
@@ -260,15 +266,8 @@ tl_status tl_ag_linear_gelu_linear(tl_tensor *input, tl_tensor *weight1, tl_tens
         check_product(op, (product_names){"input", "weight1", "bias1"}, features, weight1, bias1));
     TL_TRY(check_product(op, (product_names){"the hidden layer", "weight2", "bias2"},
                          weight1->shape[0], weight2, bias2));
-    tl_tensor *operand[1] = {input}, *params[4] = {weight1, bias1, weight2, bias2},
-              *used[4] = {weight1, bias1, weight2, bias2};
-    bool input_cast[1], params_cast[4];
-    TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operand, 1, input_cast));
-    tl_status status = tl_autocast_parameters(TL_OP_linear_forward, used, 4, params_cast);
-    if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
-    status = record_mlp(operand[0], params, used, tanh_form, out);
-    tl_autocast_release(used, 4, params_cast, status);
-    return tl_autocast_release(operand, 1, input_cast, status);
+    tl_tensor *params[4] = {weight1, bias1, weight2, bias2};
+    return record_autocast(input, params, 4, tanh_form, record_mlp, out);
 }
 
 /* outer(a, b) = a b^T; da = g b, db = g^T a: linear's input and weight gradients with b and

@@ -234,20 +234,28 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) 
     return tl_linear_backward_bias_as(grad, grad ? grad->dtype : TL_F32, grad_bias);
 }
 
+/* grad [..., O] and input [..., I] of one linear as dense matrices of the same rows */
+static tl_status weight_grad_operands(const char *op, const tl_tensor *grad, const tl_tensor *input,
+                                      tl_tensor **g, tl_tensor **x) {
+    char sg[256], si[256];
+    *g = *x = NULL;
+    tl_status status =
+        grad_matrix(op, grad, input, "input", grad ? grad->shape[grad->ndim - 1] : 0, g);
+    if (status == TL_OK) status = as_matrix(input, input->shape[input->ndim - 1], x);
+    if (status == TL_OK && (*g)->shape[0] != (*x)->shape[0])
+        status = tl_error(TL_ERR_SHAPE, "%s: grad %s and input %s must have the same rows", op,
+                          tl_shape_str(grad, sg, sizeof sg), tl_shape_str(input, si, sizeof si));
+    return status;
+}
+
 tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
                                        tl_dtype dtype, tl_tensor **grad_weight) {
     const char *op = "linear_backward_weight";
-    char sg[256], si[256];
     TL_TRY(check_present(op, "input", input));
     if (input->ndim < 1)
         return tl_error(TL_ERR_SHAPE, "%s: input must have at least 1 dim, got a 0-dim one", op);
     tl_tensor *g = NULL, *x = NULL;
-    tl_status status =
-        grad_matrix(op, grad, input, "input", grad ? grad->shape[grad->ndim - 1] : 0, &g);
-    if (status == TL_OK) status = as_matrix(input, input->shape[input->ndim - 1], &x);
-    if (status == TL_OK && g->shape[0] != x->shape[0])
-        status = tl_error(TL_ERR_SHAPE, "%s: grad %s and input %s must have the same rows", op,
-                          tl_shape_str(grad, sg, sizeof sg), tl_shape_str(input, si, sizeof si));
+    tl_status status = weight_grad_operands(op, grad, input, &g, &x);
     if (status == TL_OK) {
         int64_t shape[2] = {g->shape[1], x->shape[1]};
         status = tl_empty(shape, 2, written_dtype(g, dtype), tl_tensor_device(g), grad_weight);
@@ -284,7 +292,6 @@ tl_status tl_linear_backward_weight_bias_as(const tl_tensor *grad, const tl_tens
                                             tl_dtype weight_dtype, tl_dtype bias_dtype,
                                             tl_tensor **grad_weight, tl_tensor **grad_bias) {
     const char *op = "linear_backward_weight";
-    char sg[256], si[256];
     TL_TRY(check_present(op, "input", input));
     TL_TRY(check_present(op, "grad", grad));
     if (input->ndim < 1 || grad->ndim < 1 || written_dtype(grad, weight_dtype) != weight_dtype ||
@@ -295,11 +302,7 @@ tl_status tl_linear_backward_weight_bias_as(const tl_tensor *grad, const tl_tens
         return status;
     }
     tl_tensor *g = NULL, *x = NULL;
-    tl_status status = grad_matrix(op, grad, input, "input", grad->shape[grad->ndim - 1], &g);
-    if (status == TL_OK) status = as_matrix(input, input->shape[input->ndim - 1], &x);
-    if (status == TL_OK && g->shape[0] != x->shape[0])
-        status = tl_error(TL_ERR_SHAPE, "%s: grad %s and input %s must have the same rows", op,
-                          tl_shape_str(grad, sg, sizeof sg), tl_shape_str(input, si, sizeof si));
+    tl_status status = weight_grad_operands(op, grad, input, &g, &x);
     *grad_weight = *grad_bias = NULL;
     if (status == TL_OK) {
         int64_t shape[2] = {g->shape[1], x->shape[1]};

@@ -64,13 +64,7 @@ M.sweep.linear_bias = {
     return { y, ref.matmul(g, w), column_sums(g) }
   end,
 }
--- gelu's tanh form and its derivative, as PyTorch's approximate = "tanh"
-local K_GELU = math.sqrt(2 / math.pi)
-local function gelu_tanh(v) return 0.5 * v * (1 + ref.tanh(K_GELU * (v + 0.044715 * v ^ 3))) end
-local function gelu_tanh_slope(v)
-  local t = ref.tanh(K_GELU * (v + 0.044715 * v ^ 3))
-  return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * K_GELU * (1 + 3 * 0.044715 * v * v)
-end
+local gelu_tanh, gelu_tanh_slope = ref.gelu_tanh, ref.gelu_tanh_derivative
 local function map(m, f) return ref.broadcast_map(function(v) return f(v) end, m) end
 local function with_bias(m, b) return ref.broadcast_map(function(v, c) return v + c end, m, b) end
 -- y = gelu(x w1^T + b1) w2^T + b2, the feed-forward node on the GEMM epilogues (sizes multiples

@@ -430,6 +430,15 @@ function M.gelu(x)
   return 0.5 * x * M.erfc(-x / math.sqrt(2))
 end
 
+-- gelu's tanh form, PyTorch's approximate = "tanh": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))),
+-- and its derivative
+local K_GELU = math.sqrt(2 / math.pi)
+function M.gelu_tanh(x) return 0.5 * x * (1 + M.tanh(K_GELU * (x + 0.044715 * x ^ 3))) end
+function M.gelu_tanh_derivative(x)
+  local t = M.tanh(K_GELU * (x + 0.044715 * x ^ 3))
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * K_GELU * (1 + 3 * 0.044715 * x * x)
+end
+
 function M.tanh(x)
   if x ~= x then return x end
   if x > 20 then return 1.0 end
