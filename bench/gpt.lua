@@ -10,7 +10,8 @@
 -- reserved, from an emptied cache: the graph's pool holds its working memory) and loss.
 -- --graph 1 (the default on a GPU): the step captured once into a CUDA graph (tl.cuda.graph, after one eager
 -- step) and replayed; --graph 0 runs it eagerly. --fused_mlp 0: the MLP as Linear, GELU, Linear instead of
--- one tl.linear_gelu_linear (examples/gpt's config fused_mlp, on by default).
+-- one tl.linear_gelu_linear (examples/gpt's config fused_mlp, on by default); --gelu_epilogue 1: its GELU in the
+-- first GEMM's epilogue (config gelu_epilogue).
 local tl = require("tlua")
 local bench_dir = arg[0]:match("^(.*)/") or "."
 local common = dofile(bench_dir .. "/common.lua")
@@ -22,12 +23,13 @@ for k = 1, #arg - 1 do
   if arg[k] == "--device" then device = table.remove(arg, k + 1); table.remove(arg, k); break end
 end
 local o = common.options("bench/gpt.lua", { layers = 6, dim = 384, heads = 6, context = 256, batch = 64, vocab = 65,
-  dropout_pct = 20, steps = 30, warmup = 10, graph = 1, fused_mlp = 1 })
+  dropout_pct = 20, steps = 30, warmup = 10, graph = 1, fused_mlp = 1, gelu_epilogue = 0 })
 local on_gpu = device ~= "cpu"
 
 tl.manual_seed(1)
 local model = gpt.GPT(gpt.config { vocab = o.vocab, context = o.context, layers = o.layers, dim = o.dim, heads = o.heads,
-  dropout = o.dropout_pct / 100, device = device, fused_mlp = o.fused_mlp ~= 0 })
+  dropout = o.dropout_pct / 100, device = device, fused_mlp = o.fused_mlp ~= 0,
+  gelu_epilogue = o.gelu_epilogue ~= 0 })
 local decay, no_decay = {}, {}
 for _, p in ipairs(model:parameters()) do
   if #p.shape >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end

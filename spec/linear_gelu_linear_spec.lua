@@ -58,28 +58,34 @@ describe("linear_gelu_linear", function()
     it("has every gradient right by finite differences (" .. form .. ")", function()
       tl.manual_seed(15)
       local function leaf(...) return tl.randn(...):double():requires_grad_() end
-      assert.is_true(tl.autograd.gradcheck(function(x, w1, b1, w2, b2)
-        return tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = form })
-      end, { leaf(3, 5), leaf(6, 5), leaf(6), leaf(4, 6), leaf(4) }))
+      for _, gelu_epilogue in ipairs({ false, true }) do
+        assert.is_true(tl.autograd.gradcheck(function(x, w1, b1, w2, b2)
+          return tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = form, gelu_epilogue = gelu_epilogue })
+        end, { leaf(3, 5), leaf(6, 5), leaf(6), leaf(4, 6), leaf(4) }))
+      end
     end)
   end
 
-  it("runs the GELU and its derivative inside the GEMMs (tanh form) and only the products a gradient needs", function()
+  it("runs gelu's derivative inside a GEMM (tanh form) and only the products a gradient needs", function()
     tl.manual_seed(16)
-    local function counts(wanted)
+    local function counts(wanted, gelu_epilogue)
       local function t(name, ...) return tl.randn(...):double():requires_grad_(wanted[name] or false) end
       local x, w1, b1, w2, b2 = t("x", 4, 8), t("w1", 6, 8), t("b1", 6), t("w2", 3, 6), t("b2", 3)
       local y
       local forward = trace.op_counts(function()
-        y = tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = "tanh" })
+        y = tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = "tanh", gelu_epilogue = gelu_epilogue })
       end)
       local backward = trace.op_counts(function() y:backward(tl.ones(4, 3, { dtype = "float64" })) end)
       return forward, backward, { x = x.grad, w1 = w1.grad, b1 = b1.grad, w2 = w2.grad, b2 = b2.grad }
     end
     local forward, all, grads = counts({ x = true, w1 = true, b1 = true, w2 = true, b2 = true })
-    assert.are.equal(1, forward.linear_gelu_forward)
-    assert.are.equal(1, forward.linear_forward)
-    assert.is_nil(forward.gelu_tanh)
+    -- forward: gelu's kernel on the stored pre, or with gelu_epilogue the first GEMM's epilogue
+    assert.are.same({ 2, 1 }, { forward.linear_forward, forward.gelu_tanh })
+    assert.is_nil(forward.linear_gelu_forward)
+    local fused_forward, fused_all = counts({ x = true, w1 = true, b1 = true, w2 = true, b2 = true }, true)
+    assert.are.same({ 1, 1 }, { fused_forward.linear_gelu_forward, fused_forward.linear_forward })
+    assert.is_nil(fused_forward.gelu_tanh)
+    assert.are.same(all, fused_all)
     -- every gradient: gelu made again once for W2's; dpre by one GEMM; W and b of each linear by one GEMM
     assert.are.equal(1, all.gelu_tanh)
     assert.is_nil(all.gelu_tanh_backward)
@@ -107,11 +113,15 @@ describe("linear_gelu_linear", function()
     assert.is_nil(only_b1.linear_backward_weight)
   end)
 
-  it("runs the exact form as linear, gelu, linear forward and gelu_backward in backward", function()
+  it("runs the exact form as linear, gelu, linear forward (with or without gelu_epilogue) and gelu_backward in backward",
+    function()
     local x = tl.randn(4, 8, { requires_grad = true })
     local w1, w2 = tl.randn(6, 8), tl.randn(3, 6)
     local y
     local forward = trace.op_counts(function() y = tl.linear_gelu_linear(x, w1, nil, w2, nil) end)
+    assert.are.same(forward, trace.op_counts(function()
+      tl.linear_gelu_linear(x, w1, nil, w2, nil, { gelu_epilogue = true })
+    end))
     assert.are.equal(1, forward.gelu)
     assert.are.equal(2, forward.linear_forward)
     assert.is_nil(forward.linear_gelu_forward)
@@ -178,6 +188,10 @@ describe("linear_gelu_linear", function()
       "linear: input is float32 but weight is float64")
     assert.has_error(call(x, tl.randn(4, 5), nil, tl.randn(2, 4), nil, { approximate = "fast" }),
       'linear_gelu_linear: option approximate expected "tanh" or "none", got "fast"')
+    local bad_ok, bad_message = pcall(tl.linear_gelu_linear, x, tl.randn(4, 5), nil, tl.randn(2, 4), nil,
+      { gelu_epilogue = "yes" })
+    assert.is_false(bad_ok)
+    assert.truthy(bad_message:find("gelu_epilogue", 1, true), bad_message)
     local ok, message = pcall(tl.linear_gelu_linear, x, tl.randn(4, 5), nil, tl.randn(2, 4), nil, { aprox = "tanh" })
     assert.is_false(ok)
     assert.truthy(message:find("unknown option 'aprox'", 1, true), message)
@@ -216,7 +230,7 @@ describe("linear_gelu_linear on cuda #cuda", function()
 
   -- the CPU's and CUDA's values and gradients; sizes multiples of 8 take cuBLASLt's fused epilogues on CUDA
   -- (16-byte aligned rows), odd ones the product then the epilogue's kernels
-  local function both(dtype, rows, n_in, n_hidden, n_out, tol)
+  local function both(dtype, rows, n_in, n_hidden, n_out, tol, gelu_epilogue)
     tl.manual_seed(19)
     local values = { tl.randn(rows, n_in), tl.randn(n_hidden, n_in) * 0.3, tl.randn(n_hidden) * 0.1,
       tl.randn(n_out, n_hidden) * 0.3, tl.randn(n_out) * 0.1 }
@@ -224,7 +238,7 @@ describe("linear_gelu_linear on cuda #cuda", function()
     local function run(device)
       local t = {}
       for i, v in ipairs(values) do t[i] = v:to(device):to(dtype):detach():requires_grad_() end
-      local y = tl.linear_gelu_linear(t[1], t[2], t[3], t[4], t[5], { approximate = "tanh" })
+      local y = tl.linear_gelu_linear(t[1], t[2], t[3], t[4], t[5], { approximate = "tanh", gelu_epilogue = gelu_epilogue })
       y:backward(g:to(device):to(dtype))
       local out = { flat(y) }
       for i = 1, 5 do out[i + 1] = flat(t[i].grad) end
@@ -243,10 +257,12 @@ describe("linear_gelu_linear on cuda #cuda", function()
 
   it("matches the CPU in float64 with every gradient (the epilogue's kernels)", function()
     both("float64", 6, 24, 40, 10, 1e-10)
+    both("float64", 6, 24, 40, 10, 1e-10, true)
   end)
   for _, case in ipairs({ { "float32", 1e-4 }, { "bfloat16", 2e-2 }, { "float16", 5e-3 } }) do
     it("matches the CPU in " .. case[1] .. " on aligned sizes (cuBLASLt's fused epilogues)", function()
       both(case[1], 64, 32, 128, 48, case[2])
+      both(case[1], 64, 32, 128, 48, case[2], true)
     end)
     it("matches the CPU in " .. case[1] .. " on odd sizes (the product, then the epilogue's kernels)", function()
       both(case[1], 7, 13, 21, 5, case[2])

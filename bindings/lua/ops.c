@@ -649,13 +649,9 @@ static int op_linear(lua_State *L) {
     return tlb_result(L, box, status, out);
 }
 
-/* gelu's form from option `approximate` of the options table at idx: "none" (the default, as
-   torch's gelu: the exact erf form) or "tanh" */
-static bool gelu_form_option(lua_State *L, int idx, const char *op) {
-    static const tlb_option accepted[] = {{"approximate", TLB_OPTION_STRING}, {NULL, 0}};
-    const char *form = "none";
-    if (tlb_check_options(L, idx, op, accepted))
-        tlb_option_string(L, idx, op, "approximate", &form);
+/* gelu's form from option approximate's value: "none" (the default, as torch's gelu: the exact erf
+   form) or "tanh"; true for "tanh" */
+static bool gelu_form(lua_State *L, const char *op, const char *form) {
     if (strcmp(form, "tanh") != 0 && strcmp(form, "none") != 0)
         tlb_errorf(L, "%s: option approximate expected \"tanh\" or \"none\", got \"%s\"", op, form);
     return strcmp(form, "tanh") == 0;
@@ -667,24 +663,35 @@ static int op_gelu_linear(lua_State *L) {
     const char *op = "gelu_linear";
     tl_tensor *pre = tlb_check(L, 1, op), *weight = tlb_check(L, 2, op);
     tl_tensor *bias = lua_isnoneornil(L, 3) ? NULL : tlb_check(L, 3, op), *out = NULL;
-    const bool tanh_form = gelu_form_option(L, 4, op);
+    static const tlb_option accepted[] = {{"approximate", TLB_OPTION_STRING}, {NULL, 0}};
+    const char *form = "none";
+    if (tlb_check_options(L, 4, op, accepted)) tlb_option_string(L, 4, op, "approximate", &form);
+    const bool tanh_form = gelu_form(L, op, form);
     tlb_box *box = tlb_newbox(L);
     tl_status status = tl_ag_gelu_linear(pre, weight, bias, tanh_form, &out);
     return tlb_result(L, box, status, out);
 }
 
-/* linear_gelu_linear(x, weight1, bias1?, weight2, bias2?, {approximate}): a feed-forward,
-   linear(gelu(linear(x, weight1, bias1)), weight2, bias2), as one node keeping the first
-   linear's output only, its GEMMs with cuBLASLt's epilogues (tl_ag_linear_gelu_linear) */
+/* linear_gelu_linear(x, weight1, bias1?, weight2, bias2?, {approximate, gelu_epilogue}): a
+   feed-forward, linear(gelu(linear(x, weight1, bias1)), weight2, bias2), as one node keeping the
+   first linear's output only, its GEMMs with cuBLASLt's epilogues (tl_ag_linear_gelu_linear) */
 static int op_linear_gelu_linear(lua_State *L) {
     const char *op = "linear_gelu_linear";
     tl_tensor *x = tlb_check(L, 1, op), *w1 = tlb_check(L, 2, op);
     tl_tensor *b1 = lua_isnoneornil(L, 3) ? NULL : tlb_check(L, 3, op);
     tl_tensor *w2 = tlb_check(L, 4, op);
     tl_tensor *b2 = lua_isnoneornil(L, 5) ? NULL : tlb_check(L, 5, op), *out = NULL;
-    const bool tanh_form = gelu_form_option(L, 6, op);
+    static const tlb_option accepted[] = {
+        {"approximate", TLB_OPTION_STRING}, {"gelu_epilogue", TLB_OPTION_BOOLEAN}, {NULL, 0}};
+    const char *form = "none";
+    bool gelu_epilogue = false;
+    if (tlb_check_options(L, 6, op, accepted)) {
+        tlb_option_string(L, 6, op, "approximate", &form);
+        tlb_option_bool(L, 6, op, "gelu_epilogue", &gelu_epilogue);
+    }
+    const bool tanh_form = gelu_form(L, op, form);
     tlb_box *box = tlb_newbox(L);
-    tl_status status = tl_ag_linear_gelu_linear(x, w1, b1, w2, b2, tanh_form, &out);
+    tl_status status = tl_ag_linear_gelu_linear(x, w1, b1, w2, b2, tanh_form, gelu_epilogue, &out);
     return tlb_result(L, box, status, out);
 }
 

@@ -52,12 +52,12 @@ static tl_status linear_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
 /* How each linear-family node records itself: input as the GEMMs take it, params as given (the
    recorded inputs), used as the GEMMs take them; tanh_form for the nodes with a GELU. */
 typedef tl_status (*record_fn)(tl_tensor *input, tl_tensor *const *params, tl_tensor *const *used,
-                               bool tanh_form, tl_tensor **out);
+                               int form, tl_tensor **out);
 
 /* Under autocast the input's cast is recorded (its gradient goes back through it), the count
    parameters' are not (tl_autocast_parameters: their gradients come in their own dtypes, written
    by the GEMMs). */
-static tl_status record_autocast(tl_tensor *input, tl_tensor **params, int count, bool tanh_form,
+static tl_status record_autocast(tl_tensor *input, tl_tensor **params, int count, int form,
                                  record_fn record, tl_tensor **out) {
     tl_tensor *operand[1] = {input}, *used[4];
     bool input_cast[1], params_cast[4];
@@ -65,14 +65,14 @@ static tl_status record_autocast(tl_tensor *input, tl_tensor **params, int count
     TL_TRY(tl_autocast_operands(TL_OP_linear_forward, operand, 1, input_cast));
     tl_status status = tl_autocast_parameters(TL_OP_linear_forward, used, count, params_cast);
     if (status != TL_OK) return tl_autocast_release(operand, 1, input_cast, status);
-    status = record(operand[0], params, used, tanh_form, out);
+    status = record(operand[0], params, used, form, out);
     tl_autocast_release(used, count, params_cast, status);
     return tl_autocast_release(operand, 1, input_cast, status);
 }
 
 static tl_status record_linear(tl_tensor *input, tl_tensor *const *params, tl_tensor *const *used,
-                               bool tanh_form, tl_tensor **out) {
-    (void)tanh_form; /* no GELU */
+                               int form, tl_tensor **out) {
+    (void)form; /* no GELU */
     TL_TRY(tl_linear(input, used[0], used[1], out));
     tl_node *node = NULL;
     tl_tensor *inputs[3] = {input, params[0], params[1]};
@@ -86,7 +86,7 @@ static tl_status record_linear(tl_tensor *input, tl_tensor *const *params, tl_te
 
 tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_tensor **out) {
     tl_tensor *params[2] = {weight, bias};
-    return record_autocast(input, params, 2, false, record_linear, out);
+    return record_autocast(input, params, 2, 0, record_linear, out);
 }
 
 /* gelu_linear(pre, W, b) = linear(gelu(pre), W, b), the feed-forward's second half, with
@@ -126,7 +126,8 @@ static tl_status gelu_linear_backward(tl_node *node, tl_tensor *const *g, tl_ten
 }
 
 static tl_status record_gelu_linear(tl_tensor *pre, tl_tensor *const *params,
-                                    tl_tensor *const *used, bool tanh_form, tl_tensor **out) {
+                                    tl_tensor *const *used, int form, tl_tensor **out) {
+    const bool tanh_form = form != 0;
     tl_tensor *h = NULL;
     TL_TRY(gelu_of(tanh_form, pre, &h));
     tl_status status = tl_linear(h, used[0], used[1], out);
@@ -191,12 +192,13 @@ tl_status tl_ag_gelu_linear(tl_tensor *pre, tl_tensor *weight, tl_tensor *bias, 
                             tl_tensor **out) {
     TL_TRY(check_gelu_linear(pre, weight, bias));
     tl_tensor *params[2] = {weight, bias};
-    return record_autocast(pre, params, 2, tanh_form, record_gelu_linear, out);
+    return record_autocast(pre, params, 2, tanh_form ? 1 : 0, record_gelu_linear, out);
 }
 
 /* linear_gelu_linear(x, W1, b1, W2, b2) = linear(gelu(linear(x, W1, b1)), W2, b2), a
-   transformer's feed-forward as one node. Forward: pre = x W1^T + b1 and h = gelu(pre) from one
-   GEMM (the tanh form's GELU epilogue keeps pre), y = h W2^T + b2 (bias epilogue); h is not kept.
+   transformer's feed-forward as one node. Forward: pre = x W1^T + b1 (bias epilogue), h =
+   gelu(pre) (mlp_hidden: gelu's kernel, or the first GEMM's GELU epilogue), y = h W2^T + b2; h
+   is not kept.
    Backward, each part only where a gradient needs it:
      dW2 = g^T h, db2 = g's row sums   (h = gelu(pre) made again; one GEMM, bias-gradient epilogue)
      dpre = (g W2) * gelu'(pre)        (one GEMM, dGELU epilogue)
@@ -204,6 +206,8 @@ tl_status tl_ag_gelu_linear(tl_tensor *pre, tl_tensor *weight, tl_tensor *bias, 
    Saved: slot 0 x (for dW1), slot 1 W1 as its GEMM took it (for dx), slot 2 pre, slot 3 W2 as
    its GEMM took it (for dpre). node->ints[0]: 1 for gelu's tanh form, 0 for the exact one. */
 enum { MLP_INPUT, MLP_W1, MLP_B1, MLP_W2, MLP_B2 };
+/* record_mlp's form: bits of gelu's tanh form and of the GELU epilogue */
+enum { MLP_TANH = 1, MLP_GELU_EPILOGUE = 2 };
 
 static bool mlp_wants_first(const tl_node *node) {
     return node->needs_input_grad[MLP_INPUT] || node->needs_input_grad[MLP_W1] ||
@@ -233,10 +237,23 @@ static tl_status mlp_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
     return status;
 }
 
+/* h = gelu(pre) for the second GEMM: by gelu's kernel from the stored pre (the h backward makes
+   again is then the forward's), or with gelu_epilogue by the first GEMM's epilogue from its
+   float32 sums (one kernel less; h then differs from backward's by pre's rounding) */
+static tl_status mlp_hidden(tl_tensor *x, tl_tensor *const *used, bool tanh_form,
+                            bool gelu_epilogue, tl_tensor **h, tl_tensor **pre) {
+    if (gelu_epilogue) return tl_linear_gelu(x, used[0], used[1], tanh_form, h, pre);
+    TL_TRY(tl_linear(x, used[0], used[1], pre));
+    tl_status status = gelu_of(tanh_form, *pre, h);
+    if (status != TL_OK) tl_release(*pre), *pre = NULL;
+    return status;
+}
+
 static tl_status record_mlp(tl_tensor *x, tl_tensor *const *params, tl_tensor *const *used,
-                            bool tanh_form, tl_tensor **out) {
+                            int form, tl_tensor **out) {
+    const bool tanh_form = form & MLP_TANH;
     tl_tensor *h = NULL, *pre = NULL;
-    TL_TRY(tl_linear_gelu(x, used[0], used[1], tanh_form, &h, &pre));
+    TL_TRY(mlp_hidden(x, used, tanh_form, form & MLP_GELU_EPILOGUE, &h, &pre));
     tl_status status = tl_linear(h, used[2], used[3], out);
     tl_release(h);
     tl_node *node = NULL;
@@ -258,7 +275,7 @@ static tl_status record_mlp(tl_tensor *x, tl_tensor *const *params, tl_tensor *c
 
 tl_status tl_ag_linear_gelu_linear(tl_tensor *input, tl_tensor *weight1, tl_tensor *bias1,
                                    tl_tensor *weight2, tl_tensor *bias2, bool tanh_form,
-                                   tl_tensor **out) {
+                                   bool gelu_epilogue, tl_tensor **out) {
     const char *op = "linear_gelu_linear";
     int64_t features = 0;
     TL_TRY(input_features(op, "input", input, &features));
@@ -267,7 +284,8 @@ tl_status tl_ag_linear_gelu_linear(tl_tensor *input, tl_tensor *weight1, tl_tens
     TL_TRY(check_product(op, (product_names){"the hidden layer", "weight2", "bias2"},
                          weight1->shape[0], weight2, bias2));
     tl_tensor *params[4] = {weight1, bias1, weight2, bias2};
-    return record_autocast(input, params, 4, tanh_form, record_mlp, out);
+    const int form = (tanh_form ? MLP_TANH : 0) | (gelu_epilogue ? MLP_GELU_EPILOGUE : 0);
+    return record_autocast(input, params, 4, form, record_mlp, out);
 }
 
 /* outer(a, b) = a b^T; da = g b, db = g^T a: linear's input and weight gradients with b and

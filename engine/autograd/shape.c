@@ -5,21 +5,41 @@
 #include "autograd/formula.h"
 #include "ops/compose.h"
 
-/* ---- the recording composer ---------------------------------------------------------------- */
-static tl_status recorded_index_select(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out) {
-    return tl_ag_index_select(x, dim, index, out);
+/* ---- the recording composer ----------------------------------------------------------------
+   A composition releases what it holds when a step fails, so a failed step must leave *out NULL:
+   a recording op whose node could not be made has released its result already (tl_record). */
+static tl_status settled(tl_status status, tl_tensor **out) {
+    if (status != TL_OK) *out = NULL;
+    return status;
 }
+static tl_status recorded_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out) {
+    return settled(tl_ag_cat(list, n, dim, out), out);
+}
+static tl_status recorded_flip(tl_tensor *t, const int *dims, int ndims, tl_tensor **out) {
+    return settled(tl_ag_flip(t, dims, ndims, out), out);
+}
+static tl_status recorded_index_select(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out) {
+    return settled(tl_ag_index_select(x, dim, index, out), out);
+}
+static tl_status recorded_where(tl_tensor *cond, tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+    return settled(tl_ag_where(cond, a, b, out), out);
+}
+static tl_status recorded_diag_embed(tl_tensor *x, int64_t offset, int dim1, int dim2,
+                                     tl_tensor **out) {
+    return settled(tl_ag_diag_embed(x, offset, dim1, dim2, out), out);
+}
+/* the view steps (autograd/view.c) leave *out NULL on failure themselves */
 static const tl_composer recording = {
     .narrow = tl_ag_narrow,
     .reshape = tl_ag_reshape,
     .expand = tl_ag_expand,
     .clone = tl_ag_clone,
-    .cat = tl_ag_cat,
-    .flip = tl_ag_flip,
+    .cat = recorded_cat,
+    .flip = recorded_flip,
     .index_select = recorded_index_select,
-    .where = tl_ag_where,
+    .where = recorded_where,
     .diagonal = tl_ag_diagonal,
-    .diag_embed = tl_ag_diag_embed,
+    .diag_embed = recorded_diag_embed,
 };
 
 tl_status tl_ag_tril(tl_tensor *x, int64_t k, tl_tensor **out) {

@@ -57,10 +57,17 @@ static tl_status identity_backward(tl_node *node, tl_tensor *const *g, tl_tensor
     return TL_OK;
 }
 
+/* Records *out as a view of t; on failure *out is released (by tl_record) and set to NULL, so
+   no caller holds it. */
 static tl_status record_view(const char *name, tl_backward_fn backward, tl_tensor *t,
-                             tl_tensor *out, tl_node **node_out) {
+                             tl_tensor **out_ref, tl_node **node_out) {
     tl_node *node;
-    TL_TRY(tl_record(name, backward, 1, &t, out, &node));
+    tl_tensor *out = *out_ref;
+    tl_status status = tl_record(name, backward, 1, &t, out, &node);
+    if (status != TL_OK) {
+        *out_ref = NULL;
+        return status;
+    }
     /* a view (not a copy: reshape and contiguous may copy, clone does): an in-place change of
        its base afterwards makes its history stale (graph.c), and it cannot be changed in
        place itself (formula.c) */
@@ -74,38 +81,38 @@ static tl_status record_view(const char *name, tl_backward_fn backward, tl_tenso
 
 tl_status tl_ag_view(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
     TL_TRY(tl_view(t, shape, ndim, out));
-    return record_view("view", reshape_backward, t, *out, NULL);
+    return record_view("view", reshape_backward, t, out, NULL);
 }
 
 tl_status tl_ag_reshape(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
     TL_TRY(tl_reshape(t, shape, ndim, out));
-    return record_view("reshape", reshape_backward, t, *out, NULL);
+    return record_view("reshape", reshape_backward, t, out, NULL);
 }
 
 tl_status tl_ag_flatten(tl_tensor *t, int start_dim, int end_dim, tl_tensor **out) {
     TL_TRY(tl_flatten(t, start_dim, end_dim, out));
-    return record_view("flatten", reshape_backward, t, *out, NULL);
+    return record_view("flatten", reshape_backward, t, out, NULL);
 }
 
 tl_status tl_ag_squeeze(tl_tensor *t, int dim, tl_tensor **out) {
     TL_TRY(tl_squeeze(t, dim, out));
-    return record_view("squeeze", reshape_backward, t, *out, NULL);
+    return record_view("squeeze", reshape_backward, t, out, NULL);
 }
 
 tl_status tl_ag_squeeze_all(tl_tensor *t, tl_tensor **out) {
     TL_TRY(tl_squeeze_all(t, out));
-    return record_view("squeeze", reshape_backward, t, *out, NULL);
+    return record_view("squeeze", reshape_backward, t, out, NULL);
 }
 
 tl_status tl_ag_unsqueeze(tl_tensor *t, int dim, tl_tensor **out) {
     TL_TRY(tl_unsqueeze(t, dim, out));
-    return record_view("unsqueeze", reshape_backward, t, *out, NULL);
+    return record_view("unsqueeze", reshape_backward, t, out, NULL);
 }
 
 tl_status tl_ag_transpose(tl_tensor *t, int dim0, int dim1, tl_tensor **out) {
     TL_TRY(tl_transpose(t, dim0, dim1, out));
     tl_node *node;
-    TL_TRY(record_view("transpose", transpose_backward, t, *out, &node));
+    TL_TRY(record_view("transpose", transpose_backward, t, out, &node));
     if (node) node->ints[0] = dim0, node->ints[1] = dim1;
     return TL_OK;
 }
@@ -113,7 +120,7 @@ tl_status tl_ag_transpose(tl_tensor *t, int dim0, int dim1, tl_tensor **out) {
 tl_status tl_ag_permute(tl_tensor *t, const int *dims, int ndim, tl_tensor **out) {
     TL_TRY(tl_permute(t, dims, ndim, out));
     tl_node *node;
-    TL_TRY(record_view("permute", permute_backward, t, *out, &node));
+    TL_TRY(record_view("permute", permute_backward, t, out, &node));
     if (node)
         for (int i = 0; i < ndim; i++) node->ints[i] = dims[i] < 0 ? dims[i] + ndim : dims[i];
     return TL_OK;
@@ -121,13 +128,13 @@ tl_status tl_ag_permute(tl_tensor *t, const int *dims, int ndim, tl_tensor **out
 
 tl_status tl_ag_expand(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out) {
     TL_TRY(tl_expand(t, shape, ndim, out));
-    return record_view("expand", expand_backward, t, *out, NULL);
+    return record_view("expand", expand_backward, t, out, NULL);
 }
 
 tl_status tl_ag_narrow(tl_tensor *t, int dim, int64_t start, int64_t length, tl_tensor **out) {
     TL_TRY(tl_narrow(t, dim, start, length, out));
     tl_node *node;
-    TL_TRY(record_view("narrow", narrow_backward, t, *out, &node));
+    TL_TRY(record_view("narrow", narrow_backward, t, out, &node));
     if (node) node->dim = dim, node->ints[0] = start, node->ints[1] = length;
     return TL_OK;
 }
@@ -135,7 +142,7 @@ tl_status tl_ag_narrow(tl_tensor *t, int dim, int64_t start, int64_t length, tl_
 tl_status tl_ag_select(tl_tensor *t, int dim, int64_t index, tl_tensor **out) {
     TL_TRY(tl_select(t, dim, index, out));
     tl_node *node;
-    TL_TRY(record_view("select", select_backward, t, *out, &node));
+    TL_TRY(record_view("select", select_backward, t, out, &node));
     if (node) node->dim = dim, node->ints[0] = index;
     return TL_OK;
 }
@@ -143,12 +150,12 @@ tl_status tl_ag_select(tl_tensor *t, int dim, int64_t index, tl_tensor **out) {
 tl_status tl_ag_contiguous(tl_tensor *t, tl_tensor **out) {
     TL_TRY(tl_contiguous(t, out));
     if (*out == t) return TL_OK;
-    return record_view("contiguous", identity_backward, t, *out, NULL);
+    return record_view("contiguous", identity_backward, t, out, NULL);
 }
 
 tl_status tl_ag_clone(tl_tensor *t, tl_tensor **out) {
     TL_TRY(tl_clone(t, out));
-    return record_view("clone", identity_backward, t, *out, NULL);
+    return record_view("clone", identity_backward, t, out, NULL);
 }
 
 /* diagonal: zeros of the input's shape with g copied onto the diagonal the view looked at */
@@ -171,7 +178,7 @@ static tl_status diagonal_backward(tl_node *node, tl_tensor *const *g, tl_tensor
 tl_status tl_ag_diagonal(tl_tensor *t, int64_t offset, int dim1, int dim2, tl_tensor **out) {
     TL_TRY(tl_diagonal(t, offset, dim1, dim2, out));
     tl_node *node;
-    TL_TRY(record_view("diagonal", diagonal_backward, t, *out, &node));
+    TL_TRY(record_view("diagonal", diagonal_backward, t, out, &node));
     if (node) node->ints[0] = offset, node->ints[1] = dim1, node->ints[2] = dim2;
     return TL_OK;
 }
@@ -215,7 +222,7 @@ static tl_status unfold_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
 tl_status tl_ag_unfold(tl_tensor *t, int dim, int64_t size, int64_t step, tl_tensor **out) {
     TL_TRY(tl_unfold(t, dim, size, step, out));
     tl_node *node;
-    TL_TRY(record_view("unfold", unfold_backward, t, *out, &node));
+    TL_TRY(record_view("unfold", unfold_backward, t, out, &node));
     if (!node) return TL_OK;
     node->ints[0] = size, node->ints[1] = step;
     return tl_wrap_dim("unfold", dim, t->ndim, &node->dim);
@@ -226,7 +233,7 @@ tl_status tl_ag_movedim(tl_tensor *t, const int *from, const int *to, int n, tl_
     TL_TRY(tl_movedim_order(t, from, to, n, perm));
     TL_TRY(tl_permute(t, perm, t->ndim, out));
     tl_node *node;
-    TL_TRY(record_view("movedim", permute_backward, t, *out, &node));
+    TL_TRY(record_view("movedim", permute_backward, t, out, &node));
     if (node)
         for (int i = 0; i < t->ndim; i++) node->ints[i] = perm[i];
     return TL_OK;

@@ -7,7 +7,8 @@
 
 /* The steps of a composition: tl_plain_composer holds the functional ops (tlua/ops.h), the
    autograd layer's table their recording forms (tl_ag_*), so a composition run through the
-   latter gets its gradient from the steps it took. */
+   latter gets its gradient from the steps it took. A step that fails leaves *out NULL (the
+   composition releases what it holds, *out among it when that was a step's result). */
 typedef struct tl_composer {
     tl_status (*narrow)(tl_tensor *t, int dim, int64_t start, int64_t length, tl_tensor **out);
     tl_status (*reshape)(tl_tensor *t, const int64_t *shape, int ndim, tl_tensor **out);

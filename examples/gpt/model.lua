@@ -17,8 +17,9 @@ M.defaults = {
   attention = "fused", -- "fused" (tl.scaled_dot_product_attention) or "composed" (matmul, softmax)
   fused_loss = true, -- the head and loss as one tl.linear_cross_entropy (no [B*T, vocab] logits)
   fused_norm = true, -- each residual add fused into the next layer norm (tl.add_layer_norm)
-  fused_mlp = true, -- the MLP as one tl.linear_gelu_linear (GELU's output not kept; GELU and its derivative
-  -- in the GEMMs' epilogues)
+  fused_mlp = true, -- the MLP as one tl.linear_gelu_linear (GELU's output not kept; GELU's derivative and
+  -- the bias gradients in the GEMMs' epilogues)
+  gelu_epilogue = false, -- with fused_mlp: GELU in the first GEMM's epilogue too (faster; see linear_gelu_linear)
   moe = 0, -- E > 0: the feed-forward is a mixture of E experts (nn.MoE over grouped_mm), top 2
   top_k = 2,
   sparse_ffn = 0, -- d in (0, 1): the feed-forward's Linears are BlockSparseLinear at density d
@@ -129,13 +130,14 @@ function MLP:init(c)
   end
   self.gelu = c.gelu
   self.fused = c.fused_mlp and c.sparse_ffn == 0
+  self.gelu_epilogue = c.gelu_epilogue
   self.dropout = nn.Dropout(c.dropout)
 end
 
 function MLP:forward(x)
   if self.fused then
     return self.dropout(tl.linear_gelu_linear(x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight,
-      self.c_proj.bias, { approximate = self.gelu == "tanh" and "tanh" or "none" }))
+      self.c_proj.bias, { approximate = self.gelu == "tanh" and "tanh" or "none", gelu_epilogue = self.gelu_epilogue }))
   end
   local h = self.c_fc(x)
   h = self.gelu == "tanh" and tl.gelu_tanh(h) or tl.gelu(h)

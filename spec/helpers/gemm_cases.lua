@@ -67,7 +67,7 @@ M.sweep.linear_bias = {
 local gelu_tanh, gelu_tanh_slope = ref.gelu_tanh, ref.gelu_tanh_derivative
 local function map(m, f) return ref.broadcast_map(function(v) return f(v) end, m) end
 local function with_bias(m, b) return ref.broadcast_map(function(v, c) return v + c end, m, b) end
--- y = gelu(x w1^T + b1) w2^T + b2, the feed-forward node on the GEMM epilogues (sizes multiples
+-- y = gelu(x w1^T + b1) w2^T + b2, the feed-forward node on the GEMM epilogues (gelu_epilogue; sizes multiples
 -- of 8: on CUDA, 16-byte aligned rows take cuBLASLt's fused epilogues): with pre = x w1^T + b1,
 -- h = gelu(pre), gw2 = g^T h, gb2 = g's column sums, dpre = (g w2) * gelu'(pre), gw1 = dpre^T x,
 -- gb1 = dpre's column sums, gx = dpre w1. The tensors the node keeps or makes are of the dtype, so
@@ -83,7 +83,7 @@ M.sweep.linear_gelu_linear = {
     return { G.normal(8, 16), G.normal(24, 16), G.normal(24), G.normal(8, 24), G.normal(8), G.normal(8, 8) }
   end,
   run = differentiated(function(x, w1, b1, w2, b2)
-    return tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = "tanh" })
+    return tl.linear_gelu_linear(x, w1, b1, w2, b2, { approximate = "tanh", gelu_epilogue = true })
   end),
   reference = function(dtype, x, w1, b1, w2, b2, g)
     local function stored(v) return dtype == "float64" and v or ref.round_to(v, dtype) end

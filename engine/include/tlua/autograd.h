@@ -208,12 +208,15 @@ tl_status tl_ag_linear(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, tl_
 tl_status tl_ag_gelu_linear(tl_tensor *pre, tl_tensor *weight, tl_tensor *bias, bool tanh_form,
                             tl_tensor **out);
 /* linear(gelu(linear(input, weight1, bias1)), weight2, bias2) (biases may be NULL), a
-   feed-forward as one node that keeps the first linear's output, not the gelu's: forward in two
-   GEMMs (the GELU by the first one's epilogue in the tanh form), backward in GEMMs whose
-   epilogues make the bias gradients and gelu's derivative. Autocast as linear. */
+   feed-forward as one node that keeps the first linear's output, not the gelu's: backward makes
+   gelu's output again, and its GEMMs' epilogues make the bias gradients and (tanh form) gelu's
+   derivative. Forward: gelu's kernel on the first linear's stored output, or with gelu_epilogue
+   (tanh form) the first GEMM's GELU epilogue on its float32 sums (a kernel less, but in 16-bit
+   dtypes the output backward makes again is then not the forward's exactly). Autocast as
+   linear. */
 tl_status tl_ag_linear_gelu_linear(tl_tensor *input, tl_tensor *weight1, tl_tensor *bias1,
                                    tl_tensor *weight2, tl_tensor *bias2, bool tanh_form,
-                                   tl_tensor **out);
+                                   bool gelu_epilogue, tl_tensor **out);
 /* a [n], b [m] -> [n, m] */
 tl_status tl_ag_outer(tl_tensor *a, tl_tensor *b, tl_tensor **out);
 /* tlua/ops.h's grouped products, recorded as one node over every group: backward runs the

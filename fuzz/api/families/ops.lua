@@ -360,6 +360,7 @@ local matmul = {
       return g:chance(0.5) and g:fresh({ g:chance(0.9) and len or len + 2 }, dtype, g:chance(0.5)) or "nil"
     end
     local opts = g:weighted { { 2, "" }, { 2, ", {approximate = 'tanh'}" }, { 1, ", {approximate = 'none'}" },
+      { 1, ", {approximate = 'tanh', gelu_epilogue = true}" }, { 0.3, ", {gelu_epilogue = 1}" },
       { 0.3, ", {approximate = 'fast'}" } }
     return fmt("%s = tl.linear_gelu_linear(%s, %s, %s, %s, %s%s)", g:target(), g:fresh(x, dtype, g:chance(0.5)),
       g:fresh(w1, g:chance(0.9) and dtype or g:dtype(), g:chance(0.5)), bias(h),

@@ -15,9 +15,10 @@ F.linear = tl.linear
 --- gelu_linear(pre, weight, bias?, {approximate = "none" | "tanh"}): linear(gelu(pre), weight, bias) as one
 -- node that keeps pre and not gelu(pre), made again in backward (a feed-forward's activation memory once)
 F.gelu_linear = tl.gelu_linear
---- linear_gelu_linear(x, weight1, bias1?, weight2, bias2?, {approximate = "none" | "tanh"}): a feed-forward,
--- linear(gelu(linear(x, weight1, bias1)), weight2, bias2), as one node keeping only the first linear's output;
--- in the tanh form the GELU, its derivative and the bias gradients come from the GEMMs' epilogues
+--- linear_gelu_linear(x, weight1, bias1?, weight2, bias2?, {approximate = "none" | "tanh", gelu_epilogue = false}):
+-- a feed-forward, linear(gelu(linear(x, weight1, bias1)), weight2, bias2), as one node keeping only the first
+-- linear's output; in the tanh form GELU's derivative and the bias gradients come from the GEMMs' epilogues (and
+-- GELU too with gelu_epilogue)
 F.linear_gelu_linear = tl.linear_gelu_linear
 F.conv2d = tl.conv2d
 F.max_pool2d = tl.max_pool2d
