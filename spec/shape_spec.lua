@@ -179,6 +179,19 @@ describe("shape ops on the cpu", function()
     assert.is_true(gradcheck(function(x) return x:tile(2) end, { input(3) }))
   end)
 
+  it("a composition whose recorded step fails (a stale view) raises that step's error, nothing released twice",
+    function()
+      local base = tl.randn(2, 3, { requires_grad = true }):mul(1)
+      local v = base:view(6)
+      base:add_(1)
+      for _, run in ipairs({ function() return v:tile({ 0, 2 }) end, function() return v:repeat_interleave(2) end }) do
+        local ok, message = pcall(run)
+        assert.is_false(ok)
+        assert.truthy(message:find("reshape: input 1 is a view (made by 'view') of a tensor that was changed in place",
+          1, true), message)
+      end
+    end)
+
   it("rejects bad input naming the op and the argument, the input unchanged", function()
     local x = tl.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
     local before = x:totable()
