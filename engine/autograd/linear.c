@@ -50,7 +50,7 @@ static tl_status linear_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
 }
 
 /* How each linear-family node records itself: input as the GEMMs take it, params as given (the
-   recorded inputs), used as the GEMMs take them; tanh_form for the nodes with a GELU. */
+   recorded inputs), used as the GEMMs take them; form: the node's GELU options (0 for linear). */
 typedef tl_status (*record_fn)(tl_tensor *input, tl_tensor *const *params, tl_tensor *const *used,
                                int form, tl_tensor **out);
 

@@ -248,25 +248,41 @@ static tl_status weight_grad_operands(const char *op, const tl_tensor *grad, con
     return status;
 }
 
-tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
-                                       tl_dtype dtype, tl_tensor **grad_weight) {
+/* The weight's gradient in weight_dtype, and with grad_bias the bias's in bias_dtype by the same
+   GEMM (its bias-gradient epilogue): both written in the dtype the GEMM can write (written_dtype),
+   then cast where the caller wants another. */
+static tl_status weight_gradients(const tl_tensor *grad, const tl_tensor *input,
+                                  tl_dtype weight_dtype, tl_dtype bias_dtype,
+                                  tl_tensor **grad_weight, tl_tensor **grad_bias) {
     const char *op = "linear_backward_weight";
     TL_TRY(check_present(op, "input", input));
     if (input->ndim < 1)
         return tl_error(TL_ERR_SHAPE, "%s: input must have at least 1 dim, got a 0-dim one", op);
-    tl_tensor *g = NULL, *x = NULL;
+    tl_tensor *g = NULL, *x = NULL, *gw = NULL, *gb = NULL;
     tl_status status = weight_grad_operands(op, grad, input, &g, &x);
+    const tl_dtype written = status == TL_OK ? written_dtype(g, weight_dtype) : weight_dtype;
     if (status == TL_OK) {
         int64_t shape[2] = {g->shape[1], x->shape[1]};
-        status = tl_empty(shape, 2, written_dtype(g, dtype), tl_tensor_device(g), grad_weight);
+        status = tl_empty(shape, 2, written, tl_tensor_device(g), &gw);
     }
+    if (status == TL_OK && grad_bias)
+        status = tl_empty(&g->shape[1], 1, written, tl_tensor_device(g), &gb);
+    if (status == TL_OK) status = tl_gemm_linear_backward_weight(g, x, false, gw, gb);
+    if (status == TL_OK) status = finish_as(weight_dtype, status, &gw);
+    if (status == TL_OK && gb) status = finish_as(bias_dtype, status, &gb);
     if (status == TL_OK) {
-        status = tl_gemm_linear_backward_weight(g, x, false, *grad_weight, NULL);
-        if (status != TL_OK) tl_release(*grad_weight);
-        status = finish_as(dtype, status, grad_weight);
+        *grad_weight = gw;
+        if (grad_bias) *grad_bias = gb;
+    } else {
+        tl_release(gw), tl_release(gb);
     }
     tl_release(g), tl_release(x);
     return status;
+}
+
+tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
+                                       tl_dtype dtype, tl_tensor **grad_weight) {
+    return weight_gradients(grad, input, dtype, dtype, grad_weight, NULL);
 }
 
 tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_tensor **grad_bias) {
@@ -291,33 +307,7 @@ tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_t
 tl_status tl_linear_backward_weight_bias_as(const tl_tensor *grad, const tl_tensor *input,
                                             tl_dtype weight_dtype, tl_dtype bias_dtype,
                                             tl_tensor **grad_weight, tl_tensor **grad_bias) {
-    const char *op = "linear_backward_weight";
-    TL_TRY(check_present(op, "input", input));
-    TL_TRY(check_present(op, "grad", grad));
-    if (input->ndim < 1 || grad->ndim < 1 || written_dtype(grad, weight_dtype) != weight_dtype ||
-        weight_dtype != bias_dtype) { /* two passes: each checks and casts as it does alone */
-        TL_TRY(tl_linear_backward_weight_as(grad, input, weight_dtype, grad_weight));
-        tl_status status = tl_linear_backward_bias_as(grad, bias_dtype, grad_bias);
-        if (status != TL_OK) tl_release(*grad_weight), *grad_weight = NULL;
-        return status;
-    }
-    tl_tensor *g = NULL, *x = NULL;
-    tl_status status = weight_grad_operands(op, grad, input, &g, &x);
-    *grad_weight = *grad_bias = NULL;
-    if (status == TL_OK) {
-        int64_t shape[2] = {g->shape[1], x->shape[1]};
-        status = tl_empty(shape, 2, weight_dtype, tl_tensor_device(g), grad_weight);
-    }
-    if (status == TL_OK)
-        status = tl_empty(&g->shape[1], 1, bias_dtype, tl_tensor_device(g), grad_bias);
-    if (status == TL_OK)
-        status = tl_gemm_linear_backward_weight(g, x, false, *grad_weight, *grad_bias);
-    if (status != TL_OK) {
-        tl_release(*grad_weight), tl_release(*grad_bias);
-        *grad_weight = *grad_bias = NULL;
-    }
-    tl_release(g), tl_release(x);
-    return status;
+    return weight_gradients(grad, input, weight_dtype, bias_dtype, grad_weight, grad_bias);
 }
 
 tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {

@@ -362,8 +362,8 @@ tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias);
 tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
                                        tl_dtype dtype, tl_tensor **grad_weight);
 tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_tensor **grad_bias);
-/* Both: when the two are written in one dtype, the bias's sums come from the weight's GEMM (its
-   bias-gradient epilogue), no pass of their own. */
+/* Both: the bias's sums come from the weight's GEMM (its bias-gradient epilogue), no pass of their
+   own. */
 tl_status tl_linear_backward_weight_bias_as(const tl_tensor *grad, const tl_tensor *input,
                                             tl_dtype weight_dtype, tl_dtype bias_dtype,
                                             tl_tensor **grad_weight, tl_tensor **grad_bias);
