@@ -1,6 +1,7 @@
 -- add_layer_norm (s = x + residual, y = layer_norm(s), one op) and the layer norm backward's gated paths: values and gradients against float64 Lua loops in every dtype (odd sizes, strided inputs, no weight or bias), the kernels each set of wanted gradients runs (the one pass, the input's alone, the weight's alone), the sum's gradient absent and present, x's and residual's gradients kept apart, the Lua forms, autocast, bad input; the same on CUDA (#cuda).
 local tl = require("tlua")
 local cases = require("helpers.layer_norm_cases")
+local ref = require("helpers.reference")
 
 local FLOATING = { "float32", "float64", "bfloat16", "float16" }
 -- {rtol, atol} against the float64 reference: float32 computes in float32 (sums in double);
@@ -131,6 +132,116 @@ local function value_specs(device)
     end)
   end
 
+  -- mixed precision: a float32 stream with a 16-bit residual and/or output, no cast between
+  for _, half in ipairs({ "bfloat16", "float16" }) do
+    it("reads a " .. half .. " residual and writes a " .. half .. " output over a float32 sum, as float64 loops", function()
+      tl.manual_seed(11)
+      local round = half == "bfloat16" and ref.round_bf16 or ref.round_f16
+      local tol = half == "bfloat16" and 8e-3 or 1e-3
+      for _, size in ipairs({ { 4, 7 }, { 3, 264 }, { 5, 16 }, { 2, 1 } }) do
+        local rows, D = size[1], size[2]
+        for _, out_half in ipairs({ true, false }) do
+          local host = { x = tl.randn(rows, D), r = tl.randn(rows, D):to(half), w = tl.randn(D), b = tl.randn(D),
+            g = tl.randn(rows, D), gs = tl.randn(rows, D) }
+          local x = host.x:to(device):requires_grad_()
+          local r = host.r:to(device):requires_grad_()
+          local w, b = host.w:to(device):requires_grad_(), host.b:to(device):requires_grad_()
+          local y, s
+          local forward = tl.trace(function()
+            y, s = tl.add_layer_norm(x, r, w, b, out_half and { output_dtype = half } or nil)
+          end)
+          assert.are.equal(out_half and half or "float32", y.dtype)
+          assert.are.equal("float32", s.dtype)
+          local g = out_half and host.g:to(half) or host.g
+          local loss = (y * g:to(device)):sum() + (s * host.gs:to(device)):sum()
+          local backward = tl.trace(function() loss:backward() end)
+          -- (the loss's bfloat16 sum added to a float32 one casts a 0-dim tensor)
+          for _, e in ipairs(forward) do assert.are_not.equal("cast", e.op) end
+          for _, e in ipairs(backward) do
+            if e.op == "cast" then assert.are.same({}, e.shapes[1], "backward cast a tensor") end
+          end
+          assert.are.equal(half, r.grad.dtype)
+          local v = {}
+          for k, t in pairs(host) do v[k] = t:double():totable() end
+          local gv = out_half and g:double():totable() or v.g
+          local ey, es, egx, egw, egb = cases.add_layer_norm(v.x, v.r, v.w, v.b, gv, v.gs, 1e-5, "float32")
+          local what = string.format("mixed add_layer_norm [%d, %d] %s on %s", rows, D, half, device)
+          if out_half then ey = ref.map(ey, round) end
+          assert.tensor_near(ey, y:detach():cpu():double(), out_half and tol or 1e-4, out_half and tol or 1e-4, what .. ": y")
+          assert.tensor_near(es, s:detach():cpu(), 1e-5, 1e-5, what .. ": s")
+          assert.tensor_near(egx, x.grad:cpu(), 1e-4, 1e-4, what .. ": x.grad")
+          assert.tensor_near(ref.map(egx, round), r.grad:cpu():double(), tol, tol, what .. ": residual.grad")
+          assert.tensor_near(egw, w.grad:cpu(), 1e-4, 1e-4 * math.sqrt(rows), what .. ": weight.grad")
+          assert.tensor_near(egb, b.grad:cpu(), 1e-4, 1e-4 * math.sqrt(rows), what .. ": bias.grad")
+        end
+      end
+    end)
+
+    it("gives layer_norm a " .. half .. " output of a float32 input, the input's gradient alone too", function()
+      tl.manual_seed(12)
+      local round = half == "bfloat16" and ref.round_bf16 or ref.round_f16
+      local tol = half == "bfloat16" and 8e-3 or 1e-3
+      for _, size in ipairs({ { 4, 7 }, { 3, 264 } }) do
+        local rows, D = size[1], size[2]
+        local hx, hw, hb, hg = tl.randn(rows, D), tl.randn(D), tl.randn(D), tl.randn(rows, D):to(half)
+        for _, weights in ipairs({ true, false }) do
+          local x = hx:detach():to(device):requires_grad_()
+          local w, b = hw:detach():to(device), hb:detach():to(device)
+          if weights then w:requires_grad_(); b:requires_grad_() end
+          local y = tl.layer_norm(x, w, b, 1e-5, { output_dtype = half })
+          assert.are.equal(half, y.dtype)
+          local backward = tl.trace(function() (y * hg:to(device)):sum():backward() end)
+          local ran = {}
+          for _, e in ipairs(backward) do ran[e.op] = true end
+          assert.is_nil(ran.cast)
+          assert.is_true(weights and ran.layer_norm_backward or ran.layer_norm_backward_input)
+          local ey, egx, egw, egb = cases.layer_norm(hx:double():totable(), hw:double():totable(),
+            hb:double():totable(), hg:double():totable(), 1e-5)
+          local what = string.format("mixed layer_norm [%d, %d] %s on %s", rows, D, half, device)
+          assert.tensor_near(ref.map(ey, round), y:detach():cpu():double(), tol, tol, what .. ": y")
+          assert.tensor_near(egx, x.grad:cpu(), 1e-4, 1e-4, what .. ": x.grad")
+          if weights then
+            assert.tensor_near(egw, w.grad:cpu(), 1e-4, 1e-4 * math.sqrt(rows), what .. ": weight.grad")
+            assert.tensor_near(egb, b.grad:cpu(), 1e-4, 1e-4 * math.sqrt(rows), what .. ": bias.grad")
+          end
+        end
+      end
+      -- the weight's gradient alone from a 16-bit grad
+      local x, w = tl.randn(3, 8):to(device), tl.randn(8):to(device):requires_grad_()
+      local g = tl.randn(3, 8):to(half)
+      local y = tl.layer_norm(x, w, nil, 1e-5, { output_dtype = half })
+      local ran = kernels_of(function() (y * g:to(device)):sum():backward() end)
+      assert.is_true(ran.layer_norm_backward_weight)
+      local _, _, egw = cases.layer_norm(x:cpu():double():totable(), w:detach():cpu():double():totable(),
+        tl.zeros(8):double():totable(), g:double():totable(), 1e-5)
+      assert.tensor_near(egw, w.grad:cpu(), 1e-4, 1e-3)
+      assert.are.equal("float32", w.grad.dtype)
+    end)
+  end
+
+  it("promotes an input and a residual of other dtypes, each gradient in its own dtype", function()
+    tl.manual_seed(13)
+    for _, pair in ipairs({ { "bfloat16", "float32", "float32" }, { "float32", "float64", "float64" },
+      { "bfloat16", "float16", "float32" } }) do
+      local hx, hr = tl.randn(3, 6):to(pair[1]), tl.randn(3, 6):to(pair[2])
+      local x, r = hx:to(device):requires_grad_(), hr:to(device):requires_grad_()
+      local y, s = tl.add_layer_norm(x, r)
+      assert.are.equal(pair[3], y.dtype)
+      assert.are.equal(pair[3], s.dtype)
+      local g = tl.randn(3, 6)
+      ;(y:double() * g:to(device):double()):sum():backward()
+      local ey, es, egx = cases.add_layer_norm(hx:double():totable(), hr:double():totable(),
+        filled(6, 1.0), filled(6, 0.0), g:double():totable(), nil, 1e-5, pair[3])
+      local tol = TOL[pair[3]]
+      assert.tensor_near(ey, y:detach():cpu(), tol[1], tol[2], pair[1] .. " + " .. pair[2] .. ": y")
+      assert.tensor_near(es, s:detach():cpu(), tol[1], tol[2], pair[1] .. " + " .. pair[2] .. ": s")
+      assert.are.equal(pair[1], x.grad.dtype)
+      assert.are.equal(pair[2], r.grad.dtype)
+      assert.tensor_near(egx, x.grad:cpu():double(), 2e-2, 2e-2)
+      assert.tensor_near(egx, r.grad:cpu():double(), 2e-2, 2e-2)
+    end
+  end)
+
   it("uses the one pass for layer_norm when its input's and weight's gradients are wanted", function()
     tl.manual_seed(4)
     local x = tl.randn(5, 9, { device = device }):requires_grad_()
@@ -237,6 +348,51 @@ describe("add_layer_norm on the cpu", function()
     assert.tensor_equal(tl.layer_norm(x + branch, w, b), y)
   end)
 
+  it("gives output_dtype = 'autocast' the autocast dtype inside a region (the composed path's numbers, no cast), the input's outside", function()
+    tl.manual_seed(14)
+    local function run(fused)
+      tl.manual_seed(14)
+      local x = tl.randn(5, 12):requires_grad_()
+      local h, M = tl.randn(5, 7), tl.randn(12, 7)
+      local ln = tl.nn.LayerNorm(12, { output_dtype = fused and "autocast" or nil })
+      local W = tl.randn(6, 12):requires_grad_()
+      local r, loss, y
+      local events = tl.trace(function()
+        tl.autocast("bfloat16", function()
+          r = tl.linear(h, M):requires_grad_() -- a bfloat16 branch
+          local s
+          if fused then y, s = ln:add_forward(x, r) else y, s = ln(x + r), x + r end
+          loss = tl.linear(y, W):float():pow(2):sum() + (s * s):sum()
+        end)
+        loss:backward()
+      end)
+      return { y = y, loss = loss, x = x.grad, W = W.grad, w = ln.weight.grad, b = ln.bias.grad }, events
+    end
+    local fused, events = run(true)
+    local composed = run(false)
+    assert.are.equal("bfloat16", fused.y.dtype)
+    assert.are.equal("float32", composed.y.dtype)
+    for _, k in ipairs({ "loss", "x", "W", "w", "b" }) do
+      assert.tensor_equal(composed[k], fused[k], k)
+    end
+    -- no cast of a [5, 12] activation (the residual's, the output's, their gradients) is left in
+    -- the fused path; the composed one has them
+    local function activation_casts(list)
+      local n = 0
+      for _, e in ipairs(list) do
+        if e.op == "cast" and table.concat(e.shapes[1], "x") == "5x12" then n = n + 1 end
+      end
+      return n
+    end
+    local _, composed_events = run(false)
+    assert.are.equal(0, activation_casts(events))
+    assert.is_true(activation_casts(composed_events) >= 4)
+    -- outside autocast: the input's dtype
+    local ln = tl.nn.LayerNorm(4, { output_dtype = "autocast" })
+    assert.are.equal("float32", ln(tl.randn(2, 4)).dtype)
+    assert.are.equal("float64", tl.layer_norm(tl.randn(2, 4):double(), nil, nil, 1e-5, { output_dtype = "autocast" }).dtype)
+  end)
+
   it("refuses bad input with a message naming the op and the argument", function()
     local x, r, w = tl.randn(3, 4), tl.randn(3, 4), tl.randn(4)
     local before = x:clone()
@@ -246,8 +402,21 @@ describe("add_layer_norm on the cpu", function()
     assert.error_matches(function() tl.add_layer_norm(x, r, tl.randn(5)) end,
       { "add_layer_norm", "weight", "[4]", "[5]" })
     assert.error_matches(function() tl.add_layer_norm(x, r, w, tl.randn(3)) end, { "add_layer_norm", "bias", "[4]" })
-    assert.error_matches(function() tl.add_layer_norm(x, r:double()) end,
-      { "add_layer_norm", "residual", "float32", "float64" })
+    assert.error_matches(function() tl.add_layer_norm(x, r, nil, nil, { output_dtype = "int32" }) end,
+      { "add_layer_norm", "output's dtype", "float32", "bfloat16 or float16", "int32" })
+    assert.error_matches(function() tl.add_layer_norm(x:double(), r, nil, nil, { output_dtype = "bfloat16" }) end,
+      { "add_layer_norm", "output's dtype", "must be float64", "bfloat16" })
+    assert.error_matches(function() tl.add_layer_norm(x, r, nil, nil, { output_dtype = "bf17" }) end,
+      { "add_layer_norm", "output_dtype", "autocast", "bf17" })
+    assert.error_matches(function() tl.add_layer_norm(x, r, nil, nil, { output_dtype = 16 }) end,
+      { "add_layer_norm", "output_dtype" })
+    assert.error_matches(function() tl.layer_norm(x, nil, nil, 1e-5, { output_dtype = "float64" }) end,
+      { "layer_norm", "output's dtype", "float32", "float64" })
+    assert.error_matches(function() tl.layer_norm(x, nil, nil, 1e-5, { out_dtype = "float16" }) end,
+      { "layer_norm", "unknown option", "out_dtype", "output_dtype" })
+    assert.error_matches(function() tl.add_layer_norm(x, tl.ones(3, 4, { dtype = "int64" })) end,
+      { "add_layer_norm", "residual", "floating" })
+    assert.error_matches(function() tl.nn.LayerNorm(4, { output_dtype = 3 }) end, { "LayerNorm", "output_dtype" })
     assert.error_matches(function() tl.add_layer_norm(x, r, w:double()) end, { "add_layer_norm", "weight", "float64" })
     assert.error_matches(function() tl.add_layer_norm(tl.ones(3, 4, { dtype = "int32" }), tl.ones(3, 4, { dtype = "int32" })) end,
       { "add_layer_norm", "floating" })

@@ -181,35 +181,68 @@ static int box_results(lua_State *L, tl_status status, tlb_box **boxes, tl_tenso
 
 /* ---- layer_norm --------------------------------------------------------------------------------
  */
-/* layer_norm(input, weight?, bias?, eps = 1e-5): over the last dim */
+/* The output_dtype option (at idx) of layer_norm and add_layer_norm over operands a and b (b
+   may be NULL): a dtype's name, or "autocast": the autocast dtype inside an autocast region
+   (for operands that are not float64), else the op's own. Sets *dtype and returns true when the
+   output's dtype is given, false for the op's own. */
+static bool output_dtype_option(lua_State *L, int idx, const char *op, const tl_tensor *a,
+                                const tl_tensor *b, tl_dtype *dtype) {
+    const char *name = NULL;
+    if (!tlb_option_string(L, idx, op, "output_dtype", &name)) return false;
+    if (strcmp(name, "autocast") == 0) {
+        const tl_autocast_state autocast = tl_autocast_get();
+        *dtype = autocast.dtype;
+        return autocast.enabled && a->dtype != TL_F64 && (!b || b->dtype != TL_F64);
+    }
+    if (tl_dtype_parse(name, dtype) != TL_OK)
+        tlb_errorf(L, "%s: output_dtype must be a dtype's name or \"autocast\", got '%s'", op,
+                   name);
+    return true;
+}
+
+static const tlb_option layer_norm_options[] = {{"output_dtype", TLB_OPTION_STRING}, {NULL, 0}};
+
+/* layer_norm(input, weight?, bias?, eps = 1e-5, {output_dtype}): over the last dim */
 static int nn_layer_norm(lua_State *L) {
-    tl_tensor *input = tlb_check(L, 1, "layer_norm");
-    tl_tensor *weight = tlb_opt_tensor(L, 2, "layer_norm", "weight");
-    tl_tensor *bias = tlb_opt_tensor(L, 3, "layer_norm", "bias");
-    double eps = lua_isnoneornil(L, 4) ? 1e-5 : tlb_check_number(L, 4, "layer_norm", "eps");
+    const char *op = "layer_norm";
+    tl_tensor *input = tlb_check(L, 1, op);
+    tl_tensor *weight = tlb_opt_tensor(L, 2, op, "weight");
+    tl_tensor *bias = tlb_opt_tensor(L, 3, op, "bias");
+    double eps = lua_isnoneornil(L, 4) ? 1e-5 : tlb_check_number(L, 4, op, "eps");
+    tl_dtype dtype = TL_F32;
+    const bool as = tlb_check_options(L, 5, op, layer_norm_options) &&
+                    output_dtype_option(L, 5, op, input, NULL, &dtype);
     tl_tensor *out = NULL;
     tlb_box *box = tlb_newbox(L);
-    tl_status status = tl_ag_layer_norm(input, weight, bias, eps, &out);
+    tl_status status = as ? tl_ag_layer_norm_as(input, weight, bias, eps, dtype, &out)
+                          : tl_ag_layer_norm(input, weight, bias, eps, &out);
     return tlb_result(L, box, status, out);
 }
 
-static const tlb_option add_layer_norm_options[] = {{"eps", TLB_OPTION_NUMBER}, {NULL, 0}};
+static const tlb_option add_layer_norm_options[] = {
+    {"eps", TLB_OPTION_NUMBER}, {"output_dtype", TLB_OPTION_STRING}, {NULL, 0}};
 
-/* add_layer_norm(x, residual, weight?, bias?, {eps = 1e-5}) -> y, s: s = x + residual, y =
-   layer_norm(s) over the last dim, one fused op */
+/* add_layer_norm(x, residual, weight?, bias?, {eps = 1e-5, output_dtype}) -> y, s: s = x +
+   residual, y = layer_norm(s) over the last dim, one fused op */
 static int nn_add_layer_norm(lua_State *L) {
     const char *op = "add_layer_norm";
     tl_tensor *input = tlb_check(L, 1, op), *residual = tlb_check(L, 2, op);
     tl_tensor *weight = tlb_opt_tensor(L, 3, op, "weight");
     tl_tensor *bias = tlb_opt_tensor(L, 4, op, "bias");
     double eps = 1e-5;
-    if (tlb_check_options(L, 5, op, add_layer_norm_options))
+    tl_dtype dtype = TL_F32;
+    bool as = false;
+    if (tlb_check_options(L, 5, op, add_layer_norm_options)) {
         tlb_option_number(L, 5, op, "eps", &eps);
+        as = output_dtype_option(L, 5, op, input, residual, &dtype);
+    }
     tlb_box *boxes[2];
     tl_tensor *out[2] = {NULL, NULL};
     int base;
     new_boxes(L, boxes, 2, &base);
-    tl_status status = tl_ag_add_layer_norm(input, residual, weight, bias, eps, &out[0], &out[1]);
+    tl_status status =
+        as ? tl_ag_add_layer_norm_as(input, residual, weight, bias, eps, dtype, &out[0], &out[1])
+           : tl_ag_add_layer_norm(input, residual, weight, bias, eps, &out[0], &out[1]);
     return box_results(L, status, boxes, out, 2, base);
 }
 

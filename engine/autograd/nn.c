@@ -2,6 +2,7 @@
 #include "autograd/autocast.h"
 #include "autograd/formula.h"
 #include "autograd/nn_node.h"
+#include "ops/checks.h"
 #include "ops/nn/nn_common.h"
 
 /* Every backward sets gi[i] only for needed inputs, "=" semantics: the engine accumulates. */
@@ -329,9 +330,9 @@ static tl_status layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_tens
 }
 
 static tl_status record_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
-                                   tl_tensor **out) {
+                                   tl_dtype dtype, tl_tensor **out) {
     tl_tensor *mean, *rstd;
-    TL_TRY(tl_layer_norm(input, weight, bias, eps, out, &mean, &rstd));
+    TL_TRY(tl_layer_norm_as(input, weight, bias, eps, dtype, out, &mean, &rstd));
     tl_node *node;
     tl_tensor *inputs[3] = {input, weight, bias};
     tl_status status = tl_record("layer_norm", layer_norm_backward, 3, inputs, *out, &node);
@@ -351,13 +352,27 @@ static tl_status record_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tenso
     return status;
 }
 
-tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
-                           tl_tensor **out) {
+/* dtype: the output's, or TL_DTYPE_COUNT for the (cast) input's. */
+static tl_status autocast_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
+                                     double eps, tl_dtype dtype, tl_tensor **out) {
+    TL_TRY(tl_check_tensor_arg("layer_norm", "input", input));
     tl_tensor *operands[3] = {input, weight, bias};
     bool casted[3];
     TL_TRY(tl_autocast_operands(TL_OP_layer_norm, operands, 3, casted));
-    return tl_autocast_release(operands, 3, casted,
-                               record_layer_norm(operands[0], operands[1], operands[2], eps, out));
+    if (dtype == TL_DTYPE_COUNT) dtype = operands[0]->dtype;
+    return tl_autocast_release(
+        operands, 3, casted,
+        record_layer_norm(operands[0], operands[1], operands[2], eps, dtype, out));
+}
+
+tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                           tl_tensor **out) {
+    return autocast_layer_norm(input, weight, bias, eps, TL_DTYPE_COUNT, out);
+}
+
+tl_status tl_ag_layer_norm_as(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                              tl_dtype dtype, tl_tensor **out) {
+    return autocast_layer_norm(input, weight, bias, eps, dtype, out);
 }
 
 /* ---- add_layer_norm ------------------------------------------------------------------------
@@ -387,7 +402,17 @@ static tl_status add_layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_
                                  node->input_device[ADD_NORM_INPUT], &grad);
     if (status == TL_OK && want_sum && g[1])
         status = tl_cast(g[1], node->output_dtype[1], &grad_sum);
-    if (status == TL_OK)
+    /* a residual in a 16-bit type over the float32 sum (mixed precision): its gradient in its
+       dtype, written by the same pass */
+    const tl_dtype residual_dtype = node->input_dtype[ADD_NORM_RESIDUAL];
+    tl_tensor *grad_residual = NULL;
+    const bool apart = needs[ADD_NORM_RESIDUAL] && residual_dtype != node->output_dtype[1];
+    if (status == TL_OK && apart)
+        status = tl_layer_norm_backward_as(grad, grad_sum, sum, mean, rstd, weight, residual_dtype,
+                                           &grad_input, &grad_residual,
+                                           needs[ADD_NORM_WEIGHT] ? &gi[ADD_NORM_WEIGHT] : NULL,
+                                           needs[ADD_NORM_BIAS] ? &gi[ADD_NORM_BIAS] : NULL);
+    else if (status == TL_OK)
         status = layer_norm_wanted(grad, grad_sum, sum, mean, rstd, weight,
                                    want_sum ? &grad_input : NULL,
                                    needs[ADD_NORM_WEIGHT] ? &gi[ADD_NORM_WEIGHT] : NULL,
@@ -398,7 +423,8 @@ static tl_status add_layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_
        engine never writes into a gradient it holds more than one reference of (accumulation is
        out of place, a leaf's grad is a copy, tl_grad_is_disposable counts references), so
        accumulating into one never changes the other. */
-    if (needs[ADD_NORM_RESIDUAL]) gi[ADD_NORM_RESIDUAL] = tl_retain(grad_input);
+    if (needs[ADD_NORM_RESIDUAL])
+        gi[ADD_NORM_RESIDUAL] = apart ? grad_residual : tl_retain(grad_input);
     if (needs[ADD_NORM_INPUT])
         gi[ADD_NORM_INPUT] = grad_input;
     else
@@ -407,13 +433,13 @@ static tl_status add_layer_norm_backward(tl_node *node, tl_tensor *const *g, tl_
 }
 
 static tl_status record_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
-                                       tl_tensor *bias, double eps, tl_tensor **out,
+                                       tl_tensor *bias, double eps, tl_dtype dtype, tl_tensor **out,
                                        tl_tensor **sum) {
     tl_tensor *inputs[4] = {input, residual, weight, bias};
     const bool record = tl_should_record(4, inputs);
     tl_tensor *mean = NULL, *rstd = NULL;
-    TL_TRY(tl_add_layer_norm(input, residual, weight, bias, eps, out, sum, record ? &mean : NULL,
-                             record ? &rstd : NULL));
+    TL_TRY(tl_add_layer_norm_as(input, residual, weight, bias, eps, dtype, out, sum,
+                                record ? &mean : NULL, record ? &rstd : NULL));
     if (!record) {
         tl_mark_no_grad(4, inputs, *out);
         tl_mark_no_grad(4, inputs, *sum);
@@ -446,14 +472,41 @@ static tl_status record_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl
     return status;
 }
 
+/* Under autocast the operands go to float32 (LAYER_NORM's rule), except a residual in the
+   autocast dtype beside a float32 input (or the input beside a float32 residual): the kernel
+   reads it as it is. dtype: the output's, or TL_DTYPE_COUNT for the sum's. */
+static tl_status autocast_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
+                                         tl_tensor *bias, double eps, tl_dtype dtype,
+                                         tl_tensor **out, tl_tensor **sum) {
+    const char *op = "add_layer_norm";
+    TL_TRY(tl_check_tensor_arg(op, "input", input));
+    TL_TRY(tl_check_tensor_arg(op, "residual", residual));
+    const tl_autocast_state autocast = tl_autocast_get();
+    /* the operand kept in its 16-bit type, at index 0 or 1 of operands (-1: none) */
+    int keep = -1;
+    if (autocast.enabled && input->dtype == TL_F32 && residual->dtype == autocast.dtype) keep = 1;
+    if (autocast.enabled && residual->dtype == TL_F32 && input->dtype == autocast.dtype) keep = 0;
+    tl_tensor *operands[4] = {input, residual, weight, bias};
+    tl_tensor *cast[4] = {keep == 0 ? NULL : input, keep == 1 ? NULL : residual, weight, bias};
+    bool casted[4];
+    TL_TRY(tl_autocast_operands(TL_OP_add_layer_norm, cast, 4, casted));
+    for (int i = 0; i < 4; i++)
+        if (i != keep) operands[i] = cast[i];
+    if (dtype == TL_DTYPE_COUNT) dtype = tl_promote_types(operands[0]->dtype, operands[1]->dtype);
+    return tl_autocast_release(cast, 4, casted,
+                               record_add_layer_norm(operands[0], operands[1], operands[2],
+                                                     operands[3], eps, dtype, out, sum));
+}
+
 tl_status tl_ag_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
                                tl_tensor *bias, double eps, tl_tensor **out, tl_tensor **sum) {
-    tl_tensor *operands[4] = {input, residual, weight, bias};
-    bool casted[4];
-    TL_TRY(tl_autocast_operands(TL_OP_add_layer_norm, operands, 4, casted));
-    return tl_autocast_release(
-        operands, 4, casted,
-        record_add_layer_norm(operands[0], operands[1], operands[2], operands[3], eps, out, sum));
+    return autocast_add_layer_norm(input, residual, weight, bias, eps, TL_DTYPE_COUNT, out, sum);
+}
+
+tl_status tl_ag_add_layer_norm_as(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
+                                  tl_tensor *bias, double eps, tl_dtype dtype, tl_tensor **out,
+                                  tl_tensor **sum) {
+    return autocast_add_layer_norm(input, residual, weight, bias, eps, dtype, out, sum);
 }
 
 /* ---- batch_norm ----------------------------------------------------------------------------

@@ -191,7 +191,11 @@ typedef tl_status (*tl_cross_entropy_rows_kernel)(tl_tensor *row_loss, tl_tensor
 /* Over rows of in [rows, D]: out = (s - mean) * rstd * weight + bias (weight, bias may be
    NULL); mean, rstd [rows] float32 (float64 for float64 input). layer_norm: s = in (residual
    and sum NULL); add_layer_norm: s = in + residual, written to sum (rounded to the dtype, and
-   normalized as rounded, so that sum is what the backward reads). */
+   normalized as rounded, so that sum is what the backward reads). in, sum, weight and bias are
+   in the dtype the kernel is dispatched for (T); mixed precision (autocast's bf16 activations
+   over a float32 residual stream): when T is float32, residual and out may each be in one
+   16-bit type instead (the same one for both): residual widened exactly on load, out rounded
+   once from the float32 result. */
 typedef tl_status (*tl_layer_norm_kernel)(tl_tensor *out, tl_tensor *sum, tl_tensor *mean,
                                           tl_tensor *rstd, const tl_tensor *in,
                                           const tl_tensor *residual, const tl_tensor *weight,
@@ -203,9 +207,14 @@ typedef tl_status (*tl_layer_norm_kernel)(tl_tensor *out, tl_tensor *sum, tl_ten
    grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out's rows.
    layer_norm_backward_input writes grad_in only; layer_norm_backward_weight grad_weight and/or
    grad_bias (the other NULL; in, mean, rstd are read only for grad_weight); layer_norm_backward
-   (one pass over the rows) grad_in and grad_weight and/or grad_bias. */
-typedef tl_status (*tl_layer_norm_backward_kernel)(tl_tensor *grad_in, tl_tensor *grad_weight,
-                                                   tl_tensor *grad_bias, const tl_tensor *grad_out,
+   (one pass over the rows) grad_in and grad_weight and/or grad_bias. grad_residual (may be
+   NULL; not with layer_norm_backward_weight) is grad_in again in a 16-bit type: add_layer_norm's
+   residual's gradient in the residual's dtype, rounded once from the float32 grad_in, written
+   in the same pass. Mixed precision as the forward: when T is float32, grad_out may be in a
+   16-bit type (the one grad_residual has, when both are). */
+typedef tl_status (*tl_layer_norm_backward_kernel)(tl_tensor *grad_in, tl_tensor *grad_residual,
+                                                   tl_tensor *grad_weight, tl_tensor *grad_bias,
+                                                   const tl_tensor *grad_out,
                                                    const tl_tensor *grad_sum, const tl_tensor *in,
                                                    const tl_tensor *mean, const tl_tensor *rstd,
                                                    const tl_tensor *weight);

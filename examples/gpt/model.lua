@@ -159,11 +159,16 @@ function MoEFeedForward:forward(x) return self.dropout(self.moe(x)) end
 local Block = nn.Module:extend("Block")
 M.Block = Block
 
+-- the layer norms' options: under autocast their outputs (which only GEMMs read) come out in the
+-- autocast dtype, computed in float32 and rounded once, as a cast after them would give
+local function norm_opts(c)
+  return { bias = c.bias, dtype = c.dtype, device = c.device, output_dtype = "autocast" }
+end
+
 function Block:init(c)
-  local o = { bias = c.bias, dtype = c.dtype, device = c.device }
-  self.ln_1 = nn.LayerNorm(c.dim, o)
+  self.ln_1 = nn.LayerNorm(c.dim, norm_opts(c))
   self.attn = CausalSelfAttention(c)
-  self.ln_2 = nn.LayerNorm(c.dim, o)
+  self.ln_2 = nn.LayerNorm(c.dim, norm_opts(c))
   self.mlp = c.moe > 0 and MoEFeedForward(c) or MLP(c)
 end
 
@@ -211,7 +216,7 @@ function GPT:init(c)
   local blocks = {}
   for i = 1, c.layers do blocks[i] = Block(c) end
   self.h = nn.ModuleList(blocks)
-  self.ln_f = nn.LayerNorm(c.dim, { bias = c.bias, dtype = c.dtype, device = c.device })
+  self.ln_f = nn.LayerNorm(c.dim, norm_opts(c))
   self.lm_head = nn.Linear(c.dim, c.vocab, { bias = false, dtype = c.dtype, device = c.device })
   self.lm_head.weight = self.wte.weight -- tied: one tensor, gradients from both uses add up
   self:reset_parameters()

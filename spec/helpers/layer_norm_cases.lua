@@ -122,6 +122,70 @@ local function add_layer_norm_case(rows, D)
 end
 M.sweep.add_layer_norm = add_layer_norm_case(4, 5)
 
+-- mixed precision (kernels/kernel.h): a float32 row with 16-bit branch operands. add_layer_norm of
+-- a float32 x and a bfloat16 residual with a bfloat16 output (both outputs used, so grad_out is
+-- bfloat16 and the residual's gradient is written in bfloat16 beside x's), or layer_norm with a
+-- bfloat16 output (residual false). wanted: the gradients asked ("all", or "input": x's and the
+-- residual's alone). The reference rounds the residual, y, y's gradient and the residual's
+-- gradient to bfloat16 as the op's dtypes do.
+local function mixed_case(rows, D, residual, wanted)
+  local input_only = wanted == "input"
+  return {
+    inputs = function(G)
+      return { G.normal(rows, D), G.normal(rows, D), G.normal(D), G.normal(D), G.normal(rows, D), G.normal(rows, D) }
+    end,
+    run = function(x, r, w, b, g, gs)
+      local rb = r:to("bfloat16")
+      if input_only then
+        x, rb = leaves(x, rb)
+      else
+        x, rb, w, b = leaves(x, rb, w, b)
+      end
+      local y, s
+      if residual then
+        y, s = tl.add_layer_norm(x, rb, w, b, { output_dtype = "bfloat16" })
+      else
+        y = tl.layer_norm(x, w, b, 1e-5, { output_dtype = "bfloat16" })
+      end
+      local loss = (y:float() * g):sum()
+      if s then loss = loss + (s * gs):sum() end
+      loss:backward()
+      local out = { y:detach():float(), x.grad }
+      if residual then
+        out[#out + 1] = s:detach()
+        out[#out + 1] = rb.grad:float()
+      end
+      if not input_only then
+        out[#out + 1] = w.grad
+        out[#out + 1] = b.grad
+      end
+      return out
+    end,
+    reference = function(_, x, r, w, b, g, gs)
+      local bf = function(t) return ref.map(t, ref.round_bf16) end
+      local y, s, gx, gw, gb
+      if residual then
+        y, s, gx, gw, gb = M.add_layer_norm(x, bf(r), w, b, bf(g), gs, 1e-5, "float32")
+      else
+        y, gx, gw, gb = M.layer_norm(x, w, b, bf(g), 1e-5)
+      end
+      local out = { bf(y), gx }
+      if residual then
+        out[#out + 1] = s
+        out[#out + 1] = bf(gx)
+      end
+      if not input_only then
+        out[#out + 1] = gw
+        out[#out + 1] = gb
+      end
+      return out
+    end,
+    -- a bfloat16 rounding may land one step (2^-8 relative) apart from the float64 reference's
+    tolerance = { float32 = { 8e-3, 8e-3 } },
+  }
+end
+M.mixed_case = mixed_case
+
 -- which case covers a kernel's op (an op not listed is its own case)
 M.case_of_op = {
   layer_norm_backward = "layer_norm",
@@ -135,11 +199,15 @@ M.case_of_op = {
 -- and of CUDA's forward: rows of whole 16-byte vectors held in registers (D = 16: one vector a
 -- lane or none; D = 264: 33 to 132 vectors, so 2 to 8 a lane with the last round partial), and
 -- other rows (D = 5)
+-- and mixed precision on each (float32 only): the vector paths (D = 264) and the rows (D = 7)
 M.variants = {
   layer_norm_backward = { warps = layer_norm_case(3, 7), vector = layer_norm_case(3, 264),
-                          split = add_layer_norm_case(2, 6200) },
-  layer_norm = { vector = layer_norm_case(3, 16), rows = layer_norm_case(3, 5) },
-  add_layer_norm = { vector = add_layer_norm_case(3, 264), rows = add_layer_norm_case(4, 5) },
+                          split = add_layer_norm_case(2, 6200), mixed = mixed_case(3, 264, true) },
+  layer_norm_backward_input = { mixed = mixed_case(4, 7, true, "input") },
+  layer_norm = { vector = layer_norm_case(3, 16), rows = layer_norm_case(3, 5),
+                 mixed = mixed_case(3, 264, false) },
+  add_layer_norm = { vector = add_layer_norm_case(3, 264), rows = add_layer_norm_case(4, 5),
+                     mixed = mixed_case(4, 7, true) },
 }
 
 local function input(...) return tl.randn(...):double():requires_grad_() end

@@ -277,6 +277,12 @@ tl_status tl_ag_linear_cross_entropy(tl_tensor *input, tl_tensor *weight, tl_ten
    without the last dim, float32 (float64 for float64 input), what the backward reads. */
 tl_status tl_layer_norm(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
                         double eps, tl_tensor **out, tl_tensor **mean, tl_tensor **rstd);
+/* The same with out in dtype: input's, or bfloat16 or float16 for a float32 input (mixed
+   precision: computed in float32 and rounded once, what a float32 layer norm followed by a cast
+   gives, without the cast's pass; autocast's bf16 activations). */
+tl_status tl_layer_norm_as(const tl_tensor *input, const tl_tensor *weight, const tl_tensor *bias,
+                           double eps, tl_dtype dtype, tl_tensor **out, tl_tensor **mean,
+                           tl_tensor **rstd);
 /* The input's gradient (rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = grad * weight),
    plus grad_sum when given (add_layer_norm: the gradient of its sum, which reaches both its
    input and its residual; NULL adds nothing). input is the tensor normalized (add_layer_norm's
@@ -299,8 +305,22 @@ tl_status tl_layer_norm_backward(const tl_tensor *grad, const tl_tensor *grad_su
                                  const tl_tensor *rstd, const tl_tensor *weight,
                                  tl_tensor **grad_input, tl_tensor **grad_weight,
                                  tl_tensor **grad_bias);
+/* tl_layer_norm_backward (or _input when neither grad_weight nor grad_bias is asked) for
+   add_layer_norm in mixed precision: grad may be in the output's 16-bit type over a float32
+   input, and grad_residual (may be NULL) gets grad_input again in residual_dtype (the input's,
+   or a 16-bit type for a float32 input: the residual's), written in the same pass. */
+tl_status tl_layer_norm_backward_as(const tl_tensor *grad, const tl_tensor *grad_sum,
+                                    const tl_tensor *input, const tl_tensor *mean,
+                                    const tl_tensor *rstd, const tl_tensor *weight,
+                                    tl_dtype residual_dtype, tl_tensor **grad_input,
+                                    tl_tensor **grad_residual, tl_tensor **grad_weight,
+                                    tl_tensor **grad_bias);
 tl_status tl_ag_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
                            tl_tensor **out);
+/* Recorded tl_layer_norm_as (under autocast a 16-bit input is first cast to float32, as
+   tl_ag_layer_norm's; out is then in dtype). */
+tl_status tl_ag_layer_norm_as(tl_tensor *input, tl_tensor *weight, tl_tensor *bias, double eps,
+                              tl_dtype dtype, tl_tensor **out);
 /* In place: x <- layer_norm(x, weight, bias, eps) (the conditions of tlua/ops.h's in-place
    ops); mean and rstd (each may be NULL) as above. A non-contiguous x is normalised through a
    contiguous copy written back. */
@@ -313,16 +333,31 @@ tl_status tl_ag_layer_norm_(tl_tensor *x, tl_tensor *weight, tl_tensor *bias, do
 
 /* ---- add_layer_norm ------------------------------------------------------------------------
    The residual add of a pre-norm transformer fused with the next layer norm: sum = input +
-   residual (same shape, dtype and device), out = layer_norm(sum, weight, bias, eps), in one pass.
+   residual (same shape and device), out = layer_norm(sum, weight, bias, eps), in one pass.
    sum, mean and rstd (each may be NULL) as layer_norm's; the backward is layer_norm's of sum,
-   whose input gradient (with the sum's own gradient added) is both input's and residual's. */
+   whose input gradient (with the sum's own gradient added) is both input's and residual's.
+   input and residual may differ in dtype: the sum and out are in the promoted one (as input +
+   residual), and a float32 input with a bfloat16 or float16 residual (a 16-bit branch added to
+   a float32 residual stream) reads the residual as it is, without a cast's pass. */
 tl_status tl_add_layer_norm(const tl_tensor *input, const tl_tensor *residual,
                             const tl_tensor *weight, const tl_tensor *bias, double eps,
                             tl_tensor **out, tl_tensor **sum, tl_tensor **mean, tl_tensor **rstd);
+/* The same with out in dtype (the sum's dtype, or a 16-bit type for a float32 sum, as
+   tl_layer_norm_as). */
+tl_status tl_add_layer_norm_as(const tl_tensor *input, const tl_tensor *residual,
+                               const tl_tensor *weight, const tl_tensor *bias, double eps,
+                               tl_dtype dtype, tl_tensor **out, tl_tensor **sum, tl_tensor **mean,
+                               tl_tensor **rstd);
 /* Recorded: out and sum are both outputs (either may be used later); backward runs one kernel
    (tl_layer_norm_backward) when input or residual and weight or bias want gradients. */
 tl_status tl_ag_add_layer_norm(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
                                tl_tensor *bias, double eps, tl_tensor **out, tl_tensor **sum);
+/* Recorded tl_add_layer_norm_as. Under autocast a 16-bit input or residual is cast to float32
+   as layer_norm's, except a residual in the autocast dtype beside a float32 input: the kernel
+   reads it as it is, and its gradient comes back in its dtype from the same pass. */
+tl_status tl_ag_add_layer_norm_as(tl_tensor *input, tl_tensor *residual, tl_tensor *weight,
+                                  tl_tensor *bias, double eps, tl_dtype dtype, tl_tensor **out,
+                                  tl_tensor **sum);
 
 /* ---- batch_norm ----------------------------------------------------------------------------
    Per channel c (dim 1) of input [N, C, ...] (ndim >= 2, any trailing dims), over its M = N *

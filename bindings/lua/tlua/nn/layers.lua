@@ -13,7 +13,7 @@ local layers = {}
 local ACCEPTED = {
   Linear = { bias = "boolean", dtype = "string", device = "string" },
   LayerNorm = { eps = "number", elementwise_affine = "boolean", bias = "boolean", dtype = "string",
-    device = "string" },
+    device = "string", output_dtype = "string" },
   Embedding = { dtype = "string", device = "string" },
 }
 
@@ -183,9 +183,12 @@ dropout_class("AlphaDropout", F.alpha_dropout)
 --- FeatureAlphaDropout(p = 0.5): F.feature_alpha_dropout, alpha dropout of whole channels of [N, C, ...]
 dropout_class("FeatureAlphaDropout", F.feature_alpha_dropout)
 
---- LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, bias = true, dtype, device}):
--- over the last dims (normalized_shape: an integer or a table of sizes); bias = false keeps
--- the weight only (as PyTorch's bias=False)
+--- LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, bias = true, dtype, device,
+-- output_dtype}): over the last dims (normalized_shape: an integer or a table of sizes); bias =
+-- false keeps the weight only (as PyTorch's bias=False). output_dtype: the output's dtype when it
+-- is not the input's: bfloat16 or float16 for a float32 input (computed in float32, rounded once),
+-- or "autocast", the autocast dtype inside an autocast region (the input's outside): a pre-norm
+-- transformer's norms feed GEMMs that take the 16-bit activation without a cast's pass
 local LayerNorm = Module:extend("LayerNorm")
 layers.LayerNorm = LayerNorm
 
@@ -199,6 +202,7 @@ function LayerNorm:init(normalized_shape, opts)
   end
   self.normalized_shape, self.size = shape, size
   self.eps = opts.eps or 1e-5
+  self.output_dtype = opts.output_dtype
   if opts.elementwise_affine ~= false then
     local o = tensor_opts(opts)
     self:register_parameter("weight", tl.ones(shape, o))
@@ -208,20 +212,22 @@ end
 
 function LayerNorm:forward(x)
   local k = #self.normalized_shape
-  if k == 1 then return tl.layer_norm(x, self.weight, self.bias, self.eps) end
+  local o = self.output_dtype and { output_dtype = self.output_dtype }
+  if k == 1 then return tl.layer_norm(x, self.weight, self.bias, self.eps, o) end
   local shape = x.shape
   local lead = {}
   for d = 1, #shape - k do lead[d] = shape[d] end
   lead[#lead + 1] = self.size
   local w = self.weight and self.weight:reshape(self.size)
   local b = self.bias and self.bias:reshape(self.size)
-  return tl.layer_norm(x:reshape(lead), w, b, self.eps):reshape(shape)
+  return tl.layer_norm(x:reshape(lead), w, b, self.eps, o):reshape(shape)
 end
 
 --- ln:add_forward(x, residual) -> y, s: s = x + residual, y = ln(s), one fused op
 -- (nn.functional.add_layer_norm): a pre-norm transformer's residual add and its next norm
 function LayerNorm:add_forward(x, residual)
-  return F.add_layer_norm(x, residual, self.normalized_shape, self.weight, self.bias, self.eps)
+  return F.add_layer_norm(x, residual, self.normalized_shape, self.weight, self.bias, self.eps,
+    self.output_dtype and { output_dtype = self.output_dtype })
 end
 
 function LayerNorm:extra_repr()

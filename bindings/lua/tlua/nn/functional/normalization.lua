@@ -217,16 +217,19 @@ function part.rms_norm(x, normalized_shape, opts)
   return y
 end
 
---- add_layer_norm(x, residual, normalized_shape, weight?, bias?, eps = 1e-5) -> y, s: s = x +
--- residual (same shape, dtype and device), y = s normalized over the dims of normalized_shape (an
--- integer: the last dim; or a table of the last dims' sizes) * weight + bias (weight and bias of
--- normalized_shape, or nil), as one fused op (tl.add_layer_norm): a pre-norm transformer's
--- residual add and the next layer norm in one pass over the residual stream
-function part.add_layer_norm(x, residual, normalized_shape, weight, bias, eps)
+--- add_layer_norm(x, residual, normalized_shape, weight?, bias?, eps = 1e-5, {output_dtype}?) -> y, s:
+-- s = x + residual (same shape and device; the sum in the promoted dtype), y = s normalized over
+-- the dims of normalized_shape (an integer: the last dim; or a table of the last dims' sizes) *
+-- weight + bias (weight and bias of normalized_shape, or nil), as one fused op (tl.add_layer_norm):
+-- a pre-norm transformer's residual add and the next layer norm in one pass over the residual
+-- stream. output_dtype: y's dtype (a 16-bit type over a float32 sum, or "autocast": the autocast
+-- dtype inside an autocast region), as tl.add_layer_norm takes it
+function part.add_layer_norm(x, residual, normalized_shape, weight, bias, eps, extra)
   local who = "add_layer_norm"
   check_floating(x, who)
   local ns = trailing_shape(x, normalized_shape, who)
-  local opts = { eps = eps == nil and 1e-5 or eps }
+  extra = options.check(extra, who, { output_dtype = "string" }, 3)
+  local opts = { eps = eps == nil and 1e-5 or eps, output_dtype = extra.output_dtype }
   if #ns == 1 then return tl.add_layer_norm(x, residual, weight, bias, opts) end
   -- several normalized dims: the rows of their product, as LayerNorm folds them
   local shape = x.shape
