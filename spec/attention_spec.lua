@@ -389,18 +389,73 @@ describe("scaled_dot_product_attention on cuda #cuda", function()
     return
   end
 
+  -- the 16-bit dtypes on cuDNN's fused attention where it takes the problem, and on tlua's kernels
+  local function with_cudnn(enabled, fn)
+    local was = tl.cuda.cudnn_enabled()
+    tl.cuda.set_cudnn_enabled(enabled)
+    local ok, err = pcall(fn)
+    tl.cuda.set_cudnn_enabled(was)
+    if not ok then error(err, 0) end
+  end
   for _, dtype in ipairs(DTYPES) do
     for _, causal in ipairs({ false, true }) do
-      it(("%s, causal %s: values and gradients against the float64 reference"):format(dtype, tostring(causal)), function()
-        tl.manual_seed(51)
-        for _, s in ipairs(SHAPES) do
-          check({ lead = s.lead, T = s.T, S = s.S, D = s.D, causal = causal }, dtype, "cuda")
-        end
-        check({ lead = { 2, 2 }, T = 200, S = 260, D = 64, causal = causal }, dtype, "cuda")
-        check({ lead = { 1, 3 }, T = 257, S = 129, D = 128, causal = causal, layout = "heads" }, dtype, "cuda")
-      end)
+      for _, cudnn in ipairs(dtype:match("16") and { true, false } or { true }) do
+        local on = dtype:match("16") and (cudnn and ", cuDNN" or ", tlua's kernels") or ""
+        it(("%s, causal %s%s: values and gradients against the float64 reference"):format(dtype, tostring(causal), on), function()
+          with_cudnn(cudnn, function()
+            tl.manual_seed(51)
+            for _, s in ipairs(SHAPES) do
+              check({ lead = s.lead, T = s.T, S = s.S, D = s.D, causal = causal }, dtype, "cuda")
+            end
+            check({ lead = { 2, 2 }, T = 200, S = 260, D = 64, causal = causal }, dtype, "cuda")
+            check({ lead = { 1, 3 }, T = 257, S = 129, D = 128, causal = causal, layout = "heads" }, dtype, "cuda")
+          end)
+        end)
+      end
     end
   end
+
+  it("runs on cuDNN where it takes the problem (q, k, v views of one projection), else on tlua's kernels", function()
+    tl.manual_seed(52)
+    local B, T, H, D = 2, 96, 3, 64
+    local qkv = tl.randn(B, T, 3, H, D):bfloat16():cuda()
+    local function variants(opts, cudnn)
+      local q, k, v = table.unpack(qkv:permute(3, 1, 4, 2, 5):unbind(1))
+      q, k, v = q:detach():requires_grad_(), k:detach():requires_grad_(), v:detach():requires_grad_()
+      local taken, y = {}, nil
+      with_cudnn(cudnn, function()
+        local events = tl.trace(function()
+          tl.manual_seed(53)
+          y = tl.scaled_dot_product_attention(q, k, v, opts)
+          y:float():sum():backward()
+        end)
+        for _, e in ipairs(events) do
+          for _, name in ipairs(e.variants or {}) do taken[e.op .. ":" .. name] = true end
+        end
+      end)
+      return taken, y, q.grad
+    end
+    local on, y_on, gq_on = variants({ causal = true }, true)
+    assert.is_true(on["scaled_dot_product_attention:cudnn"])
+    assert.is_true(on["scaled_dot_product_attention_backward:cudnn"])
+    local off, y_off, gq_off = variants({ causal = true }, false)
+    assert.is_nil(off["scaled_dot_product_attention:cudnn"])
+    assert.is_true(off["scaled_dot_product_attention:mma_d64"])
+    -- both against each other within bf16's rounding (each against the reference above)
+    assert.tensor_near(y_off:float():cpu(), y_on:float():cpu(), 2e-2, 2e-2)
+    assert.tensor_near(gq_off:float():cpu(), gq_on:float():cpu(), 3e-2, 3e-2)
+    -- dropout: tlua's Philox mask, not cuDNN's
+    local dropout = variants({ causal = true, dropout = 0.2 }, true)
+    assert.is_nil(dropout["scaled_dot_product_attention:cudnn"])
+    -- a head dim cuDNN does not take (not a multiple of 8) falls back to tlua's kernels
+    local q = tl.randn(1, 2, 16, 12):bfloat16():cuda()
+    with_cudnn(true, function()
+      local events = tl.trace(function() tl.scaled_dot_product_attention(q, q, q) end)
+      for _, e in ipairs(events) do
+        for _, name in ipairs(e.variants or {}) do assert.are_not.equal("cudnn", name) end
+      end
+    end)
+  end)
 
   it("dropout: the mask is tl.rand(lead..., T, S) >= p (CPU or GPU rand), as on the CPU", function()
     for _, dtype in ipairs(DTYPES) do

@@ -308,6 +308,7 @@ typedef tl_status (*tl_block_sparse_kernel)(tl_tensor *out, const tl_tensor *den
 typedef struct tl_attention_args {
     double scale, dropout;
     bool causal;
+    bool cudnn; /* a CUDA kernel may run it on cuDNN's fused attention (tl_cudnn_enabled) */
     uint64_t seed, counter; /* Philox stream of the dropout mask (unused without dropout) */
 } tl_attention_args;
 typedef tl_status (*tl_attention_kernel)(tl_tensor *out, tl_tensor *lse, const tl_tensor *q,

@@ -125,7 +125,9 @@ local function attention_reference(T, S, D, causal, p)
   end
 end
 
-local function attention_case(T, S, D, causal, p)
+-- cudnn: whether the run may take cuDNN's fused attention (tl.cuda.set_cudnn_enabled; tlua's own
+-- kernels' cases turn it off)
+local function attention_case(T, S, D, causal, p, cudnn)
   return {
     -- bfloat16 keeps 8 bits: sums of S products of rounded operands, and their gradients
     tolerance = { bfloat16 = { 4e-2, 4e-2 }, float16 = { 8e-3, 8e-3 } },
@@ -134,9 +136,16 @@ local function attention_case(T, S, D, causal, p)
     end,
     run = function(q, k, v, g)
       q, k, v = leaves(q, k, v)
-      tl.manual_seed(SEED)
-      local y = tl.scaled_dot_product_attention(q, k, v, { causal = causal, dropout = p })
-      y:backward(g)
+      local was = tl.cuda.cudnn_enabled()
+      tl.cuda.set_cudnn_enabled(cudnn == true)
+      local ok, y = pcall(function()
+        tl.manual_seed(SEED)
+        local out = tl.scaled_dot_product_attention(q, k, v, { causal = causal, dropout = p })
+        out:backward(g)
+        return out
+      end)
+      tl.cuda.set_cudnn_enabled(was)
+      if not ok then error(y, 0) end
       return { y:detach(), q.grad, k.grad, v.grad }
     end,
     reference = attention_reference(T, S, D, causal, p),
@@ -154,6 +163,7 @@ local attention = {
   mma_d64_wide = attention_case(48, 64, 64, false, 0),
   mma_d64_causal = attention_case(64, 48, 64, true, 0),
   mma_d64_causal_dropout = attention_case(48, 64, 64, true, 0.25),
+  cudnn = attention_case(48, 64, 64, true, 0, true),
 }
 
 M.variants = { scaled_dot_product_attention = attention, scaled_dot_product_attention_backward = attention }

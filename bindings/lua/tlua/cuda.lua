@@ -28,7 +28,9 @@ function cuda.reset_peak_memory_stats(device) return core._cuda_reset_peak_memor
 function cuda.empty_cache(device) return core._cuda_empty_cache(device) end
 
 --- set_cudnn_enabled(flag) / cudnn_enabled(): whether conv2d and conv_transpose2d run on cuDNN on a
--- CUDA device (the default) or by im2col and cuBLAS as on the CPU (torch.backends.cudnn.enabled)
+-- CUDA device (the default) or by im2col and cuBLAS as on the CPU, and scaled_dot_product_attention
+-- on cuDNN's fused attention (bfloat16/float16, no dropout, head dims a multiple of 8 up to 128) or
+-- on tlua's own kernels (torch.backends.cudnn.enabled)
 function cuda.set_cudnn_enabled(flag) return core._set_cudnn_enabled(flag) end
 function cuda.cudnn_enabled() return core._cudnn_enabled() end
 

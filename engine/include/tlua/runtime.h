@@ -72,7 +72,9 @@ tl_status tl_set_matmul_precision(const char *precision);
 /* "highest" or "high". */
 const char *tl_get_matmul_precision(void);
 /* Whether conv2d (and conv_transpose2d) run on cuDNN on a CUDA device where the build has it
-   (the default), or by im2col and cuBLAS as on the CPU: for comparing the two, as
+   (the default), or by im2col and cuBLAS as on the CPU, and scaled_dot_product_attention on
+   cuDNN's fused attention where it takes the problem (bfloat16/float16, no dropout, head dims a
+   multiple of 8 up to 128) or on tlua's own kernels: for comparing the two, as
    torch.backends.cudnn.enabled. */
 void tl_set_cudnn_enabled(bool enabled);
 bool tl_cudnn_enabled(void);

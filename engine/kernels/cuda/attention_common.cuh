@@ -40,7 +40,7 @@ typedef struct tl_cuda_attention {
     int64_t stride[TL_CUDA_ATT_OPERANDS][3];
     void *lse, *delta;
     double scale, dropout;
-    bool causal;
+    bool causal, cudnn;
     uint64_t seed, counter;
 } tl_cuda_attention;
 

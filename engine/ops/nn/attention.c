@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "core/storage.h"
+#include "tlua/runtime.h"
 #include "ops/nn/nn_common.h"
 #include "ops/view.h"
 #include "core/generator.h"
@@ -156,7 +157,10 @@ tl_status tl_scaled_dot_product_attention_lse(const tl_tensor *q, const tl_tenso
         return tl_error(TL_ERR_SHAPE,
                         "%s: the attention matrix [..., T = %lld, S = %lld] has too many elements",
                         op, (long long)s.T, (long long)s.S);
-    tl_attention_args args = {.scale = s.scale, .dropout = dropout, .causal = opts && opts->causal};
+    tl_attention_args args = {.scale = s.scale,
+                              .dropout = dropout,
+                              .causal = opts && opts->causal,
+                              .cudnn = tl_cudnn_enabled()};
     const tl_device device = tl_tensor_device(q);
     const tl_dtype dtype = q->dtype;
     int64_t lshape[TL_MAX_DIMS];
@@ -245,6 +249,7 @@ tl_status tl_scaled_dot_product_attention_backward(const tl_tensor *grad, const 
     const tl_attention_args args = {.scale = s.scale,
                                     .dropout = opts ? opts->dropout : 0,
                                     .causal = opts && opts->causal,
+                                    .cudnn = tl_cudnn_enabled(),
                                     .seed = seed,
                                     .counter = counter};
     /* no products (T, S, D or the heads zero): every gradient is an empty sum */
