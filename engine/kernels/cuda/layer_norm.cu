@@ -153,7 +153,8 @@ bool tl_layer_norm_vector_rows(const tl_cuda_layer_norm *l, int *nv) {
     if ((size_t)l->D * size % 16) return false;
     const int64_t per_lane = tl_ceil_div((int64_t)((size_t)l->D * size / 16), 32);
     if (per_lane > 8 || per_lane < 1) return false;
-    *nv = per_lane <= 1 ? 1 : per_lane <= 2 ? 2 : per_lane <= 4 ? 4 : 8;
+    /* 6 for 5 or 6 (D = 768 float32: 6 a lane): registers for no empty vector, more warps an SM */
+    *nv = per_lane <= 1 ? 1 : per_lane <= 2 ? 2 : per_lane <= 4 ? 4 : per_lane <= 6 ? 6 : 8;
     return true;
 }
 
@@ -178,6 +179,7 @@ static tl_status launch_forward(const tl_cuda_layer_norm *l, bool vector, int nv
         auto kernel = nv == 1   ? forward_vector_kernel<E, B, 1>
                       : nv == 2 ? forward_vector_kernel<E, B, 2>
                       : nv == 4 ? forward_vector_kernel<E, B, 4>
+                      : nv == 6 ? forward_vector_kernel<E, B, 6>
                                 : forward_vector_kernel<E, B, 8>;
         kernel<<<grid, LN_THREADS, 0, l->at.stream>>>(
             out, (T *)l->sum, (C *)l->mean, (C *)l->rstd, (const T *)l->in, residual,

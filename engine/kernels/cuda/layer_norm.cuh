@@ -136,7 +136,7 @@ static inline bool tl_layer_norm_branch(tl_cuda_layer_norm *l, const tl_tensor *
 }
 
 /* Whether l's rows take the vector kernels, and their NV (16-byte vectors of the stream's type a
-   lane, a power of two): every pointer 16-byte aligned and a row whole vectors. */
+   lane: 1, 2, 4, 6 or 8): every pointer 16-byte aligned and a row whole vectors. */
 bool tl_layer_norm_vector_rows(const tl_cuda_layer_norm *l, int *nv);
 
 #endif

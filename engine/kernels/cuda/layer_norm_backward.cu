@@ -242,29 +242,54 @@ __global__ void __launch_bounds__(LN_THREADS)
 }
 
 /* grad_weight[j] = sum over the blocks of partials[block][0][j], grad_bias[j] of [1][j] (either
-   NULL): threads x take columns, threads y every COLS_Y-th block, merged in y order. */
+   NULL): threads x take FINISH_X columns, threads y every FINISH_Y-th block, their sums then
+   merged over y by a fixed tree in shared memory (the same order every run). Many rows of threads
+   a column: the blocks' partials (4 blocks an SM) are read by many threads at once. */
+#define FINISH_X 8
+#define FINISH_Y 128
 template <class E>
-__global__ void __launch_bounds__(COLS_X *COLS_Y)
+__global__ void __launch_bounds__(FINISH_X *FINISH_Y)
     one_pass_finish(typename E::T *grad_weight, typename E::T *grad_bias, int64_t D, int64_t blocks,
                     const typename E::C *partials) {
     typedef typename E::C C;
-    __shared__ tl_sum2 smem[COLS_Y][COLS_X];
-    for (int64_t tile = blockIdx.x; tile * COLS_X < D; tile += gridDim.x) {
-        const int64_t j = tile * COLS_X + threadIdx.x;
+    __shared__ tl_sum2 smem[FINISH_Y][FINISH_X];
+    const int x = (int)threadIdx.x, y = (int)threadIdx.y;
+    for (int64_t tile = blockIdx.x; tile * FINISH_X < D; tile += gridDim.x) {
+        const int64_t j = tile * FINISH_X + x;
         tl_sum2 s = {0, 0};
         if (j < D)
-            for (int64_t b = threadIdx.y; b < blocks; b += COLS_Y) {
+            for (int64_t b = y; b < blocks; b += FINISH_Y) {
                 s.a += (double)partials[b * 2 * D + j];
                 s.b += (double)partials[b * 2 * D + D + j];
             }
-        smem[threadIdx.y][threadIdx.x] = s;
+        smem[y][x] = s;
         __syncthreads();
-        if (threadIdx.y == 0 && j < D) {
-            for (int y = 1; y < COLS_Y; y++) s = tl_sum2_merge()(s, smem[y][threadIdx.x]);
-            if (grad_weight) grad_weight[j] = E::store((C)s.a);
-            if (grad_bias) grad_bias[j] = E::store((C)s.b);
+        for (int half = FINISH_Y / 2; half > 0; half /= 2) {
+            if (y < half) smem[y][x] = tl_sum2_merge()(smem[y][x], smem[y + half][x]);
+            __syncthreads();
+        }
+        if (y == 0 && j < D) {
+            if (grad_weight) grad_weight[j] = E::store((C)smem[0][x].a);
+            if (grad_bias) grad_bias[j] = E::store((C)smem[0][x].b);
         }
         __syncthreads();
+    }
+}
+
+/* acc[j0 .. j0 + W) += v, in 16-byte accesses (j0 a multiple of W, acc 16-byte aligned): a warp's
+   lanes touch consecutive 16-byte words, so its shared-memory accesses take no bank conflicts. */
+template <int W, class C>
+__device__ __forceinline__ void add_columns(C *acc, int64_t j0, const C (&v)[W]) {
+    constexpr int P = (int)(16 / sizeof(C)); /* elements a 16-byte access */
+#pragma unroll
+    for (int q = 0; q < W; q += P) {
+        uint4 bits = *(const uint4 *)(acc + j0 + q);
+        C e[P];
+        memcpy(e, &bits, sizeof bits);
+#pragma unroll
+        for (int p = 0; p < P; p++) e[p] = tl_add(e[p], v[q + p]);
+        memcpy(&bits, e, sizeof bits);
+        *(uint4 *)(acc + j0 + q) = bits;
     }
 }
 
@@ -318,7 +343,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         for (int k = 0; k < NV; k++) {
             const int64_t at = lane + 32 * (int64_t)k;
             if (at >= vectors) break;
-            C d[W], add[W];
+            C d[W], add[W], gx[W];
             if (grad_sum) add_in.load_vector(base + at * W, add);
 #pragma unroll
             for (int w = 0; w < W; w++) {
@@ -327,9 +352,10 @@ __global__ void __launch_bounds__(LN_THREADS)
                 C v = tl_mul(s, tl_sub(tl_sub(gw, a), tl_mul(xhat[k][w], c)));
                 if (grad_sum) v = tl_add(v, add[w]);
                 d[w] = E::load(E::store(v));
-                acc_w[j] = tl_add(acc_w[j], tl_mul(gv[k][w], xhat[k][w]));
-                acc_b[j] = tl_add(acc_b[j], gv[k][w]);
+                gx[w] = tl_mul(gv[k][w], xhat[k][w]);
             }
+            add_columns(acc_w, at * W, gx);
+            add_columns(acc_b, at * W, gv[k]);
             dx.store_vector(base + at * W, d);
             if (grad_residual.p) grad_residual.store_vector(base + at * W, d);
         }
@@ -370,6 +396,7 @@ static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
                       : nv == 1 ? one_pass_vector_kernel<E, B, 1>
                       : nv == 2 ? one_pass_vector_kernel<E, B, 2>
                       : nv == 4 ? one_pass_vector_kernel<E, B, 4>
+                      : nv == 6 ? one_pass_vector_kernel<E, B, 6>
                                 : one_pass_vector_kernel<E, B, 8>;
         kernel<<<(unsigned)blocks, (unsigned)(warps * 32), (size_t)(warps * row_bytes),
                  l->at.stream>>>(
@@ -378,8 +405,8 @@ static tl_status launch_one_pass(const tl_cuda_layer_norm *l) {
             (const T *)l->in, (const C *)l->mean, (const C *)l->rstd, (const T *)l->weight, l->rows,
             l->D, run, partials);
         TL_TRY(tl_cuda_check_launch(l->at.op));
-        const unsigned grid = tl_cuda_grid(tl_ceil_div(l->D, COLS_X), l->at.sm_count);
-        one_pass_finish<E><<<grid, dim3(COLS_X, COLS_Y), 0, l->at.stream>>>(
+        const unsigned grid = tl_cuda_grid(tl_ceil_div(l->D, FINISH_X), l->at.sm_count);
+        one_pass_finish<E><<<grid, dim3(FINISH_X, FINISH_Y), 0, l->at.stream>>>(
             (T *)l->grad_weight, (T *)l->grad_bias, l->D, blocks, partials);
         return tl_cuda_check_launch(l->at.op);
     });
