@@ -471,10 +471,71 @@ static void test_batch_norm_backward_checks(void) {
     tl_release(short_stat);
 }
 
+/* Mixed precision through the C API: add_layer_norm of a float32 input and a bfloat16 residual
+   with a bfloat16 output, and tl_layer_norm_backward_as's gradients (the residual's in bfloat16
+   from the same pass, or the input's own tensor when residual_dtype is the input's), against the
+   float64 path on the same values; a bad residual_dtype is an error. */
+static void test_layer_norm_mixed(void) {
+    const int64_t shape[2] = {5, 12}, D = 12;
+    tl_tensor *x = random_tensor(shape, 2, TL_F32, 2.0), *r = random_tensor(shape, 2, TL_BF16, 1.0);
+    tl_tensor *w = random_tensor(&D, 1, TL_F32, 1.0), *g = random_tensor(shape, 2, TL_BF16, 1.0);
+    tl_tensor *x64 = NULL, *r64 = NULL, *w64 = NULL, *g64 = NULL;
+    OK(tl_cast(x, TL_F64, &x64));
+    OK(tl_cast(r, TL_F64, &r64));
+    OK(tl_cast(w, TL_F64, &w64));
+    OK(tl_cast(g, TL_F64, &g64));
+    tl_tensor *out = NULL, *sum = NULL, *mean = NULL, *rstd = NULL;
+    tl_tensor *out64 = NULL, *sum64 = NULL, *mean64 = NULL, *rstd64 = NULL;
+    OK(tl_add_layer_norm_as(x, r, w, NULL, 1e-5, TL_BF16, &out, &sum, &mean, &rstd));
+    OK(tl_add_layer_norm(x64, r64, w64, NULL, 1e-5, &out64, &sum64, &mean64, &rstd64));
+    tl_tensor *gi = NULL, *gr = NULL, *gw = NULL, *gi64 = NULL, *gw64 = NULL, *same = NULL;
+    tl_tensor *alone = NULL, *alone_r = NULL;
+    if (out && sum && out64) {
+        CHECK(out->dtype == TL_BF16 && sum->dtype == TL_F32, "mixed add_layer_norm: dtypes %s %s",
+              tl_dtype_name(out->dtype), tl_dtype_name(sum->dtype));
+        double *want = to_doubles(out64), *want_sum = to_doubles(sum64);
+        check_close("mixed add_layer_norm out", out, want, tolerance(TL_BF16));
+        check_close("mixed add_layer_norm sum", sum, want_sum, tolerance(TL_F32));
+        free(want), free(want_sum);
+        OK(tl_layer_norm_backward_as(g, NULL, sum, mean, rstd, w, TL_BF16, &gi, &gr, &gw, NULL));
+        OK(tl_layer_norm_backward(g64, NULL, sum64, mean64, rstd64, w64, &gi64, &gw64, NULL));
+        OK(tl_layer_norm_backward_as(g, NULL, sum, mean, rstd, w, TL_F32, &alone, &same, NULL,
+                                     NULL));
+        OK(tl_layer_norm_backward_as(g, NULL, sum, mean, rstd, w, TL_F16, &alone_r, NULL, NULL,
+                                     NULL));
+    }
+    if (gi && gr && gw && gi64 && gw64 && alone && same) {
+        double *want_i = to_doubles(gi64), *want_w = to_doubles(gw64);
+        CHECK(gi->dtype == TL_F32 && gr->dtype == TL_BF16 && gw->dtype == TL_F32,
+              "mixed layer_norm backward: dtypes %s %s %s", tl_dtype_name(gi->dtype),
+              tl_dtype_name(gr->dtype), tl_dtype_name(gw->dtype));
+        check_close("mixed layer_norm backward input", gi, want_i, 3 * tolerance(TL_F32));
+        check_close("mixed layer_norm backward residual", gr, want_i, tolerance(TL_BF16));
+        check_close("mixed layer_norm backward weight", gw, want_w, 3 * tolerance(TL_F32));
+        check_close("mixed layer_norm backward input alone", alone, want_i, 3 * tolerance(TL_F32));
+        CHECK(same == alone, "residual_dtype the input's: the input's gradient itself");
+        free(want_i), free(want_w);
+    }
+    tl_tensor *bad = NULL, *bad_r = NULL;
+    CHECK(tl_layer_norm_backward_as(g, NULL, sum, mean, rstd, w, TL_I32, &bad, &bad_r, NULL,
+                                    NULL) == TL_ERR_DTYPE &&
+              !bad && !bad_r,
+          "mixed layer_norm backward: an int32 residual_dtype is a dtype error");
+    CHECK(tl_add_layer_norm_as(x64, r64, NULL, NULL, 1e-5, TL_BF16, &bad, NULL, NULL, NULL) ==
+                  TL_ERR_DTYPE &&
+              !bad,
+          "mixed add_layer_norm: a bfloat16 output of float64 is a dtype error");
+    tl_tensor *all[] = {x,   r,   w,    g,    x64,   r64,   w64,    g64,
+                        out, sum, mean, rstd, out64, sum64, mean64, rstd64,
+                        gi,  gr,  gw,   gi64, gw64,  same,  alone,  alone_r};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tl_release(all[i]);
+}
+
 int main(void) {
     test_embedding();
     test_cross_entropy();
     test_layer_norm();
+    test_layer_norm_mixed();
     test_batch_norm_backward_checks();
     test_optim();
     if (failures) {

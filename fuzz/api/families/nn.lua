@@ -6,6 +6,15 @@ local literal = Gen.literal
 
 local function fmt(...) return string.format(...) end
 
+--- a layer norm's output_dtype: mostly a 16-bit type or "autocast", sometimes one it refuses
+local function output_dtype(g)
+  return g:weighted {
+    { 6, function() return g:pick { "bfloat16", "float16", "autocast" } end },
+    { 2, function() return g:pick { "float32", "float64" } end },
+    { 1, function() return g:pick { "int32", "bool", "bf16", "" } end },
+  }()
+end
+
 --- a window argument (stride, padding, kernel): mostly small, sometimes a pair, rarely bad; with extreme,
 -- often huge (overflowing output sizes)
 local function window(g, lo, hi, extreme)
@@ -133,6 +142,10 @@ local ops = {
     local w = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
     local b = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
     local eps = g:chance(0.8) and "" or (", " .. literal(g:pick { 0.0, -1.0, 1e-300, 0 / 0, math.huge }))
+    -- the output's dtype sometimes (mixed precision), mostly one a float32 input takes
+    if g:chance(0.3) then
+      eps = (eps == "" and ", 1e-5" or eps) .. ", {output_dtype = " .. literal(output_dtype(g)) .. "}"
+    end
     return fmt("%s = tl.layer_norm(%s, %s, %s%s)", g:target(), x, w, b, eps)
   end,
   -- add_layer_norm: a residual mostly of x's shape and dtype (sometimes another), weight and bias
@@ -145,10 +158,13 @@ local ops = {
     local last = shape[#shape] or 1
     local rshape = { table.unpack(shape) }
     if g:chance(0.1) and #rshape > 0 then rshape[#rshape] = rshape[#rshape] + 1 end
-    local r = g:fresh(rshape, g:chance(0.9) and dtype or g:float_dtype(), g:chance(0.5))
+    local r = g:fresh(rshape, g:chance(0.7) and dtype or g:float_dtype(), g:chance(0.5))
     local w = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
     local b = g:chance(0.7) and g:fresh({ g:chance(0.9) and last or last + 1 }, dtype, g:chance(0.5)) or "nil"
-    local eps = g:chance(0.8) and "" or (", {eps = " .. literal(g:pick { 0.0, -1.0, 1e-300, 0 / 0, math.huge }) .. "}")
+    local opts = {}
+    if g:chance(0.2) then opts[#opts + 1] = "eps = " .. literal(g:pick { 0.0, -1.0, 1e-300, 0 / 0, math.huge }) end
+    if g:chance(0.3) then opts[#opts + 1] = "output_dtype = " .. literal(output_dtype(g)) end
+    local eps = #opts > 0 and (", {" .. table.concat(opts, ", ") .. "}") or ""
     local call = fmt("tl.add_layer_norm(%s, %s, %s, %s%s)", x, r, w, b, eps)
     return fmt(g:chance(0.5) and "%s = (%s)" or "%s = select(2, %s)", g:target(), call)
   end,
