@@ -7,13 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cuda/dnn.h"
+#include "kernels/cuda/dnn_plans.h"
 #include "kernels/cuda/attention_dnn.h"
 
 /* the most workspace a plan may ask for (the backward's own scratch comes on top) */
 #define WORKSPACE_LIMIT ((int64_t)1 << 30)
-/* the hash table of plans: its buckets, and the most plans kept (past it, every plan goes) */
-#define BUCKETS   256
+/* the most plans kept (past it, every plan goes) */
 #define MOST_KEPT 512
 
 typedef enum { FORWARD, BACKWARD } direction;
@@ -57,62 +56,24 @@ typedef struct problem {
 /* The descriptors a plan was built from, kept while it lives (the plan refers to them). */
 enum { MOST_PARTS = 224, MOST_OPS = 40 };
 typedef struct cached {
+    tl_dnn_entry head; /* the plan, and parts[0 .. head.parts_used) */
     problem key;
-    cudnnBackendDescriptor_t plan, parts[MOST_PARTS];
-    int parts_used;
+    cudnnBackendDescriptor_t parts[MOST_PARTS];
     int64_t workspace; /* cuDNN's, in bytes */
     int64_t scratch;   /* the backward's row sums and grad_q accumulator, in bytes */
     float scalars[SCALARS];
     char declined[160]; /* "" for a plan, else why cuDNN cannot run the problem */
-    struct cached *next;
 } cached;
 
-static cached *buckets[BUCKETS];
-static int kept;
-/* held from the lookup to the launch, so that no call drops a plan another one runs */
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static tl_dnn_cache cache = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                             .key_offset = offsetof(cached, key),
+                             .key_size = sizeof(problem),
+                             .entry_size = sizeof(cached),
+                             .most = MOST_KEPT};
 static _Thread_local char why[160];
 
 const char *tl_attention_dnn_declined_why(void) {
     return why;
-}
-
-static size_t bucket_of(const problem *p) {
-    const unsigned char *bytes = (const unsigned char *)p;
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < sizeof *p; i++) h = (h ^ bytes[i]) * 1099511628211u;
-    return (size_t)(h % BUCKETS);
-}
-
-static void destroy(cudnnBackendDescriptor_t *d) {
-    if (*d) cudnnBackendDestroyDescriptor(*d);
-    *d = NULL;
-}
-
-static void forget(cached *c) {
-    destroy(&c->plan);
-    for (int i = 0; i < c->parts_used; i++) destroy(&c->parts[i]);
-    c->parts_used = 0;
-}
-
-/* Drops every kept plan (lock held). */
-static void forget_all(void) {
-    for (size_t b = 0; b < BUCKETS; b++) {
-        while (buckets[b]) {
-            cached *c = buckets[b];
-            buckets[b] = c->next;
-            forget(c);
-            free(c);
-        }
-    }
-    kept = 0;
-}
-
-/* Sets one attribute of d unless an earlier step of *status failed. */
-static void set(cudnnStatus_t *status, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
-                cudnnBackendAttributeType_t type, int64_t count, const void *values) {
-    if (*status == CUDNN_STATUS_SUCCESS)
-        *status = cudnnBackendSetAttribute(d, name, type, count, values);
 }
 
 /* ---- the graph builder ----------------------------------------------------------------------
@@ -136,13 +97,13 @@ enum { REAL, VIRTUAL, BY_VALUE };
 
 static cudnnBackendDescriptor_t part(builder *g, cudnnBackendDescriptorType_t type) {
     if (g->status) return NULL;
-    if (g->c->parts_used == MOST_PARTS) {
+    if (g->c->head.parts_used == MOST_PARTS) {
         g->status = CUDNN_STATUS_INTERNAL_ERROR; /* a graph larger than this file plans for */
         return NULL;
     }
     cudnnBackendDescriptor_t d = NULL;
     g->status = cudnnBackendCreateDescriptor(type, &d);
-    if (!g->status) g->c->parts[g->c->parts_used++] = d;
+    if (!g->status) g->c->parts[g->c->head.parts_used++] = d;
     return g->status ? NULL : d;
 }
 
@@ -157,15 +118,15 @@ static cudnnBackendDescriptor_t tensor(builder *g, int64_t uid, cudnnDataType_t 
     cudnnBackendDescriptor_t t = part(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     int64_t alignment = 16;
     bool yes = true;
-    set(&g->status, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
-    set(&g->status, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, l->dim);
-    set(&g->status, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, l->stride);
-    set(&g->status, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-    set(&g->status, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    tl_dnn_set(&g->status, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    tl_dnn_set(&g->status, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, l->dim);
+    tl_dnn_set(&g->status, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, l->stride);
+    tl_dnn_set(&g->status, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    tl_dnn_set(&g->status, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
     if (kind == VIRTUAL)
-        set(&g->status, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes);
+        tl_dnn_set(&g->status, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes);
     if (kind == BY_VALUE)
-        set(&g->status, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes);
+        tl_dnn_set(&g->status, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes);
     finalize(g, t);
     return g->status ? NULL : t;
 }
@@ -192,24 +153,27 @@ static cudnnBackendDescriptor_t pointwise(builder *g, cudnnPointwiseMode_t mode,
                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
                                           cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y) {
     cudnnBackendDescriptor_t desc = part(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    set(&g->status, desc, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-    set(&g->status, desc, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-    if (axis >= 0) set(&g->status, desc, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
+    tl_dnn_set(&g->status, desc, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    tl_dnn_set(&g->status, desc, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    if (axis >= 0)
+        tl_dnn_set(&g->status, desc, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
     finalize(g, desc);
     cudnnBackendDescriptor_t op = part(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     float one = 1.0f;
-    set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-        1, &desc);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+               1, &x);
     if (b)
-        set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-            &b);
+        tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
     if (t)
-        set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-            &t);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
+        tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
+                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+               1, &y);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
     add_op(g, op);
     return g->status ? NULL : y;
 }
@@ -226,15 +190,17 @@ static cudnnBackendDescriptor_t reduction(builder *g, cudnnReduceTensorOp_t how,
                                           cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
     cudnnDataType_t compute = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t desc = part(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-    set(&g->status, desc, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-    set(&g->status, desc, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
-        &how);
+    tl_dnn_set(&g->status, desc, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    tl_dnn_set(&g->status, desc, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
+               1, &how);
     finalize(g, desc);
     cudnnBackendDescriptor_t op = part(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &desc);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+               1, &desc);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+               1, &x);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+               1, &y);
     add_op(g, op);
     return g->status ? NULL : y;
 }
@@ -244,13 +210,17 @@ static cudnnBackendDescriptor_t matmul(builder *g, cudnnBackendDescriptor_t a,
                                        cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
     cudnnDataType_t compute = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t desc = part(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-    set(&g->status, desc, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    tl_dnn_set(&g->status, desc, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
     finalize(g, desc);
     cudnnBackendDescriptor_t op = part(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &a);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &b);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &c);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &desc);
     add_op(g, op);
     return g->status ? NULL : c;
 }
@@ -259,8 +229,10 @@ static cudnnBackendDescriptor_t matmul(builder *g, cudnnBackendDescriptor_t a,
 static cudnnBackendDescriptor_t reshape(builder *g, cudnnBackendDescriptor_t x,
                                         cudnnBackendDescriptor_t y) {
     cudnnBackendDescriptor_t op = part(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    set(&g->status, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &x);
+    tl_dnn_set(&g->status, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &y);
     add_op(g, op);
     return g->status ? NULL : y;
 }
@@ -396,7 +368,7 @@ static bool unsupported(cudnnStatus_t s) {
 }
 
 /* The first plan of a heuristic mode's ranking that finalizes on this device and fits the
-   workspace limit, and its engine config (kept among the parts); c->plan stays NULL when none
+   workspace limit, and its engine config (kept among the parts); c->head.plan stays NULL when none
    does. The last failure of a candidate is left in *tried. */
 static cudnnStatus_t plan_from(cudnnHandle_t handle, builder *g, cudnnBackendDescriptor_t heur,
                                cudnnStatus_t *tried) {
@@ -410,21 +382,21 @@ static cudnnStatus_t plan_from(cudnnHandle_t handle, builder *g, cudnnBackendDes
     if (!s)
         s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, RANKED, &count, configs);
-    for (int64_t i = 0; !s && i < count && !c->plan; i++) {
+    for (int64_t i = 0; !s && i < count && !c->head.plan; i++) {
         cudnnBackendDescriptor_t candidate = NULL;
         int64_t size = 0, returned = 0;
         cudnnStatus_t t =
             cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &candidate);
-        set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-        set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-            1, &configs[i]);
+        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]);
         if (!t) t = cudnnBackendFinalize(candidate);
         if (!t)
             t = cudnnBackendGetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                          CUDNN_TYPE_INT64, 1, &returned, &size);
-        if (!t && size <= WORKSPACE_LIMIT && c->parts_used < MOST_PARTS) {
-            c->plan = candidate, c->workspace = size;
-            c->parts[c->parts_used++] = configs[i];
+        if (!t && size <= WORKSPACE_LIMIT && c->head.parts_used < MOST_PARTS) {
+            c->head.plan = candidate, c->workspace = size;
+            c->parts[c->head.parts_used++] = configs[i];
             configs[i] = NULL;
         } else {
             if (t) *tried = t;
@@ -432,12 +404,13 @@ static cudnnStatus_t plan_from(cudnnHandle_t handle, builder *g, cudnnBackendDes
             if (candidate) cudnnBackendDestroyDescriptor(candidate);
         }
     }
-    for (int i = 0; i < RANKED; i++) destroy(&configs[i]);
+    for (int i = 0; i < RANKED; i++) tl_dnn_destroy(&configs[i]);
     return s;
 }
 
 /* Builds the problem's graph and plan into c; a problem cuDNN cannot run gets c->declined. */
 static tl_status build(cudnnHandle_t handle, const problem *p, cached *c, const char *op) {
+    c->head.parts = c->parts;
     builder g = {.c = c, .next_uid = UID_VIRTUAL};
     g.io = p->dtype == TL_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     c->scalars[SCALAR_SCALE] = p->scale;
@@ -448,18 +421,18 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c, const 
     else
         backward_graph(&g, p);
     cudnnBackendDescriptor_t graph = part(&g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    set(&g.status, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g.n_ops,
-        g.ops);
-    set(&g.status, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    tl_dnn_set(&g.status, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+               g.n_ops, g.ops);
+    tl_dnn_set(&g.status, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     finalize(&g, graph);
     cudnnStatus_t s = g.status, tried = CUDNN_STATUS_SUCCESS;
     const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    for (size_t m = 0; !s && m < sizeof modes / sizeof modes[0] && !c->plan; m++) {
+    for (size_t m = 0; !s && m < sizeof modes / sizeof modes[0] && !c->head.plan; m++) {
         cudnnBackendDescriptor_t heur = NULL;
         s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
-        set(&s, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-            &graph);
-        set(&s, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
+        tl_dnn_set(&s, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                   1, &graph);
+        tl_dnn_set(&s, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
         if (!s) s = cudnnBackendFinalize(heur);
         if (!s) s = plan_from(handle, &g, heur, &tried);
         if (heur) cudnnBackendDestroyDescriptor(heur);
@@ -468,12 +441,12 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c, const 
             s = CUDNN_STATUS_SUCCESS;
         }
     }
-    if (c->plan) {
+    if (c->head.plan) {
         if (p->direction == BACKWARD) /* delta [B, H, T] and the accumulator [B, H, T, D] */
             c->scratch = p->B * p->H * p->T * (p->deterministic ? 1 : 1 + p->D) * 4;
         return TL_OK;
     }
-    forget(c);
+    tl_dnn_forget(&c->head);
     if (s && !unsupported(s)) return tl_cudnn_fail(s, op, "building its plan");
     if (g.status)
         snprintf(c->declined, sizeof c->declined, "cuDNN does not take the attention graph: %s",
@@ -483,6 +456,18 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c, const 
                  "cuDNN has no engine for this attention within %lld bytes of workspace (%s)",
                  (long long)WORKSPACE_LIMIT, tried ? cudnnGetErrorString(tried) : "none ranked");
     return TL_OK;
+}
+
+/* build as the cache calls it */
+typedef struct build_args {
+    cudnnHandle_t handle;
+    const problem *p;
+    const char *op;
+} build_args;
+
+static tl_status build_entry(tl_dnn_entry *entry, void *arg) {
+    const build_args *a = arg;
+    return build(a->handle, a->p, (cached *)entry, a->op);
 }
 
 /* Runs the plan with the call's pointers, the by-value scalars and the workspace bound (a variant
@@ -509,12 +494,13 @@ static tl_status execute(cudnnHandle_t handle, cached *c, const tl_attention_dnn
     void *cudnn_workspace = c->workspace ? workspace : NULL;
     cudnnBackendDescriptor_t pack = NULL;
     cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers);
-    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &cudnn_workspace);
+    tl_dnn_set(&s, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    tl_dnn_set(&s, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers);
+    tl_dnn_set(&s, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+               &cudnn_workspace);
     if (!s) s = cudnnBackendFinalize(pack);
-    if (!s) s = cudnnBackendExecute(handle, c->plan, pack);
-    destroy(&pack);
+    if (!s) s = cudnnBackendExecute(handle, c->head.plan, pack);
+    tl_dnn_destroy(&pack);
     return s ? tl_cudnn_fail(s, op, "running its fused attention") : TL_OK;
 }
 
@@ -592,26 +578,12 @@ static tl_status run(direction dir, const tl_attention_dnn_call *call, bool *dec
     TL_TRY(tl_cuda_dnn(p.device, op, &handle, &stream));
     if (call->stream && call->stream != stream)
         return decline(declined, "a stream other than the device's (cuDNN's handle is bound)");
-    pthread_mutex_lock(&cache_lock);
-    tl_status status = TL_OK;
-    size_t bucket = bucket_of(&p);
-    cached *c = buckets[bucket];
-    while (c && memcmp(&c->key, &p, sizeof p) != 0) c = c->next;
-    if (!c) {
-        if (kept >= MOST_KEPT) forget_all();
-        c = calloc(1, sizeof *c);
-        if (!c) status = tl_error(TL_ERR_MEMORY, "%s: out of host memory for a plan", op);
-        if (status == TL_OK) status = build(handle, &p, c, op);
-        if (status == TL_OK) { /* a declined problem is kept too: it is not tried again */
-            c->key = p;
-            c->next = buckets[bucket];
-            buckets[bucket] = c;
-            kept++;
-        } else {
-            free(c);
-            c = NULL;
-        }
-    }
+    pthread_mutex_lock(&cache.lock);
+    build_args args = {handle, &p, op};
+    tl_dnn_entry *entry = NULL;
+    /* a declined problem is kept too: it is not tried again */
+    tl_status status = tl_dnn_cache_get(&cache, &p, build_entry, &args, op, &entry);
+    cached *c = (cached *)entry;
     void *workspace = NULL;
     if (status == TL_OK && c->declined[0]) {
         status = decline(declined, c->declined);
@@ -621,7 +593,7 @@ static tl_status run(direction dir, const tl_attention_dnn_call *call, bool *dec
         if (bytes) status = tl_cuda_malloc(p.device, (size_t)bytes, op, &workspace);
         if (status == TL_OK) status = execute(handle, c, call, workspace, op);
     }
-    pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_unlock(&cache.lock);
     if (workspace) tl_cuda_free(p.device, workspace);
     return status;
 }

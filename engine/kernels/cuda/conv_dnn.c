@@ -4,16 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cuda/dnn.h"
+#include "kernels/cuda/dnn_plans.h"
 #include "core/storage.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #define OP_NAME "conv2d"
 /* the most workspace a plan may ask for */
 #define WORKSPACE_LIMIT ((int64_t)1 << 30)
-/* the hash table of plans: its buckets, and the most plans kept (past it, every plan goes and
-   the table fills again: a workload of ever new shapes keeps a bounded host memory) */
-#define BUCKETS   1024
+/* the most plans kept (past it, every plan goes and the cache fills again: a workload of ever
+   new shapes keeps a bounded host memory) */
 #define MOST_KEPT 4096
 
 typedef enum { FORWARD, BACKWARD_INPUT, BACKWARD_WEIGHT } direction;
@@ -28,67 +27,31 @@ typedef struct problem {
     tl_conv2d_options options;
 } problem;
 
-/* The descriptors a plan was built from, kept while it lives (the plan refers to them). */
+/* A kept plan: the descriptors it was built from live while it does (the plan refers to them). */
 enum { PARTS = 8 };
 typedef struct cached {
+    tl_dnn_entry head;
     problem key;
-    cudnnBackendDescriptor_t plan, parts[PARTS];
+    cudnnBackendDescriptor_t parts[PARTS];
     int64_t workspace;
-    struct cached *next;
 } cached;
 
-static cached *buckets[BUCKETS];
-static int kept;
-/* held from the lookup to the launch, so that no call drops a plan another one runs */
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static size_t bucket_of(const problem *p) {
-    const unsigned char *bytes = (const unsigned char *)p;
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < sizeof *p; i++) h = (h ^ bytes[i]) * 1099511628211u;
-    return (size_t)(h % BUCKETS);
-}
-
-static void destroy(cudnnBackendDescriptor_t *d) {
-    if (*d) cudnnBackendDestroyDescriptor(*d);
-    *d = NULL;
-}
-
-static void forget(cached *c) {
-    destroy(&c->plan);
-    for (int i = 0; i < PARTS; i++) destroy(&c->parts[i]);
-}
-
-/* Drops every kept plan (lock held). */
-static void forget_all(void) {
-    for (size_t b = 0; b < BUCKETS; b++) {
-        while (buckets[b]) {
-            cached *c = buckets[b];
-            buckets[b] = c->next;
-            forget(c);
-            free(c);
-        }
-    }
-    kept = 0;
-}
-
-/* Sets one attribute of d unless an earlier step of *status failed. */
-static void set(cudnnStatus_t *status, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
-                cudnnBackendAttributeType_t type, int64_t count, const void *values) {
-    if (*status == CUDNN_STATUS_SUCCESS)
-        *status = cudnnBackendSetAttribute(d, name, type, count, values);
-}
+static tl_dnn_cache cache = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                             .key_offset = offsetof(cached, key),
+                             .key_size = sizeof(problem),
+                             .entry_size = sizeof(cached),
+                             .most = MOST_KEPT};
 
 /* An NCHW tensor of shape, contiguous, with its id and the alignment its pointer keeps. */
 static cudnnStatus_t make_tensor(int64_t uid, cudnnDataType_t type, const int64_t shape[4],
                                  int64_t alignment, cudnnBackendDescriptor_t *out) {
     int64_t strides[4] = {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
     cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, out);
-    set(&s, *out, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
-    set(&s, *out, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, shape);
-    set(&s, *out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-    set(&s, *out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-    set(&s, *out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, shape);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
     if (!s) s = cudnnBackendFinalize(*out);
     return s;
 }
@@ -100,13 +63,13 @@ static cudnnStatus_t make_convolution(const problem *p, cudnnDataType_t compute,
     int64_t dims = 2;
     cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, out);
-    set(&s, *out, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
-    set(&s, *out, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-    set(&s, *out, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
-    set(&s, *out, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, o->dilation);
-    set(&s, *out, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, o->stride);
-    set(&s, *out, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, o->padding);
-    set(&s, *out, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, o->padding);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, o->dilation);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, o->stride);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, o->padding);
+    tl_dnn_set(&s, *out, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, o->padding);
     if (!s) s = cudnnBackendFinalize(*out);
     return s;
 }
@@ -140,18 +103,18 @@ static cudnnStatus_t make_operation(const problem *p, cudnnBackendDescriptor_t x
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
     const cudnnBackendAttributeName_t *n = names[p->direction];
     cudnnStatus_t s = cudnnBackendCreateDescriptor(kinds[p->direction], out);
-    set(&s, *out, n[0], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    set(&s, *out, n[1], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-    set(&s, *out, n[2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-    set(&s, *out, n[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+    tl_dnn_set(&s, *out, n[0], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    tl_dnn_set(&s, *out, n[1], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+    tl_dnn_set(&s, *out, n[2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    tl_dnn_set(&s, *out, n[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
     if (p->dtype == TL_F64) {
         double one = 1.0, zero = 0.0;
-        set(&s, *out, n[4], CUDNN_TYPE_DOUBLE, 1, &one);
-        set(&s, *out, n[5], CUDNN_TYPE_DOUBLE, 1, &zero);
+        tl_dnn_set(&s, *out, n[4], CUDNN_TYPE_DOUBLE, 1, &one);
+        tl_dnn_set(&s, *out, n[5], CUDNN_TYPE_DOUBLE, 1, &zero);
     } else {
         float one = 1.0f, zero = 0.0f;
-        set(&s, *out, n[4], CUDNN_TYPE_FLOAT, 1, &one);
-        set(&s, *out, n[5], CUDNN_TYPE_FLOAT, 1, &zero);
+        tl_dnn_set(&s, *out, n[4], CUDNN_TYPE_FLOAT, 1, &one);
+        tl_dnn_set(&s, *out, n[5], CUDNN_TYPE_FLOAT, 1, &zero);
     }
     if (!s) s = cudnnBackendFinalize(*out);
     return s;
@@ -202,9 +165,9 @@ static cudnnStatus_t plan_from(cudnnHandle_t handle, const problem *p,
         int64_t size = 0, returned = 0;
         cudnnStatus_t t =
             cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &candidate);
-        set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-        set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-            1, &configs[i]);
+        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]);
         if (!t) t = cudnnBackendFinalize(candidate);
         if (!t)
             t = cudnnBackendGetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -216,13 +179,15 @@ static cudnnStatus_t plan_from(cudnnHandle_t handle, const problem *p,
             cudnnBackendDestroyDescriptor(candidate);
         }
     }
-    for (int i = 0; i < RANKED; i++) destroy(&configs[i]);
+    for (int i = 0; i < RANKED; i++) tl_dnn_destroy(&configs[i]);
     return s;
 }
 
 /* Builds the problem's plan into c: its tensors, geometry, operation and graph, then the plans
    of cuDNN's heuristics (mode A, then the fallback engines) until one is taken. */
 static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
+    c->head.parts = c->parts;
+    c->head.parts_used = PARTS;
     cudnnDataType_t data, compute;
     tl_cudnn_types((tl_dtype)p->dtype, &data, &compute);
     cudnnBackendDescriptor_t *x = &c->parts[0], *w = &c->parts[1], *y = &c->parts[2],
@@ -234,25 +199,25 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
     if (!s) s = make_convolution(p, compute, conv);
     if (!s) s = make_operation(p, *x, *w, *y, *conv, op);
     if (!s) s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph);
-    set(&s, *graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, op);
-    set(&s, *graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    tl_dnn_set(&s, *graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, op);
+    tl_dnn_set(&s, *graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     if (!s) s = cudnnBackendFinalize(*graph);
     if (s) {
-        forget(c);
+        tl_dnn_forget(&c->head);
         return tl_cudnn_fail(s, OP_NAME, "describing the problem");
     }
     const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    for (size_t m = 0; m < sizeof modes / sizeof modes[0] && !c->plan; m++) {
-        destroy(heuristics);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0] && !c->head.plan; m++) {
+        tl_dnn_destroy(heuristics);
         s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, heuristics);
-        set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-            1, graph);
-        set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
+        tl_dnn_set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, graph);
+        tl_dnn_set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
         if (!s) s = cudnnBackendFinalize(*heuristics);
-        if (!s) s = plan_from(handle, p, *heuristics, &c->plan, config, &c->workspace);
+        if (!s) s = plan_from(handle, p, *heuristics, &c->head.plan, config, &c->workspace);
     }
-    if (!c->plan) {
-        forget(c);
+    if (!c->head.plan) {
+        tl_dnn_forget(&c->head);
         return s ? tl_cudnn_fail(s, OP_NAME, "choosing an engine")
                  : tl_error(TL_ERR_RUNTIME,
                             "%s: cuDNN has no engine for this convolution that keeps its "
@@ -260,6 +225,17 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
                             OP_NAME, (long long)WORKSPACE_LIMIT);
     }
     return TL_OK;
+}
+
+/* build as the cache calls it */
+typedef struct build_args {
+    cudnnHandle_t handle;
+    const problem *p;
+} build_args;
+
+static tl_status build_entry(tl_dnn_entry *entry, void *arg) {
+    const build_args *a = arg;
+    return build(a->handle, a->p, (cached *)entry);
 }
 
 /* The largest power of two up to 16 that divides every pointer: what the plan may assume. */
@@ -281,12 +257,12 @@ static tl_status execute(cudnnHandle_t handle, const cached *c, void *x, void *w
     void *pointers[3] = {x, w, y};
     cudnnBackendDescriptor_t pack = NULL;
     cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
-    set(&s, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    tl_dnn_set(&s, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    tl_dnn_set(&s, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
+    tl_dnn_set(&s, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
     if (!s) s = cudnnBackendFinalize(pack);
-    if (!s) s = cudnnBackendExecute(handle, c->plan, pack);
-    destroy(&pack);
+    if (!s) s = cudnnBackendExecute(handle, c->head.plan, pack);
+    tl_dnn_destroy(&pack);
     return s ? tl_cudnn_fail(s, OP_NAME, "running") : TL_OK;
 }
 
@@ -316,32 +292,17 @@ static tl_status run(int dir, tl_tensor *out, const tl_tensor *a, const tl_tenso
     cudnnHandle_t handle;
     cudaStream_t stream;
     TL_TRY(tl_cuda_dnn(p.device, OP_NAME, &handle, &stream));
-    pthread_mutex_lock(&cache_lock);
-    tl_status status = TL_OK;
-    size_t bucket = bucket_of(&p);
-    cached *c = buckets[bucket];
-    while (c && memcmp(&c->key, &p, sizeof p) != 0) c = c->next;
-    if (!c) {
-        if (kept >= MOST_KEPT) forget_all();
-        c = calloc(1, sizeof *c);
-        if (!c) status = tl_error(TL_ERR_MEMORY, "%s: out of host memory for a plan", OP_NAME);
-        if (status == TL_OK) status = build(handle, &p, c);
-        if (status == TL_OK) {
-            c->key = p;
-            c->next = buckets[bucket];
-            buckets[bucket] = c;
-            kept++;
-        } else {
-            free(c);
-            c = NULL;
-        }
-    }
+    pthread_mutex_lock(&cache.lock);
+    build_args args = {handle, &p};
+    tl_dnn_entry *entry = NULL;
+    tl_status status = tl_dnn_cache_get(&cache, &p, build_entry, &args, OP_NAME, &entry);
+    const cached *c = (const cached *)entry;
     void *workspace = NULL;
     if (status == TL_OK && c->workspace)
         status = tl_cuda_malloc(p.device, (size_t)c->workspace, OP_NAME, &workspace);
     if (status == TL_OK)
         status = execute(handle, c, tl_data(input), tl_data(weight), tl_data(output), workspace);
-    pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_unlock(&cache.lock);
     if (workspace) tl_cuda_free(p.device, workspace);
     return status;
 }

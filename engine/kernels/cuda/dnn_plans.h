@@ -1,0 +1,52 @@
+/* Internal: what the kernels on cuDNN's graph (backend) API share (conv_dnn.c, attention_dnn.c):
+   an attribute setter that stops at the first failure, and a bounded cache of execution plans
+   keyed by a problem's bytes. */
+#ifndef TLUA_KERNELS_CUDA_DNN_PLANS_H
+#define TLUA_KERNELS_CUDA_DNN_PLANS_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "core/cuda/dnn.h"
+
+/* Sets one attribute of d unless an earlier step of *status failed. */
+void tl_dnn_set(cudnnStatus_t *status, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                cudnnBackendAttributeType_t type, int64_t count, const void *values);
+/* Destroys *d when there is one, and clears it. */
+void tl_dnn_destroy(cudnnBackendDescriptor_t *d);
+
+/* The head of a kept plan, the first member of its user's struct: the plan and the descriptors
+   it was built from (parts[0 .. parts_used): the plan refers to them), destroyed with it. */
+typedef struct tl_dnn_entry {
+    struct tl_dnn_entry *next;
+    cudnnBackendDescriptor_t plan;
+    cudnnBackendDescriptor_t *parts;
+    int parts_used;
+} tl_dnn_entry;
+
+enum { TL_DNN_BUCKETS = 1024 };
+
+/* Plans by problem: key_size bytes at key_offset of each entry (a key is compared as bytes: zero
+   its padding), entries of entry_size bytes, at most `most` kept (past it, every plan goes and
+   the cache fills again: ever new shapes keep a bounded host memory). lock is held by the user
+   from tl_dnn_cache_get to the end of the plan's launch, so that no call drops a plan another
+   one runs. Initialize with {.lock = PTHREAD_MUTEX_INITIALIZER, .key_offset, .key_size,
+   .entry_size, .most}. */
+typedef struct tl_dnn_cache {
+    pthread_mutex_t lock;
+    size_t key_offset, key_size, entry_size;
+    int most, kept;
+    tl_dnn_entry *buckets[TL_DNN_BUCKETS];
+} tl_dnn_cache;
+
+/* The destroyed descriptors of an entry (its plan and parts); the entry itself stays. */
+void tl_dnn_forget(tl_dnn_entry *entry);
+
+/* With cache->lock held: the entry of key, or a new one (zeroed, key copied) that build(entry,
+   arg) fills and that is kept when it returns TL_OK (freed otherwise, with its descriptors).
+   *entry is NULL on failure. */
+tl_status tl_dnn_cache_get(tl_dnn_cache *cache, const void *key,
+                           tl_status (*build)(tl_dnn_entry *entry, void *arg), void *arg,
+                           const char *op, tl_dnn_entry **entry);
+
+#endif
