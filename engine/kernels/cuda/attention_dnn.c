@@ -2,7 +2,6 @@
    (backend) API: the forward and backward graphs, an execution plan built once per problem and
    kept, and the calls that bind their pointers and run; a problem cuDNN cannot run is declined. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +64,7 @@ typedef struct cached {
     char declined[160]; /* "" for a plan, else why cuDNN cannot run the problem */
 } cached;
 
-static tl_dnn_cache cache = {.lock = PTHREAD_MUTEX_INITIALIZER,
-                             .key_offset = offsetof(cached, key),
+static tl_dnn_cache cache = {.key_offset = offsetof(cached, key),
                              .key_size = sizeof(problem),
                              .entry_size = sizeof(cached),
                              .most = MOST_KEPT};
@@ -578,7 +576,7 @@ static tl_status run(direction dir, const tl_attention_dnn_call *call, bool *dec
     TL_TRY(tl_cuda_dnn(p.device, op, &handle, &stream));
     if (call->stream && call->stream != stream)
         return decline(declined, "a stream other than the device's (cuDNN's handle is bound)");
-    pthread_mutex_lock(&cache.lock);
+    tl_dnn_lock();
     build_args args = {handle, &p, op};
     tl_dnn_entry *entry = NULL;
     /* a declined problem is kept too: it is not tried again */
@@ -593,7 +591,7 @@ static tl_status run(direction dir, const tl_attention_dnn_call *call, bool *dec
         if (bytes) status = tl_cuda_malloc(p.device, (size_t)bytes, op, &workspace);
         if (status == TL_OK) status = execute(handle, c, call, workspace, op);
     }
-    pthread_mutex_unlock(&cache.lock);
+    tl_dnn_unlock();
     if (workspace) tl_cuda_free(p.device, workspace);
     return status;
 }

@@ -1,6 +1,5 @@
 /* CUDA conv2d on cuDNN's graph (backend) API: the forward product and the two gradients, each an
    execution plan built once per problem and kept, so that a call binds its pointers and runs. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,8 +35,7 @@ typedef struct cached {
     int64_t workspace;
 } cached;
 
-static tl_dnn_cache cache = {.lock = PTHREAD_MUTEX_INITIALIZER,
-                             .key_offset = offsetof(cached, key),
+static tl_dnn_cache cache = {.key_offset = offsetof(cached, key),
                              .key_size = sizeof(problem),
                              .entry_size = sizeof(cached),
                              .most = MOST_KEPT};
@@ -292,7 +290,7 @@ static tl_status run(int dir, tl_tensor *out, const tl_tensor *a, const tl_tenso
     cudnnHandle_t handle;
     cudaStream_t stream;
     TL_TRY(tl_cuda_dnn(p.device, OP_NAME, &handle, &stream));
-    pthread_mutex_lock(&cache.lock);
+    tl_dnn_lock();
     build_args args = {handle, &p};
     tl_dnn_entry *entry = NULL;
     tl_status status = tl_dnn_cache_get(&cache, &p, build_entry, &args, OP_NAME, &entry);
@@ -302,7 +300,7 @@ static tl_status run(int dir, tl_tensor *out, const tl_tensor *a, const tl_tenso
         status = tl_cuda_malloc(p.device, (size_t)c->workspace, OP_NAME, &workspace);
     if (status == TL_OK)
         status = execute(handle, c, tl_data(input), tl_data(weight), tl_data(output), workspace);
-    pthread_mutex_unlock(&cache.lock);
+    tl_dnn_unlock();
     if (workspace) tl_cuda_free(p.device, workspace);
     return status;
 }

@@ -1,10 +1,21 @@
-/* The shared pieces of the kernels on cuDNN's graph API: the attribute setter and the bounded
-   cache of execution plans (a hash table of problems' bytes, FNV-1a). */
+/* The shared pieces of the kernels on cuDNN's graph API: their one lock, the attribute setter and
+   the bounded cache of execution plans (a hash table of problems' bytes, FNV-1a). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/dnn_plans.h"
+
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tl_dnn_lock(void) {
+    pthread_mutex_lock(&graph_lock);
+}
+
+void tl_dnn_unlock(void) {
+    pthread_mutex_unlock(&graph_lock);
+}
 
 void tl_dnn_set(cudnnStatus_t *status, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
                 cudnnBackendAttributeType_t type, int64_t count, const void *values) {

@@ -4,7 +4,6 @@
 #ifndef TLUA_KERNELS_CUDA_DNN_PLANS_H
 #define TLUA_KERNELS_CUDA_DNN_PLANS_H
 
-#include <pthread.h>
 #include <stddef.h>
 
 #include "core/cuda/dnn.h"
@@ -26,14 +25,18 @@ typedef struct tl_dnn_entry {
 
 enum { TL_DNN_BUCKETS = 1024 };
 
+/* The lock of every plan cache and of the calls that run their plans: held by a user from
+   tl_dnn_cache_get to the end of the plan's launch, so that no call drops a plan another one
+   runs, and so that two host threads never use a device's cuDNN handle at once (the graph
+   kernels share it). */
+void tl_dnn_lock(void);
+void tl_dnn_unlock(void);
+
 /* Plans by problem: key_size bytes at key_offset of each entry (a key is compared as bytes: zero
    its padding), entries of entry_size bytes, at most `most` kept (past it, every plan goes and
-   the cache fills again: ever new shapes keep a bounded host memory). lock is held by the user
-   from tl_dnn_cache_get to the end of the plan's launch, so that no call drops a plan another
-   one runs. Initialize with {.lock = PTHREAD_MUTEX_INITIALIZER, .key_offset, .key_size,
-   .entry_size, .most}. */
+   the cache fills again: ever new shapes keep a bounded host memory). Initialize with
+   {.key_offset, .key_size, .entry_size, .most}; use with tl_dnn_lock held. */
 typedef struct tl_dnn_cache {
-    pthread_mutex_t lock;
     size_t key_offset, key_size, entry_size;
     int most, kept;
     tl_dnn_entry *buckets[TL_DNN_BUCKETS];
@@ -42,7 +45,7 @@ typedef struct tl_dnn_cache {
 /* The destroyed descriptors of an entry (its plan and parts); the entry itself stays. */
 void tl_dnn_forget(tl_dnn_entry *entry);
 
-/* With cache->lock held: the entry of key, or a new one (zeroed, key copied) that build(entry,
+/* With tl_dnn_lock held: the entry of key, or a new one (zeroed, key copied) that build(entry,
    arg) fills and that is kept when it returns TL_OK (freed otherwise, with its descriptors).
    *entry is NULL on failure. */
 tl_status tl_dnn_cache_get(tl_dnn_cache *cache, const void *key,
