@@ -1,14 +1,14 @@
 /* bench/hopper_gemm.cu: the Hopper (sm_90a) bf16 GEMM core's prototype (issue 31): TMA loads, an
  * mbarrier ring, warp-specialized wgmma, persistent tiles; checked against a float32 kernel and
  * timed against cuBLAS. */
-/* Standalone (the engine's build targets sm_80 and sm_90, not 90a): build and run on a Hopper GPU
-   with
+/* Outside the engine (whose kernels target sm_80 and sm_90, not 90a): the build makes it as
+   build/bench_hopper_gemm (CMakeLists.txt), or by hand
      nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -Ibench -o hopper_gemm \
        bench/hopper_gemm.cu -lcublas -lcuda
-     ./hopper_gemm [all|test|bench|epi|sweep|probe]
-   (plain -arch=sm_90a makes PTX for .target sm_90, where ptxas refuses wgmma and setmaxnreg).
-   On an H200: 790 TFLOP/s at 4096^3 against cuBLAS's 761 (1.04x); every checked size within bf16
-   rounding of the float32 reference. */
+   (plain -arch=sm_90a makes PTX for .target sm_90, where ptxas refuses wgmma and setmaxnreg);
+   run on a Hopper GPU: bench_hopper_gemm [all|test|bench|epi|sweep|probe]. On an H200: 773
+   TFLOP/s at 4096^3 against cuBLAS's 753 (1.03x); every checked size within bf16 rounding of the
+   float32 reference. */
 /*
  * C[M,N] (row-major bf16) = A[M,K] (row-major bf16) * op(B), fp32 accumulation.
  *   TRANS_B = 0: B is given as [N,K] row-major (each output column's K values contiguous,
