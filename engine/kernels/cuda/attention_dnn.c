@@ -357,55 +357,6 @@ static void backward_graph(builder *g, const problem *p) {
     }
 }
 
-/* Whether a failed status means "cuDNN cannot run this problem" (decline) rather than a fault:
-   a NOT_SUPPORTED status, or a BAD_PARAM one (cuDNN's answer to a layout or size its engines do
-   not take), so that a problem the graph cannot describe falls back instead of failing. */
-static bool unsupported(cudnnStatus_t s) {
-    return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED ||
-           CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_BAD_PARAM;
-}
-
-/* The first plan of a heuristic mode's ranking that finalizes on this device and fits the
-   workspace limit, and its engine config (kept among the parts); c->head.plan stays NULL when none
-   does. The last failure of a candidate is left in *tried. */
-static cudnnStatus_t plan_from(cudnnHandle_t handle, builder *g, cudnnBackendDescriptor_t heur,
-                               cudnnStatus_t *tried) {
-    enum { RANKED = 8 };
-    cached *c = g->c;
-    cudnnBackendDescriptor_t configs[RANKED] = {0};
-    int64_t count = 0;
-    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-    for (int i = 0; !s && i < RANKED; i++)
-        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &configs[i]);
-    if (!s)
-        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, RANKED, &count, configs);
-    for (int64_t i = 0; !s && i < count && !c->head.plan; i++) {
-        cudnnBackendDescriptor_t candidate = NULL;
-        int64_t size = 0, returned = 0;
-        cudnnStatus_t t =
-            cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &candidate);
-        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]);
-        if (!t) t = cudnnBackendFinalize(candidate);
-        if (!t)
-            t = cudnnBackendGetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                         CUDNN_TYPE_INT64, 1, &returned, &size);
-        if (!t && size <= WORKSPACE_LIMIT && c->head.parts_used < MOST_PARTS) {
-            c->head.plan = candidate, c->workspace = size;
-            c->parts[c->head.parts_used++] = configs[i];
-            configs[i] = NULL;
-        } else {
-            if (t) *tried = t;
-            if (!t) *tried = CUDNN_STATUS_NOT_SUPPORTED; /* over the workspace limit */
-            if (candidate) cudnnBackendDestroyDescriptor(candidate);
-        }
-    }
-    for (int i = 0; i < RANKED; i++) tl_dnn_destroy(&configs[i]);
-    return s;
-}
-
 /* Builds the problem's graph and plan into c; a problem cuDNN cannot run gets c->declined. */
 static tl_status build(cudnnHandle_t handle, const problem *p, cached *c, const char *op) {
     c->head.parts = c->parts;
@@ -424,28 +375,19 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c, const 
     tl_dnn_set(&g.status, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     finalize(&g, graph);
     cudnnStatus_t s = g.status, tried = CUDNN_STATUS_SUCCESS;
-    const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    for (size_t m = 0; !s && m < sizeof modes / sizeof modes[0] && !c->head.plan; m++) {
-        cudnnBackendDescriptor_t heur = NULL;
-        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
-        tl_dnn_set(&s, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                   1, &graph);
-        tl_dnn_set(&s, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
-        if (!s) s = cudnnBackendFinalize(heur);
-        if (!s) s = plan_from(handle, &g, heur, &tried);
-        if (heur) cudnnBackendDestroyDescriptor(heur);
-        if (unsupported(s)) { /* this mode ranks nothing: try the next */
-            if (!tried) tried = s;
-            s = CUDNN_STATUS_SUCCESS;
-        }
-    }
+    /* the plan refers to its engine config: kept among the parts */
+    if (!s && c->head.parts_used == MOST_PARTS) s = CUDNN_STATUS_INTERNAL_ERROR;
+    if (!s)
+        s = tl_dnn_choose_plan(handle, graph, NULL, NULL, WORKSPACE_LIMIT, &c->head.plan,
+                               &c->parts[c->head.parts_used], &c->workspace, &tried);
     if (c->head.plan) {
+        c->head.parts_used++;
         if (p->direction == BACKWARD) /* delta [B, H, T] and the accumulator [B, H, T, D] */
             c->scratch = p->B * p->H * p->T * (p->deterministic ? 1 : 1 + p->D) * 4;
         return TL_OK;
     }
     tl_dnn_forget(&c->head);
-    if (s && !unsupported(s)) return tl_cudnn_fail(s, op, "building its plan");
+    if (s && !tl_dnn_unsupported(s)) return tl_cudnn_fail(s, op, "building its plan");
     if (g.status)
         snprintf(c->declined, sizeof c->declined, "cuDNN does not take the attention graph: %s",
                  cudnnGetErrorString(g.status));

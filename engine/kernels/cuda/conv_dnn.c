@@ -27,7 +27,7 @@ typedef struct problem {
 } problem;
 
 /* A kept plan: the descriptors it was built from live while it does (the plan refers to them). */
-enum { PARTS = 8 };
+enum { PARTS = 7 };
 typedef struct cached {
     tl_dnn_entry head;
     problem key;
@@ -121,7 +121,8 @@ static cudnnStatus_t make_operation(const problem *p, cudnnBackendDescriptor_t x
 /* Whether an engine config keeps the problem's precision: float32 products in float32 unless
    TF32 is allowed (tl_set_matmul_precision("high")), and for every dtype no reduction in a type
    narrower than float32. */
-static bool keeps_precision(const problem *p, cudnnBackendDescriptor_t config) {
+static bool keeps_precision(cudnnBackendDescriptor_t config, const void *problem_of) {
+    const problem *p = problem_of;
     cudnnBackendDescriptor_t engine = NULL;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine)) return false;
     int64_t count = 0;
@@ -142,45 +143,6 @@ static bool keeps_precision(const problem *p, cudnnBackendDescriptor_t config) {
     return ok;
 }
 
-/* The first plan of a heuristic mode's ranking that keeps the precision, finalizes on this
-   device and fits the workspace limit, and its engine config (kept in *config, the other ranked
-   ones destroyed); *plan stays NULL when none does. */
-static cudnnStatus_t plan_from(cudnnHandle_t handle, const problem *p,
-                               cudnnBackendDescriptor_t heuristics, cudnnBackendDescriptor_t *plan,
-                               cudnnBackendDescriptor_t *config, int64_t *workspace) {
-    enum { RANKED = 16 };
-    cudnnBackendDescriptor_t configs[RANKED] = {0};
-    int64_t count = 0;
-    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-    for (int i = 0; !s && i < RANKED; i++)
-        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &configs[i]);
-    if (!s)
-        s = cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, RANKED, &count, configs);
-    for (int64_t i = 0; !s && i < count && !*plan; i++) {
-        if (!keeps_precision(p, configs[i])) continue;
-        cudnnBackendDescriptor_t candidate = NULL;
-        int64_t size = 0, returned = 0;
-        cudnnStatus_t t =
-            cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &candidate);
-        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]);
-        if (!t) t = cudnnBackendFinalize(candidate);
-        if (!t)
-            t = cudnnBackendGetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                         CUDNN_TYPE_INT64, 1, &returned, &size);
-        if (!t && size <= WORKSPACE_LIMIT) {
-            *plan = candidate, *workspace = size, *config = configs[i];
-            configs[i] = NULL;
-        } else if (candidate) {
-            cudnnBackendDestroyDescriptor(candidate);
-        }
-    }
-    for (int i = 0; i < RANKED; i++) tl_dnn_destroy(&configs[i]);
-    return s;
-}
-
 /* Builds the problem's plan into c: its tensors, geometry, operation and graph, then the plans
    of cuDNN's heuristics (mode A, then the fallback engines) until one is taken. */
 static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
@@ -190,7 +152,7 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
     tl_cudnn_types((tl_dtype)p->dtype, &data, &compute);
     cudnnBackendDescriptor_t *x = &c->parts[0], *w = &c->parts[1], *y = &c->parts[2],
                              *conv = &c->parts[3], *op = &c->parts[4], *graph = &c->parts[5],
-                             *heuristics = &c->parts[6], *config = &c->parts[7];
+                             *config = &c->parts[6];
     cudnnStatus_t s = make_tensor(UID_X, data, p->input, p->alignment, x);
     if (!s) s = make_tensor(UID_W, data, p->weight, p->alignment, w);
     if (!s) s = make_tensor(UID_Y, data, p->output, p->alignment, y);
@@ -204,23 +166,17 @@ static tl_status build(cudnnHandle_t handle, const problem *p, cached *c) {
         tl_dnn_forget(&c->head);
         return tl_cudnn_fail(s, OP_NAME, "describing the problem");
     }
-    const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    for (size_t m = 0; m < sizeof modes / sizeof modes[0] && !c->head.plan; m++) {
-        tl_dnn_destroy(heuristics);
-        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, heuristics);
-        tl_dnn_set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, graph);
-        tl_dnn_set(&s, *heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
-        if (!s) s = cudnnBackendFinalize(*heuristics);
-        if (!s) s = plan_from(handle, p, *heuristics, &c->head.plan, config, &c->workspace);
-    }
+    cudnnStatus_t tried;
+    s = tl_dnn_choose_plan(handle, *graph, keeps_precision, p, WORKSPACE_LIMIT, &c->head.plan,
+                           config, &c->workspace, &tried);
     if (!c->head.plan) {
         tl_dnn_forget(&c->head);
         return s ? tl_cudnn_fail(s, OP_NAME, "choosing an engine")
                  : tl_error(TL_ERR_RUNTIME,
                             "%s: cuDNN has no engine for this convolution that keeps its "
-                            "precision within a workspace of %lld bytes",
-                            OP_NAME, (long long)WORKSPACE_LIMIT);
+                            "precision within a workspace of %lld bytes (%s)",
+                            OP_NAME, (long long)WORKSPACE_LIMIT,
+                            tried ? cudnnGetErrorString(tried) : "none ranked");
     }
     return TL_OK;
 }

@@ -28,6 +28,82 @@ void tl_dnn_destroy(cudnnBackendDescriptor_t *d) {
     *d = NULL;
 }
 
+bool tl_dnn_unsupported(cudnnStatus_t status) {
+    return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED ||
+           CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_BAD_PARAM;
+}
+
+/* the engine configs of a heuristic mode's ranking that are tried */
+enum { RANKED = 16 };
+
+/* The first of heur's ranked configs that qualifies (tl_dnn_choose_plan), into *plan, *config
+   and *workspace; the other configs destroyed. */
+static cudnnStatus_t plan_of_ranking(cudnnHandle_t handle, cudnnBackendDescriptor_t heur,
+                                     bool (*accept)(cudnnBackendDescriptor_t, const void *),
+                                     const void *arg, int64_t limit, cudnnBackendDescriptor_t *plan,
+                                     cudnnBackendDescriptor_t *config, int64_t *workspace,
+                                     cudnnStatus_t *tried) {
+    cudnnBackendDescriptor_t configs[RANKED] = {0};
+    int64_t count = 0;
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    for (int i = 0; !s && i < RANKED; i++)
+        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &configs[i]);
+    if (!s)
+        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, RANKED, &count, configs);
+    for (int64_t i = 0; !s && i < count && !*plan; i++) {
+        if (accept && !accept(configs[i], arg)) continue;
+        cudnnBackendDescriptor_t candidate = NULL;
+        int64_t size = 0, returned = 0;
+        cudnnStatus_t t =
+            cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &candidate);
+        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        tl_dnn_set(&t, candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i]);
+        if (!t) t = cudnnBackendFinalize(candidate);
+        if (!t)
+            t = cudnnBackendGetAttribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                         CUDNN_TYPE_INT64, 1, &returned, &size);
+        if (!t && size <= limit) {
+            *plan = candidate, *workspace = size, *config = configs[i];
+            configs[i] = NULL;
+        } else {
+            *tried = t ? t : CUDNN_STATUS_NOT_SUPPORTED; /* over the workspace limit */
+            tl_dnn_destroy(&candidate);
+        }
+    }
+    for (int i = 0; i < RANKED; i++) tl_dnn_destroy(&configs[i]);
+    return s;
+}
+
+cudnnStatus_t tl_dnn_choose_plan(cudnnHandle_t handle, cudnnBackendDescriptor_t graph,
+                                 bool (*accept)(cudnnBackendDescriptor_t config, const void *arg),
+                                 const void *arg, int64_t limit, cudnnBackendDescriptor_t *plan,
+                                 cudnnBackendDescriptor_t *config, int64_t *workspace,
+                                 cudnnStatus_t *tried) {
+    *plan = *config = NULL;
+    *workspace = 0;
+    *tried = CUDNN_STATUS_SUCCESS;
+    const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    for (size_t m = 0; !s && m < sizeof modes / sizeof modes[0] && !*plan; m++) {
+        cudnnBackendDescriptor_t heur = NULL;
+        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+        tl_dnn_set(&s, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                   1, &graph);
+        tl_dnn_set(&s, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
+        if (!s) s = cudnnBackendFinalize(heur);
+        if (!s)
+            s = plan_of_ranking(handle, heur, accept, arg, limit, plan, config, workspace, tried);
+        tl_dnn_destroy(&heur);
+        if (tl_dnn_unsupported(s)) { /* this mode ranks nothing: try the next */
+            if (!*tried) *tried = s;
+            s = CUDNN_STATUS_SUCCESS;
+        }
+    }
+    return s;
+}
+
 void tl_dnn_forget(tl_dnn_entry *entry) {
     tl_dnn_destroy(&entry->plan);
     for (int i = 0; i < entry->parts_used; i++) tl_dnn_destroy(&entry->parts[i]);

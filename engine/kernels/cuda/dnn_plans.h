@@ -4,7 +4,9 @@
 #ifndef TLUA_KERNELS_CUDA_DNN_PLANS_H
 #define TLUA_KERNELS_CUDA_DNN_PLANS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/cuda/dnn.h"
 
@@ -41,6 +43,24 @@ typedef struct tl_dnn_cache {
     int most, kept;
     tl_dnn_entry *buckets[TL_DNN_BUCKETS];
 } tl_dnn_cache;
+
+/* Whether a failed status means "cuDNN cannot run this" rather than a fault: NOT_SUPPORTED, or
+   BAD_PARAM (cuDNN's answer to a layout or size its engines do not take). */
+bool tl_dnn_unsupported(cudnnStatus_t status);
+
+/* The plan of the finalized operation graph that cuDNN's heuristics rank first (mode A, then the
+   fallback engines; the first 16 configs of each) among the engine configs accept takes (accept
+   NULL: all), that finalize on this device and need at most `limit` bytes of workspace: *plan,
+   its engine config *config (both the caller's to destroy: the plan refers to the config) and
+   *workspace. Returns the failure of the heuristics themselves (a mode that cannot rank the
+   graph, tl_dnn_unsupported, is skipped). *plan stays NULL when no candidate qualifies; *tried
+   then holds the last candidate's failure (NOT_SUPPORTED for one over the limit, SUCCESS when
+   none was ranked). */
+cudnnStatus_t tl_dnn_choose_plan(cudnnHandle_t handle, cudnnBackendDescriptor_t graph,
+                                 bool (*accept)(cudnnBackendDescriptor_t config, const void *arg),
+                                 const void *arg, int64_t limit, cudnnBackendDescriptor_t *plan,
+                                 cudnnBackendDescriptor_t *config, int64_t *workspace,
+                                 cudnnStatus_t *tried);
 
 /* The destroyed descriptors of an entry (its plan and parts); the entry itself stays. */
 void tl_dnn_forget(tl_dnn_entry *entry);
