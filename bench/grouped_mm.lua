@@ -14,8 +14,11 @@
 -- loop64_*: shape gmm64 with the even split as G separate matmuls of per-group leaf tensors
 -- (A_g [T / G, K], B_g [K, N]; backward: one y_g:backward(g_g) per group): tlua's own loop figure;
 -- scripts/bench-cuda compares tl.grouped_mm with torch's loop (bench/grouped_mm.py).
--- offsets are an int64 CPU tensor made once (grouped_mm reads them on the host).
+-- offsets are int32 on the device, as torch's side has them (on a Hopper GPU grouped_mm reads them
+-- there and never waits; elsewhere it reads them on the host).
 -- Each figure: the median time of one call (synchronised, after warm-up). Prints "key value" lines.
+-- dense4096_*: a bf16 4096^3 product as grouped_mm with one group (on a Hopper GPU tlua's own GEMM
+-- core) and as tl.matmul (cuBLAS), cuda only.
 -- usage: tlua bench/grouped_mm.lua [--device cpu|cuda] [--dtype bfloat16|float32|...] [--small]
 --          [--repeats N] [--warmup N] [--threads N]
 -- defaults: cuda: bfloat16, 50 repeats, 5 warm-ups; cpu: bfloat16, 3 repeats, 1 warm-up;
@@ -93,7 +96,7 @@ local function ends_of(sizes)
     sum = sum + n
     ends[g] = sum
   end
-  return tl.tensor(ends, { dtype = "int64" })
+  return tl.tensor(ends, { dtype = "int32" }):to(dev)
 end
 
 local function signature(sizes)
@@ -208,4 +211,20 @@ for _, sh in ipairs(shapes) do
   A, B, gout = nil, nil, nil
   collectgarbage("collect")
   collectgarbage("collect")
+end
+
+-- the Hopper core's check against cuBLAS: a dense bf16 product, 4096^3, as grouped_mm with one group
+-- (the core on a Hopper GPU) and as tl.matmul (cuBLAS), in the same run
+if cuda and not opts.small then
+  local M = 4096
+  local A = randn(M, M, { device = dev })
+  local B = randn(1, M, M, { device = dev })
+  local B1 = B:select(1, 1)
+  local offsets = tl.tensor({ M }, { dtype = "int32" }):to(dev)
+  local function core() tl.no_grad(function() local y <close> = tl.grouped_mm(A, B, offsets) end) end
+  local function cublas() tl.no_grad(function() local y <close> = A:matmul(B1) end) end
+  local t_core, t_blas = time(core), time(cublas)
+  t_core, t_blas = math.min(t_core, time(core)), math.min(t_blas, time(cublas))
+  report("dense4096_core_ms", t_core)
+  report("dense4096_cublas_ms", t_blas)
 end

@@ -92,6 +92,17 @@ static int cuda_get_device_name(lua_State *L) {
     return 1;
 }
 
+/* get_device_capability(device?): major, minor (default: the current device) */
+static int cuda_get_device_capability(lua_State *L) {
+    int major = 0, minor = 0;
+    if (tl_cuda_device_capability(device_index(L, 1, "get_device_capability"), &major, &minor) !=
+        TL_OK)
+        return tlb_fail(L);
+    lua_pushinteger(L, major);
+    lua_pushinteger(L, minor);
+    return 2;
+}
+
 /* host_waits(): how many times the host has waited for a GPU on tlua's behalf (tlua/cuda.h) */
 static int cuda_host_waits(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)tl_cuda_host_waits());
@@ -185,6 +196,7 @@ const luaL_Reg tlb_cuda_functions[] = {
     {"_cuda_synchronize", cuda_synchronize},
     {"_cuda_host_waits", cuda_host_waits},
     {"_cuda_get_device_name", cuda_get_device_name},
+    {"_cuda_get_device_capability", cuda_get_device_capability},
     {"_cuda_set_device", cuda_set_device},
     {"_cuda_current_device", cuda_current_device},
     {"_cuda_memory_stats", cuda_memory_stats},

@@ -43,6 +43,20 @@ static int rt_cudnn_enabled(lua_State *L) {
     return 1;
 }
 
+/* _set_hopper_gemm_enabled(bool) and _hopper_gemm_enabled(): tl.cuda's hopper_gemm_enabled */
+static int rt_set_hopper_gemm_enabled(lua_State *L) {
+    if (!lua_isboolean(L, 1))
+        return tlb_errorf(L, "set_hopper_gemm_enabled: argument 1 expected a boolean, got %s",
+                          tlb_typename(L, 1));
+    tl_set_hopper_gemm_enabled(lua_toboolean(L, 1));
+    return 0;
+}
+
+static int rt_hopper_gemm_enabled(lua_State *L) {
+    lua_pushboolean(L, tl_hopper_gemm_enabled());
+    return 1;
+}
+
 /* get_rng_state() -> an int64 tensor {seed, counter} (the seed's 64 bits as a signed integer):
    the one generator every device draws from (Philox blocks, counted), for a checkpoint */
 static int rt_get_rng_state(lua_State *L) {
@@ -322,6 +336,8 @@ const luaL_Reg tlb_runtime_functions[] = {
     {"get_rng_state", rt_get_rng_state},
     {"_set_cudnn_enabled", rt_set_cudnn_enabled},
     {"_cudnn_enabled", rt_cudnn_enabled},
+    {"_set_hopper_gemm_enabled", rt_set_hopper_gemm_enabled},
+    {"_hopper_gemm_enabled", rt_hopper_gemm_enabled},
     {"set_rng_state", rt_set_rng_state},
     {"cuda_device_count", rt_cuda_device_count},
     {"set_sync_checks", rt_set_sync_checks},

@@ -106,8 +106,9 @@ tl_status tl_ag_grouped_matmul(int count, tl_tensor *const *a, tl_tensor *const 
 }
 
 /* ---- grouped_mm: inputs a [T, K], b [G, K, N]; offsets are not differentiable ----------------
-   Saved: slot 0 a (if b needs its gradient), slot 1 b (if a needs its gradient), slot 2 the
-   offsets as int64 on the host (read from the device once, in forward). */
+   Saved: slot 0 a (if b needs its gradient), slot 1 b (if a needs its gradient), slot 2 a copy
+   of the offsets: on a's GPU where they are there, else int64 on the host (read once, in
+   forward). */
 enum { MM_A, MM_B };
 
 static tl_status grouped_mm_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
@@ -133,9 +134,14 @@ static tl_status record_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offset
         tl_mark_no_grad(2, inputs, *out);
         return TL_OK;
     }
-    /* backward reads the offsets twice: read them to the host once, here */
+    /* backward reads the offsets twice: offsets on a's GPU are copied there (no wait: the GPU
+       reads them), others read to the host once, here */
     tl_tensor *host = NULL;
-    if (offsets && (offsets->dtype == TL_I32 || offsets->dtype == TL_I64))
+    const bool integer = offsets && (offsets->dtype == TL_I32 || offsets->dtype == TL_I64);
+    if (integer && tl_tensor_device(a).type == TL_DEVICE_CUDA &&
+        tl_device_equal(tl_tensor_device(offsets), tl_tensor_device(a)))
+        TL_TRY(tl_clone(offsets, &host));
+    else if (integer)
         TL_TRY(tl_to(offsets, TL_I64, TL_CPU, &host));
     else
         host = tl_retain(offsets);

@@ -179,3 +179,111 @@ tl_status tl_gemm_grouped(tl_op op, tl_device device, const GemmGroupedParams *p
     if (!kernel) return tl_dispatch_status();
     return kernel->fn.gemm_grouped(device, p);
 }
+
+/* ---- segments ------------------------------------------------------------------------------ */
+static int64_t segment_rows(const GemmSegments *s) {
+    return s->kind == TL_GEMM_SEGMENT_ROWS ? s->m : s->k;
+}
+
+void tl_gemm_segment_ends(const GemmSegments *s, const void *host_ends, int64_t *ends) {
+    const int64_t rows = segment_rows(s);
+    int64_t previous = 0;
+    for (int64_t g = 0; g < s->groups; g++) {
+        int64_t e = s->ends_dtype == TL_I64 ? ((const int64_t *)host_ends)[g]
+                                            : ((const int32_t *)host_ends)[g];
+        e = e < previous ? previous : e > rows ? rows : e;
+        ends[g] = previous = e;
+    }
+}
+
+GemmGroup tl_gemm_segment_problem(const GemmSegments *s, const int64_t *ends, int64_t g) {
+    const size_t elem = tl_dtype_size(s->dtype);
+    const int64_t start = g > 0 ? ends[g - 1] : 0, rows = ends[g] - start;
+    const char *a = (const char *)s->a + (size_t)(start * s->lda) * elem;
+    /* row-major c = x y is column-major c^T = y^T x^T: GEMM's A is y, its B is x */
+    if (s->kind == TL_GEMM_SEGMENT_ROWS)
+        return (GemmGroup){.trans_a = s->b_transposed,
+                           .trans_b = false,
+                           .m = s->n,
+                           .n = rows,
+                           .k = s->k,
+                           .lda = s->ldb,
+                           .ldb = s->lda,
+                           .ldc = s->ldc,
+                           .a = (const char *)s->b + (size_t)(g * s->stride_b) * elem,
+                           .b = a,
+                           .c = (char *)s->c + (size_t)(start * s->ldc) * elem};
+    /* c_g = x^T y with x, y the segment's rows: GEMM's B is x read transposed */
+    return (GemmGroup){.trans_a = false,
+                       .trans_b = true,
+                       .m = s->n,
+                       .n = s->m,
+                       .k = rows,
+                       .lda = s->ldb,
+                       .ldb = s->lda,
+                       .ldc = s->ldc,
+                       .a = (const char *)s->b + (size_t)(start * s->ldb) * elem,
+                       .b = a,
+                       .c = (char *)s->c + (size_t)(g * s->stride_c) * elem};
+}
+
+bool tl_gemm_segment_zeros(const GemmSegments *s, const int64_t *ends, int64_t i, void **first,
+                           int64_t *rows) {
+    const size_t elem = tl_dtype_size(s->dtype);
+    const int64_t start = i > 0 ? ends[i - 1] : 0;
+    if (s->kind == TL_GEMM_SEGMENT_ROWS) {
+        /* the tail after the last end; every segment when there is no k to sum over */
+        const int64_t end = i == s->groups ? s->m : ends[i];
+        if (end == start || (i < s->groups && s->k > 0)) return false;
+        *first = (char *)s->c + (size_t)(start * s->ldc) * elem;
+        *rows = end - start;
+        return true;
+    }
+    if (i == s->groups || ends[i] > start || s->m == 0) return false;
+    *first = (char *)s->c + (size_t)(i * s->stride_c) * elem;
+    *rows = s->m;
+    return true;
+}
+
+/* A matrix of rows x cols (row-major, ld apart) that must be there. */
+static tl_status check_matrix(const char *op, const char *what, const void *p, int64_t rows,
+                              int64_t cols, int64_t ld) {
+    if (rows > 0 && cols > 0 && !p)
+        return tl_error(TL_ERR_ARGUMENT, "%s: segmented gemm got a NULL %s", op, what);
+    if (rows > 1 && ld < cols)
+        return tl_error(TL_ERR_ARGUMENT,
+                        "%s: segmented gemm: %s's rows are %lld apart, under its "
+                        "%lld columns",
+                        op, what, (long long)ld, (long long)cols);
+    return TL_OK;
+}
+
+tl_status tl_gemm_segmented(tl_op op, tl_device device, const GemmSegments *s) {
+    const char *name = tl_op_info_of(op)->name;
+    if (!s) return tl_error(TL_ERR_ARGUMENT, "%s: segmented gemm got no description", name);
+    if (s->groups < 0 || s->m < 0 || s->n < 0 || s->k < 0)
+        return tl_error(TL_ERR_ARGUMENT, "%s: segmented gemm got a negative size", name);
+    if (!tl_dtype_is_floating(s->dtype))
+        return tl_error(TL_ERR_DTYPE, "%s: segmented gemm needs a floating dtype, got %s", name,
+                        tl_dtype_name(s->dtype));
+    if ((s->ends_dtype != TL_I32 && s->ends_dtype != TL_I64) || (s->groups > 0 && !s->ends))
+        return tl_error(TL_ERR_ARGUMENT, "%s: segmented gemm needs int32 or int64 ends", name);
+    const bool rows = s->kind == TL_GEMM_SEGMENT_ROWS;
+    const int64_t all = segment_rows(s);
+    const int64_t b_rows = rows ? (s->b_transposed ? s->n : s->k) : all;
+    const int64_t b_cols = rows ? (s->b_transposed ? s->k : s->n) : s->n;
+    TL_TRY(check_matrix(name, "a", s->a, all, rows ? s->k : s->m, s->lda));
+    TL_TRY(check_matrix(name, "b", s->b, s->groups > 0 ? b_rows : 0, b_cols, s->ldb));
+    TL_TRY(check_matrix(name, "c", s->c, s->m, s->n, s->ldc));
+    if (rows ? s->stride_b < 0 : s->stride_c < 0)
+        return tl_error(TL_ERR_ARGUMENT, "%s: segmented gemm got a negative stride", name);
+    const int ndims[3] = {3, 3, 3};
+    const int64_t shapes[3][TL_MAX_DIMS] = {
+        {s->groups, s->m, s->n}, {s->groups, s->m, s->k}, {s->groups, s->k, s->n}};
+    const tl_kernel_entry *kernel = tl_dispatch_shapes(op, device, s->dtype, 3, ndims, shapes);
+    if (!kernel) return tl_dispatch_status();
+    if (s->m == 0 || s->n == 0 || (!rows && s->groups == 0)) return TL_OK;
+    GemmGroupedParams params = tl_gemm_grouped_params(0, NULL, s->dtype);
+    params.segments = s;
+    return kernel->fn.gemm_grouped(device, &params);
+}

@@ -86,16 +86,47 @@ typedef struct GemmGroup {
     void *c;
 } GemmGroup;
 
+/* G products cut from whole row-major matrices by segments of their rows, the segments given by
+   cumulative ends (s_0 = 0, s_g = e_{g-1}, e_g = ends[g]; the rows: m for ROWS, k for REDUCTION):
+   ROWS:      c[s_g:e_g) = a[s_g:e_g) @ b_g for g < groups: a [m, k], c [m, n], b_g [k, n] the g-th
+              matrix of b, stride_b elements apart (b_transposed: each stored [n, k]); the rows of
+              c from the last end on are written zeros (all of c when k is 0).
+   REDUCTION: c_g = a[s_g:e_g)^T @ b[s_g:e_g) for g < groups: a [k, m], b [k, n], c_g [m, n] the
+              g-th matrix of c, stride_c elements apart; an empty segment's c_g is written zeros.
+   Rows are ld elements apart (unit column stride). The ends (int32 or int64, nondecreasing,
+   within [0, rows]) are host memory (ends_on_host) or the operands' device's: there a kernel reads
+   them where it runs, without the host waiting where it can (clamping each into [the previous
+   end, rows]; the op checks them). One dtype throughout, alpha 1, beta 0. */
+typedef enum tl_gemm_segment_kind {
+    TL_GEMM_SEGMENT_ROWS,
+    TL_GEMM_SEGMENT_REDUCTION,
+} tl_gemm_segment_kind;
+
+typedef struct GemmSegments {
+    tl_gemm_segment_kind kind;
+    int64_t groups, m, n, k;
+    const void *ends;
+    tl_dtype ends_dtype;
+    bool ends_on_host;
+    const void *a, *b;
+    void *c;
+    int64_t lda, ldb, ldc, stride_b, stride_c;
+    bool b_transposed;
+    tl_dtype dtype; /* a, b and c */
+} GemmSegments;
+
 /* G independent GEMMs of free sizes, C_g = alpha * op(A_g) op(B_g) + beta * C_g, sharing
    alpha, beta and the dtypes (the combinations tl_gemm takes), run as one grouped launch
    where the device has one (cuBLAS's grouped batched GEMM; OpenBLAS per group on the CPU).
    A problem with m, n or k zero is skipped: its C is left as it is (a caller that wants
-   zeros there writes them). The C_g must not overlap one another. */
+   zeros there writes them). The C_g must not overlap one another. Or, with segments set (and
+   no groups), the problems a GemmSegments describes (tl_gemm_segmented). */
 typedef struct GemmGroupedParams {
     int64_t group_count;
     const GemmGroup *groups;
     float alpha, beta;
     tl_dtype input_dtype, output_dtype, compute_dtype;
+    const GemmSegments *segments;
 } GemmGroupedParams;
 
 /* C_g = A_g B_g (alpha 1, beta 0) for the group_count problems of groups, all of one dtype. */
@@ -107,14 +138,14 @@ static inline GemmGroupedParams tl_gemm_grouped_params(int64_t group_count, cons
                                 .beta = 0.0f,
                                 .input_dtype = dtype,
                                 .output_dtype = dtype,
-                                .compute_dtype = tl_gemm_compute_dtype(dtype)};
+                                .compute_dtype = tl_gemm_compute_dtype(dtype),
+                                .segments = NULL};
     return params;
 }
 
-/* Problem g of a grouped GEMM as a single GemmParams (every field named, in order: CUDA C++
+/* Problem q of a grouped GEMM as a single GemmParams (every field named, in order: CUDA C++
    includes this header too). */
-static inline GemmParams tl_gemm_group_params(const GemmGroupedParams *p, int64_t g) {
-    const GemmGroup *q = &p->groups[g];
+static inline GemmParams tl_gemm_problem_params(const GemmGroupedParams *p, const GemmGroup *q) {
     GemmParams params = {.trans_a = q->trans_a,
                          .trans_b = q->trans_b,
                          .m = q->m,
@@ -136,8 +167,28 @@ static inline GemmParams tl_gemm_group_params(const GemmGroupedParams *p, int64_
     return params;
 }
 
+/* Problem g of the list of a grouped GEMM as a single GemmParams. */
+static inline GemmParams tl_gemm_group_params(const GemmGroupedParams *p, int64_t g) {
+    return tl_gemm_problem_params(p, &p->groups[g]);
+}
+
 /* Validates every problem as tl_gemm does and runs them on device, traced once under op
    (shapes in the trace: [G] then the largest m, n and k). */
 tl_status tl_gemm_grouped(tl_op op, tl_device device, const GemmGroupedParams *params);
+
+/* Validates s (sizes, leading dims, strides, the dtype) and runs its problems on device through
+   the device's grouped GEMM kernel, traced once under op (shapes: [G], then m, n and k). */
+tl_status tl_gemm_segmented(tl_op op, tl_device device, const GemmSegments *s);
+
+/* For kernels: the ends of s in host memory as int64 (*ends, s->groups of them), each clamped
+   into [the previous end, the rows] as a device kernel clamps them. */
+void tl_gemm_segment_ends(const GemmSegments *s, const void *host_ends, int64_t *ends);
+/* The column-major problem of segment g (tl_gemm_grouped's form; m, n or k 0 when it has
+   nothing to compute). */
+GemmGroup tl_gemm_segment_problem(const GemmSegments *s, const int64_t *ends, int64_t g);
+/* Block i (0 <= i <= groups) of c that no problem writes and that is zeros: its first element
+   (*first) and row count (*rows) of n elements each, ldc apart; false when block i is empty. */
+bool tl_gemm_segment_zeros(const GemmSegments *s, const int64_t *ends, int64_t i, void **first,
+                           int64_t *rows);
 
 #endif

@@ -1,10 +1,12 @@
-/* Grouped matrix products through tl_gemm_grouped, one launch per call: lists of matrices
-   (grouped_matmul) and row segments of one matrix times a stack of matrices (grouped_mm), with
-   their split backward ops. Every argument is checked before anything is allocated. */
+/* Grouped matrix products, one launch per call: lists of matrices (grouped_matmul, through
+   tl_gemm_grouped) and row segments of one matrix times a stack of matrices (grouped_mm, through
+   tl_gemm_segmented), with their split backward ops. Every argument is checked before anything is
+   allocated. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels/gemm.h"
+#include "tlua/nn.h"
 #include "tlua/ops.h"
 
 /* A product x [m, k] @ y [k, n] -> out [m, n] (a view into a fresh contiguous result). */
@@ -242,81 +244,129 @@ typedef enum segment_kind {
     SEGMENT_WEIGHT,  /* out [G, K, N], out[g] = a_g^T [K, m] @ grad_g [m, N] */
 } segment_kind;
 
+/* t as a row-major matrix (or stack of them: the last two dims) GEMM reads in place: unit column
+   stride, rows at least a row apart; a contiguous copy where it is not. *out is owned. */
+static tl_status row_major(const tl_tensor *t, tl_tensor **out) {
+    const int r = t->ndim - 2, c = t->ndim - 1;
+    const bool unit = t->shape[c] <= 1 || t->strides[c] == 1;
+    const bool rows = t->shape[r] <= 1 || t->strides[r] >= (t->shape[c] > 1 ? t->shape[c] : 1);
+    const bool stack = t->ndim == 2 || t->shape[0] <= 1 ||
+                       t->strides[0] >= (t->shape[r] > 1 ? t->shape[r] : 1) * t->strides[r];
+    if (unit && rows && stack) {
+        *out = tl_retain((tl_tensor *)t);
+        return TL_OK;
+    }
+    return tl_contiguous((tl_tensor *)t, out);
+}
+
+/* elements between the rows of a row-major matrix t (row_major's) */
+static int64_t row_stride(const tl_tensor *t) {
+    const int r = t->ndim - 2;
+    return t->shape[r] <= 1 ? (t->shape[r + 1] > 1 ? t->shape[r + 1] : 1) : t->strides[r];
+}
+
+/* Offsets on the operands' GPU stay there: each end in [0, rows] and each step from one end to the
+   next in [0, rows] (no decrease) is checked by index checks queued on the device (raised by the
+   next synchronization, at once under tl_set_sync_checks). */
+static tl_status check_device_offsets(const char *name, tl_tensor *offsets, int64_t rows) {
+    const tl_index_range range = {.op = name,
+                                  .what = "offsets",
+                                  .range_of = "the rows of the input",
+                                  .note = NULL,
+                                  .first = 0,
+                                  .count = rows + 1};
+    TL_TRY(tl_check_index_range(offsets, &range));
+    const int64_t groups = offsets->shape[0];
+    if (groups < 2) return TL_OK;
+    tl_tensor *later = NULL, *earlier = NULL, *steps = NULL;
+    tl_status status = tl_narrow(offsets, 0, 1, groups - 1, &later);
+    if (status == TL_OK) status = tl_narrow(offsets, 0, 0, groups - 1, &earlier);
+    if (status == TL_OK) status = tl_sub(later, earlier, &steps);
+    const tl_index_range step_range = {.op = name,
+                                       .what = "the steps between offsets",
+                                       .range_of = "a group's rows",
+                                       .note = "offsets must not decrease",
+                                       .first = 0,
+                                       .count = rows + 1};
+    if (status == TL_OK) status = tl_check_index_range(steps, &step_range);
+    tl_release(later), tl_release(earlier), tl_release(steps);
+    return status;
+}
+
 /* FORWARD: first = a [T, K], second = b [G, K, N]; INPUT: first = grad [T, N], second = b;
    WEIGHT: first = a [T, K], second = grad [T, N]. Shares dtype and device (checked by the
-   caller). Rows past the last end, and empty groups' weight gradients, are zeros. */
-static tl_status segments_at(tl_op op, segment_kind kind, tl_tensor *first, tl_tensor *second,
-                             const int64_t *ends, int64_t groups, const int64_t *out_shape,
-                             int out_ndim, tl_tensor **out) {
+   caller). One segmented GEMM: rows past the last end, and empty groups' weight gradients, are
+   zeros. Offsets on the operands' GPU are read there (no host wait where the kernel can); others
+   are read and checked on the host. */
+static tl_status segments(tl_op op, segment_kind kind, const tl_tensor *first_in,
+                          const tl_tensor *second_in, const tl_tensor *offsets, int64_t groups,
+                          const int64_t *out_shape, int out_ndim, tl_tensor **out) {
     const char *name = tl_op_info_of(op)->name;
-    int64_t rows = first->shape[0], covered = groups > 0 ? ends[groups - 1] : 0;
-    int64_t inner = kind == SEGMENT_FORWARD ? first->shape[1]
-                    : kind == SEGMENT_INPUT ? second->shape[2]
-                                            : 1;
-    tl_tensor *result;
-    tl_device device = tl_tensor_device(first);
-    /* an empty inner dim writes nothing: zeros throughout; else zeros only where no product
-       writes (rows past the last end; an empty group's weight gradient) */
-    TL_TRY(inner == 0 ? tl_zeros(out_shape, out_ndim, first->dtype, device, &result)
-                      : tl_empty(out_shape, out_ndim, first->dtype, device, &result));
-    tl_status status = TL_OK;
-    for (int64_t g = 0; inner > 0 && status == TL_OK && g <= groups; g++) {
-        int64_t start = g > 0 ? ends[g - 1] : 0;
-        tl_tensor *unwritten = NULL;
-        if (kind != SEGMENT_WEIGHT && g == groups && covered < rows)
-            status = tl_narrow(result, 0, covered, rows - covered, &unwritten);
-        else if (kind == SEGMENT_WEIGHT && g < groups && ends[g] == start)
-            status = tl_select(result, 0, g, &unwritten);
-        if (status == TL_OK && unwritten) status = tl_fill_(unwritten, tl_scalar_float(0.0));
-        tl_release(unwritten);
-    }
-    products ps = {0};
-    if (status == TL_OK) status = products_new(name, groups, &ps);
-    for (int64_t g = 0; g < groups && status == TL_OK; g++) {
-        int64_t start = g > 0 ? ends[g - 1] : 0, m = ends[g] - start;
-        product *p = &ps.list[g];
-        tl_tensor *rows_g = NULL, *other = NULL;
-        status = tl_narrow(first, 0, start, m, &rows_g);
-        if (status == TL_OK)
-            status = kind == SEGMENT_WEIGHT ? tl_narrow(second, 0, start, m, &other)
-                                            : tl_select(second, 0, g, &other);
-        if (status == TL_OK) {
-            if (kind == SEGMENT_FORWARD) {
-                p->x = tl_retain(rows_g), p->y = tl_retain(other);
-            } else if (kind == SEGMENT_INPUT) {
-                p->x = tl_retain(rows_g);
-                status = tl_transpose(other, 0, 1, &p->y);
-            } else {
-                p->y = tl_retain(other);
-                status = tl_transpose(rows_g, 0, 1, &p->x);
-            }
+    const tl_device device = tl_tensor_device(first_in);
+    const int64_t rows = first_in->shape[0];
+    const bool on_device = offsets && device.type == TL_DEVICE_CUDA &&
+                           tl_device_equal(tl_tensor_device(offsets), device);
+    int64_t *host_ends = NULL;
+    tl_tensor *device_ends = NULL;
+    if (on_device) {
+        /* the same argument checks as read_offsets, then the values' checks queued */
+        if (offsets->dtype != TL_I32 && offsets->dtype != TL_I64)
+            return tl_error(TL_ERR_DTYPE, "%s: offsets must be int32 or int64, got %s", name,
+                            tl_dtype_name(offsets->dtype));
+        if (offsets->ndim != 1 || offsets->shape[0] != groups) {
+            char sh[256];
+            return tl_error(TL_ERR_SHAPE,
+                            "%s: offsets must be 1-D with one end per group (%lld), got shape %s",
+                            name, (long long)groups, tl_shape_str(offsets, sh, sizeof sh));
         }
-        if (status == TL_OK)
-            status = kind == SEGMENT_WEIGHT ? tl_select(result, 0, g, &p->out)
-                                            : tl_narrow(result, 0, start, m, &p->out);
-        tl_release(rows_g);
-        tl_release(other);
+        TL_TRY(tl_contiguous((tl_tensor *)offsets, &device_ends));
+        tl_status status = check_device_offsets(name, device_ends, rows);
+        if (status != TL_OK) {
+            tl_release(device_ends);
+            return status;
+        }
+    } else {
+        TL_TRY(read_offsets(name, offsets, groups, rows, &host_ends));
     }
-    if (status == TL_OK) status = run(op, device, first->dtype, &ps);
-    products_free(&ps);
+    tl_tensor *first = NULL, *second = NULL, *result = NULL;
+    tl_status status = row_major(first_in, &first);
+    if (status == TL_OK) status = row_major(second_in, &second);
+    if (status == TL_OK) status = tl_empty(out_shape, out_ndim, first_in->dtype, device, &result);
+    if (status == TL_OK) {
+        GemmSegments s = {.groups = groups,
+                          .ends = on_device ? tl_data(device_ends) : (const void *)host_ends,
+                          .ends_dtype = on_device ? device_ends->dtype : TL_I64,
+                          .ends_on_host = !on_device,
+                          .a = tl_data(first),
+                          .b = tl_data(second),
+                          .c = tl_data(result),
+                          .lda = row_stride(first),
+                          .ldb = row_stride(second),
+                          .ldc = row_stride(result),
+                          .dtype = first->dtype};
+        if (kind == SEGMENT_WEIGHT) {
+            /* out[g] [K, N] = a[rows of g]^T grad[rows of g] */
+            s.kind = TL_GEMM_SEGMENT_REDUCTION;
+            s.m = first->shape[1], s.n = second->shape[1], s.k = rows;
+            s.stride_c = result->strides[0];
+        } else {
+            /* out rows of g = first rows of g @ b[g] (FORWARD, b[g] [K, N]) or b[g]^T (INPUT, b[g]
+               [K, N] read as [n, k]) */
+            s.kind = TL_GEMM_SEGMENT_ROWS;
+            s.m = rows, s.k = first->shape[1], s.n = result->shape[1];
+            s.stride_b = second->shape[0] > 1 ? second->strides[0] : 0;
+            s.b_transposed = kind == SEGMENT_INPUT;
+        }
+        status = tl_gemm_segmented(op, device, &s);
+    }
+    tl_release(first), tl_release(second), tl_release(device_ends);
+    free(host_ends);
     if (status != TL_OK) {
         tl_release(result);
         return status;
     }
     *out = result;
     return TL_OK;
-}
-
-/* segments_at the cumulative ends that offsets holds (one per group, within first's rows). */
-static tl_status segments(tl_op op, segment_kind kind, const tl_tensor *first,
-                          const tl_tensor *second, const tl_tensor *offsets, int64_t groups,
-                          const int64_t *out_shape, int out_ndim, tl_tensor **out) {
-    int64_t *ends;
-    TL_TRY(read_offsets(tl_op_info_of(op)->name, offsets, groups, first->shape[0], &ends));
-    tl_status status = segments_at(op, kind, (tl_tensor *)first, (tl_tensor *)second, ends, groups,
-                                   out_shape, out_ndim, out);
-    free(ends);
-    return status;
 }
 
 static tl_status check_size(const char *name, const char *what, const tl_tensor *t, int dim,

@@ -15,6 +15,9 @@ function cuda.current_device() return core._cuda_current_device() end
 --- get_device_name(device?): the product name of a device (index or "cuda:N"; default: the
 -- current device), e.g. "NVIDIA H100 80GB HBM3"; an error without such a device
 function cuda.get_device_name(device) return core._cuda_get_device_name(device) end
+--- get_device_capability(device?): the compute capability as two integers, major and minor (9, 0
+-- on a Hopper GPU; default: the current device), as torch.cuda.get_device_capability
+function cuda.get_device_capability(device) return core._cuda_get_device_capability(device) end
 --- waits for the work queued on a device (index or "cuda:N"; default: the current device)
 function cuda.synchronize(device) return core._cuda_synchronize(device) end
 --- host_waits(): how many times the host has waited for a GPU on tlua's behalf since the start (a
@@ -33,6 +36,13 @@ function cuda.empty_cache(device) return core._cuda_empty_cache(device) end
 -- on tlua's own kernels (torch.backends.cudnn.enabled)
 function cuda.set_cudnn_enabled(flag) return core._set_cudnn_enabled(flag) end
 function cuda.cudnn_enabled() return core._cudnn_enabled() end
+
+--- set_hopper_gemm_enabled(flag) / hopper_gemm_enabled(): whether grouped_mm and its gradients
+-- (bfloat16/float16) run on tlua's own Hopper GEMM core on a Hopper GPU (the default: tiles found
+-- on the device, so offsets on the GPU cost no host wait) or on cuBLAS with the offsets read on
+-- the host
+function cuda.set_hopper_gemm_enabled(flag) return core._set_hopper_gemm_enabled(flag) end
+function cuda.hopper_gemm_enabled() return core._hopper_gemm_enabled() end
 
 --- get_rng_state() / set_rng_state(state): the random generator's state. tlua has one generator
 -- (a seed and a counter of Philox blocks) that CPU and CUDA kernels draw from alike, so these are

@@ -55,7 +55,8 @@ local submodules = {
   checkpoint_write = { "save" },
   cuda = { "is_available", "device_count", "current_device", "synchronize", "host_waits", "memory_stats",
     "reset_peak_memory_stats", "empty_cache", "get_rng_state", "set_rng_state", "manual_seed",
-    "set_cudnn_enabled", "cudnn_enabled", "get_device_name" },
+    "set_cudnn_enabled", "cudnn_enabled", "get_device_name",
+    "get_device_capability", "set_hopper_gemm_enabled", "hopper_gemm_enabled" },
 }
 
 --- op_names(tl) -> the set of tl's names that are rows of the op table (tl.ops()) and their

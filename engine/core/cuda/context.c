@@ -206,6 +206,15 @@ tl_status tl_cuda_device_name(int device, char *buf, size_t size) {
     return TL_OK;
 }
 
+tl_status tl_cuda_device_capability(int device, int *major, int *minor) {
+    TL_TRY(check_index(device, "get_device_capability"));
+    TL_CUDA_TRY(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device),
+                "get_device_capability", "cudaDeviceGetAttribute");
+    TL_CUDA_TRY(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, device),
+                "get_device_capability", "cudaDeviceGetAttribute");
+    return TL_OK;
+}
+
 const uint64_t *tl_cuda_rng_cell(int device) {
     if (device < 0 || device >= TL_CUDA_MAX_DEVICES) return NULL;
     return contexts[device].rng_cell;

@@ -41,6 +41,16 @@ bool tl_cudnn_enabled(void) {
     return !atomic_load(&cudnn_disabled);
 }
 
+static atomic_bool hopper_gemm_disabled; /* false: the Hopper GEMM core runs where it can */
+
+void tl_set_hopper_gemm_enabled(bool enabled) {
+    atomic_store(&hopper_gemm_disabled, !enabled);
+}
+
+bool tl_hopper_gemm_enabled(void) {
+    return !atomic_load(&hopper_gemm_disabled);
+}
+
 #ifndef TLUA_HAVE_CUDA
 static tl_status no_cuda(const char *op, int device) {
     return tl_error(TL_ERR_DEVICE,
@@ -64,6 +74,10 @@ uint64_t tl_cuda_host_waits(void) {
 tl_status tl_cuda_device_name(int device, char *buf, size_t size) {
     if (size > 0) buf[0] = '\0';
     return no_cuda("get_device_name", device);
+}
+tl_status tl_cuda_device_capability(int device, int *major, int *minor) {
+    *major = *minor = 0;
+    return no_cuda("get_device_capability", device);
 }
 tl_status tl_cuda_memory_stats(int device, tl_cuda_allocator_stats *out) {
     (void)out;

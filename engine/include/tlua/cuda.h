@@ -22,6 +22,9 @@ bool tl_cuda_is_available(void);
    into buf of size bytes (cut to fit, NUL-terminated). Fails with TL_ERR_DEVICE for a device
    that does not exist, naming "get_device_name". */
 tl_status tl_cuda_device_name(int device, char *buf, size_t size);
+/* The device's compute capability (9, 0 for a Hopper H100 or H200); fails as
+   tl_cuda_device_name does, naming "get_device_capability". */
+tl_status tl_cuda_device_capability(int device, int *major, int *minor);
 
 /* Waits for all work queued on the device's stream (device index, e.g. 0 for cuda:0). A
    failure of earlier asynchronous work is reported here, naming "synchronize". */

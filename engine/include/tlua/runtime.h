@@ -78,6 +78,12 @@ const char *tl_get_matmul_precision(void);
    torch.backends.cudnn.enabled. */
 void tl_set_cudnn_enabled(bool enabled);
 bool tl_cudnn_enabled(void);
+/* Whether grouped_mm and its gradients (bfloat16/float16) run on tlua's Hopper GEMM core on a
+   Hopper GPU where the build has it (the default: their tiles are found on the device, so device
+   offsets need no host wait), or on cuBLAS with the offsets read on the host: for comparing the
+   two. */
+void tl_set_hopper_gemm_enabled(bool enabled);
+bool tl_hopper_gemm_enabled(void);
 
 /* What the CPU storage allocator holds: bytes of the live tensors' storages
    (as requested, before alignment), their highest value since the last reset,

@@ -168,18 +168,47 @@ static tl_status gemm_f16(tl_device device, const GemmParams *p, const void *a, 
     return gemm_16(p, a, b, c, tl_f16_to_f32, tl_f32_to_f16);
 }
 
-/* tl_gemm_grouped on the CPU: OpenBLAS per problem, through the kernel of the dtype. */
-static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
+/* One problem of a grouped GEMM through the kernel of the dtype (nothing where it is empty). */
+static tl_status gemm_one(tl_device device, const GemmGroupedParams *p, const GemmGroup *q) {
+    if (q->m == 0 || q->n == 0 || q->k == 0) return TL_OK;
     tl_gemm_kernel one = p->input_dtype == TL_F64    ? gemm_f64
                          : p->input_dtype == TL_BF16 ? gemm_bf16
                          : p->input_dtype == TL_F16  ? gemm_f16
                                                      : gemm_f32;
-    for (int64_t g = 0; g < p->group_count; g++) {
-        const GemmGroup *q = &p->groups[g];
-        if (q->m == 0 || q->n == 0 || q->k == 0) continue;
-        GemmParams single = tl_gemm_group_params(p, g);
-        TL_TRY(one(device, &single, q->a, q->b, q->c));
+    GemmParams single = tl_gemm_problem_params(p, q);
+    return one(device, &single, q->a, q->b, q->c);
+}
+
+/* A segmented GEMM (the ends in host memory): a problem per segment, and the zero blocks. */
+static tl_status gemm_segments(tl_device device, const GemmGroupedParams *p) {
+    const GemmSegments *s = p->segments;
+    if (!s->ends_on_host)
+        return tl_error(TL_ERR_DEVICE,
+                        "gemm_grouped: the CPU kernel needs the ends in host memory");
+    int64_t *ends = malloc(sizeof *ends * (size_t)(s->groups > 0 ? s->groups : 1));
+    if (!ends) return tl_error(TL_ERR_MEMORY, "gemm_grouped: out of memory");
+    tl_gemm_segment_ends(s, s->ends, ends);
+    tl_status status = TL_OK;
+    for (int64_t g = 0; g < s->groups && status == TL_OK; g++) {
+        const GemmGroup q = tl_gemm_segment_problem(s, ends, g);
+        status = gemm_one(device, p, &q);
     }
+    const size_t elem = tl_dtype_size(s->dtype);
+    for (int64_t i = 0; i <= s->groups && status == TL_OK; i++) {
+        void *first;
+        int64_t rows;
+        if (!tl_gemm_segment_zeros(s, ends, i, &first, &rows)) continue;
+        for (int64_t r = 0; r < rows; r++)
+            memset((char *)first + (size_t)(r * s->ldc) * elem, 0, (size_t)s->n * elem);
+    }
+    free(ends);
+    return status;
+}
+
+/* tl_gemm_grouped on the CPU: OpenBLAS per problem, through the kernel of the dtype. */
+static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
+    if (p->segments) return gemm_segments(device, p);
+    for (int64_t g = 0; g < p->group_count; g++) TL_TRY(gemm_one(device, p, &p->groups[g]));
     return TL_OK;
 }
 

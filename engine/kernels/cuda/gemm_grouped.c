@@ -1,6 +1,8 @@
-/* CUDA grouped GEMM on cuBLAS: problems of one shape merged into one cuBLAS group, all groups in
-   one cublasGemmGroupedBatchedEx call (cublasDgemmGroupedBatched for f64); identical, evenly
-   spaced problems as one strided batched GEMM. Sizes stay on the host: nothing waits. */
+/* CUDA grouped GEMM: a list of problems on cuBLAS (problems of one shape merged into one cuBLAS
+   group, all groups in one cublasGemmGroupedBatchedEx call, cublasDgemmGroupedBatched for f64;
+   identical, evenly spaced problems as one strided batched GEMM; sizes on the host, nothing
+   waits), and segmented problems on the Hopper core where it takes them (the ends read on the
+   device, nothing waits) or as such a list (the ends read on the host). */
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,8 +12,27 @@
 #include "core/cuda/cuda_runtime.h"
 #include "kernels/cuda/blas_types.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/hopper_gemm.h"
+#include "tlua/runtime.h"
 
 #define OP_NAME "gemm_grouped"
+
+static const tl_kernel_variant grouped_paths[] = {
+    TL_LOOP_VARIANT("gemm_grouped", TL_DTYPES_FLOATING, "strided",
+                    "every problem of one shape, evenly spaced: one strided batched cuBLAS GEMM"),
+    TL_LOOP_VARIANT("gemm_grouped", TL_DTYPES_FLOATING, "grouped",
+                    "problems of several shapes or spacings: one cuBLAS grouped batched GEMM"),
+    TL_LOOP_VARIANT("gemm_grouped", TL_DTYPES_BF16 | TL_DTYPES_F16, "hopper_rows",
+                    "row segments times a stack (grouped_mm and its input gradient) on a Hopper "
+                    "GPU, operands 16-byte aligned: the Hopper core, tiles found on the device"),
+    TL_LOOP_VARIANT("gemm_grouped", TL_DTYPES_BF16 | TL_DTYPES_F16, "hopper_reduction",
+                    "segments summed over their rows (grouped_mm's weight gradient) on a Hopper "
+                    "GPU, operands 16-byte aligned: the Hopper core, tiles found on the device"),
+    TL_LOOP_VARIANT("gemm_grouped", TL_DTYPES_FLOATING, "segments_on_host",
+                    "segments the Hopper core does not take: their ends read on the host (a "
+                    "wait where they are on the device), then a list of problems"),
+};
+TL_VARIANT_TABLE(tl_cuda_gemm_grouped_variants, TL_DEVICE_CUDA, grouped_paths);
 
 static tl_status check_int(const GemmGroup *q) {
     const int64_t v[] = {q->m, q->n, q->k, q->lda, q->ldb, q->ldc};
@@ -72,6 +93,7 @@ static tl_status run_strided(cublasHandle_t handle, const GemmGroupedParams *p,
         beta, q->c, out, (int)q->ldc, strides[2], (int)count, s->compute, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS)
         return tl_cublas_fail(st, OP_NAME, "cublasGemmStridedBatchedEx");
+    tl_loop_variant_ran(&grouped_paths[0]);
     return TL_OK;
 }
 
@@ -162,17 +184,19 @@ static tl_status run_grouped(int device, cudaStream_t stream, cublasHandle_t han
     }
     if (device_pointers) tl_cuda_free(device, device_pointers);
     free(host);
+    if (status == TL_OK) tl_loop_variant_ran(&grouped_paths[1]);
     return status;
 }
 
-/* One kernel for every dtype: tl_gemm_grouped validated each problem and the dtypes. */
-static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
-    GemmGroup **list = malloc(sizeof *list * (size_t)(p->group_count > 0 ? p->group_count : 1));
+/* The problems of a list (tl_gemm_grouped validated each one and the dtypes). */
+static tl_status run_list(tl_device device, const GemmGroupedParams *p, const GemmGroup *groups,
+                          int64_t group_count) {
+    GemmGroup **list = malloc(sizeof *list * (size_t)(group_count > 0 ? group_count : 1));
     if (!list) return tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory");
     int64_t count = 0;
     tl_status status = TL_OK;
-    for (int64_t g = 0; g < p->group_count && status == TL_OK; g++) {
-        const GemmGroup *q = &p->groups[g];
+    for (int64_t g = 0; g < group_count && status == TL_OK; g++) {
+        const GemmGroup *q = &groups[g];
         if (q->m == 0 || q->n == 0 || q->k == 0) continue;
         status = check_int(q);
         list[count++] = (GemmGroup *)q;
@@ -182,7 +206,6 @@ static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
         return status;
     }
     qsort(list, (size_t)count, sizeof *list, compare_shapes);
-
     cublasHandle_t handle;
     cudaStream_t stream;
     status = tl_cuda_blas(device.index, OP_NAME, &handle, &stream);
@@ -210,6 +233,99 @@ static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
     free(list);
     if (status != TL_OK) return status;
     return tl_cuda_check_launch(OP_NAME);
+}
+
+/* The Hopper core's description of s (row-major, as GemmSegments). */
+static tl_hopper_gemm hopper_of(const GemmSegments *s) {
+    const bool rows = s->kind == TL_GEMM_SEGMENT_ROWS;
+    return (tl_hopper_gemm){.kind = rows ? TL_HOPPER_ROWS : TL_HOPPER_REDUCTION,
+                            .half = s->dtype == TL_F16,
+                            .a_m_major = !rows,
+                            .b_n_major = !rows || !s->b_transposed,
+                            .m = s->m,
+                            .n = s->n,
+                            .k = s->k,
+                            .groups = s->groups,
+                            .ends = s->ends,
+                            .ends_i64 = s->ends_dtype == TL_I64,
+                            .ends_on_host = s->ends_on_host,
+                            .a = {s->a, s->lda, 0},
+                            .b = {s->b, s->ldb, rows ? s->stride_b : 0},
+                            .c = {s->c, s->ldc, rows ? 0 : s->stride_c}};
+}
+
+/* Segments whose ends are read on the host: the list of their problems, and the zero blocks. */
+static tl_status run_segments_on_host(tl_device device, cudaStream_t stream,
+                                      const GemmGroupedParams *p) {
+    const GemmSegments *s = p->segments;
+    const size_t n = (size_t)(s->groups > 0 ? s->groups : 1);
+    const size_t raw_bytes = (size_t)s->groups * tl_dtype_size(s->ends_dtype);
+    int64_t *ends = malloc(n * sizeof *ends);
+    void *raw = malloc(n * sizeof(int64_t));
+    GemmGroup *problems = malloc(n * sizeof *problems);
+    tl_status status = TL_OK;
+    if (!ends || !raw || !problems) status = tl_error(TL_ERR_MEMORY, OP_NAME ": out of memory");
+    if (status == TL_OK && s->groups > 0) {
+        if (s->ends_on_host)
+            memcpy(raw, s->ends, raw_bytes);
+        else /* the host waits for the ends */
+            status = tl_cuda_memcpy(TL_CPU, raw, device, s->ends, raw_bytes);
+    }
+    if (status == TL_OK) {
+        tl_gemm_segment_ends(s, raw, ends);
+        for (int64_t g = 0; g < s->groups; g++) problems[g] = tl_gemm_segment_problem(s, ends, g);
+        status = run_list(device, p, problems, s->groups);
+    }
+    const size_t elem = tl_dtype_size(s->dtype);
+    for (int64_t i = 0; i <= s->groups && status == TL_OK; i++) {
+        void *first;
+        int64_t rows;
+        if (!tl_gemm_segment_zeros(s, ends, i, &first, &rows)) continue;
+        cudaError_t err = cudaMemset2DAsync(first, (size_t)s->ldc * elem, 0, (size_t)s->n * elem,
+                                            (size_t)rows, stream);
+        if (err != cudaSuccess) status = tl_cuda_fail(err, OP_NAME, "cudaMemset2DAsync");
+    }
+    if (status == TL_OK) tl_loop_variant_ran(&grouped_paths[4]);
+    free(ends), free(raw), free(problems);
+    return status;
+}
+
+#ifndef TLUA_HAVE_HOPPER_GEMM /* a CUDA toolkit before 12 cannot build the core */
+bool tl_hopper_gemm_available(int device) {
+    (void)device;
+    return false;
+}
+bool tl_hopper_gemm_takes(int device, const tl_hopper_gemm *g) {
+    (void)device, (void)g;
+    return false;
+}
+tl_status tl_hopper_gemm_run(int device, cudaStream_t stream, const tl_hopper_gemm *g,
+                             const char *op) {
+    (void)device, (void)stream, (void)g;
+    return tl_error(TL_ERR_RUNTIME, "%s: this build has no Hopper GEMM core", op);
+}
+#endif
+
+static tl_status run_segments(tl_device device, const GemmGroupedParams *p) {
+    const GemmSegments *s = p->segments;
+    cudaStream_t stream;
+    TL_TRY(tl_cuda_stream(device.index, OP_NAME, &stream));
+    const bool sixteen = s->dtype == TL_BF16 || s->dtype == TL_F16;
+    if (sixteen && tl_hopper_gemm_enabled()) {
+        const tl_hopper_gemm h = hopper_of(s);
+        if (tl_hopper_gemm_takes(device.index, &h)) {
+            TL_TRY(tl_hopper_gemm_run(device.index, stream, &h, OP_NAME));
+            tl_loop_variant_ran(&grouped_paths[h.kind == TL_HOPPER_ROWS ? 2 : 3]);
+            return TL_OK;
+        }
+    }
+    return run_segments_on_host(device, stream, p);
+}
+
+/* One kernel for every dtype: a list of problems, or segments. */
+static tl_status gemm_grouped(tl_device device, const GemmGroupedParams *p) {
+    if (p->segments) return run_segments(device, p);
+    return run_list(device, p, p->groups, p->group_count);
 }
 
 /* Every op of the GEMM_GROUPED family in ops.def gets the entries. */

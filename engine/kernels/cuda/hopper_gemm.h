@@ -1,0 +1,62 @@
+/* Internal: the Hopper GEMM core (hopper_gemm.cu, built for sm_90a only): its problem description
+   and launcher, for the C kernel files of engine/kernels/cuda. */
+#ifndef TLUA_CUDA_HOPPER_GEMM_H
+#define TLUA_CUDA_HOPPER_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "tlua/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the core's persistent tile scheduler walks (row-major throughout; s_g, e_g the start and
+   end of segment g: s_0 = 0, s_g = e_{g-1}, e_g = ends[g], ends on the device, clamped into
+   [s_g, the rows] as they are read):
+   ROWS:      C[s_g:e_g) = A[s_g:e_g) op(B_g) for g < groups, C [m, n], A [m, k] K-major, B_g the
+              g-th matrix of b (group_stride apart), [k, n] (b_n_major) or [n, k]; the rows of C
+              from the last end on are written zeros. One product is ROWS with one group.
+   REDUCTION: C_g = A[s_g:e_g)^T B[s_g:e_g) for g < groups, C_g [m, n] the g-th matrix of c
+              (group_stride apart), A [k, m] (M-major: a_m_major), B [k, n] (b_n_major); an empty
+              segment's C_g is written zeros.
+   Every tile a CTA takes is found on the device from the ends: nothing waits on the host. */
+typedef enum tl_hopper_kind { TL_HOPPER_ROWS, TL_HOPPER_REDUCTION } tl_hopper_kind;
+
+/* A row-major matrix (or stack of matrices): data, elements between rows, between matrices. */
+typedef struct tl_hopper_operand {
+    const void *data;
+    int64_t ld, group_stride;
+} tl_hopper_operand;
+
+typedef struct tl_hopper_gemm {
+    tl_hopper_kind kind;
+    bool half;                   /* float16 operands and result, else bfloat16 */
+    bool a_m_major, b_n_major;   /* see above: ROWS takes a_m_major false, REDUCTION both true */
+    int64_t m, n, k;             /* ROWS: the rows in all, n and k of each product; REDUCTION: each
+                                    C_g's m and n, k the rows in all */
+    int64_t groups;              /* >= 1 */
+    const void *ends;            /* groups cumulative ends, int32 or int64 (ends_i64) */
+    bool ends_i64, ends_on_host; /* host ends are staged on the stream (no wait) */
+    tl_hopper_operand a, b, c;   /* c is written */
+} tl_hopper_gemm;
+
+/* True when the build has the core and device is a Hopper GPU (compute capability 9.0). */
+bool tl_hopper_gemm_available(int device);
+/* True when the core takes g as described: available on device, every size below 2^31, at most
+   TL_HOPPER_MAX_GROUPS groups, every operand 16-byte aligned with rows (and matrices) a multiple
+   of 16 bytes apart. Else the caller takes another path. */
+#define TL_HOPPER_MAX_GROUPS 4096
+bool tl_hopper_gemm_takes(int device, const tl_hopper_gemm *g);
+/* Queues g on stream (device current). op names the caller in errors. */
+tl_status tl_hopper_gemm_run(int device, cudaStream_t stream, const tl_hopper_gemm *g,
+                             const char *op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

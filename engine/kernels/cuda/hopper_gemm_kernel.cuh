@@ -1,0 +1,252 @@
+/* The Hopper GEMM core's kernel: a persistent CTA walks output tiles found on the device (the
+   scheduler), one producer warpgroup keeps a ring of shared-memory stages full by TMA, two
+   consumer warpgroups multiply by wgmma and store through shared memory by TMA. */
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/hopper_ptx.cuh"
+#include "kernels/cuda/hopper_wgmma.cuh"
+
+/* Block tile 128 x 256 x 64: consumer warpgroup w owns rows 64w..64w+63 over all 256 columns (one
+   m64n256k16 wgmma per 16 of k, 128 f32 accumulators a thread); 4 stages of A (16 KiB) and B
+   (32 KiB) in flight. */
+constexpr int TL_HOP_BM = 128, TL_HOP_BN = 256, TL_HOP_BK = 64, TL_HOP_STAGES = 4;
+constexpr int TL_HOP_CONSUMERS = 2;
+constexpr int TL_HOP_THREADS = 128 * (TL_HOP_CONSUMERS + 1);
+constexpr int TL_HOP_A_STAGE = TL_HOP_BM * TL_HOP_BK; /* elements */
+constexpr int TL_HOP_B_STAGE = TL_HOP_BN * TL_HOP_BK;
+constexpr int TL_HOP_STAGE_BYTES = (TL_HOP_A_STAGE + TL_HOP_B_STAGE) * 2;
+constexpr int TL_HOP_STAGING = 64 * 128; /* a consumer's half of its 64 x 256 result, elements */
+constexpr size_t TL_HOP_SMEM = (size_t)TL_HOP_STAGES * TL_HOP_STAGE_BYTES +
+                               (size_t)TL_HOP_CONSUMERS * TL_HOP_STAGING * 2 +
+                               2 * TL_HOP_STAGES * 8 + 1024;
+/* tile rows walked together, so that the CTAs of a wave share a few panels of A and B in L2 */
+constexpr int TL_HOP_GROUP_M = 8;
+
+/* What the scheduler reads, written by the schedule kernel (hopper_gemm.cu) from the ends. A
+   segment is a group's rows, or (ROWS) the zero tail after the last end. */
+struct tl_hopper_walk {
+    int kind; /* TL_HOPPER_ROWS or TL_HOPPER_REDUCTION */
+    int m, n, k;
+    int groups, segments;   /* segments: groups (+ 1, the tail, for ROWS) */
+    const int *tile_starts; /* [segments + 1]: the first tile of each segment, then the total */
+    const int2 *bounds;     /* [segments]: {s, e} */
+    /* per segment: ROWS one map (C, rows up to e); REDUCTION two (A, B, rows up to e) */
+    const CUtensorMap *maps;
+};
+
+/* One output tile: segment seg, rows m0.., columns n0.., k blocks kbase + 64 i for i < kblocks. */
+struct tl_hopper_tile {
+    int seg, m0, n0, kbase, kblocks;
+};
+
+/* The t-th tile of a tiles_m x tiles_n grid in the walk order: TL_HOP_GROUP_M tile rows at a
+   time, column by column inside such a band. */
+__device__ __forceinline__ void tl_hopper_band(int t, int tiles_m, int tiles_n, int *tm, int *tn) {
+    const int per_band = TL_HOP_GROUP_M * tiles_n, band = t / per_band;
+    const int first = band * TL_HOP_GROUP_M, rows = min(tiles_m - first, TL_HOP_GROUP_M);
+    const int r = t - band * per_band;
+    *tm = first + r % rows;
+    *tn = r / rows;
+}
+
+/* The scheduler: tile idx of the walk, or false past the last. *seg is where the search starts (a
+   CTA's tiles only move forward) and is left at the tile's segment. */
+__device__ __forceinline__ bool tl_hopper_next(const tl_hopper_walk &w, int idx, int *seg,
+                                               tl_hopper_tile *tile) {
+    if (idx >= w.tile_starts[w.segments]) return false;
+    int s = *seg;
+    while (w.tile_starts[s + 1] <= idx) s++;
+    *seg = s;
+    const int t = idx - w.tile_starts[s];
+    const int2 b = w.bounds[s];
+    const int tiles_n = (w.n + TL_HOP_BN - 1) / TL_HOP_BN;
+    int tm, tn;
+    if (w.kind == 0 /* ROWS */) {
+        tl_hopper_band(t, (b.y - b.x + TL_HOP_BM - 1) / TL_HOP_BM, tiles_n, &tm, &tn);
+        *tile = {s, b.x + tm * TL_HOP_BM, tn * TL_HOP_BN, 0,
+                 s < w.groups ? (w.k + TL_HOP_BK - 1) / TL_HOP_BK : 0};
+    } else {
+        tl_hopper_band(t, (w.m + TL_HOP_BM - 1) / TL_HOP_BM, tiles_n, &tm, &tn);
+        *tile = {s, tm * TL_HOP_BM, tn * TL_HOP_BN, b.x, (b.y - b.x + TL_HOP_BK - 1) / TL_HOP_BK};
+    }
+    return true;
+}
+
+template <bool HALF> __device__ __forceinline__ uint32_t tl_hopper_pack(float lo, float hi) {
+    if constexpr (HALF) {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *(uint32_t *)&v;
+    } else {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *(uint32_t *)&v;
+    }
+}
+
+/* C = A op(B) tile by tile (see tl_hopper_gemm in hopper_gemm.h). TRANS_A: A M-major ([k, m]
+   rows), else K-major; TRANS_B: B N-major ([k, n] rows), else K-major ([n, k]). The maps are
+   3-D (innermost, rows, matrix): ROWS reads A and B from map_a, map_b and stores through the
+   segment's C map; REDUCTION reads through the segment's A and B maps and stores through map_c
+   (matrix = group). */
+template <bool HALF, int TRANS_A, int TRANS_B>
+__global__ void __launch_bounds__(TL_HOP_THREADS, 1)
+    tl_hopper_gemm_kernel(const __grid_constant__ CUtensorMap map_a,
+                          const __grid_constant__ CUtensorMap map_b,
+                          const __grid_constant__ CUtensorMap map_c, tl_hopper_walk walk) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap(); /* built for sm_90a only (CMakeLists.txt) */
+#else
+    extern __shared__ uint8_t smem_raw[];
+    /* 128B swizzle repeats every 8 rows of 128 bytes: tiles start on 1024-byte boundaries */
+    uint8_t *base = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint16_t *sa = (uint16_t *)base;
+    uint16_t *sb = sa + TL_HOP_STAGES * TL_HOP_A_STAGE;
+    uint16_t *staging = sb + TL_HOP_STAGES * TL_HOP_B_STAGE;
+    uint64_t *full = (uint64_t *)(staging + TL_HOP_CONSUMERS * TL_HOP_STAGING);
+    uint64_t *empty = full + TL_HOP_STAGES;
+    const bool rows_kind = walk.kind == 0;
+
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < TL_HOP_STAGES; s++) {
+            tl_mbar_init(&full[s], 1);                     /* the producer's expect_tx */
+            tl_mbar_init(&empty[s], TL_HOP_CONSUMERS * 4); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        /* The producer gives registers back to the consumers; one thread walks the tiles. */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (t != 0) return;
+        tl_prefetch_tensormap(&map_a);
+        tl_prefetch_tensormap(&map_b);
+        int stage = 0, seg = 0;
+        uint32_t phase = 0;
+        tl_hopper_tile tile;
+        for (int idx = blockIdx.x; tl_hopper_next(walk, idx, &seg, &tile); idx += gridDim.x) {
+            const CUtensorMap *ma = &map_a, *mb = &map_b;
+            int z = tile.seg; /* B's matrix: the group's (ROWS) */
+            if (!rows_kind) {
+                ma = &walk.maps[2 * tile.seg], mb = &walk.maps[2 * tile.seg + 1], z = 0;
+                if (tile.kblocks > 0) tl_tensormap_acquire(ma), tl_tensormap_acquire(mb);
+            }
+            for (int kb = 0; kb < tile.kblocks; kb++) {
+                const int kc = tile.kbase + kb * TL_HOP_BK;
+                tl_mbar_wait(&empty[stage], phase ^ 1);
+                tl_mbar_expect_tx(&full[stage], TL_HOP_STAGE_BYTES);
+                uint16_t *a = sa + stage * TL_HOP_A_STAGE, *b = sb + stage * TL_HOP_B_STAGE;
+                if (TRANS_A == 0) {
+                    tl_tma_load_3d(a, ma, &full[stage], kc, tile.m0, 0);
+                } else { /* two 64(m) x 64(k) panels of 128-byte rows */
+                    for (int c = 0; c < 2; c++)
+                        tl_tma_load_3d(a + c * 64 * TL_HOP_BK, ma, &full[stage], tile.m0 + 64 * c,
+                                       kc, 0);
+                }
+                if (TRANS_B == 0) {
+                    tl_tma_load_3d(b, mb, &full[stage], kc, tile.n0, z);
+                } else { /* four 64(n) x 64(k) panels */
+                    for (int c = 0; c < 4; c++)
+                        tl_tma_load_3d(b + c * 64 * TL_HOP_BK, mb, &full[stage], tile.n0 + 64 * c,
+                                       kc, z);
+                }
+                if (++stage == TL_HOP_STAGES) stage = 0, phase ^= 1;
+            }
+        }
+        return;
+    }
+
+    /* The consumers. */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int cw = wg - 1; /* rows 64 cw .. 64 cw + 63 of the tile */
+    const int warp = t / 32, lane = t % 32;
+    float acc[128];
+    int stage = 0, seg = 0;
+    uint32_t phase = 0;
+    tl_hopper_tile tile;
+    for (int idx = blockIdx.x; tl_hopper_next(walk, idx, &seg, &tile); idx += gridDim.x) {
+        if (tile.kblocks == 0) {
+#pragma unroll
+            for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+        }
+        int prev = -1;
+        for (int kb = 0; kb < tile.kblocks; kb++) {
+            tl_mbar_wait(&full[stage], phase);
+            const uint32_t a0 = tl_smem_addr(sa + stage * TL_HOP_A_STAGE + cw * 64 * TL_HOP_BK);
+            const uint32_t b0 = tl_smem_addr(sb + stage * TL_HOP_B_STAGE);
+            tl_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < TL_HOP_BK / 16; kk++) {
+                /* K-major 128B-swizzled: a row is 64 elements (128 bytes), 8-row groups 1024
+                   bytes apart (SBO), the k16 slice kk 32 bytes further in (the hardware swizzles
+                   the computed address). MN-major: the k16 slice is 16 rows of 128 bytes further
+                   on, LBO the distance between 64-wide panels (8 KiB), SBO between 8-row k groups
+                   (1 KiB). */
+                const uint64_t da = TRANS_A ? tl_sw128_desc(a0 + kk * 16 * 128, 8192, 1024)
+                                            : tl_sw128_desc(a0 + kk * 32, 16, 1024);
+                const uint64_t db = TRANS_B ? tl_sw128_desc(b0 + kk * 16 * 128, 8192, 1024)
+                                            : tl_sw128_desc(b0 + kk * 32, 16, 1024);
+                tl_wgmma_m64n256k16<HALF, TRANS_A, TRANS_B>(acc, da, db, (kb > 0 || kk > 0));
+            }
+            tl_wgmma_commit();
+            /* one k block of wgmma in flight: the one before it is done reading its stage */
+            tl_wgmma_wait<1>();
+            if (prev >= 0 && lane == 0) tl_mbar_arrive(&empty[prev]);
+            prev = stage;
+            if (++stage == TL_HOP_STAGES) stage = 0, phase ^= 1;
+        }
+        tl_wgmma_wait<0>();
+        if (prev >= 0 && lane == 0) tl_mbar_arrive(&empty[prev]);
+
+        /* Epilogue. The m64n256 f32 fragment: accumulator 4j + 2h + e sits at row
+           16 warp + lane/4 + 8h, column 8j + 2(lane%4) + e of the warpgroup's 64 x 256 tile. Each
+           8x8 block of it is what stmatrix m8n8 takes (lane l holds row l/4, columns 2(l%4)..+1),
+           so one stmatrix.x4 stores column blocks j, j+1 for both row halves h. A staging half
+           (64 rows x 128 columns) is two 64 x 64 boxes of 128-byte rows in the 128B swizzle of
+           the C map: 16-byte chunk c of row r lives at chunk c ^ (r % 8), which also keeps
+           stmatrix free of bank conflicts. */
+        const CUtensorMap *mc = rows_kind ? &walk.maps[tile.seg] : &map_c;
+        const int zc = rows_kind ? 0 : tile.seg;
+        if (rows_kind && t == 0) tl_tensormap_acquire(mc);
+        uint16_t *mine = staging + cw * TL_HOP_STAGING;
+        const int q = lane / 8, rr = lane % 8;
+        const int srow = warp * 16 + 8 * (q % 2) + rr;
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            /* the previous store out of this buffer must have read it */
+            if (t == 0) tl_tma_store_wait_read();
+            asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+#pragma unroll
+            for (int jj = 0; jj < 16; jj += 2) {
+                const int j = half * 16 + jj;
+                uint32_t r[4];
+#pragma unroll
+                for (int x = 0; x < 4; x++) {
+                    const int jx = j + x / 2, h = x % 2;
+                    r[x] = tl_hopper_pack<HALF>(acc[4 * jx + 2 * h], acc[4 * jx + 2 * h + 1]);
+                }
+                const int cb = jj + q / 2; /* this lane's 8-column block inside the half */
+                const uint32_t addr =
+                    tl_smem_addr(mine + (cb / 8) * 64 * 64) + srow * 128 + (((cb % 8) ^ rr) * 16);
+                asm volatile(
+                    "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                    "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                    : "memory");
+            }
+            tl_fence_async_shared();
+            asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+            if (t == 0) {
+                for (int b = 0; b < 2; b++)
+                    tl_tma_store_3d(mc, mine + b * 64 * 64, tile.n0 + half * 128 + b * 64,
+                                    tile.m0 + cw * 64, zc);
+                tl_tma_store_commit();
+            }
+        }
+    }
+    /* shared memory must outlive the last store's reads */
+    if (t == 0) tl_tma_store_wait();
+#endif
+}
