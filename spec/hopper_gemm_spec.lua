@@ -207,3 +207,101 @@ describe("the Hopper GEMM core through grouped_mm #cuda", function()
     assert.tensor_near((reference(A, B, tl.zeros(6, 8), { 1, 2, 6 })), f64(y), tolerance("bfloat16", 8))
   end)
 end)
+
+describe("the Hopper GEMM core through matmul_ (in place) #cuda", function()
+  if tl.cuda.device_count() == 0 then
+    pending("no CUDA device: the Hopper GEMM core's specs did not run")
+    return
+  end
+  local major, minor = tl.cuda.get_device_capability()
+  if major ~= 9 or minor ~= 0 then
+    pending(("not a Hopper GPU (compute capability %d.%d): the core's specs did not run"):format(major, minor))
+    return
+  end
+
+  local function inplace_variants(fn)
+    local taken = variants_of(tl.trace(fn))
+    return took(taken, "matmul_inplace", "hopper"), took(taken, "matmul_inplace", "tiles")
+  end
+
+  for _, dtype in ipairs({ "bfloat16", "float16" }) do
+    -- n: one narrow tile, k not a multiple of 64, exact tiles, a partial last column tile, 4 and
+    -- 9 CTAs sharing rows
+    for _, n in ipairs({ 8, 200, 256, 520, 1024, 2056 }) do
+      it(("%s, n = %d: x <- x @ w over 300 rows (and w read transposed), against float64"):format(dtype, n), function()
+        tl.manual_seed(41 + n)
+        local x0 = tl.randn(300, n):to(dtype)
+        local w = (tl.randn(n, n) / math.sqrt(n)):to(dtype)
+        local expected = f64(x0):matmul(f64(w))
+        local x = x0:cuda()
+        local hopper = inplace_variants(function() x:matmul_(w:cuda()) end)
+        assert.is_true(hopper, "on the core")
+        local rtol, atol = tolerance(dtype, 1)
+        assert.tensor_near(expected, f64(x), rtol, atol * 2)
+        -- w^T as a view (column-major): the core reads it K-major
+        local wt = w:cuda():t()
+        local y = x0:cuda()
+        hopper = inplace_variants(function() y:matmul_(wt) end)
+        assert.is_true(hopper, "w^T on the core")
+        assert.tensor_near(f64(x0):matmul(f64(w):t()), f64(y), rtol, atol * 2)
+      end)
+    end
+  end
+
+  it("a chain of 8 in place over rows of a wider tensor (several rounds of tiles), and frozen-W training", function()
+    tl.manual_seed(50)
+    local n = 512
+    local ws = {}
+    for i = 1, 8 do ws[i] = (tl.randn(n, n) / math.sqrt(n)):bfloat16() end
+    local wide = tl.randn(9000, n + 64):bfloat16()
+    local x0 = wide:narrow(2, 1, n) -- rows n + 64 elements apart (16-byte aligned)
+    local h64 = f64(x0)
+    for i = 1, 8 do h64 = f64(h64:matmul(f64(ws[i])):bfloat16()) end
+    local x = wide:cuda():narrow(2, 1, n)
+    local hopper = inplace_variants(function()
+      for i = 1, 8 do x:matmul_(ws[i]:cuda()) end
+    end)
+    assert.is_true(hopper)
+    assert.tensor_near(h64, f64(x), 3e-2, 3e-2)
+    -- training with the weights frozen: backward runs g <- g @ w^T in place too
+    local a = tl.randn(384, n):bfloat16():cuda():requires_grad_()
+    local h = a:clone()
+    local hopper_bwd
+    local taken = variants_of(tl.trace(function()
+      for i = 1, 3 do h:matmul_(ws[i]:cuda()) end
+      h:float():sum():backward()
+    end))
+    hopper_bwd = took(taken, "matmul_inplace", "hopper")
+    assert.is_true(hopper_bwd)
+    local g64 = tl.ones(384, n, { dtype = "float64" })
+    for i = 3, 1, -1 do g64 = g64:matmul(f64(ws[i]):t()) end
+    assert.tensor_near(g64, f64(a.grad), 3e-2, 3e-2 * math.sqrt(n))
+  end)
+
+  it("what the core does not take runs by tiles, with the same numbers", function()
+    tl.manual_seed(51)
+    -- n past 32 tiles of 256 columns; n not a multiple of 8; rows 2-byte aligned; the core off
+    for _, c in ipairs({
+      { x = tl.randn(8, 8200):bfloat16(), n = 8200 },
+      { x = tl.randn(130, 100):bfloat16(), n = 100 },
+      { x = tl.randn(130, 65):bfloat16(), n = 64, view = function(t) return t:narrow(2, 2, 64) end },
+    }) do
+      local w = (tl.randn(c.n, c.n) / math.sqrt(c.n)):bfloat16()
+      local view = c.view or function(t) return t end
+      local expected = f64(view(c.x)):matmul(f64(w))
+      local x = view(c.x:cuda())
+      local hopper, tiles = inplace_variants(function() x:matmul_(w:cuda()) end)
+      assert.is_false(hopper)
+      assert.is_true(tiles)
+      assert.tensor_near(expected, f64(x), 2e-2, 4e-2)
+    end
+    with_hopper(false, function()
+      local x0, w = tl.randn(200, 256):half(), (tl.randn(256, 256) / 16):half()
+      local x = x0:cuda()
+      local hopper, tiles = inplace_variants(function() x:matmul_(w:cuda()) end)
+      assert.is_false(hopper)
+      assert.is_true(tiles)
+      assert.tensor_near(f64(x0):matmul(f64(w)), f64(x), 4e-3, 8e-3)
+    end)
+  end)
+end)

@@ -27,6 +27,33 @@ M.sweep.matmul_inplace = {
     return { ref.matmul(x, w), yt }
   end,
 }
+-- matmul_'s two CUDA paths: on a Hopper GPU the core over x itself (16-bit, rows 16-byte aligned:
+-- x [130, 16] against w and w^T, two tiles of rows), else by tiles of rows (the core off)
+local function inplace_case(hopper)
+  return {
+    unavailable = hopper and function(device)
+      if not device:match("^cuda") then return nil end
+      local major, minor = tl.cuda.get_device_capability()
+      if major ~= 9 or minor ~= 0 then return "the Hopper core needs a Hopper GPU (compute capability 9.0)" end
+      return nil
+    end or nil,
+    inputs = function(G) return { G.normal(130, 16), G.normal(16, 16) } end,
+    run = function(x, w)
+      local cuda = tostring(x.device):match("^cuda") ~= nil
+      local before = cuda and tl.cuda.hopper_gemm_enabled()
+      if cuda then tl.cuda.set_hopper_gemm_enabled(hopper) end
+      local ok, out = pcall(function()
+        return { x:clone():matmul_(w), x:clone():matmul_(w:transpose(1, 2)) }
+      end)
+      if cuda then tl.cuda.set_hopper_gemm_enabled(before) end
+      if not ok then error(out, 0) end
+      return out
+    end,
+    reference = function(_, x, w) return { ref.matmul(x, w), ref.matmul(x, transpose(w)) } end,
+  }
+end
+M.variants = { matmul_inplace = { hopper = inplace_case(true), tiles = inplace_case(false) } }
+
 -- y = a @ b, a [2, 3, 4] batched against b [4, 5]: ga = g b^T, gb = sum over the batch a^T g
 M.sweep.matmul_backward = {
   inputs = function(G) return { G.normal(2, 3, 4), G.normal(4, 5), G.normal(2, 3, 5) } end,

@@ -4,6 +4,8 @@ local ref = require("helpers.reference")
 local K = require("helpers.kernel_reference")
 local sweep = require("helpers.sweep_cases")
 local layouts = require("helpers.sweep_helpers").layouts
+local sweep_transpose = require("helpers.sweep_helpers").transpose
+local add_into = require("helpers.sweep_helpers").add_into
 
 -- ---- the paths of loops many kernels share -------------------------------------------------------
 -- a binary elementwise op of dtype d (mul; ne for bool) on [3, cols] operands laid out by layout
@@ -74,7 +76,9 @@ local function softmax_case(rows, cols, dim)
 end
 local softmax_paths = {
   rows_warp = through(softmax_case(3, 5, 2)),
-  rows_block = through(softmax_case(2, 1024, 2)),
+  -- lines of 1030: long, but no whole number of 16-byte vectors (not the register kernel's)
+  rows_block = through(softmax_case(2, 1030, 2)),
+  rows_registers = through(softmax_case(3, 256, 2)),
   cols = through(softmax_case(3, 16, 1)),
 }
 
@@ -120,6 +124,71 @@ local gemm_padded = {
   end,
 }
 
+-- the grouped GEMM's paths (kernels/cuda/gemm_grouped.c, hopper_gemm.cu): grouped_mm by segments
+-- of equal rows with the Hopper core off (cuBLAS's strided batch), grouped_matmul's free sizes
+-- (a cuBLAS group), grouped_mm's sweep case with the core off (its ends read on the host); the
+-- core's two walks: grouped_mm and its gradients on a Hopper GPU, rows 16-byte aligned
+local grouped = require("helpers.grouped_cases")
+local function hopper_off(case)
+  return {
+    inputs = case.inputs,
+    reference = case.reference,
+    run = function(...)
+      local before = tl.cuda.hopper_gemm_enabled()
+      tl.cuda.set_hopper_gemm_enabled(false)
+      local ok, out = pcall(case.run, ...)
+      tl.cuda.set_hopper_gemm_enabled(before)
+      if not ok then error(out, 0) end
+      return out
+    end,
+  }
+end
+local function not_hopper(device)
+  if not device:match("^cuda") then return nil end
+  local major, minor = tl.cuda.get_device_capability()
+  if major ~= 9 or minor ~= 0 then return "the Hopper core needs a Hopper GPU (compute capability 9.0)" end
+  return nil
+end
+local even_mm = {
+  inputs = function(G) return { G.normal(6, 3), G.normal(3, 3, 2) } end,
+  run = function(a, b) return { tl.grouped_mm(a, b, { 2, 4, 6 }) } end,
+  reference = function(_, a, b)
+    local y = {}
+    for r = 1, 6 do y[r] = ref.matmul({ a[r] }, b[(r + 1) // 2])[1] end
+    return { y }
+  end,
+}
+-- rows 1-10 times B[1], none for B[2], rows 11-33 times B[3], rows 34-40 zeros; k 16, n 8
+local function core_mm()
+  local ends = { 10, 10, 33 }
+  return {
+    unavailable = not_hopper,
+    inputs = function(G) return { G.normal(40, 16), G.normal(3, 16, 8), G.normal(40, 8) } end,
+    run = function(a, b, g)
+      a, b = a:detach():requires_grad_(), b:detach():requires_grad_()
+      local y = tl.grouped_mm(a, b, tl.tensor(ends, { dtype = "int32", device = a.device }))
+      y:backward(g)
+      return { y:detach(), a.grad, b.grad }
+    end,
+    reference = function(_, a, b, g)
+      local y, ga, gb = {}, {}, {}
+      for e = 1, 3 do gb[e] = ref.build({ 16, 8 }, function() return 0.0 end) end
+      for r = 1, 40 do
+        local e = r <= 10 and 1 or (r <= 33 and 3 or nil)
+        if e then
+          y[r] = ref.matmul({ a[r] }, b[e])[1]
+          ga[r] = ref.matmul({ g[r] }, sweep_transpose(b[e]))[1]
+          gb[e] = add_into(gb[e], ref.matmul(sweep_transpose({ a[r] }), { g[r] }))
+        else
+          y[r] = ref.build({ 8 }, function() return 0.0 end)
+          ga[r] = ref.build({ 16 }, function() return 0.0 end)
+        end
+      end
+      return { y, ga, gb }
+    end,
+  }
+end
+
 local loops = {
   elementwise = {
     -- the CPU walk (kernels/cpu/loop.c)
@@ -151,6 +220,13 @@ local loops = {
     cols = through(sweep.cases.min),
     cols_split = through(columns_sum),
     rows_vector = through(long_rows_sum),
+  },
+  gemm_grouped = {
+    strided = function() return hopper_off(even_mm) end,
+    grouped = through(grouped.sweep.grouped_matmul),
+    segments_on_host = function() return hopper_off(grouped.sweep.grouped_mm) end,
+    hopper_rows = core_mm,
+    hopper_reduction = core_mm,
   },
   softmax = softmax_paths,
   softmax_backward = softmax_paths,

@@ -108,6 +108,10 @@ static tl_status make_map(const tl_hopper_gemm *g, const void *data, int64_t row
     return TL_OK;
 }
 
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
 extern "C" bool tl_hopper_gemm_available(int device) {
     int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
@@ -128,6 +132,9 @@ extern "C" bool tl_hopper_gemm_takes(int device, const tl_hopper_gemm *g) {
     const int64_t limit = (int64_t)1 << 31;
     if (g->m <= 0 || g->n <= 0 || g->k < 0 || g->m >= limit || g->n >= limit || g->k >= limit)
         return false;
+    if (g->kind == TL_HOPPER_INPLACE)
+        return !g->a_m_major && g->k == g->n && g->n <= TL_HOPPER_MAX_INPLACE_N &&
+               fits(&g->a, false) && fits(&g->b, false) && tl_hopper_gemm_available(device);
     if (g->groups < 1 || g->groups > TL_HOPPER_MAX_GROUPS || !g->ends) return false;
     const bool rows = g->kind == TL_HOPPER_ROWS;
     if (rows ? g->a_m_major : !(g->a_m_major && g->b_n_major)) return false;
@@ -135,30 +142,72 @@ extern "C" bool tl_hopper_gemm_takes(int device, const tl_hopper_gemm *g) {
     return tl_hopper_gemm_available(device);
 }
 
+/* grid CTAs; cooperative: all resident at once (INPLACE's CTAs wait for each other) */
 template <bool HALF, int TRANS_A, int TRANS_B>
 static tl_status launch(int device, cudaStream_t stream, const CUtensorMap *maps,
-                        const tl_hopper_walk &walk, int grid, const char *op) {
+                        const tl_hopper_walk &walk, int grid, bool cooperative, const char *op) {
     auto kernel = tl_hopper_gemm_kernel<HALF, TRANS_A, TRANS_B>;
     TL_TRY(tl_cuda_func_set_max_shared(device, (const void *)kernel, (int)TL_HOP_SMEM, op));
-    kernel<<<grid, TL_HOP_THREADS, TL_HOP_SMEM, stream>>>(maps[0], maps[1], maps[2], walk);
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute attribute[1];
+    config.gridDim = dim3((unsigned)grid), config.blockDim = dim3(TL_HOP_THREADS);
+    config.dynamicSmemBytes = TL_HOP_SMEM, config.stream = stream;
+    if (cooperative) {
+        attribute[0].id = cudaLaunchAttributeCooperative;
+        attribute[0].val.cooperative = 1;
+        config.attrs = attribute, config.numAttrs = 1;
+    }
+    TL_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, maps[0], maps[1], maps[2], walk), op,
+                "cudaLaunchKernelEx");
     return tl_cuda_check_launch(op);
 }
 
 template <bool HALF>
 static tl_status launch_layout(int device, cudaStream_t stream, const tl_hopper_gemm *g,
                                const CUtensorMap *maps, const tl_hopper_walk &walk, int grid,
-                               const char *op) {
-    if (g->a_m_major) return launch<HALF, 1, 1>(device, stream, maps, walk, grid, op);
-    if (g->b_n_major) return launch<HALF, 0, 1>(device, stream, maps, walk, grid, op);
-    return launch<HALF, 0, 0>(device, stream, maps, walk, grid, op);
+                               bool cooperative, const char *op) {
+    if (g->a_m_major) return launch<HALF, 1, 1>(device, stream, maps, walk, grid, cooperative, op);
+    if (g->b_n_major) return launch<HALF, 0, 1>(device, stream, maps, walk, grid, cooperative, op);
+    return launch<HALF, 0, 0>(device, stream, maps, walk, grid, cooperative, op);
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) {
-    return (a + b - 1) / b;
+/* INPLACE: tiles_n CTAs take the tiles of a row block in the same round (the grid a multiple of
+   tiles_n), each counting its reads in a per-row-block counter that the others wait on before
+   storing; no schedule */
+static tl_status run_in_place(int device, cudaStream_t stream, const tl_hopper_gemm *g,
+                              const char *op) {
+    CUtensorMap maps[3];
+    TL_TRY(make_map(g, g->a.data, g->m, g->k, g->a.ld, 1, 0, TL_HOP_BM, op, &maps[0]));
+    TL_TRY(g->b_n_major
+               ? make_map(g, g->b.data, g->k, g->n, g->b.ld, 1, 0, 64, op, &maps[1])
+               : make_map(g, g->b.data, g->n, g->k, g->b.ld, 1, 0, TL_HOP_BN, op, &maps[1]));
+    TL_TRY(make_map(g, g->a.data, g->m, g->n, g->a.ld, 1, 0, 64, op, &maps[2]));
+    const int64_t row_blocks = ceil_div(g->m, TL_HOP_BM);
+    const int tiles_n = (int)ceil_div(g->n, TL_HOP_BN);
+    const size_t bytes = (size_t)row_blocks * sizeof(unsigned);
+    void *counters = nullptr;
+    TL_TRY(tl_cuda_malloc(device, bytes, op, &counters));
+    tl_status status = TL_OK;
+    cudaError_t err = cudaMemsetAsync(counters, 0, bytes, stream);
+    if (err != cudaSuccess) status = tl_cuda_fail(err, op, "cudaMemsetAsync");
+    if (status == TL_OK) {
+        tl_hopper_walk walk = {};
+        walk.kind = 2;
+        walk.m = (int)g->m, walk.n = (int)g->n, walk.k = (int)g->k;
+        walk.rows_read = (unsigned *)counters;
+        const int64_t tiles = row_blocks * tiles_n;
+        const int64_t resident = tl_cuda_sm_count(device) / tiles_n * tiles_n;
+        const int grid = (int)std::max<int64_t>(tiles_n, std::min(tiles, resident));
+        status = g->half ? launch_layout<true>(device, stream, g, maps, walk, grid, true, op)
+                         : launch_layout<false>(device, stream, g, maps, walk, grid, true, op);
+    }
+    tl_cuda_free(device, counters);
+    return status;
 }
 
 extern "C" tl_status tl_hopper_gemm_run(int device, cudaStream_t stream, const tl_hopper_gemm *g,
                                         const char *op) {
+    if (g->kind == TL_HOPPER_INPLACE) return run_in_place(device, stream, g, op);
     const bool rows = g->kind == TL_HOPPER_ROWS;
     const int64_t groups = g->groups, segments = groups + (rows ? 1 : 0);
     /* the maps: A, B and C (ROWS: A [m, k], B [groups][k, n] or [n, k], C [m, n] as a template;
@@ -218,8 +267,8 @@ extern "C" tl_status tl_hopper_gemm_run(int device, cudaStream_t stream, const t
                                    : groups * ceil_div(g->m, TL_HOP_BM) * tiles_n;
         const int grid =
             (int)std::max<int64_t>(1, std::min<int64_t>(bound, tl_cuda_sm_count(device)));
-        status = g->half ? launch_layout<true>(device, stream, g, maps, walk, grid, op)
-                         : launch_layout<false>(device, stream, g, maps, walk, grid, op);
+        status = g->half ? launch_layout<true>(device, stream, g, maps, walk, grid, false, op)
+                         : launch_layout<false>(device, stream, g, maps, walk, grid, false, op);
     }
     tl_cuda_free(device, work); /* back to the cache behind the kernels, in stream order */
     return status;

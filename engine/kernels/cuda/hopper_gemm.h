@@ -23,8 +23,17 @@ extern "C" {
    REDUCTION: C_g = A[s_g:e_g)^T B[s_g:e_g) for g < groups, C_g [m, n] the g-th matrix of c
               (group_stride apart), A [k, m] (M-major: a_m_major), B [k, n] (b_n_major); an empty
               segment's C_g is written zeros.
+   INPLACE:   A = A op(B), written over A [m, k] (K-major) with k = n <= TL_HOPPER_MAX_INPLACE_N,
+              B [k, n] (b_n_major) or [n, k]: n / 256 CTAs take the column tiles of 128 rows in
+              the same round, and each stores its product once all of them have read those rows
+              (a counter per 128 rows, no workspace of products); c, groups and ends are unused.
    Every tile a CTA takes is found on the device from the ends: nothing waits on the host. */
-typedef enum tl_hopper_kind { TL_HOPPER_ROWS, TL_HOPPER_REDUCTION } tl_hopper_kind;
+typedef enum tl_hopper_kind {
+    TL_HOPPER_ROWS,
+    TL_HOPPER_REDUCTION,
+    TL_HOPPER_INPLACE
+} tl_hopper_kind;
+#define TL_HOPPER_MAX_INPLACE_N 8192 /* 32 CTAs of 256 columns wait for each other */
 
 /* A row-major matrix (or stack of matrices): data, elements between rows, between matrices. */
 typedef struct tl_hopper_operand {

@@ -12,13 +12,13 @@
 /* Block tile 128 x 256 x 64: consumer warpgroup w owns rows 64w..64w+63 over all 256 columns (one
    m64n256k16 wgmma per 16 of k, 128 f32 accumulators a thread); 4 stages of A (16 KiB) and B
    (32 KiB) in flight. */
-constexpr int TL_HOP_BM = 128, TL_HOP_BN = 256, TL_HOP_BK = 64, TL_HOP_STAGES = 4;
+constexpr int TL_HOP_BM = 128, TL_HOP_BN = 256, TL_HOP_BK = 64, TL_HOP_STAGES = 3;
 constexpr int TL_HOP_CONSUMERS = 2;
 constexpr int TL_HOP_THREADS = 128 * (TL_HOP_CONSUMERS + 1);
 constexpr int TL_HOP_A_STAGE = TL_HOP_BM * TL_HOP_BK; /* elements */
 constexpr int TL_HOP_B_STAGE = TL_HOP_BN * TL_HOP_BK;
 constexpr int TL_HOP_STAGE_BYTES = (TL_HOP_A_STAGE + TL_HOP_B_STAGE) * 2;
-constexpr int TL_HOP_STAGING = 64 * 128; /* a consumer's half of its 64 x 256 result, elements */
+constexpr int TL_HOP_STAGING = 64 * 256; /* a consumer's 64 x 256 result, elements */
 constexpr size_t TL_HOP_SMEM = (size_t)TL_HOP_STAGES * TL_HOP_STAGE_BYTES +
                                (size_t)TL_HOP_CONSUMERS * TL_HOP_STAGING * 2 +
                                2 * TL_HOP_STAGES * 8 + 1024;
@@ -28,13 +28,16 @@ constexpr int TL_HOP_GROUP_M = 8;
 /* What the scheduler reads, written by the schedule kernel (hopper_gemm.cu) from the ends. A
    segment is a group's rows, or (ROWS) the zero tail after the last end. */
 struct tl_hopper_walk {
-    int kind; /* TL_HOPPER_ROWS or TL_HOPPER_REDUCTION */
+    int kind; /* TL_HOPPER_ROWS, TL_HOPPER_REDUCTION or TL_HOPPER_INPLACE (hopper_gemm.h) */
     int m, n, k;
     int groups, segments;   /* segments: groups (+ 1, the tail, for ROWS) */
     const int *tile_starts; /* [segments + 1]: the first tile of each segment, then the total */
     const int2 *bounds;     /* [segments]: {s, e} */
     /* per segment: ROWS one map (C, rows up to e); REDUCTION two (A, B, rows up to e) */
     const CUtensorMap *maps;
+    /* INPLACE: per 128-row block, how many consumer warpgroups have read its rows (zeroed before
+       the launch); the block's products are stored once all of its tiles' have */
+    unsigned *rows_read;
 };
 
 /* One output tile: segment seg, rows m0.., columns n0.., k blocks kbase + 64 i for i < kblocks. */
@@ -53,9 +56,18 @@ __device__ __forceinline__ void tl_hopper_band(int t, int tiles_m, int tiles_n, 
 }
 
 /* The scheduler: tile idx of the walk, or false past the last. *seg is where the search starts (a
-   CTA's tiles only move forward) and is left at the tile's segment. */
+   CTA's tiles only move forward) and is left at the tile's segment. INPLACE: tile idx is column
+   tile idx % tiles_n of row block idx / tiles_n (the grid a multiple of tiles_n: the tiles of a
+   row block are taken in the same round, by tiles_n CTAs). */
 __device__ __forceinline__ bool tl_hopper_next(const tl_hopper_walk &w, int idx, int *seg,
                                                tl_hopper_tile *tile) {
+    if (w.kind == 2 /* INPLACE */) {
+        const int tiles_n = (w.n + TL_HOP_BN - 1) / TL_HOP_BN;
+        if (idx >= (w.m + TL_HOP_BM - 1) / TL_HOP_BM * tiles_n) return false;
+        *tile = {0, idx / tiles_n * TL_HOP_BM, idx % tiles_n * TL_HOP_BN, 0,
+                 (w.k + TL_HOP_BK - 1) / TL_HOP_BK};
+        return true;
+    }
     if (idx >= w.tile_starts[w.segments]) return false;
     int s = *seg;
     while (w.tile_starts[s + 1] <= idx) s++;
@@ -72,6 +84,33 @@ __device__ __forceinline__ bool tl_hopper_next(const tl_hopper_walk &w, int idx,
         tl_hopper_band(t, (w.m + TL_HOP_BM - 1) / TL_HOP_BM, tiles_n, &tm, &tn);
         *tile = {s, tm * TL_HOP_BM, tn * TL_HOP_BN, b.x, (b.y - b.x + TL_HOP_BK - 1) / TL_HOP_BK};
     }
+    return true;
+}
+
+/* A consumer warpgroup's staged 64 x 256 result and where it goes: four 64 x 64 boxes from
+   staging to (n0.., row0.., z) through map (a segment's map is acquired first). */
+struct tl_hopper_store {
+    const CUtensorMap *map;
+    const uint16_t *staging;
+    int n0, row0, z;
+    bool segment_map;
+    int row_block; /* INPLACE: whose readers it waits for */
+};
+
+__device__ __forceinline__ void tl_hopper_issue(const tl_hopper_store &s) {
+    if (s.segment_map) tl_tensormap_acquire(s.map);
+    for (int b = 0; b < 4; b++)
+        tl_tma_store_3d(s.map, s.staging + b * 64 * 64, s.n0 + b * 64, s.row0, s.z);
+    tl_tma_store_commit();
+}
+
+/* INPLACE: whether every consumer warpgroup of the row block's tiles has read its rows; wait:
+   spin until they have (they are resident: the launch is cooperative). */
+__device__ __forceinline__ bool tl_hopper_rows_read(const tl_hopper_walk &w, int row_block,
+                                                    bool wait) {
+    const unsigned readers = (unsigned)((w.n + TL_HOP_BN - 1) / TL_HOP_BN * TL_HOP_CONSUMERS);
+    while (tl_flag_read(&w.rows_read[row_block]) < readers)
+        if (!wait) return false;
     return true;
 }
 
@@ -106,7 +145,7 @@ __global__ void __launch_bounds__(TL_HOP_THREADS, 1)
     uint16_t *staging = sb + TL_HOP_STAGES * TL_HOP_B_STAGE;
     uint64_t *full = (uint64_t *)(staging + TL_HOP_CONSUMERS * TL_HOP_STAGING);
     uint64_t *empty = full + TL_HOP_STAGES;
-    const bool rows_kind = walk.kind == 0;
+    const bool rows_kind = walk.kind == 0, in_place = walk.kind == 2;
 
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
     if (threadIdx.x == 0) {
@@ -129,8 +168,8 @@ __global__ void __launch_bounds__(TL_HOP_THREADS, 1)
         tl_hopper_tile tile;
         for (int idx = blockIdx.x; tl_hopper_next(walk, idx, &seg, &tile); idx += gridDim.x) {
             const CUtensorMap *ma = &map_a, *mb = &map_b;
-            int z = tile.seg; /* B's matrix: the group's (ROWS) */
-            if (!rows_kind) {
+            int z = rows_kind ? tile.seg : 0; /* B's matrix: the group's (ROWS) */
+            if (walk.kind == 1 /* REDUCTION: the segment's maps */) {
                 ma = &walk.maps[2 * tile.seg], mb = &walk.maps[2 * tile.seg + 1], z = 0;
                 if (tile.kblocks > 0) tl_tensormap_acquire(ma), tl_tensormap_acquire(mb);
             }
@@ -163,10 +202,15 @@ __global__ void __launch_bounds__(TL_HOP_THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int cw = wg - 1; /* rows 64 cw .. 64 cw + 63 of the tile */
     const int warp = t / 32, lane = t % 32;
+    uint16_t *mine = staging + cw * TL_HOP_STAGING;
     float acc[128];
     int stage = 0, seg = 0;
     uint32_t phase = 0;
     tl_hopper_tile tile;
+    /* INPLACE: the staged product of this warpgroup's previous tile waits for every reader of its
+       rows; thread 0 stores it as soon as they are done (polled during the next mainloop) */
+    bool pending = false;
+    tl_hopper_store held = {};
     for (int idx = blockIdx.x; tl_hopper_next(walk, idx, &seg, &tile); idx += gridDim.x) {
         if (tile.kblocks == 0) {
 #pragma unroll
@@ -197,54 +241,70 @@ __global__ void __launch_bounds__(TL_HOP_THREADS, 1)
             if (prev >= 0 && lane == 0) tl_mbar_arrive(&empty[prev]);
             prev = stage;
             if (++stage == TL_HOP_STAGES) stage = 0, phase ^= 1;
+            if (pending && t == 0 && tl_hopper_rows_read(walk, held.row_block, false)) {
+                tl_hopper_issue(held);
+                pending = false;
+            }
+            __syncwarp();
         }
         tl_wgmma_wait<0>();
         if (prev >= 0 && lane == 0) tl_mbar_arrive(&empty[prev]);
+        /* this warpgroup has read the tile's rows (its last wgmma read the last stage, whose load
+           had landed) */
+        if (in_place && t == 0) tl_flag_add(&walk.rows_read[tile.m0 / TL_HOP_BM]);
 
         /* Epilogue. The m64n256 f32 fragment: accumulator 4j + 2h + e sits at row
            16 warp + lane/4 + 8h, column 8j + 2(lane%4) + e of the warpgroup's 64 x 256 tile. Each
            8x8 block of it is what stmatrix m8n8 takes (lane l holds row l/4, columns 2(l%4)..+1),
-           so one stmatrix.x4 stores column blocks j, j+1 for both row halves h. A staging half
-           (64 rows x 128 columns) is two 64 x 64 boxes of 128-byte rows in the 128B swizzle of
-           the C map: 16-byte chunk c of row r lives at chunk c ^ (r % 8), which also keeps
-           stmatrix free of bank conflicts. */
-        const CUtensorMap *mc = rows_kind ? &walk.maps[tile.seg] : &map_c;
-        const int zc = rows_kind ? 0 : tile.seg;
-        if (rows_kind && t == 0) tl_tensormap_acquire(mc);
-        uint16_t *mine = staging + cw * TL_HOP_STAGING;
+           so one stmatrix.x4 stores column blocks j, j+1 for both row halves h. The staging (64
+           rows x 256 columns) is four 64 x 64 boxes of 128-byte rows in the 128B swizzle of the C
+           map: 16-byte chunk c of row r lives at chunk c ^ (r % 8), which also keeps stmatrix free
+           of bank conflicts. */
         const int q = lane / 8, rr = lane % 8;
         const int srow = warp * 16 + 8 * (q % 2) + rr;
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            /* the previous store out of this buffer must have read it */
-            if (t == 0) tl_tma_store_wait_read();
-            asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-#pragma unroll
-            for (int jj = 0; jj < 16; jj += 2) {
-                const int j = half * 16 + jj;
-                uint32_t r[4];
-#pragma unroll
-                for (int x = 0; x < 4; x++) {
-                    const int jx = j + x / 2, h = x % 2;
-                    r[x] = tl_hopper_pack<HALF>(acc[4 * jx + 2 * h], acc[4 * jx + 2 * h + 1]);
-                }
-                const int cb = jj + q / 2; /* this lane's 8-column block inside the half */
-                const uint32_t addr =
-                    tl_smem_addr(mine + (cb / 8) * 64 * 64) + srow * 128 + (((cb % 8) ^ rr) * 16);
-                asm volatile(
-                    "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
-                    "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-                    : "memory");
+        if (t == 0) {
+            if (pending) { /* not stored yet: its readers are about done */
+                tl_hopper_rows_read(walk, held.row_block, true);
+                tl_hopper_issue(held);
+                pending = false;
             }
-            tl_fence_async_shared();
-            asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-            if (t == 0) {
-                for (int b = 0; b < 2; b++)
-                    tl_tma_store_3d(mc, mine + b * 64 * 64, tile.n0 + half * 128 + b * 64,
-                                    tile.m0 + cw * 64, zc);
-                tl_tma_store_commit();
-            }
+            /* the previous tile's stores out of the staging must have read it */
+            tl_tma_store_wait_read();
         }
+        held = {rows_kind ? &walk.maps[tile.seg] : &map_c,
+                mine,
+                tile.n0,
+                tile.m0 + cw * 64,
+                walk.kind == 1 /* REDUCTION */ ? tile.seg : 0,
+                rows_kind,
+                tile.m0 / TL_HOP_BM};
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+#pragma unroll
+        for (int jj = 0; jj < 32; jj += 2) {
+            uint32_t r[4];
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                const int jx = jj + x / 2, h = x % 2;
+                r[x] = tl_hopper_pack<HALF>(acc[4 * jx + 2 * h], acc[4 * jx + 2 * h + 1]);
+            }
+            const int cb = jj + q / 2; /* this lane's 8-column block */
+            const uint32_t addr =
+                tl_smem_addr(mine + (cb / 8) * 64 * 64) + srow * 128 + (((cb % 8) ^ rr) * 16);
+            asm volatile(
+                "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                : "memory");
+        }
+        tl_fence_async_shared();
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+        if (in_place)
+            pending = true;
+        else if (t == 0)
+            tl_hopper_issue(held);
+    }
+    if (pending && t == 0) {
+        tl_hopper_rows_read(walk, held.row_block, true);
+        tl_hopper_issue(held);
     }
     /* shared memory must outlive the last store's reads */
     if (t == 0) tl_tma_store_wait();

@@ -37,6 +37,20 @@ __device__ __forceinline__ void tl_mbar_wait(uint64_t *bar, uint32_t parity) {
     }
 }
 
+/* ---- flags in global memory between the CTAs of a grid that are all resident at once ------ */
+/* counter += 1, after (release) this thread's earlier memory operations */
+__device__ __forceinline__ void tl_flag_add(unsigned *counter) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+}
+/* counter's value, before (acquire) this thread's later memory operations; then the async
+   proxy's (TMA's) later global accesses too */
+__device__ __forceinline__ unsigned tl_flag_read(const unsigned *counter) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+    return v;
+}
+
 /* ---- TMA: tiles between global memory (described by a CUtensorMap) and shared memory ------- */
 /* The box at (c0 innermost, c1, c2) into dst, its bytes completing on bar. Parts of the box out of
    the map's bounds are filled with zeros (and still counted in the bytes). */
