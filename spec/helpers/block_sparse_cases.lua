@@ -42,18 +42,33 @@ M.sweep.block_sparse_linear = {
 }
 
 -- ---- block-sparse linear --------------------------------------------------------------------
--- blocks of b on the block grid {{1, 0}, {1, 1}}, x [3, 2 b]: y = x W^T + bias, gx = g W
-local function block_sparse_case(b)
+-- blocks of b on the block grid {{1, 0}, {1, 1}}, x [rows, 2 b]: y = x W^T + bias, gx = g W;
+-- hopper: the Hopper kernel on (true: pending where the GPU is no Hopper) or off (false), on CUDA
+local function block_sparse_case(b, rows, hopper)
   local n = 2 * b
   return {
     tolerance = { bfloat16 = { 3e-2, 3e-2 }, float16 = { 4e-3, 4e-3 } },
-    inputs = function(G) return { G.normal(3, n), G.normal(3, b, b), G.normal(n), G.normal(3, n) } end,
+    unavailable = hopper and function(device)
+      if not device:match("^cuda") then return nil end
+      local major, minor = tl.cuda.get_device_capability()
+      if major ~= 9 or minor ~= 0 then return "the Hopper kernel needs a Hopper GPU (compute capability 9.0)" end
+      return nil
+    end or nil,
+    inputs = function(G) return { G.normal(rows, n), G.normal(3, b, b), G.normal(n), G.normal(rows, n) } end,
     run = function(x, blocks, bias, g)
       x, blocks, bias = leaves(x, blocks, bias)
-      local layout = tl.nn.block_layout(tl.tensor({ { true, false }, { true, true } }, { device = x.device }))
-      local y = tl.block_sparse_linear(x, blocks, layout, bias)
-      y:backward(g)
-      return { y:detach(), x.grad }
+      local cuda = hopper ~= nil and tostring(x.device):match("^cuda") ~= nil
+      local before = cuda and tl.cuda.hopper_gemm_enabled()
+      if cuda then tl.cuda.set_hopper_gemm_enabled(hopper) end
+      local ok, out = pcall(function()
+        local layout = tl.nn.block_layout(tl.tensor({ { true, false }, { true, true } }, { device = x.device }))
+        local y = tl.block_sparse_linear(x, blocks, layout, bias)
+        y:backward(g)
+        return { y:detach(), x.grad }
+      end)
+      if cuda then tl.cuda.set_hopper_gemm_enabled(before) end
+      if not ok then error(out, 0) end
+      return out
     end,
     reference = function(_, x, blocks, bias, g)
       local w = ref.build({ n, n }, function() return 0.0 end)
@@ -73,7 +88,9 @@ local function block_sparse_case(b)
 end
 
 -- op -> variant -> case (the backward op's variants are reached by the same runs)
-local block_sparse = { mma_b64 = block_sparse_case(64), mma_b32 = block_sparse_case(32), plain = block_sparse_case(16) }
+-- (300 rows: the Hopper kernel's tiles of 256 rows, a partial one)
+local block_sparse = { hopper_b64 = block_sparse_case(64, 300, true), mma_b64 = block_sparse_case(64, 3, false),
+  mma_b32 = block_sparse_case(32, 3), plain = block_sparse_case(16, 3) }
 M.variants = { block_sparse_linear = block_sparse, block_sparse_linear_backward_input = block_sparse }
 
 -- which case covers a kernel's op (an op not listed is its own case)

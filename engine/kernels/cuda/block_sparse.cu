@@ -8,9 +8,11 @@
 #include "kernels/cuda/blas_types.h"
 #include "kernels/cuda/describe.cuh"
 #include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/hopper_gemm.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/kernel.h"
 #include "kernels/cuda/ops_common.cuh"
+#include "tlua/runtime.h"
 
 enum { TL_CUDA_BSL_FORWARD, TL_CUDA_BSL_BACKWARD_INPUT, TL_CUDA_BSL_BACKWARD_WEIGHT };
 
@@ -307,6 +309,10 @@ bool fits_mma(const tl_cuda_block_sparse &p) {
 /* The paths of the forward and the input gradient, each with the condition that picks it. */
 constexpr tl_dtype_set HALVES = TL_DTYPES_BF16 | TL_DTYPES_F16;
 const tl_kernel_variant variants[] = {
+    TL_VARIANT(
+        block_sparse_linear, HALVES, "hopper_b64",
+        "a Hopper GPU, bfloat16/float16, blocks of 64, 16-byte aligned rows: wgmma tiles of "
+        "256 rows by one block, TMA loads walking the block's list (hopper_block_sparse.cu)"),
     TL_VARIANT(block_sparse_linear, HALVES, "mma_b64",
                "bfloat16/float16, blocks of 64, 16-byte aligned rows: tensor cores, tiles of 128 "
                "rows by one block, 4 stages"),
@@ -316,6 +322,8 @@ const tl_kernel_variant variants[] = {
     TL_VARIANT(block_sparse_linear, TL_DTYPES_FLOATING, "plain",
                "float32/float64, other block sizes, or rows not 16-byte aligned: one output "
                "element per thread"),
+    TL_VARIANT(block_sparse_linear_backward_input, HALVES, "hopper_b64",
+               "as the forward's hopper_b64, walking the column-wise index"),
     TL_VARIANT(block_sparse_linear_backward_input, HALVES, "mma_b64",
                "as the forward's mma_b64, walking the column-wise index"),
     TL_VARIANT(block_sparse_linear_backward_input, HALVES, "mma_b32",
@@ -324,10 +332,27 @@ const tl_kernel_variant variants[] = {
                "as the forward's plain path"),
 };
 
+/* The Hopper kernel's description of p (forward or input gradient). */
+tl_hopper_block_sparse hopper_of(const tl_cuda_block_sparse &p) {
+    tl_hopper_block_sparse h = {};
+    h.half = p.dtype == TL_CUDA_F16, h.forward = p.mode == FORWARD;
+    h.block = p.block, h.rows = p.rows, h.outputs = p.outputs, h.nnz = p.nnz;
+    h.dense_limit = p.dense_limit;
+    h.dense = p.dense, h.blocks = p.other, h.bias = p.bias, h.out = p.out;
+    h.dense_width = p.dense_width, h.out_width = p.out_width;
+    h.offsets = p.offsets, h.dense_index = p.dense_index, h.weight_index = p.weight_index;
+    return h;
+}
+
 template <int MODE> tl_status run_mode(const tl_cuda_block_sparse &p) {
-    const tl_kernel_variant *v = &variants[MODE == FORWARD ? 0 : 3];
-    if (!fits_mma(p)) return tl_variant_ran(&v[2], (tl_dtype)p.dtype), run_plain<MODE>(p);
-    tl_variant_ran(&v[p.block == 64 ? 0 : 1], (tl_dtype)p.dtype);
+    const tl_kernel_variant *v = &variants[MODE == FORWARD ? 0 : 4];
+    if (!fits_mma(p)) return tl_variant_ran(&v[3], (tl_dtype)p.dtype), run_plain<MODE>(p);
+    const tl_hopper_block_sparse h = hopper_of(p);
+    if (tl_hopper_gemm_enabled() && tl_hopper_block_sparse_takes(p.at.device, &h)) {
+        tl_variant_ran(&v[0], (tl_dtype)p.dtype);
+        return tl_hopper_block_sparse_run(p.at.device, p.at.stream, &h, p.at.op);
+    }
+    tl_variant_ran(&v[p.block == 64 ? 1 : 2], (tl_dtype)p.dtype);
     return p.dtype == TL_CUDA_BF16 ? run_mma<MODE, true>(p) : run_mma<MODE, false>(p);
 }
 

@@ -304,6 +304,15 @@ tl_status tl_hopper_gemm_run(int device, cudaStream_t stream, const tl_hopper_ge
     (void)device, (void)stream, (void)g;
     return tl_error(TL_ERR_RUNTIME, "%s: this build has no Hopper GEMM core", op);
 }
+bool tl_hopper_block_sparse_takes(int device, const tl_hopper_block_sparse *p) {
+    (void)device, (void)p;
+    return false;
+}
+tl_status tl_hopper_block_sparse_run(int device, cudaStream_t stream,
+                                     const tl_hopper_block_sparse *p, const char *op) {
+    (void)device, (void)stream, (void)p;
+    return tl_error(TL_ERR_RUNTIME, "%s: this build has no Hopper GEMM core", op);
+}
 #endif
 
 static tl_status run_segments(tl_device device, const GemmGroupedParams *p) {

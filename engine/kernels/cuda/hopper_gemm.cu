@@ -7,6 +7,7 @@
 #include "core/cuda/cuda_runtime.h"
 #include "kernels/cuda/hopper_gemm.h"
 #include "kernels/cuda/hopper_gemm_kernel.cuh"
+#include "kernels/cuda/hopper_maps.cuh"
 
 /* ---- the schedule kernel ------------------------------------------------------------------ */
 constexpr int TL_HOP_SCHEDULE_THREADS = 256;
@@ -82,12 +83,9 @@ static encode_tiled_fn encode_tiled() {
     return fn;
 }
 
-/* A stack of `matrices` row-major [rows, cols] matrices (ld elements between rows, stride between
-   matrices) read or written in boxes of box_rows x box_cols, 128B-swizzled (box_cols is 64: 128
-   bytes); zeros where a box leaves the bounds. */
-static tl_status make_map(const tl_hopper_gemm *g, const void *data, int64_t rows, int64_t cols,
-                          int64_t ld, int64_t matrices, int64_t stride, int box_rows,
-                          const char *op, CUtensorMap *map) {
+tl_status tl_hopper_make_map(bool half, const void *data, int64_t rows, int64_t cols, int64_t ld,
+                             int64_t matrices, int64_t stride, int box_rows, const char *op,
+                             CUtensorMap *map) {
     encode_tiled_fn encode = encode_tiled();
     if (!encode)
         return tl_error(TL_ERR_RUNTIME, "%s: the driver has no cuTensorMapEncodeTiled", op);
@@ -97,7 +95,7 @@ static tl_status make_map(const tl_hopper_gemm *g, const void *data, int64_t row
     const cuuint64_t strides[2] = {(cuuint64_t)ld * 2, (cuuint64_t)stride * 2};
     const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, steps[3] = {1, 1, 1};
     CUresult r =
-        encode(map, g->half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+        encode(map, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
                (void *)data, dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -106,6 +104,13 @@ static tl_status make_map(const tl_hopper_gemm *g, const void *data, int64_t row
                         "%s: cuTensorMapEncodeTiled failed (%d) for a [%lld, %lld] operand", op,
                         (int)r, (long long)rows, (long long)cols);
     return TL_OK;
+}
+
+/* g's operand as such a map */
+static tl_status make_map(const tl_hopper_gemm *g, const void *data, int64_t rows, int64_t cols,
+                          int64_t ld, int64_t matrices, int64_t stride, int box_rows,
+                          const char *op, CUtensorMap *map) {
+    return tl_hopper_make_map(g->half, data, rows, cols, ld, matrices, stride, box_rows, op, map);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) {

@@ -64,6 +64,26 @@ bool tl_hopper_gemm_takes(int device, const tl_hopper_gemm *g);
 tl_status tl_hopper_gemm_run(int device, cudaStream_t stream, const tl_hopper_gemm *g,
                              const char *op);
 
+/* The block-sparse linear's forward and input gradient on the core's pieces
+   (hopper_block_sparse.cu, blocks of 64): out [rows, outputs * 64], its block column o = the sum
+   over the entries e of o's list (offsets[o] .. offsets[o + 1]) of dense's block column
+   dense_index[e] times the weight block w = weight_index[e] (e itself when weight_index is NULL)
+   of blocks [nnz, 64, 64]: W_w^T in the forward (+ bias[o * 64 ..] when given), W_w in the input
+   gradient. An entry whose index is out of range is skipped. Rows dense_width / out_width
+   elements apart; every operand 16-byte aligned with those a multiple of 8. */
+typedef struct tl_hopper_block_sparse {
+    bool half, forward;
+    int64_t block, rows, outputs, nnz, dense_limit;
+    const void *dense, *blocks, *bias;
+    void *out;
+    int64_t dense_width, out_width;
+    const int32_t *offsets, *dense_index, *weight_index;
+} tl_hopper_block_sparse;
+
+bool tl_hopper_block_sparse_takes(int device, const tl_hopper_block_sparse *p);
+tl_status tl_hopper_block_sparse_run(int device, cudaStream_t stream,
+                                     const tl_hopper_block_sparse *p, const char *op);
+
 #ifdef __cplusplus
 }
 #endif

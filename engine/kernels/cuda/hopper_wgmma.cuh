@@ -1,13 +1,13 @@
-/* The Hopper GEMM core's instruction (written by scripts/gen-hopper-wgmma): one wgmma.mma_async
-   m64n256k16, f32 += bf16 x bf16 or f16 x f16, both operands from shared memory. */
+/* The Hopper GEMM core's instructions (written by scripts/gen-hopper-wgmma): wgmma.mma_async
+   m64n256k16 and m64n64k16, f32 += bf16 x bf16 or f16 x f16, both operands from shared memory. */
 #pragma once
 
 #include <cstdint>
 
-/* d: this thread's 128 accumulators of the warpgroup's 64 x 256 tile; da, db: shared-memory matrix
-   descriptors; scale_d 0 overwrites d (D = A B), 1 accumulates (D = A B + D). TRANS_A 1 reads A
-   M-major (M contiguous) instead of K-major, TRANS_B 1 reads B N-major instead of K-major (sm_90a
-   transposes 16-bit operands as it loads them). HALF: float16 inputs, else bfloat16. */
+/* d: this thread's 128 accumulators of the warpgroup's 64 x 256 tile; da, db: shared-memory
+   matrix descriptors; scale_d 0 overwrites d (D = A B), 1 accumulates (D = A B + D). TRANS_A 1
+   reads A M-major (M contiguous) instead of K-major, TRANS_B 1 reads B N-major instead of K-major
+   (sm_90a transposes 16-bit operands as it loads them). HALF: float16 inputs, else bfloat16. */
 template <bool HALF, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void tl_wgmma_m64n256k16(float *d, uint64_t da, uint64_t db,
                                                     int scale_d) {
@@ -80,6 +80,42 @@ __device__ __forceinline__ void tl_wgmma_m64n256k16(float *d, uint64_t da, uint6
               "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
               "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]),
               "+f"(d[127])
+            : "l"(da), "l"(db), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+    }
+}
+
+/* d: this thread's 32 accumulators of the warpgroup's 64 x 64 tile; da, db: shared-memory
+   matrix descriptors; scale_d 0 overwrites d (D = A B), 1 accumulates (D = A B + D). TRANS_A 1
+   reads A M-major (M contiguous) instead of K-major, TRANS_B 1 reads B N-major instead of K-major
+   (sm_90a transposes 16-bit operands as it loads them). HALF: float16 inputs, else bfloat16. */
+template <bool HALF, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void tl_wgmma_m64n64k16(float *d, uint64_t da, uint64_t db,
+                                                   int scale_d) {
+    if constexpr (HALF) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, "
+            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
+            "%25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+              "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+              "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+              "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+              "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+              "+f"(d[31])
+            : "l"(da), "l"(db), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+    } else {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, "
+            "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, "
+            "%25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+              "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+              "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+              "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+              "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+              "+f"(d[31])
             : "l"(da), "l"(db), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
     }
 }
