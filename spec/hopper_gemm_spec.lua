@@ -200,6 +200,11 @@ describe("the Hopper GEMM core through grouped_mm #cuda", function()
     assert.matches("offsets must not decrease", tostring(err1), 1, true)
     assert.is_false(ok2)
     assert.matches("offsets holds 7", tostring(err2), 1, true)
+    -- the core off: the offsets are read on the host, and checked there at once
+    with_hopper(false, function()
+      assert.error_matches(function() tl.grouped_mm(A, B, tl.tensor({ 3, 2, 6 }, { dtype = "int64" }):cuda()) end,
+        { "grouped_mm", "the steps between offsets holds -1", "offsets must not decrease" })
+    end)
     -- asynchronously: raised by the next synchronization, the engine usable after
     tl.grouped_mm(A, B, tl.tensor({ 1, 2, 9 }, { dtype = "int64" }):cuda())
     assert.error_matches(function() tl.cuda.synchronize() end, { "grouped_mm", "offsets holds 9" })

@@ -113,6 +113,10 @@ typedef struct GemmSegments {
     int64_t lda, ldb, ldc, stride_b, stride_c;
     bool b_transposed;
     tl_dtype dtype; /* a, b and c */
+    /* ends not on the host: what a failed check of them names (an end outside [0, rows], a step
+       from one end to the next outside it, i.e. a decrease); the kernel checks them where it
+       reads them (on CUDA raised by the next synchronization, as index checks are). NULL: none */
+    const struct tl_index_range *ends_range, *steps_range;
 } GemmSegments;
 
 /* G independent GEMMs of free sizes, C_g = alpha * op(A_g) op(B_g) + beta * C_g, sharing

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include "kernels/gemm.h"
+#include "tlua/cuda.h"
+#include "tlua/device.h"
 #include "tlua/nn.h"
 #include "tlua/ops.h"
 
@@ -265,34 +267,6 @@ static int64_t row_stride(const tl_tensor *t) {
     return t->shape[r] <= 1 ? (t->shape[r + 1] > 1 ? t->shape[r + 1] : 1) : t->strides[r];
 }
 
-/* Offsets on the operands' GPU stay there: each end in [0, rows] and each step from one end to the
-   next in [0, rows] (no decrease) is checked by index checks queued on the device (raised by the
-   next synchronization, at once under tl_set_sync_checks). */
-static tl_status check_device_offsets(const char *name, tl_tensor *offsets, int64_t rows) {
-    const tl_index_range range = {.op = name,
-                                  .what = "offsets",
-                                  .range_of = "the rows of the input",
-                                  .note = NULL,
-                                  .first = 0,
-                                  .count = rows + 1};
-    TL_TRY(tl_check_index_range(offsets, &range));
-    const int64_t groups = offsets->shape[0];
-    if (groups < 2) return TL_OK;
-    tl_tensor *later = NULL, *earlier = NULL, *steps = NULL;
-    tl_status status = tl_narrow(offsets, 0, 1, groups - 1, &later);
-    if (status == TL_OK) status = tl_narrow(offsets, 0, 0, groups - 1, &earlier);
-    if (status == TL_OK) status = tl_sub(later, earlier, &steps);
-    const tl_index_range step_range = {.op = name,
-                                       .what = "the steps between offsets",
-                                       .range_of = "a group's rows",
-                                       .note = "offsets must not decrease",
-                                       .first = 0,
-                                       .count = rows + 1};
-    if (status == TL_OK) status = tl_check_index_range(steps, &step_range);
-    tl_release(later), tl_release(earlier), tl_release(steps);
-    return status;
-}
-
 /* FORWARD: first = a [T, K], second = b [G, K, N]; INPUT: first = grad [T, N], second = b;
    WEIGHT: first = a [T, K], second = grad [T, N]. Shares dtype and device (checked by the
    caller). One segmented GEMM: rows past the last end, and empty groups' weight gradients, are
@@ -320,11 +294,6 @@ static tl_status segments(tl_op op, segment_kind kind, const tl_tensor *first_in
                             name, (long long)groups, tl_shape_str(offsets, sh, sizeof sh));
         }
         TL_TRY(tl_contiguous((tl_tensor *)offsets, &device_ends));
-        tl_status status = check_device_offsets(name, device_ends, rows);
-        if (status != TL_OK) {
-            tl_release(device_ends);
-            return status;
-        }
     } else {
         TL_TRY(read_offsets(name, offsets, groups, rows, &host_ends));
     }
@@ -332,8 +301,24 @@ static tl_status segments(tl_op op, segment_kind kind, const tl_tensor *first_in
     tl_status status = row_major(first_in, &first);
     if (status == TL_OK) status = row_major(second_in, &second);
     if (status == TL_OK) status = tl_empty(out_shape, out_ndim, first_in->dtype, device, &result);
+    /* offsets on the GPU are checked where the kernel reads them (an index check's error: raised
+       by the next synchronization, at once under tl_set_sync_checks) */
+    const tl_index_range ends_range = {.op = name,
+                                       .what = "offsets",
+                                       .range_of = "the rows of the input",
+                                       .note = NULL,
+                                       .first = 0,
+                                       .count = rows + 1};
+    const tl_index_range steps_range = {.op = name,
+                                        .what = "the steps between offsets",
+                                        .range_of = "a group's rows",
+                                        .note = "offsets must not decrease",
+                                        .first = 0,
+                                        .count = rows + 1};
     if (status == TL_OK) {
         GemmSegments s = {.groups = groups,
+                          .ends_range = on_device ? &ends_range : NULL,
+                          .steps_range = on_device ? &steps_range : NULL,
                           .ends = on_device ? tl_data(device_ends) : (const void *)host_ends,
                           .ends_dtype = on_device ? device_ends->dtype : TL_I64,
                           .ends_on_host = !on_device,
@@ -358,6 +343,8 @@ static tl_status segments(tl_op op, segment_kind kind, const tl_tensor *first_in
             s.b_transposed = kind == SEGMENT_INPUT;
         }
         status = tl_gemm_segmented(op, device, &s);
+        if (status == TL_OK && on_device && tl_sync_checks())
+            status = tl_cuda_synchronize(device.index);
     }
     tl_release(first), tl_release(second), tl_release(device_ends);
     free(host_ends);

@@ -254,6 +254,25 @@ static tl_hopper_gemm hopper_of(const GemmSegments *s) {
                             .c = {s->c, s->ldc, rows ? 0 : s->stride_c}};
 }
 
+/* The ends' checks (s->ends_range, s->steps_range) on ends read on the host: the first failure's
+   error, as the device's would read. */
+static tl_status check_ends(const GemmSegments *s, const void *raw) {
+    if (!s->ends_range) return TL_OK;
+    const int64_t rows = s->kind == TL_GEMM_SEGMENT_ROWS ? s->m : s->k;
+    const int64_t steps_shape = s->groups - 1;
+    for (int64_t g = 0; g < s->groups; g++) {
+        const int64_t e =
+            s->ends_dtype == TL_I64 ? ((const int64_t *)raw)[g] : ((const int32_t *)raw)[g];
+        if (e < 0 || e > rows) return tl_index_range_error(s->ends_range, &s->groups, 1, e, g);
+        if (g == 0) continue;
+        const int64_t before =
+            s->ends_dtype == TL_I64 ? ((const int64_t *)raw)[g - 1] : ((const int32_t *)raw)[g - 1];
+        if (e - before < 0 || e - before > rows)
+            return tl_index_range_error(s->steps_range, &steps_shape, 1, e - before, g - 1);
+    }
+    return TL_OK;
+}
+
 /* Segments whose ends are read on the host: the list of their problems, and the zero blocks. */
 static tl_status run_segments_on_host(tl_device device, cudaStream_t stream,
                                       const GemmGroupedParams *p) {
@@ -268,8 +287,9 @@ static tl_status run_segments_on_host(tl_device device, cudaStream_t stream,
     if (status == TL_OK && s->groups > 0) {
         if (s->ends_on_host)
             memcpy(raw, s->ends, raw_bytes);
-        else /* the host waits for the ends */
+        else /* the host waits for the ends, and checks them */
             status = tl_cuda_memcpy(TL_CPU, raw, device, s->ends, raw_bytes);
+        if (status == TL_OK && !s->ends_on_host) status = check_ends(s, raw);
     }
     if (status == TL_OK) {
         tl_gemm_segment_ends(s, raw, ends);
@@ -321,8 +341,16 @@ static tl_status run_segments(tl_device device, const GemmGroupedParams *p) {
     TL_TRY(tl_cuda_stream(device.index, OP_NAME, &stream));
     const bool sixteen = s->dtype == TL_BF16 || s->dtype == TL_F16;
     if (sixteen && tl_hopper_gemm_enabled()) {
-        const tl_hopper_gemm h = hopper_of(s);
+        tl_hopper_gemm h = hopper_of(s);
         if (tl_hopper_gemm_takes(device.index, &h)) {
+            /* the schedule checks the ends as it reads them */
+            if (s->ends_range && !s->ends_on_host) {
+                const int64_t steps = s->groups - 1;
+                TL_TRY(tl_cuda_fault_arm(device.index, s->ends_range, &s->groups, 1, &h.fault,
+                                         &h.range_id));
+                TL_TRY(tl_cuda_fault_arm(device.index, s->steps_range, &steps, 1, &h.fault,
+                                         &h.steps_id));
+            }
             TL_TRY(tl_hopper_gemm_run(device.index, stream, &h, OP_NAME));
             tl_loop_variant_ran(&grouped_paths[h.kind == TL_HOPPER_ROWS ? 2 : 3]);
             return TL_OK;

@@ -54,16 +54,6 @@ template <bool HALF> __device__ __forceinline__ float load_bias(const void *bias
         return __bfloat162float(((const __nv_bfloat16 *)bias)[i]);
 }
 
-template <bool HALF> __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    if constexpr (HALF) {
-        __half2 v = __floats2half2_rn(lo, hi);
-        return *(uint32_t *)&v;
-    } else {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *(uint32_t *)&v;
-    }
-}
-
 /* out[m0.., block o] = sum over o's list of x[m0.., block c] op(W_w) (+ bias): TRANS_B 0 (the
    forward) reads W_w as [n, k] rows (W_w^T: K-major), 1 (the input gradient) as [k, n]. Tile t is
    rows (t / outputs) * 256.., output block t % outputs: the CTAs of a round share x's rows. */
@@ -192,15 +182,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
                 for (int x = 0; x < 4; x++) {
                     const int jx = jj + x / 2, hh = x % 2;
-                    r[x] = pack<HALF>(acc[h][4 * jx + 2 * hh], acc[h][4 * jx + 2 * hh + 1]);
+                    r[x] =
+                        tl_hopper_pack<HALF>(acc[h][4 * jx + 2 * hh], acc[h][4 * jx + 2 * hh + 1]);
                 }
                 const int cb = jj + q / 2;
                 const uint32_t addr =
                     tl_smem_addr(mine + h * 64 * 64) + srow * 128 + (((cb % 8) ^ rr) * 16);
-                asm volatile(
-                    "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
-                    "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-                    : "memory");
+                tl_stmatrix_x4(addr, r);
             }
         tl_fence_async_shared();
         asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");

@@ -2,7 +2,10 @@
    segments' tile counts and per-segment maps made on the device from the ends, then the
    persistent kernel of hopper_gemm_kernel.cuh. Built for sm_90a alone (CMakeLists.txt). */
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+
+#include <cub/block/block_scan.cuh>
 
 #include "core/cuda/cuda_runtime.h"
 #include "kernels/cuda/hopper_gemm.h"
@@ -10,43 +13,86 @@
 #include "kernels/cuda/hopper_maps.cuh"
 
 /* ---- the schedule kernel ------------------------------------------------------------------ */
-constexpr int TL_HOP_SCHEDULE_THREADS = 256;
+constexpr int TL_HOP_SCHEDULE_THREADS = 1024;
+/* segments a thread of the schedule takes in its scans (up to TL_HOPPER_MAX_GROUPS + 1 in all) */
+constexpr int TL_HOP_SCHEDULE_ITEMS =
+    (TL_HOPPER_MAX_GROUPS + 1 + TL_HOP_SCHEDULE_THREADS - 1) / TL_HOP_SCHEDULE_THREADS;
 
-/* One block: reads the ends (each clamped into [previous end, rows]), writes each segment's
-   bounds and first tile, the total, and the per-segment tensor maps: copies of the templates
-   with the segment's end as the rows' extent, so that TMA zero-fills loads past the end and clips
-   stores there. */
+/* The first failing check since the host last looked wins (tl_cuda_fault). */
+__device__ void tl_hopper_report(tl_cuda_fault *fault, unsigned int id, long long value,
+                                 long long position) {
+    if (atomicCAS(&fault->id, 0u, id) == 0u) {
+        fault->value = value;
+        fault->position = position;
+        __threadfence_system();
+    }
+}
+
+struct tl_hopper_max {
+    __device__ int operator()(int a, int b) const { return a > b ? a : b; }
+};
+
+/* One block: reads the ends (checking them where asked, then each clamped into [the previous end,
+   rows]: a prefix max), writes each segment's bounds and first tile (a prefix sum of the tile
+   counts), the total, and the per-segment tensor maps: copies of the templates with the segment's
+   end as the rows' extent, so that TMA zero-fills loads past the end and clips stores there. */
 __global__ void __launch_bounds__(TL_HOP_SCHEDULE_THREADS)
     tl_hopper_schedule_kernel(tl_hopper_walk walk, const void *ends, int ends_i64, int rows,
+                              tl_cuda_fault *fault, unsigned int range_id, unsigned int steps_id,
                               const __grid_constant__ CUtensorMap first_template,
                               const __grid_constant__ CUtensorMap second_template, int *tile_starts,
                               int2 *bounds, CUtensorMap *maps) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #else
+    typedef cub::BlockScan<int, TL_HOP_SCHEDULE_THREADS> scan;
+    __shared__ typename scan::TempStorage scan_storage;
     __shared__ int end[TL_HOPPER_MAX_GROUPS + 1];
     __shared__ alignas(128) CUtensorMap slot[TL_HOP_SCHEDULE_THREADS / 32];
-    for (int g = threadIdx.x; g < walk.groups; g += blockDim.x) {
+    for (int g = threadIdx.x; g < walk.segments; g += blockDim.x) {
+        if (g == walk.groups) { /* ROWS: the zero tail runs to the last row */
+            end[g] = rows;
+            continue;
+        }
         const long long e = ends_i64 ? ((const long long *)ends)[g] : ((const int *)ends)[g];
         end[g] = (int)(e < 0 ? 0 : e > rows ? rows : e);
+        if (!fault) continue;
+        /* an end outside [0, rows], or a step from the previous end outside it */
+        if (e < 0 || e > rows) tl_hopper_report(fault, range_id, e, g);
+        if (g == 0) continue;
+        const long long before =
+            ends_i64 ? ((const long long *)ends)[g - 1] : ((const int *)ends)[g - 1];
+        if (e - before < 0 || e - before > rows)
+            tl_hopper_report(fault, steps_id, e - before, g - 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        const int tiles_n = (walk.n + TL_HOP_BN - 1) / TL_HOP_BN;
-        const int tiles_m = (walk.m + TL_HOP_BM - 1) / TL_HOP_BM;
-        int start = 0, tiles = 0;
-        for (int s = 0; s < walk.segments; s++) {
-            const int e = s < walk.groups ? max(end[s], start) : rows;
-            end[s] = e;
-            bounds[s] = make_int2(start, e);
-            tile_starts[s] = tiles;
-            tiles += walk.kind == 0 ? (e - start + TL_HOP_BM - 1) / TL_HOP_BM * tiles_n
-                                    : tiles_m * tiles_n;
-            start = e;
-        }
-        tile_starts[walk.segments] = tiles;
-    }
+    /* thread t's segments: t * ITEMS .. (blocked, as cub's scans take them) */
+    const int first = threadIdx.x * TL_HOP_SCHEDULE_ITEMS;
+    int item[TL_HOP_SCHEDULE_ITEMS];
+    for (int i = 0; i < TL_HOP_SCHEDULE_ITEMS; i++)
+        item[i] = first + i < walk.segments ? end[first + i] : 0;
+    scan(scan_storage).InclusiveScan(item, item, tl_hopper_max());
     __syncthreads();
+    for (int i = 0; i < TL_HOP_SCHEDULE_ITEMS; i++)
+        if (first + i < walk.segments) end[first + i] = item[i];
+    __syncthreads();
+    const int tiles_n = (walk.n + TL_HOP_BN - 1) / TL_HOP_BN;
+    const int tiles_m = (walk.m + TL_HOP_BM - 1) / TL_HOP_BM;
+    for (int i = 0; i < TL_HOP_SCHEDULE_ITEMS; i++) {
+        const int s = first + i;
+        item[i] = 0;
+        if (s >= walk.segments) continue;
+        const int start = s > 0 ? end[s - 1] : 0, e = end[s];
+        bounds[s] = make_int2(start, e);
+        item[i] =
+            walk.kind == 0 ? (e - start + TL_HOP_BM - 1) / TL_HOP_BM * tiles_n : tiles_m * tiles_n;
+    }
+    int total;
+    scan(scan_storage).ExclusiveSum(item, item, total);
+    for (int i = 0; i < TL_HOP_SCHEDULE_ITEMS; i++)
+        if (first + i < walk.segments) tile_starts[first + i] = item[i];
+    if (threadIdx.x == 0) tile_starts[walk.segments] = total;
+    /* the maps, a warp each */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int per_segment = walk.kind == 0 ? 1 : 2;
     for (int s = warp; s < walk.segments; s += blockDim.x / 32) {
@@ -117,14 +163,25 @@ static int64_t ceil_div(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
+/* per device: 0 not asked yet, 1 a Hopper GPU the core runs on, 2 not */
+static std::atomic<int> hopper_devices[TL_CUDA_MAX_DEVICES];
+
 extern "C" bool tl_hopper_gemm_available(int device) {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
+    if (device < 0 || device >= TL_CUDA_MAX_DEVICES) return false;
+    int known = hopper_devices[device].load(std::memory_order_relaxed);
+    if (known == 0) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
+                cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            return false; /* asked again next time */
+        }
+        known = major == 9 && minor == 0 && encode_tiled() != nullptr ? 1 : 2;
+        hopper_devices[device].store(known, std::memory_order_relaxed);
     }
-    return major == 9 && minor == 0 && encode_tiled() != nullptr;
+    return known == 1;
 }
 
 static bool fits(const tl_hopper_operand *o, bool stacked) {
@@ -261,8 +318,8 @@ extern "C" tl_status tl_hopper_gemm_run(int device, cudaStream_t stream, const t
     if (status == TL_OK) {
         const CUtensorMap &first = rows ? maps[2] : maps[0], &second = rows ? maps[2] : maps[1];
         tl_hopper_schedule_kernel<<<1, TL_HOP_SCHEDULE_THREADS, 0, stream>>>(
-            walk, ends, g->ends_i64, (int)(rows ? g->m : g->k), first, second,
-            (int *)(w + starts_at), (int2 *)(w + bounds_at), (CUtensorMap *)w);
+            walk, ends, g->ends_i64, (int)(rows ? g->m : g->k), g->fault, g->range_id, g->steps_id,
+            first, second, (int *)(w + starts_at), (int2 *)(w + bounds_at), (CUtensorMap *)w);
         status = tl_cuda_check_launch(op);
     }
     if (status == TL_OK) {

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/cuda/cuda_runtime.h"
 #include "tlua/error.h"
 
 #ifdef __cplusplus
@@ -51,6 +52,10 @@ typedef struct tl_hopper_gemm {
     const void *ends;            /* groups cumulative ends, int32 or int64 (ends_i64) */
     bool ends_i64, ends_on_host; /* host ends are staged on the stream (no wait) */
     tl_hopper_operand a, b, c;   /* c is written */
+    /* where the schedule reports an end outside [0, rows] (range_id) or a step between ends
+       outside it (steps_id: a decrease), as an index check does; NULL: no check */
+    tl_cuda_fault *fault;
+    unsigned int range_id, steps_id;
 } tl_hopper_gemm;
 
 /* True when the build has the core and device is a Hopper GPU (compute capability 9.0). */

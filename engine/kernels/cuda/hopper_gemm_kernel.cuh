@@ -3,9 +3,6 @@
    consumer warpgroups multiply by wgmma and store through shared memory by TMA. */
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "kernels/cuda/hopper_ptx.cuh"
 #include "kernels/cuda/hopper_wgmma.cuh"
 
@@ -112,16 +109,6 @@ __device__ __forceinline__ bool tl_hopper_rows_read(const tl_hopper_walk &w, int
     while (tl_flag_read(&w.rows_read[row_block]) < readers)
         if (!wait) return false;
     return true;
-}
-
-template <bool HALF> __device__ __forceinline__ uint32_t tl_hopper_pack(float lo, float hi) {
-    if constexpr (HALF) {
-        __half2 v = __floats2half2_rn(lo, hi);
-        return *(uint32_t *)&v;
-    } else {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *(uint32_t *)&v;
-    }
 }
 
 /* C = A op(B) tile by tile (see tl_hopper_gemm in hopper_gemm.h). TRANS_A: A M-major ([k, m]
@@ -290,10 +277,7 @@ __global__ void __launch_bounds__(TL_HOP_THREADS, 1)
             const int cb = jj + q / 2; /* this lane's 8-column block */
             const uint32_t addr =
                 tl_smem_addr(mine + (cb / 8) * 64 * 64) + srow * 128 + (((cb % 8) ^ rr) * 16);
-            asm volatile(
-                "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
-                "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-                : "memory");
+            tl_stmatrix_x4(addr, r);
         }
         tl_fence_async_shared();
         asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cstdint>
 
 __device__ __forceinline__ uint32_t tl_smem_addr(const void *p) {
@@ -111,6 +113,25 @@ __device__ __forceinline__ void tl_tensormap_publish(CUtensorMap *global_map,
 __device__ __forceinline__ void tl_tensormap_acquire(const CUtensorMap *global_map) {
     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"((uint64_t)global_map)
                  : "memory");
+}
+
+/* four 8x8 matrices of 16-bit pairs (one register a lane each) into shared memory, lane l giving
+   the address of row l % 8 of matrix l / 8 */
+__device__ __forceinline__ void tl_stmatrix_x4(uint32_t addr, const uint32_t *r) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
+/* two floats rounded to a pair of float16 (HALF) or bfloat16, low first */
+template <bool HALF> __device__ __forceinline__ uint32_t tl_hopper_pack(float lo, float hi) {
+    if constexpr (HALF) {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *(uint32_t *)&v;
+    } else {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *(uint32_t *)&v;
+    }
 }
 
 /* ---- wgmma ------------------------------------------------------------------------------- */
