@@ -283,6 +283,17 @@ describe("the Hopper GEMM core through matmul_ (in place) #cuda", function()
     assert.tensor_near(g64, f64(a.grad), 3e-2, 3e-2 * math.sqrt(n))
   end)
 
+  it("many rounds of rows: the read counters taken in turn (6000 rows, n = 2048)", function()
+    tl.manual_seed(52)
+    -- 8 CTAs a block of 128 rows, 16 blocks a round, counters for 32 blocks: 47 blocks reuse them
+    local x0 = tl.randn(6000, 2048):bfloat16()
+    local w = (tl.randn(2048, 2048) / math.sqrt(2048)):bfloat16()
+    local x = x0:cuda()
+    local hopper = inplace_variants(function() x:matmul_(w:cuda()) end)
+    assert.is_true(hopper)
+    assert.tensor_near(f64(x0):matmul(f64(w)), f64(x), tolerance("bfloat16", 1))
+  end)
+
   it("what the core does not take runs by tiles, with the same numbers", function()
     tl.manual_seed(51)
     -- n past 32 tiles of 256 columns; n not a multiple of 8; rows 2-byte aligned; the core off

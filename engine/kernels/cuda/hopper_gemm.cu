@@ -234,8 +234,8 @@ static tl_status launch_layout(int device, cudaStream_t stream, const tl_hopper_
 }
 
 /* INPLACE: tiles_n CTAs take the tiles of a row block in the same round (the grid a multiple of
-   tiles_n), each counting its reads in a per-row-block counter that the others wait on before
-   storing; no schedule */
+   tiles_n), each counting its reads in the block's counter that the others wait on before storing:
+   two rounds' worth of counters (tl_hopper_walk's slots), whatever the rows; no schedule */
 static tl_status run_in_place(int device, cudaStream_t stream, const tl_hopper_gemm *g,
                               const char *op) {
     CUtensorMap maps[3];
@@ -246,7 +246,11 @@ static tl_status run_in_place(int device, cudaStream_t stream, const tl_hopper_g
     TL_TRY(make_map(g, g->a.data, g->m, g->n, g->a.ld, 1, 0, 64, op, &maps[2]));
     const int64_t row_blocks = ceil_div(g->m, TL_HOP_BM);
     const int tiles_n = (int)ceil_div(g->n, TL_HOP_BN);
-    const size_t bytes = (size_t)row_blocks * sizeof(unsigned);
+    const int64_t tiles = row_blocks * tiles_n;
+    const int64_t resident = tl_cuda_sm_count(device) / tiles_n * tiles_n;
+    const int grid = (int)std::max<int64_t>(tiles_n, std::min(tiles, resident));
+    const int slots = 2 * (grid / tiles_n);
+    const size_t bytes = (size_t)slots * sizeof(unsigned);
     void *counters = nullptr;
     TL_TRY(tl_cuda_malloc(device, bytes, op, &counters));
     tl_status status = TL_OK;
@@ -257,9 +261,7 @@ static tl_status run_in_place(int device, cudaStream_t stream, const tl_hopper_g
         walk.kind = 2;
         walk.m = (int)g->m, walk.n = (int)g->n, walk.k = (int)g->k;
         walk.rows_read = (unsigned *)counters;
-        const int64_t tiles = row_blocks * tiles_n;
-        const int64_t resident = tl_cuda_sm_count(device) / tiles_n * tiles_n;
-        const int grid = (int)std::max<int64_t>(tiles_n, std::min(tiles, resident));
+        walk.slots = slots;
         status = g->half ? launch_layout<true>(device, stream, g, maps, walk, grid, true, op)
                          : launch_layout<false>(device, stream, g, maps, walk, grid, true, op);
     }

@@ -27,7 +27,8 @@ extern "C" {
    INPLACE:   A = A op(B), written over A [m, k] (K-major) with k = n <= TL_HOPPER_MAX_INPLACE_N,
               B [k, n] (b_n_major) or [n, k]: n / 256 CTAs take the column tiles of 128 rows in
               the same round, and each stores its product once all of them have read those rows
-              (a counter per 128 rows, no workspace of products); c, groups and ends are unused.
+              (counters for two rounds of 128-row blocks: a workspace independent of m, no
+              products in it); c, groups and ends are unused.
    Every tile a CTA takes is found on the device from the ends: nothing waits on the host. */
 typedef enum tl_hopper_kind {
     TL_HOPPER_ROWS,

@@ -32,9 +32,13 @@ struct tl_hopper_walk {
     const int2 *bounds;     /* [segments]: {s, e} */
     /* per segment: ROWS one map (C, rows up to e); REDUCTION two (A, B, rows up to e) */
     const CUtensorMap *maps;
-    /* INPLACE: per 128-row block, how many consumer warpgroups have read its rows (zeroed before
-       the launch); the block's products are stored once all of its tiles' have */
+    /* INPLACE: counters of the consumer warpgroups that have read a 128-row block's rows (zeroed
+       before the launch), `slots` of them taking turns: block r counts in slot r % slots, as its
+       generation r / slots; its products are stored once the slot holds (generation + 1) times its
+       readers. slots spans two rounds of the grid, so a slot's next generation is counted only by
+       CTAs that have seen this one complete: no block's count is ever mixed with another's. */
     unsigned *rows_read;
+    int slots;
 };
 
 /* One output tile: segment seg, rows m0.., columns n0.., k blocks kbase + 64 i for i < kblocks. */
@@ -106,7 +110,8 @@ __device__ __forceinline__ void tl_hopper_issue(const tl_hopper_store &s) {
 __device__ __forceinline__ bool tl_hopper_rows_read(const tl_hopper_walk &w, int row_block,
                                                     bool wait) {
     const unsigned readers = (unsigned)((w.n + TL_HOP_BN - 1) / TL_HOP_BN * TL_HOP_CONSUMERS);
-    while (tl_flag_read(&w.rows_read[row_block]) < readers)
+    const unsigned target = (unsigned)(row_block / w.slots + 1) * readers;
+    while (tl_flag_read(&w.rows_read[row_block % w.slots]) < target)
         if (!wait) return false;
     return true;
 }
@@ -238,7 +243,7 @@ __global__ void __launch_bounds__(TL_HOP_THREADS, 1)
         if (prev >= 0 && lane == 0) tl_mbar_arrive(&empty[prev]);
         /* this warpgroup has read the tile's rows (its last wgmma read the last stage, whose load
            had landed) */
-        if (in_place && t == 0) tl_flag_add(&walk.rows_read[tile.m0 / TL_HOP_BM]);
+        if (in_place && t == 0) tl_flag_add(&walk.rows_read[tile.m0 / TL_HOP_BM % walk.slots]);
 
         /* Epilogue. The m64n256 f32 fragment: accumulator 4j + 2h + e sits at row
            16 warp + lane/4 + 8h, column 8j + 2(lane%4) + e of the warpgroup's 64 x 256 tile. Each
