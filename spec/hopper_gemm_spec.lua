@@ -70,16 +70,22 @@ local function run(A, B, G, offsets)
   return y, a.grad, b.grad, variants_of(events)
 end
 
-describe("the Hopper GEMM core through grouped_mm #cuda", function()
+-- true on a Hopper GPU; else the block's specs are pending, saying why
+local function on_hopper()
   if tl.cuda.device_count() == 0 then
     pending("no CUDA device: the Hopper GEMM core's specs did not run")
-    return
+    return false
   end
   local major, minor = tl.cuda.get_device_capability()
   if major ~= 9 or minor ~= 0 then
     pending(("not a Hopper GPU (compute capability %d.%d): the core's specs did not run"):format(major, minor))
-    return
+    return false
   end
+  return true
+end
+
+describe("the Hopper GEMM core through grouped_mm #cuda", function()
+  if not on_hopper() then return end
 
   -- T rows in 8 groups of 0, 1, 7, 300, 0, 64, 129 and 19 rows, then 20 rows past the last end
   local ends = { 0, 1, 8, 308, 308, 372, 501, 520 }
@@ -214,15 +220,7 @@ describe("the Hopper GEMM core through grouped_mm #cuda", function()
 end)
 
 describe("the Hopper GEMM core through matmul_ (in place) #cuda", function()
-  if tl.cuda.device_count() == 0 then
-    pending("no CUDA device: the Hopper GEMM core's specs did not run")
-    return
-  end
-  local major, minor = tl.cuda.get_device_capability()
-  if major ~= 9 or minor ~= 0 then
-    pending(("not a Hopper GPU (compute capability %d.%d): the core's specs did not run"):format(major, minor))
-    return
-  end
+  if not on_hopper() then return end
 
   local function inplace_variants(fn)
     local taken = variants_of(tl.trace(fn))

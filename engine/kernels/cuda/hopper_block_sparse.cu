@@ -66,21 +66,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     __trap(); /* built for sm_90a only (CMakeLists.txt) */
 #else
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *base = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    uint16_t *sa = (uint16_t *)base;
-    uint16_t *sb = sa + STAGES * A_STAGE;
-    uint16_t *staging = sb + STAGES * B_STAGE;
-    uint64_t *full = (uint64_t *)(staging + CONSUMERS * STAGING);
-    uint64_t *empty = full + STAGES;
+    const tl_hopper_smem m =
+        tl_hopper_carve(smem_raw, STAGES, A_STAGE, B_STAGE, CONSUMERS * STAGING);
+    uint16_t *sa = m.a, *sb = m.b, *staging = m.staging;
+    uint64_t *full = m.full, *empty = m.empty;
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
     const int tiles = (k.rows + BM - 1) / BM * k.outputs;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            tl_mbar_init(&full[s], 1);
-            tl_mbar_init(&empty[s], CONSUMERS * 4);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 0) tl_hopper_ring_init(m, STAGES, CONSUMERS * 4);
     __syncthreads();
 
     if (wg == 0) {

@@ -130,23 +130,14 @@ __global__ void __launch_bounds__(TL_HOP_THREADS, 1)
     __trap(); /* built for sm_90a only (CMakeLists.txt) */
 #else
     extern __shared__ uint8_t smem_raw[];
-    /* 128B swizzle repeats every 8 rows of 128 bytes: tiles start on 1024-byte boundaries */
-    uint8_t *base = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    uint16_t *sa = (uint16_t *)base;
-    uint16_t *sb = sa + TL_HOP_STAGES * TL_HOP_A_STAGE;
-    uint16_t *staging = sb + TL_HOP_STAGES * TL_HOP_B_STAGE;
-    uint64_t *full = (uint64_t *)(staging + TL_HOP_CONSUMERS * TL_HOP_STAGING);
-    uint64_t *empty = full + TL_HOP_STAGES;
+    const tl_hopper_smem m = tl_hopper_carve(smem_raw, TL_HOP_STAGES, TL_HOP_A_STAGE,
+                                             TL_HOP_B_STAGE, TL_HOP_CONSUMERS * TL_HOP_STAGING);
+    uint16_t *sa = m.a, *sb = m.b, *staging = m.staging;
+    uint64_t *full = m.full, *empty = m.empty;
     const bool rows_kind = walk.kind == 0, in_place = walk.kind == 2;
 
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < TL_HOP_STAGES; s++) {
-            tl_mbar_init(&full[s], 1);                     /* the producer's expect_tx */
-            tl_mbar_init(&empty[s], TL_HOP_CONSUMERS * 4); /* one arrival per consumer warp */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 0) tl_hopper_ring_init(m, TL_HOP_STAGES, TL_HOP_CONSUMERS * 4);
     __syncthreads();
 
     if (wg == 0) {

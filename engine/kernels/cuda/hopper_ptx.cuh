@@ -39,6 +39,38 @@ __device__ __forceinline__ void tl_mbar_wait(uint64_t *bar, uint32_t parity) {
     }
 }
 
+/* ---- a kernel's shared memory: a ring of stages (A, then B, tiles of 16-bit elements), the
+   consumers' staging of their results, then the ring's full and empty barriers ------------------
+ */
+struct tl_hopper_smem {
+    uint16_t *a, *b, *staging;
+    uint64_t *full, *empty;
+};
+/* 128B swizzle repeats every 8 rows of 128 bytes: the tiles start on 1024-byte boundaries (the
+   dynamic shared memory asked for has 1024 bytes more). Elements: a_stage and b_stage a stage,
+   staging in all. */
+__device__ __forceinline__ tl_hopper_smem tl_hopper_carve(uint8_t *raw, int stages, int a_stage,
+                                                          int b_stage, int staging) {
+    uint8_t *base = (uint8_t *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    tl_hopper_smem m;
+    m.a = (uint16_t *)base;
+    m.b = m.a + stages * a_stage;
+    m.staging = m.b + stages * b_stage;
+    m.full = (uint64_t *)(m.staging + staging);
+    m.empty = m.full + stages;
+    return m;
+}
+/* Thread 0: a stage is full on the producer's one arrival (with its bytes), empty on one arrival
+   of each consumer warp. */
+__device__ __forceinline__ void tl_hopper_ring_init(const tl_hopper_smem &m, int stages,
+                                                    int consumer_warps) {
+    for (int s = 0; s < stages; s++) {
+        tl_mbar_init(&m.full[s], 1);
+        tl_mbar_init(&m.empty[s], consumer_warps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
 /* ---- flags in global memory between the CTAs of a grid that are all resident at once ------ */
 /* counter += 1, after (release) this thread's earlier memory operations */
 __device__ __forceinline__ void tl_flag_add(unsigned *counter) {
