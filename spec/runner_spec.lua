@@ -196,6 +196,53 @@ describe("the tlua executable", function()
     assert.truthy(out:find("42", 1, true), out)
   end)
 
+  it("-i: results print readably: lists on a line, tables by entry, a state dict by key and shape", function()
+    local input = table.concat({
+      "x = tl.ones(2, 3)", "x.shape", "1, 2, 'a'", "{ a = 1, b = { c = { d = 1 } }, 'first' }",
+      "{ x, 7 }", "tl.nn.Linear(3, 2):state_dict()", "x, x", "" }, "\n")
+    local code, out, err = tlua("-i", input)
+    assert.equal(0, code, err)
+    local function has(text) assert.truthy(out:find(text, 1, true), "missing " .. text .. " in:\n" .. out) end
+    has("> { 2, 3 }\n")
+    has("> 1\t2\ta\n")
+    has('{ "first", a = 1, b = { c = {...} } }') -- two levels shown, deeper ones folded
+    has("{ tensor [2, 3] float32 cpu, 7 }")
+    has("nn.StateDict (2 entries)\n  weight  [2, 3] float32\n  bias  [2] float32\n")
+    -- two tensors: each whole, one after the other, each ending with its description line
+    local _, tensors = out:gsub("%[float32 tensor of shape %[2, 3%] on cpu%]\n", "")
+    assert.equal(2, tensors, out)
+  end)
+
+  -- at a terminal: `script` (util-linux) runs tlua on a pseudo-terminal, keys sent with pauses
+  local function at_terminal(keys)
+    local home = tmp .. "/home"
+    assert(os.execute("mkdir -p " .. sh_quote(home)))
+    local parts = {}
+    for _, k in ipairs(keys) do parts[#parts + 1] = "printf " .. sh_quote(k) .. "; sleep 0.4" end
+    local cmd = "(" .. table.concat(parts, "; ") .. ") | HOME=" .. sh_quote(home) .. " timeout 20 script -qec "
+      .. sh_quote(sh_quote(BIN)) .. " /dev/null"
+    local code, out = run("(" .. cmd .. ")")
+    local history = files.read_file(home .. "/.tlua_history") or ""
+    return code, out, history
+  end
+
+  it("at a terminal: Tab completes tl.nn. and names not loaded yet, Ctrl-C clears the line, history as you go", function()
+    if not os.execute("command -v script > /dev/null 2>&1") then
+      pending("no `script` (util-linux): the terminal REPL was not tried")
+      return
+    end
+    local code, out, history = at_terminal({ "tl.nn.Lin\t", "\3", "print(6 * 7)\n", "tl.op\t\t", "\3",
+      "print('kept')\n", "\4" })
+    assert.equal(0, code, out)
+    assert.truthy(out:find("tl.nn.Linear", 1, true), out) -- completed after tl.nn loaded
+    assert.truthy(out:find("tl.optim", 1, true), out)     -- listed before tl.optim is loaded
+    assert.truthy(out:find("42", 1, true), out)           -- Ctrl-C left the REPL running
+    assert.truthy(out:find("kept", 1, true), out)
+    assert.is_nil(history:find("tl.nn.Linear", 1, true), history) -- the cleared line is not kept
+    assert.truthy(history:find("print(6 * 7)", 1, true), history)
+    assert.truthy(history:find("print('kept')", 1, true), history)
+  end)
+
   it("-i after a script keeps its globals", function()
     write_file(tmp .. "/s.lua", "G = 7\n")
     local code, out, err = tlua("-i s.lua", "G * 6\n")

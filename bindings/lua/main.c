@@ -324,14 +324,31 @@ static void find_completions(lua_State *L, const char *text, int out) {
         push_key_source(L, -2);
         if (lua_isnil(L, -1)) return;
         lua_insert(L, -2);
-        lua_rawget(L, -2);
+        lua_gettable(L, -2); /* through __index: tl.nn loads on first use */
         p = dot + 1;
     }
-    push_key_source(L, -1);
+    const int value = lua_gettop(L);
+    push_key_source(L, value);
     if (lua_isnil(L, -1)) return;
     lua_pushlstring(L, text, (size_t)(cut - text + 1));
-    add_keys(L, lua_gettop(L) - 1, out, lua_tostring(L, -1), cut + 1);
-    return;
+    const char *prefix = lua_tostring(L, -1);
+    add_keys(L, lua_gettop(L) - 1, out, prefix, cut + 1);
+    /* names a table loads on first use (tl's submodules), listed in its metatable; the loaded
+       ones are keys already listed */
+    if (lua_istable(L, value) && luaL_getmetafield(L, value, "__completions") == LUA_TTABLE) {
+        const size_t len = strlen(cut + 1);
+        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
+            lua_pushvalue(L, -1);
+            const bool loaded = lua_rawget(L, value) != LUA_TNIL;
+            lua_pop(L, 1);
+            const char *name = lua_tostring(L, -1);
+            if (!loaded && strncmp(name, cut + 1, len) == 0) {
+                lua_pushfstring(L, "%s%s", prefix, name);
+                lua_rawseti(L, out, (lua_Integer)lua_rawlen(L, out) + 1);
+            }
+            lua_pop(L, 1);
+        }
+    }
 }
 
 static int collect_completions(lua_State *L) {
@@ -373,34 +390,47 @@ static char **complete(const char *text, int start, int end) {
     return rl_completion_matches(text, next_completion);
 }
 
+/* Ctrl-C at the prompt: the line typed so far is dropped and a fresh prompt drawn; the REPL
+   stays (readline's own handler is off: rl_catch_signals). */
+static void on_prompt_interrupt(int sig) {
+    (void)sig;
+    rl_replace_line("", 0);
+    rl_crlf();
+    rl_on_new_line();
+    rl_redisplay();
+}
+
 static void repl_begin(lua_State *L) {
     use_readline = isatty(STDIN_FILENO);
     if (!use_readline) return;
     rl_readline_name = "tlua";
+    rl_catch_signals = 0;
     completion_state = L;
     rl_attempted_completion_function = complete;
     rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{}()[]+-*/%^~#,";
     using_history();
     const char *home = getenv("HOME");
     if (home && snprintf(history_path, sizeof history_path, "%s/%s", home, HISTORY_FILE) <
-                    (int)sizeof history_path)
-        read_history(history_path);
-    else
+                    (int)sizeof history_path) {
+        /* each line is appended as it is entered (kept whatever ends the session) */
+        if (read_history(history_path) != 0 && write_history(history_path) != 0)
+            history_path[0] = '\0';
+    } else {
         history_path[0] = '\0';
+    }
 }
 
 static void repl_end(void) {
     if (!use_readline) return;
-    if (history_path[0]) {
-        write_history(history_path);
-        history_truncate_file(history_path, HISTORY_LINES);
-    }
+    if (history_path[0]) history_truncate_file(history_path, HISTORY_LINES);
     clear_history();
     free_completions();
 }
 
 static void remember(const char *line) {
-    if (use_readline && line[0]) add_history(line);
+    if (!use_readline || !line[0]) return;
+    add_history(line);
+    if (history_path[0]) append_history(1, history_path);
 }
 
 /* Reads a line (without its newline) and pushes it; 0 at end of input. */
@@ -410,7 +440,9 @@ static int push_line(lua_State *L, bool first) {
     if (lua_getglobal(L, first ? "_PROMPT" : "_PROMPT2") != LUA_TNIL)
         prompt = luaL_tolstring(L, -1, NULL); /* stays on the stack while used */
     if (use_readline) {
+        signal(SIGINT, on_prompt_interrupt);
         char *line = readline(prompt);
+        signal(SIGINT, SIG_DFL);
         lua_settop(L, top);
         if (!line) return 0;
         if (first && line[0] == '=')
@@ -485,11 +517,21 @@ static int load_chunk(lua_State *L) {
     return status;
 }
 
+/* Shows the results by tlua.repl's print (tables readable, tensors on lines of their own), or
+   the global print where that module cannot load. */
 static void print_results(lua_State *L) {
     int n = lua_gettop(L);
     if (n == 0) return;
     luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-    lua_getglobal(L, "print");
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "tlua.repl");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "print");
+        lua_remove(L, -2);
+    } else {
+        lua_pop(L, 1);
+        lua_getglobal(L, "print");
+    }
     lua_insert(L, 1);
     if (lua_pcall(L, n, 0, 0) != LUA_OK)
         message(progname, lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));

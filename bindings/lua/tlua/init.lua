@@ -79,7 +79,13 @@ function tl.reset_peak_memory_stats(device)
   return require("tlua.cuda").reset_peak_memory_stats(device)
 end
 
+local submodule_names = {}
+for name in pairs(submodules) do submodule_names[#submodule_names + 1] = name end
+table.sort(submodule_names)
+
 return setmetatable(tl, {
+  -- the REPL's Tab lists these before they are loaded
+  __completions = submodule_names,
   __index = function(t, key)
     if submodules[key] then
       local module = require("tlua." .. key)
