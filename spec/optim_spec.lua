@@ -152,8 +152,14 @@ describe("optimizers follow PyTorch's update rules", function()
     assert.error_matches(function() optim.Adam({ tl.zeros(2) }) end, { "optim.Adam", "does not require grad" })
     assert.error_matches(function() optim.Adam({ p, p }) end, { "optim.Adam", "more than once" })
     assert.error_matches(function() optim.Adam({}) end, { "optim.Adam", "empty" })
+    -- a module where its parameters belong: the message says what to pass
+    assert.error_matches(function() optim.SGD(tl.nn.Linear(2, 2), { lr = 0.1 }) end,
+      { "optim.SGD", "got a module (nn.Linear)", "optim.SGD(model:parameters(), {...})" })
+    assert.error_matches(function() optim.AdamW(tl.nn.Sequential(tl.nn.Linear(2, 2))) end,
+      { "optim.AdamW", "got a module (nn.Sequential)", "model:parameters()" })
     -- at the caller's line
     for _, make in ipairs({ function() return optim.SGD({ p }) end, function() return optim.Adam(3) end,
+      function() return optim.SGD(tl.nn.Linear(2, 2), { lr = 0.1 }) end,
       function() return optim.StepLR(optim.SGD({ p }, { lr = 1 }), 0) end, function() return optim.StepLR({}, 1) end }) do
       local ok, err = pcall(function() local o = make() return o end)
       assert.is_false(ok)

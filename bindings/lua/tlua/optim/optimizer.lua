@@ -45,6 +45,11 @@ function Optimizer.new(cls, params, opts)
     error(string.format("optim.%s: expected a list of parameters (tensors) or of parameter groups, got %s", name,
       type(params)), 2)
   end
+  if require("tlua.nn").is_module(params) then
+    local mt = getmetatable(params)
+    error(string.format("optim.%s: got a module (%s); pass its parameters: optim.%s(model:parameters(), {...})",
+      name, tostring(mt and mt.__name or "nn.Module"), name), 2)
+  end
   opts = options.check(opts, "optim." .. name, cls.accepted, 2)
   local self = setmetatable({ param_groups = {}, state = {} }, cls)
   local groups = params
