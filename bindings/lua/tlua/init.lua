@@ -92,6 +92,7 @@ return setmetatable(tl, {
       rawset(t, key, module)
       return module
     end
-    return nil
+    -- a name tl does not have is an error naming the closest ones (rawget(tl, name) probes)
+    require("tlua.names").missing("tl", t, key, submodule_names)
   end,
 })

@@ -65,7 +65,7 @@ function sandbox.op_names(tl)
   local names = {}
   for _, op in ipairs(tl.ops()) do
     names[op.name] = true
-    if tl[op.name .. "_"] ~= nil then names[op.name .. "_"] = true end
+    if rawget(tl, op.name .. "_") ~= nil then names[op.name .. "_"] = true end
   end
   return names
 end
@@ -81,13 +81,13 @@ end
 function sandbox.view(tl, grants)
   local view, modules = {}, {}
   for name in pairs(sandbox.op_names(tl)) do
-    if type(tl[name]) == "function" then view[name] = tl[name] end
+    if type(rawget(tl, name)) == "function" then view[name] = rawget(tl, name) end
   end
   for _, name in ipairs(sandbox.allowed) do
-    if submodules[name] == nil then view[name] = tl[name] end
+    if submodules[name] == nil then view[name] = rawget(tl, name) end
   end
   for name, grant in pairs(sandbox.granted) do
-    if grants[grant] and name ~= "distributed" then view[name] = tl[name] end
+    if grants[grant] and name ~= "distributed" then view[name] = rawget(tl, name) end
   end
   for name, names in pairs(submodules) do
     if not name:match("_read$") and not name:match("_write$") then

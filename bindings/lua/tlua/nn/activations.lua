@@ -58,7 +58,7 @@ end
 -- nn.ReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Exp, nn.LeakyReLU, ...: forward(x) is
 -- tl.<op>(x, numbers...); the ops without a gradient (isnan, bitwise_not, ...) have no class
 for _, op in ipairs(tl.ops()) do
-  local fn = tl[op.name]
+  local fn = rawget(tl, op.name)
   if (op.family == "unary" or op.family == "pointwise") and op.differentiable and not with_arguments[op.name]
     and type(fn) == "function" then
     activation(class_names[op.name] or (op.name:sub(1, 1):upper() .. op.name:sub(2)), fn, op.numbers)

@@ -7,7 +7,7 @@ local F = {}
 -- every op of these families that tlua binds as tl.<name>: F.relu, F.gelu, F.exp, F.softmax, ...
 local families = { unary = true, pointwise = true, softmax = true }
 for _, op in ipairs(tl.ops()) do
-  if families[op.family] and type(tl[op.name]) == "function" then F[op.name] = tl[op.name] end
+  if families[op.family] and type(rawget(tl, op.name)) == "function" then F[op.name] = rawget(tl, op.name) end
 end
 
 -- nn ops whose rows in the op table name their kernels (linear_forward, conv2d_forward, ...)

@@ -36,4 +36,5 @@ for _, file in ipairs({ "activations", "layers", "convolution", "pooling", "loss
   for name, cls in pairs(require("tlua.nn." .. file)) do nn[name] = cls end
 end
 
-return nn
+-- a name nn does not have is an error naming the closest ones (rawget(nn, name) probes)
+return setmetatable(nn, { __index = function(t, key) require("tlua.names").missing("tl.nn", t, key) end })

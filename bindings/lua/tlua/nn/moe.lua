@@ -100,7 +100,7 @@ end
 local function activation_fn(a)
   if a == nil then return tl.gelu, "gelu" end
   if type(a) == "string" then
-    local fn = tl[a]
+    local fn = rawget(tl, a)
     if type(fn) ~= "function" then
       error("nn.MoE: activation '" .. a .. "' is not a tl op (try \"gelu\", \"relu\", \"silu\")", 4)
     end
