@@ -104,7 +104,7 @@ local Run = tl.autograd.Function {
     if not spec.training then error("rnn_dnn: the forward ran without a reserve (no gradient was needed)", 0) end
     if ctx.spent then
       error("rnn_dnn: a second backward through one cuDNN forward (cuDNN spends its reserve): run the forward "
-        .. "again, or turn nn.RNNBase.use_cudnn off", 0)
+        .. "again, or set the module's use_cudnn to false", 0)
     end
     ctx.spent = true
     local first, second = table.unpack(ctx.saved_tensors)
