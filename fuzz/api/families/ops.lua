@@ -26,7 +26,7 @@ local function small_enough(g, shape) return shape == nil or Gen.numel(shape) <=
 local function ops_of(tl, families)
   local list = {}
   for _, row in ipairs(tl.ops()) do
-    if families[row.family] and type(tl[row.name]) == "function" then list[#list + 1] = row.name end
+    if families[row.family] and type(rawget(tl, row.name)) == "function" then list[#list + 1] = row.name end
   end
   table.sort(list)
   return list
