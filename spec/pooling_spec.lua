@@ -179,6 +179,11 @@ describe("bad inputs", function()
     assert.error_matches(function() tl.avg_pool2d(x, 3, { padding = 2 }) end, { "avg_pool2d", "half the kernel" })
     assert.error_matches(function() tl.max_pool2d(x, 2, { dilation = 0 }) end, { "max_pool2d", "dilation", ">= 1" })
     assert.error_matches(function() tl.max_pool2d(x, 6) end, { "max_pool2d", "larger than the padded" })
+    -- an output size whose windows' bounds would overflow (found by the API fuzzer)
+    assert.error_matches(function() tl.adaptive_max_pool2d(x, { math.maxinteger, 2 }) end,
+      { "adaptive_max_pool2d", "too large" })
+    assert.error_matches(function() tl.adaptive_avg_pool2d(x, { 2, math.maxinteger }) end,
+      { "adaptive_avg_pool2d", "too large" })
     assert.error_matches(function() tl.avg_pool2d(x, 2, { divisor_override = 0 }) end,
       { "avg_pool2d", "divisor_override", ">= 1" })
     assert.error_matches(function() tl.avg_pool2d(x) end, { "avg_pool2d", "kernel_size" })

@@ -1,5 +1,7 @@
 /* max_pool2d and adaptive_max_pool2d as ops: validate the window, dispatch the forward and the
    scatter backward they share. */
+#include <stdint.h>
+
 #include "kernels/pool_window.h"
 #include "ops/nn/nn_common.h"
 
@@ -109,7 +111,8 @@ tl_status nn_adaptive_window(const char *op, const int64_t *image, int64_t out_h
                         (long long)out_h, (long long)out_w);
     /* the windows' bounds compute (o + 1) * H */
     int64_t product;
-    if (!tl_size_mul(out_h + 1, image[2], &product) || !tl_size_mul(out_w + 1, image[3], &product))
+    if (out_h == INT64_MAX || out_w == INT64_MAX || !tl_size_mul(out_h + 1, image[2], &product) ||
+        !tl_size_mul(out_w + 1, image[3], &product))
         return tl_error(TL_ERR_ARGUMENT, "%s: output_size %lld x %lld is too large", op,
                         (long long)out_h, (long long)out_w);
     *w = nn_window(image, 1, 1, 1, 1, 0, 0, out_h, out_w);
