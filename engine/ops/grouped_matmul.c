@@ -197,10 +197,8 @@ tl_status tl_grouped_matmul_backward_other(int count, tl_tensor *const *grad,
 }
 
 /* ---- row segments times a stack ------------------------------------------------------------ */
-/* The cumulative ends as host integers: 1-D, int32 or int64, one per group of b (dim 1 of
-   size groups), nondecreasing, within [0, rows]. */
-static tl_status read_offsets(const char *name, const tl_tensor *offsets, int64_t groups,
-                              int64_t rows, int64_t **out) {
+/* offsets as an argument: 1-D, int32 or int64, one end per group */
+static tl_status check_offsets(const char *name, const tl_tensor *offsets, int64_t groups) {
     if (!offsets) return tl_error(TL_ERR_ARGUMENT, "%s: offsets is missing", name);
     if (offsets->dtype != TL_I32 && offsets->dtype != TL_I64)
         return tl_error(TL_ERR_DTYPE, "%s: offsets must be int32 or int64, got %s", name,
@@ -211,6 +209,13 @@ static tl_status read_offsets(const char *name, const tl_tensor *offsets, int64_
                         "%s: offsets must be 1-D with one end per group (%lld), got shape %s", name,
                         (long long)groups, tl_shape_str(offsets, s, sizeof s));
     }
+    return TL_OK;
+}
+
+/* The cumulative ends as host integers: checked as above, nondecreasing, within [0, rows]. */
+static tl_status read_offsets(const char *name, const tl_tensor *offsets, int64_t groups,
+                              int64_t rows, int64_t **out) {
+    TL_TRY(check_offsets(name, offsets, groups));
     int64_t *ends = malloc(sizeof *ends * (size_t)(groups > 0 ? groups : 1));
     int32_t *narrow =
         offsets->dtype == TL_I32 ? malloc(sizeof *narrow * (size_t)(groups + 1)) : NULL;
@@ -282,17 +287,8 @@ static tl_status segments(tl_op op, segment_kind kind, const tl_tensor *first_in
                            tl_device_equal(tl_tensor_device(offsets), device);
     int64_t *host_ends = NULL;
     tl_tensor *device_ends = NULL;
-    if (on_device) {
-        /* the same argument checks as read_offsets, then the values' checks queued */
-        if (offsets->dtype != TL_I32 && offsets->dtype != TL_I64)
-            return tl_error(TL_ERR_DTYPE, "%s: offsets must be int32 or int64, got %s", name,
-                            tl_dtype_name(offsets->dtype));
-        if (offsets->ndim != 1 || offsets->shape[0] != groups) {
-            char sh[256];
-            return tl_error(TL_ERR_SHAPE,
-                            "%s: offsets must be 1-D with one end per group (%lld), got shape %s",
-                            name, (long long)groups, tl_shape_str(offsets, sh, sizeof sh));
-        }
+    if (on_device) { /* the values are checked by the kernel that reads them (below) */
+        TL_TRY(check_offsets(name, offsets, groups));
         TL_TRY(tl_contiguous((tl_tensor *)offsets, &device_ends));
     } else {
         TL_TRY(read_offsets(name, offsets, groups, rows, &host_ends));
