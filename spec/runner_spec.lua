@@ -80,24 +80,39 @@ describe("the tlua executable", function()
         for field in stat:match("%) (.*)"):gmatch("%S+") do fields[#fields + 1] = field end
         return tonumber(fields[8])
       end
-      -- the faults of the last of 6 rounds of making and dropping it (a loop's steady state)
-      local made
-      for _ = 1, 6 do
+      -- the faults of each of 12 rounds of making and dropping it (a loop)
+      for _ = 1, 12 do
         local before = faults()
         local t = tl.ones(16 * 1024 * 1024)
-        made = faults() - before
+        io.write(faults() - before, " ")
         t = nil
         collectgarbage("collect")
       end
-      print(made)
     ]]
     write_file(tmp .. "/faults.lua", script)
+    local function rounds(out)
+      local list = {}
+      for n in out:gmatch("%d+") do list[#list + 1] = tonumber(n) end
+      assert.equal(12, #list, out)
+      return list
+    end
     local code, out, err = tlua("faults.lua")
     assert.equal(0, code, err)
-    assert.is_true(tonumber(out) < 1000, "faults with freed memory kept: " .. out)
+    -- after the first round, the block comes from the heap's freed memory. Once, small blocks
+    -- made meanwhile (a thread pool starting, Lua's own) may split the freed region and the
+    -- heap grows by one more block; then it settles: at most one more round of faults, and
+    -- none in the last four rounds
+    local list = rounds(out)
+    local refaulted, last = 0, 0
+    for i = 2, 12 do
+      if list[i] >= 1000 then refaulted = refaulted + 1 end
+      if i > 8 then last = last + list[i] end
+    end
+    assert.is_true(refaulted <= 1, "rounds that faulted the block in again: " .. out)
+    assert.is_true(last < 1000, "faults in the last four rounds: " .. out)
     code, out, err = run("TLUA_MALLOC=system " .. sh_quote(BIN) .. " faults.lua")
     assert.equal(0, code, err)
-    assert.is_true(tonumber(out) >= 16000, "faults with glibc's settings: " .. out) -- 4 KiB pages
+    assert.is_true(rounds(out)[12] >= 16000, "faults with glibc's settings: " .. out) -- 4 KiB pages
   end)
 
   it("-e runs a statement", function()
@@ -217,10 +232,13 @@ describe("the tlua executable", function()
   local function at_terminal(keys)
     local home = tmp .. "/home"
     assert(os.execute("mkdir -p " .. sh_quote(home)))
-    local parts = {}
+    -- the first key once tlua is at its prompt (a Ctrl-C before it would stop the start-up)
+    local parts = { "sleep 1.5" }
     for _, k in ipairs(keys) do parts[#parts + 1] = "printf " .. sh_quote(k) .. "; sleep 0.4" end
+    -- `exec`: script runs its command through $SHELL -c, and a shell left waiting on tlua
+    -- would take the Ctrl-C too (dash then ends itself by SIGINT once tlua exits)
     local cmd = "(" .. table.concat(parts, "; ") .. ") | HOME=" .. sh_quote(home) .. " timeout 20 script -qec "
-      .. sh_quote(sh_quote(BIN)) .. " /dev/null"
+      .. sh_quote("exec " .. sh_quote(BIN)) .. " /dev/null"
     local code, out = run("(" .. cmd .. ")")
     local history = files.read_file(home .. "/.tlua_history") or ""
     return code, out, history
@@ -231,14 +249,16 @@ describe("the tlua executable", function()
       pending("no `script` (util-linux): the terminal REPL was not tried")
       return
     end
-    local code, out, history = at_terminal({ "tl.nn.Lin\t", "\3", "print(6 * 7)\n", "tl.op\t\t", "\3",
-      "print('kept')\n", "\4" })
+    -- two Ctrl-Cs at one prompt: each clears the line (the handler stays installed)
+    local code, out, history = at_terminal({ "tl.nn.Lin\t", "\3", "abc", "\3", "print(6 * 7)\n", "tl.op\t\t",
+      "\3", "print('kept')\n", "\4" })
     assert.equal(0, code, out)
     assert.truthy(out:find("tl.nn.Linear", 1, true), out) -- completed after tl.nn loaded
     assert.truthy(out:find("tl.optim", 1, true), out)     -- listed before tl.optim is loaded
     assert.truthy(out:find("42", 1, true), out)           -- Ctrl-C left the REPL running
     assert.truthy(out:find("kept", 1, true), out)
-    assert.is_nil(history:find("tl.nn.Linear", 1, true), history) -- the cleared line is not kept
+    assert.is_nil(history:find("tl.nn.Linear", 1, true), history) -- the cleared lines are not kept
+    assert.is_nil(history:find("abc", 1, true), history)
     assert.truthy(history:find("print(6 * 7)", 1, true), history)
     assert.truthy(history:find("print('kept')", 1, true), history)
   end)

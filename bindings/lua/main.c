@@ -86,8 +86,22 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
     luaL_error(L, "interrupted!");
 }
 
+/* Installs a SIGINT handler by sigaction (glibc's signal() under _XOPEN_SOURCE has System V
+   semantics: reset to the default at the first delivery, so a second Ctrl-C at one prompt
+   would kill the REPL). `once` resets it to the default when it fires. */
+static void set_sigint(void (*handler)(int), bool once) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART | (once ? SA_RESETHAND : 0);
+    sigaction(SIGINT, &action, NULL);
+}
+
+/* Ctrl-C while code runs: the code stops with "interrupted!" at its next call, return or
+   instruction; a second Ctrl-C before that kills the process (SA_RESETHAND). */
 static void on_sigint(int sig) {
-    signal(sig, SIG_DFL); /* a second Ctrl-C kills the process */
+    (void)sig;
     if (signal_state)
         lua_sethook(signal_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
@@ -97,9 +111,9 @@ static int docall(lua_State *L, int nargs, int nresults) {
     lua_pushcfunction(L, tlb_traceback);
     lua_insert(L, base);
     signal_state = L;
-    signal(SIGINT, on_sigint);
+    set_sigint(on_sigint, true);
     int status = lua_pcall(L, nargs, nresults, base);
-    signal(SIGINT, SIG_DFL);
+    set_sigint(SIG_DFL, false);
     lua_remove(L, base);
     return status;
 }
@@ -440,9 +454,9 @@ static int push_line(lua_State *L, bool first) {
     if (lua_getglobal(L, first ? "_PROMPT" : "_PROMPT2") != LUA_TNIL)
         prompt = luaL_tolstring(L, -1, NULL); /* stays on the stack while used */
     if (use_readline) {
-        signal(SIGINT, on_prompt_interrupt);
+        set_sigint(on_prompt_interrupt, false);
         char *line = readline(prompt);
-        signal(SIGINT, SIG_DFL);
+        set_sigint(SIG_DFL, false);
         lua_settop(L, top);
         if (!line) return 0;
         if (first && line[0] == '=')
