@@ -1,6 +1,7 @@
 -- Bad calls: each raises a Lua error whose message names the op and the
 -- specifics (expected vs got), and the engine keeps working afterwards.
 local tl = require("tlua")
+local files_read = require("helpers.files").read_file
 
 -- a small computation whose result is known: the engine still works
 local function still_works()
@@ -237,5 +238,75 @@ describe("names tl and tl.nn do not have", function()
     assert.is_function(tl.cat)
     assert.is_table(tl.nn.Linear)
     still_works()
+  end)
+end)
+
+describe("errors raised in tlua's Lua modules", function()
+  -- each call fails inside a Lua module (nn, optim, data, autograd, the class helper); the
+  -- message names the module and the position is the line of this spec that called it
+  local CALLS = {
+    { "nn.MoE", function() return tl.nn.MoE(0, 4, 2) end },
+    { "nn.Linear", function() return tl.nn.Linear(0, 2) end },
+    { "nn.Sequential", function() return tl.nn.Sequential(5) end },
+    { "optim.SGD", function() return tl.optim.SGD({ tl.ones(2) }, { lr = -1 }) end },
+    { "clip_grad_norm", function() return tl.optim.clip_grad_norm({ tl.ones(2) }, -1) end },
+    { "data.read_idx", function() return tl.data.read_idx(5) end },
+    { "gradcheck", function() return tl.autograd.gradcheck(5, {}) end },
+    { "load_state_dict", function() return tl.nn.Linear(2, 2):load_state_dict(5) end },
+  }
+  for _, call in ipairs(CALLS) do
+    it(call[1] .. " raises at the caller's line, naming itself", function()
+      local ok, err = pcall(call[2])
+      assert.is_false(ok)
+      assert.matches("^spec/errors_spec%.lua:%d+: ", tostring(err))
+      assert.truthy(tostring(err):find(call[1], 1, true), err)
+    end)
+  end
+
+  -- the arguments of the call whose "(" is at text[open] (strings and comments skipped), as text
+  local function call_arguments(text, open)
+    local depth, k, start, args = 0, open, open + 1, {}
+    while k <= #text do
+      local c = text:sub(k, k)
+      if c == '"' or c == "'" then
+        k = k + 1
+        while text:sub(k, k) ~= c do k = k + (text:sub(k, k) == "\\" and 2 or 1) end
+      elseif text:sub(k, k + 1) == "--" then
+        k = text:find("\n", k, true) - 1
+      elseif c == "(" or c == "{" or c == "[" then
+        depth = depth + 1
+      elseif c == ")" or c == "}" or c == "]" then
+        depth = depth - 1
+        if depth == 0 then args[#args + 1] = text:sub(start, k - 1) return args end
+      elseif c == "," and depth == 1 then
+        args[#args + 1] = text:sub(start, k - 1)
+        start = k + 1
+      end
+      k = k + 1
+    end
+    return args
+  end
+
+  it("give no hand-counted levels: each raises through options.error (level 0 re-raises excepted)", function()
+    local p = assert(io.popen("find bindings/lua/tlua -name '*.lua' ! -name options.lua ! -name sandbox.lua"))
+    local raw = {}
+    for path in p:lines() do
+      local text = assert(files_read(path))
+      for before, open in text:gmatch("()error()%(") do
+        local previous = before > 1 and text:sub(before - 1, before - 1) or ""
+        local line_start = text:sub(1, before):match(".*\n()") or 1
+        local is_comment = text:sub(line_start, before):find("--", 1, true)
+        if not previous:match("[%w_.:]") and not is_comment and text:sub(before - 9, before - 1) ~= "function " then
+          local args = call_arguments(text, open)
+          local level = args[2] and args[2]:match("^%s*(.-)%s*$")
+          if level ~= "0" then
+            local line = select(2, text:sub(1, before):gsub("\n", "")) + 1
+            raw[#raw + 1] = path .. ":" .. line
+          end
+        end
+      end
+    end
+    p:close()
+    assert.same({}, raw)
   end)
 end)

@@ -441,10 +441,30 @@ static void repl_end(void) {
     free_completions();
 }
 
+/* The first line as typed, when the REPL ran it rewritten ("=x", "?name"): history keeps it. */
+static char typed_line[MAX_INPUT_LINE];
+static bool line_rewritten;
+
 static void remember(const char *line) {
+    if (line_rewritten) line = typed_line;
     if (!use_readline || !line[0]) return;
     add_history(line);
     if (history_path[0]) append_history(1, history_path);
+}
+
+/* Pushes a first line as the REPL runs it: "=expr" returns expr, "?name" asks help for name. */
+static void push_first_line(lua_State *L, const char *line, size_t len) {
+    size_t skip = strspn(line, " \t");
+    line_rewritten = line[skip] == '=' || line[skip] == '?';
+    snprintf(typed_line, sizeof typed_line, "%s", line);
+    if (line[skip] == '=') {
+        lua_pushfstring(L, "return %s", line + skip + 1);
+    } else if (line[skip] == '?') {
+        /* the name as a long string: ?tl.cat -> help([==[tl.cat]==]) */
+        lua_pushfstring(L, "help([==[%s]==])", line + skip + 1);
+    } else {
+        lua_pushlstring(L, line, len);
+    }
 }
 
 /* Reads a line (without its newline) and pushes it; 0 at end of input. */
@@ -459,8 +479,8 @@ static int push_line(lua_State *L, bool first) {
         set_sigint(SIG_DFL, false);
         lua_settop(L, top);
         if (!line) return 0;
-        if (first && line[0] == '=')
-            lua_pushfstring(L, "return %s", line + 1);
+        if (first)
+            push_first_line(L, line, strlen(line));
         else
             lua_pushstring(L, line);
         free(line);
@@ -473,8 +493,8 @@ static int push_line(lua_State *L, bool first) {
     if (!fgets(buffer, sizeof buffer, stdin)) return 0;
     size_t len = strlen(buffer);
     if (len > 0 && buffer[len - 1] == '\n') buffer[--len] = '\0';
-    if (first && buffer[0] == '=')
-        lua_pushfstring(L, "return %s", buffer + 1);
+    if (first)
+        push_first_line(L, buffer, len);
     else
         lua_pushlstring(L, buffer, len);
     return 1;
@@ -571,10 +591,15 @@ static void repl(lua_State *L) {
 }
 
 /* ---- setup: tlua.core preloaded, the Lua modules on package.path, tl global (setup.c) ---- */
+/* The global help (tlua.help, loaded on first use): help(tl.cat), help("nn.Conv2d"), help(). */
+static const char HELP_GLOBAL[] = "help = function(...) return require('tlua.help').help(...) end";
+
 static int setup_tlua(lua_State *L, bool ignore_env) {
     tlb_prepare_state(L, NULL, ignore_env);
     lua_pushcfunction(L, tlb_open_tl);
-    return report(L, docall(L, 0, 0));
+    int status = report(L, docall(L, 0, 0));
+    if (status == LUA_OK) status = dochunk(L, luaL_loadstring(L, HELP_GLOBAL));
+    return status;
 }
 
 /* ---- main ------------------------------------------------------------------------ */

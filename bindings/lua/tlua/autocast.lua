@@ -1,4 +1,5 @@
 -- tl.autocast: mixed precision regions (GEMM-like ops and attention in bfloat16/float16, norms, softmax and losses in float32), as a function or a to-be-closed scope.
+local options = require("tlua.options")
 local core = require("tlua.core")
 
 local autocast = {}
@@ -18,7 +19,7 @@ Scope.__close = Scope.close
 local function check_dtype(dtype)
   if dtype == nil or dtype == false then return false end
   if dtype ~= "bfloat16" and dtype ~= "float16" then
-    error(string.format("autocast: dtype must be \"bfloat16\" or \"float16\" (or false to turn it off), got %s",
+    options.error(string.format("autocast: dtype must be \"bfloat16\" or \"float16\" (or false to turn it off), got %s",
       type(dtype) == "string" and ("'" .. dtype .. "'") or type(dtype)), 3)
   end
   return dtype
@@ -31,7 +32,7 @@ end
 function autocast.autocast(dtype, fn, ...)
   dtype = check_dtype(dtype)
   if fn ~= nil and type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
-    error("autocast: argument 2 expected a function, got " .. type(fn), 2)
+    options.error("autocast: argument 2 expected a function, got " .. type(fn), 2)
   end
   local scope = setmetatable({ previous = core._autocast_set(dtype), open = true }, Scope)
   if fn == nil then return scope end

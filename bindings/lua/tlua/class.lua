@@ -11,6 +11,7 @@
 -- them its own way (optimizers, schedulers) defines new. Lua looks metamethods up in the
 -- metatable itself, without __index, so a class copies its parent's when it is made: define a
 -- class's metamethods before deriving from it.
+local options = require("tlua.options")
 
 -- metamethods an instance finds in its class (not __index, which is the class, nor __name)
 local metamethods = { "__call", "__tostring", "__newindex", "__len", "__eq", "__lt", "__le", "__concat", "__unm",
@@ -29,7 +30,7 @@ end
 
 --- class(name, parent?) -> a new class named name (as tostring(cls) and __name show it)
 local function class(name, parent)
-  if type(name) ~= "string" then error("class: expected a class name (a string), got " .. type(name), 2) end
+  if type(name) ~= "string" then options.error("class: expected a class name (a string), got " .. type(name), 2) end
   local cls = {}
   if parent ~= nil then
     for _, m in ipairs(metamethods) do cls[m] = rawget(parent, m) end

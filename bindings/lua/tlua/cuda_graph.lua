@@ -30,24 +30,24 @@ end
 local function load_inputs(self, args)
   local statics = self._inputs
   if args.n ~= statics.n then
-    error(string.format("tl.cuda.graph: the step was captured with %d arguments, got %d", statics.n, args.n), 3)
+    options.error(string.format("tl.cuda.graph: the step was captured with %d arguments, got %d", statics.n, args.n), 3)
   end
   for i = 1, args.n do
     local a, s = args[i], statics[i]
     if is_tensor(s) then
       if not is_tensor(a) then
-        error(string.format("tl.cuda.graph: argument %d was a tensor at capture, got %s", i, type(a)), 3)
+        options.error(string.format("tl.cuda.graph: argument %d was a tensor at capture, got %s", i, type(a)), 3)
       end
       if shape_text(a) ~= shape_text(s) then
-        error(string.format("tl.cuda.graph: argument %d has shape %s, the captured step took %s (a graph replays "
+        options.error(string.format("tl.cuda.graph: argument %d has shape %s, the captured step took %s (a graph replays "
           .. "one shape: capture another graph for this one)", i, shape_text(a), shape_text(s)), 3)
       end
       if a.dtype ~= s.dtype then
-        error(string.format("tl.cuda.graph: argument %d is %s, the captured step took %s", i, a.dtype, s.dtype), 3)
+        options.error(string.format("tl.cuda.graph: argument %d is %s, the captured step took %s", i, a.dtype, s.dtype), 3)
       end
       if a ~= s then s:copy_(a) end
     elseif a ~= s then
-      error(string.format("tl.cuda.graph: argument %d was %s at capture, got %s (a replay runs with the values it "
+      options.error(string.format("tl.cuda.graph: argument %d was %s at capture, got %s (a replay runs with the values it "
         .. "was captured with; pass numbers that change as tensors)", i, tostring(s), tostring(a)), 3)
     end
   end
@@ -71,7 +71,7 @@ local function capture(self, args)
   if not handle then
     self._inputs, self._hooks = nil, nil
     local why = results[1] and results[3] or results[2]
-    error("tl.cuda.graph: the capture failed: " .. tostring(why):gsub("^graph: ", ""), 3)
+    options.error("tl.cuda.graph: the capture failed: " .. tostring(why):gsub("^graph: ", ""), 3)
   end
   self._handle = handle
   self._outputs = table.pack(table.unpack(results, 3, results.n))
@@ -91,20 +91,20 @@ end
 -- replays (a scheduler); its other options may not. device: the GPU (default the current one).
 function graph.graph(fn, opts)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
-    error("tl.cuda.graph: argument 1 expected a function, got " .. type(fn), 2)
+    options.error("tl.cuda.graph: argument 1 expected a function, got " .. type(fn), 2)
   end
   opts = options.check(opts, "tl.cuda.graph", GRAPH_OPTIONS, 2)
   local warmup = opts.warmup or 1
-  if warmup < 0 then error("tl.cuda.graph: warmup must be >= 0, got " .. warmup, 2) end
+  if warmup < 0 then options.error("tl.cuda.graph: warmup must be >= 0, got " .. warmup, 2) end
   local device = opts.device
   if type(device) == "string" then
     local index = device == "cuda" and core._cuda_current_device() or tonumber(device:match("^cuda:(%d+)$"))
-    if not index then error("tl.cuda.graph: device must be a CUDA device, got '" .. device .. "'", 2) end
+    if not index then options.error("tl.cuda.graph: device must be a CUDA device, got '" .. device .. "'", 2) end
     device = index
   end
   device = device or core._cuda_current_device()
   if device >= core.cuda_device_count() then
-    error(string.format("tl.cuda.graph: cuda:%d is not available (%d CUDA device%s%s)", device, core.cuda_device_count(),
+    options.error(string.format("tl.cuda.graph: cuda:%d is not available (%d CUDA device%s%s)", device, core.cuda_device_count(),
       core.cuda_device_count() == 1 and "" or "s", core._cuda_is_available() and "" or
       "; this build has no CUDA support or no GPU is present"), 2)
   end
@@ -117,7 +117,7 @@ function Graph:__call(...)
   self.calls = self.calls + 1
   if not self.captured then
     if self.calls <= self.warmup then return self.fn(...) end
-    if capturing then error("tl.cuda.graph: a graph cannot be called while another is being captured", 2) end
+    if capturing then options.error("tl.cuda.graph: a graph cannot be called while another is being captured", 2) end
     capture(self, args)
   else
     load_inputs(self, args)
@@ -127,7 +127,7 @@ end
 
 --- g:replay(): one more replay with the inputs as they are (after the replay hooks)
 function Graph:replay()
-  if not self.captured then error("tl.cuda.graph: replay of a graph that was not captured", 2) end
+  if not self.captured then options.error("tl.cuda.graph: replay of a graph that was not captured", 2) end
   run_hooks(self)
   core._cuda_graph_replay(self._handle)
   return table.unpack(self._outputs, 1, self._outputs.n)
@@ -146,8 +146,8 @@ function graph.is_capturing(device) return core._cuda_is_capturing(device) end
 -- do at each step: write an optimizer's lr and step count where the captured kernels read them); an error
 -- outside a capture
 function graph.on_replay(fn)
-  if not capturing then error("tl.cuda.on_replay: called outside a tl.cuda.graph capture", 2) end
-  if type(fn) ~= "function" then error("tl.cuda.on_replay: argument 1 expected a function, got " .. type(fn), 2) end
+  if not capturing then options.error("tl.cuda.on_replay: called outside a tl.cuda.graph capture", 2) end
+  if type(fn) ~= "function" then options.error("tl.cuda.on_replay: argument 1 expected a function, got " .. type(fn), 2) end
   local hooks = capturing._hooks
   hooks[#hooks + 1] = fn
 end

@@ -26,7 +26,7 @@ local function env_int(name, default)
   local value = getenv(name)
   if value == nil or value == "" then return default end
   local n = math.tointeger(tonumber(value))
-  if not n then error(string.format("tl.distributed: %s must be an integer, got '%s'", name, value), 3) end
+  if not n then options.error(string.format("tl.distributed: %s must be an integer, got '%s'", name, value), 3) end
   return n
 end
 
@@ -68,15 +68,15 @@ function dist.init(opts)
   if group then return group end
   local timeout = opts.timeout or tonumber(getenv("TLUA_DIST_TIMEOUT") or "") or 300
   if type(timeout) ~= "number" or timeout <= 0 then
-    error("tl.distributed.init: timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)
+    options.error("tl.distributed.init: timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)
   end
   local rank, world = dist.rank(), dist.world_size()
   if world < 1 or rank < 0 or rank >= world then
-    error(string.format("tl.distributed.init: TLUA_RANK %d is not in [0, TLUA_WORLD_SIZE %d)", rank, world), 2)
+    options.error(string.format("tl.distributed.init: TLUA_RANK %d is not in [0, TLUA_WORLD_SIZE %d)", rank, world), 2)
   end
   local host, port = getenv("TLUA_MASTER_ADDR"), env_int("TLUA_MASTER_PORT", 0)
   if world > 1 and (host == nil or port == 0) then
-    error("tl.distributed.init: TLUA_MASTER_ADDR and TLUA_MASTER_PORT are not set (start the " ..
+    options.error("tl.distributed.init: TLUA_MASTER_ADDR and TLUA_MASTER_PORT are not set (start the " ..
       "script with tlua --nproc N)", 2)
   end
   local gpus = core.cuda_device_count()
@@ -95,10 +95,10 @@ function dist.is_initialized() return group ~= nil end
 
 local function check_tensor(t, op)
   if not core.is_tensor(t) then
-    error(string.format("tl.distributed.%s: expected a tensor, got %s", op, type(t)), 3)
+    options.error(string.format("tl.distributed.%s: expected a tensor, got %s", op, type(t)), 3)
   end
   dist.init()
-  if shared_gpus and t.device ~= "cpu" then error(string.format("tl.distributed.%s: %s", op, shared_gpus), 3) end
+  if shared_gpus and t.device ~= "cpu" then options.error(string.format("tl.distributed.%s: %s", op, shared_gpus), 3) end
 end
 
 --- all_reduce(t, op = "sum"): every rank's t becomes the reduction of all ranks' t

@@ -1,5 +1,6 @@
 -- tlua.names: the error for a name a module does not have ("tl.X does not exist"), with the
 -- closest names it does have.
+local options = require("tlua.options")
 local names = {}
 
 -- the edit distance between a and b (insertions, deletions, substitutions, swaps of neighbours),
@@ -53,7 +54,7 @@ function names.missing(module, t, key, extra)
     for i, n in ipairs(near) do near[i] = module .. "." .. n end
     message = message .. " (did you mean " .. table.concat(near, ", ") .. "?)"
   end
-  error(message, 3)
+  options.error(message, 3)
 end
 
 return names

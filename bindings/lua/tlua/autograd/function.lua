@@ -182,7 +182,7 @@ local FUNCTION_OPTIONS = { forward = "function", backward = "function", name = "
 function autograd.Function(def)
   if type(def) == "table" then options.check(def, "autograd.Function", FUNCTION_OPTIONS, 2) end
   if type(def) ~= "table" or type(def.forward) ~= "function" or type(def.backward) ~= "function" then
-    error("autograd.Function: expected a table with forward and backward functions", 2)
+    options.error("autograd.Function: expected a table with forward and backward functions", 2)
   end
   local name = def.name or "Function"
   local op = {}
@@ -195,7 +195,7 @@ function autograd.Function(def)
       local inputs, in_shapes = {}, {}
       for i = 1, args.n do
         local ok, shape = pcall(shape_of, args[i], inputs, "argument " .. i)
-        if not ok then error(name .. ": " .. shape, 2) end
+        if not ok then options.error(name .. ": " .. shape, 2) end
         in_shapes[i] = shape
       end
       local needs, infos = {}, {}
@@ -214,7 +214,7 @@ function autograd.Function(def)
       local outputs, out_shapes = {}, {}
       for i = 1, results.n do
         local ok, shape = pcall(shape_of, results[i], outputs, "result " .. i)
-        if not ok then error(name .. ": " .. shape, 2) end
+        if not ok then options.error(name .. ": " .. shape, 2) end
         out_shapes[i] = shape
       end
       local nargs, nresults = args.n, results.n

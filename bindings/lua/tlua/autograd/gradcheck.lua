@@ -16,7 +16,7 @@ end
 local function as_list(v)
   if is_tensor(v) then return { v } end
   if type(v) == "table" then return v end
-  error("gradcheck: fn must return a tensor or a list of tensors, got " .. type(v), 3)
+  options.error("gradcheck: fn must return a tensor or a list of tensors, got " .. type(v), 3)
 end
 
 local GRADCHECK_OPTIONS = { eps = "number", atol = "number", rtol = "number", raise = "boolean" } -- (tlua.options)
@@ -33,15 +33,15 @@ function autograd.gradcheck(fn, inputs, opts)
   for i, t in ipairs(inputs) do
     if is_tensor(t) and t.requires_grad then
       if t.dtype ~= "float64" then
-        error(string.format("gradcheck: input %d is %s; use float64 inputs", i, t.dtype), 2)
+        options.error(string.format("gradcheck: input %d is %s; use float64 inputs", i, t.dtype), 2)
       end
       if not t:is_contiguous() then
-        error(string.format("gradcheck: input %d must be contiguous", i), 2)
+        options.error(string.format("gradcheck: input %d must be contiguous", i), 2)
       end
       checked[#checked + 1] = i
     end
   end
-  if #checked == 0 then error("gradcheck: no input requires grad", 2) end
+  if #checked == 0 then options.error("gradcheck: no input requires grad", 2) end
 
   -- fresh dense float64 copies: an output may alias an input or be a view
   local function outputs_now()
@@ -108,7 +108,7 @@ function autograd.gradcheck(fn, inputs, opts)
     "analytical %.10g, numerical %.10g (atol %g, rtol %g)",
     worst.output, worst.output_element, worst.input, worst.element,
     worst.analytic, worst.numeric, atol, rtol)
-  if raise then error(message, 2) end
+  if raise then options.error(message, 2) end
   return false, message
 end
 
@@ -127,7 +127,7 @@ function autograd.gradgradcheck(fn, inputs, opts)
   for _, t in ipairs(inputs) do
     if is_tensor(t) and t.requires_grad then wrt[#wrt + 1] = t end
   end
-  if #wrt == 0 then error("gradgradcheck: no input requires grad", 2) end
+  if #wrt == 0 then options.error("gradgradcheck: no input requires grad", 2) end
   local v = opts.grad_outputs
   if not v then
     v = {}

@@ -37,17 +37,17 @@ datasets.TensorDataset = TensorDataset
 
 function TensorDataset.new(cls, ...)
   local tensors = table.pack(...)
-  if tensors.n == 0 then error("data.TensorDataset: expected at least one tensor", 2) end
+  if tensors.n == 0 then options.error("data.TensorDataset: expected at least one tensor", 2) end
   local n
   for i = 1, tensors.n do
     local t = tensors[i]
     if not tl.is_tensor(t) then
-      error(string.format("data.TensorDataset: argument %d expected a tensor, got %s", i, type(t)), 2)
+      options.error(string.format("data.TensorDataset: argument %d expected a tensor, got %s", i, type(t)), 2)
     end
-    if t:dim() == 0 then error(string.format("data.TensorDataset: argument %d is a 0-dim tensor", i), 2) end
+    if t:dim() == 0 then options.error(string.format("data.TensorDataset: argument %d is a 0-dim tensor", i), 2) end
     local size = t:size(1)
     if n and size ~= n then
-      error(string.format("data.TensorDataset: the tensors differ in size along dim 1 (%d and %d)", n, size), 2)
+      options.error(string.format("data.TensorDataset: the tensors differ in size along dim 1 (%d and %d)", n, size), 2)
     end
     n = size
   end

@@ -8,11 +8,11 @@ local idx = {}
 --- read_idx(path) -> tensor: int32 for the byte/short/int types, float32/float64 for the float
 -- ones, shaped by the file's dims. A missing, truncated or corrupt file raises naming it.
 function idx.read_idx(path)
-  if type(path) ~= "string" then error("data.read_idx: expected a path (a string), got " .. type(path), 2) end
+  if type(path) ~= "string" then options.error("data.read_idx: expected a path (a string), got " .. type(path), 2) end
   local ok, result = pcall(tl._read_idx, path)
   if not ok then
     local message = tostring(result):gsub("^[^:]*:%d+: ", ""):gsub("^read_idx: ", "")
-    error("data.read_idx: " .. message, 2)
+    options.error("data.read_idx: " .. message, 2)
   end
   return result
 end
@@ -23,7 +23,7 @@ local function file_in(root, name)
     -- core's check: in an embedded sandbox, only the folders the host granted are readable
     if tl._is_readable(path) then return path end
   end
-  error(string.format("data.FashionMNIST: neither %s/%s nor %s/%s.gz exists (install the Debian package " ..
+  options.error(string.format("data.FashionMNIST: neither %s/%s nor %s/%s.gz exists (install the Debian package " ..
     "dataset-fashion-mnist, or pass root =)", root, name, root, name), 3)
 end
 
@@ -47,7 +47,7 @@ function idx.FashionMNIST(opts)
   local images = idx.read_idx(file_in(root, prefix .. "-images-idx3-ubyte"))
   local labels = idx.read_idx(file_in(root, prefix .. "-labels-idx1-ubyte"))
   if images:dim() ~= 3 or labels:dim() ~= 1 or images:size(1) ~= labels:size(1) then
-    error(string.format("data.FashionMNIST: expected images [N, 28, 28] and labels [N], got [%s] and [%s]",
+    options.error(string.format("data.FashionMNIST: expected images [N, 28, 28] and labels [N], got [%s] and [%s]",
       table.concat(images.shape, ", "), table.concat(labels.shape, ", ")), 2)
   end
   local n, h, w = images:size(1), images:size(2), images:size(3)

@@ -14,7 +14,7 @@ local samplers = {}
 --- splitmix(seed) -> random(n): uniform integers in [1, n], the same sequence for a seed on every
 -- machine and rank, independent of tl.manual_seed's stream and of math.random
 local function splitmix(state)
-  if math.type(state) ~= "integer" then error("data.splitmix: expected an integer seed, got " .. tostring(state), 2) end
+  if math.type(state) ~= "integer" then options.error("data.splitmix: expected an integer seed, got " .. tostring(state), 2) end
   local s = state
   return function(n) -- uniform integer in [1, n]
     s = s + 0x9E3779B97F4A7C15

@@ -8,6 +8,7 @@
 --                      col_blocks [nnz] (which block each entry is) (the input gradient)
 --   coordinate list    coo_rows [nnz], coo_cols [nnz]              (the weight gradient)
 -- The blocks of a pattern are numbered in row-major order of the grid.
+local options = require("tlua.options")
 local tl = require("tlua")
 
 local layout = {}
@@ -18,7 +19,7 @@ layout.FIELDS = { "row_offsets", "col_indices", "col_offsets", "row_indices", "c
 local function check_mask(mask, fn, level)
   if not tl.is_tensor(mask) or mask.dtype ~= "bool" or mask:dim() ~= 2 then
     local got = tl.is_tensor(mask) and (mask.dtype .. " tensor with " .. mask:dim() .. " dims") or type(mask)
-    error(fn .. ": the mask must be a 2-D bool tensor [out / block, in / block], got " .. got, level + 1)
+    options.error(fn .. ": the mask must be a 2-D bool tensor [out / block, in / block], got " .. got, level + 1)
   end
 end
 
@@ -73,7 +74,7 @@ end
 -- one) at columns drawn uniformly (tl.manual_seed makes it repeatable); a CPU bool tensor
 function layout.random_block_mask(R, C, density)
   if type(density) ~= "number" or not (density > 0 and density <= 1) then
-    error("nn.random_block_mask: density must be a number in (0, 1], got " .. tostring(density), 2)
+    options.error("nn.random_block_mask: density must be a number in (0, 1], got " .. tostring(density), 2)
   end
   local keep = math.max(1, math.floor(density * C + 0.5))
   local mask = tl.zeros(R, C, { dtype = "bool" })

@@ -172,11 +172,11 @@ function M.sparsify(model, opts)
   options.check(opts, "nn.sparsify", ACCEPTED.sparsify, 2)
   local block = opts.block or 32
   if math.type(block) ~= "integer" or block < 1 then
-    error("nn.sparsify: block must be a positive integer, got " .. tostring(block), 2)
+    options.error("nn.sparsify: block must be a positive integer, got " .. tostring(block), 2)
   end
   check_density(opts.density, 2)
   if opts.filter ~= nil and type(opts.filter) ~= "function" then
-    error("nn.sparsify: filter must be a function(name, module), got " .. type(opts.filter), 2)
+    options.error("nn.sparsify: filter must be a function(name, module), got " .. type(opts.filter), 2)
   end
   -- every replacement is decided (and every error raised) before the model changes
   local replaced, changes = {}, {}
@@ -190,7 +190,7 @@ function M.sparsify(model, opts)
         if opts.filter then wanted = opts.filter(name, child) else wanted = fits end
         if wanted then
           if not fits then
-            error(string.format("nn.sparsify: %s is Linear(%d, %d), whose sizes are not multiples of block %d",
+            options.error(string.format("nn.sparsify: %s is Linear(%d, %d), whose sizes are not multiples of block %d",
               name, child.in_features, child.out_features, block), 3)
           end
           changes[#changes + 1] = { parent, key, child }

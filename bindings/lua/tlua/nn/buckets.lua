@@ -28,12 +28,12 @@ function buckets.assign(params, opts)
     for i = #params, 1, -1 do order[#order + 1] = i end
   end
   if #order ~= #params then
-    error(string.format("buckets.assign: order lists %d parameters, expected %d", #order, #params), 2)
+    options.error(string.format("buckets.assign: order lists %d parameters, expected %d", #order, #params), 2)
   end
   local seen = {}
   for _, i in ipairs(order) do
     if math.type(i) ~= "integer" or i < 1 or i > #params or seen[i] then
-      error("buckets.assign: order must list each parameter index once, got " .. tostring(i), 2)
+      options.error("buckets.assign: order must list each parameter index once, got " .. tostring(i), 2)
     end
     seen[i] = true
   end
@@ -84,9 +84,9 @@ end
 --- mark_ready(i): parameter i's gradient is final for this pass; launches what can go
 function Reducer:mark_ready(i)
   local b = self.bucket_of[i]
-  if b == nil then error("buckets.Reducer: parameter " .. tostring(i) .. " is in no bucket", 2) end
+  if b == nil then options.error("buckets.Reducer: parameter " .. tostring(i) .. " is in no bucket", 2) end
   if self.marked[i] then
-    error(string.format("buckets.Reducer: parameter %d was marked ready twice in one pass", i), 2)
+    options.error(string.format("buckets.Reducer: parameter %d was marked ready twice in one pass", i), 2)
   end
   self.marked[i] = true
   self.order[#self.order + 1] = i

@@ -116,7 +116,7 @@ ModuleList.__len = len
 function ModuleList:init(...) add_all(self, "entry", ...) end
 
 function ModuleList:forward()
-  error("nn.ModuleList: a list of modules has no forward; call its modules", 2)
+  options.error("nn.ModuleList: a list of modules has no forward; call its modules", 2)
 end
 
 -- ---- ModuleDict ------------------------------------------------------------------------
@@ -273,7 +273,7 @@ end
 ModuleDict.__len = len
 
 function ModuleDict:forward()
-  error("nn.ModuleDict: a dict of modules has no forward; call its modules", 2)
+  options.error("nn.ModuleDict: a dict of modules has no forward; call its modules", 2)
 end
 
 return containers

@@ -41,7 +41,7 @@ local ACCEPTED = { bucket_mb = "number", broadcast = "boolean", find_unused_para
 
 function DataParallel:init(module, opts)
   if not base.is_module(module) then
-    error("nn.DataParallel: expected a module, got " .. type(module), 3)
+    options.error("nn.DataParallel: expected a module, got " .. type(module), 3)
   end
   opts = options.check(opts, "nn.DataParallel", ACCEPTED, 3)
   local mb = opts.bucket_mb or 25
@@ -57,7 +57,7 @@ function DataParallel:init(module, opts)
   instances = instances + 1
   rawset(self, "_id", instances)
   rawset(self, "_params", module:parameters())
-  if #self._params == 0 then error("nn.DataParallel: the module has no parameters", 3) end
+  if #self._params == 0 then options.error("nn.DataParallel: the module has no parameters", 3) end
   if opts.broadcast ~= false then self:_broadcast_state() end
   self:_build_buckets(nil)
   -- the hooks hold the wrapper weakly: a parameter's hook must not keep the model alive

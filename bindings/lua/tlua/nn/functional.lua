@@ -40,7 +40,7 @@ F.one_hot = tl.one_hot
 function F.dropout(x, p, training)
   if p == nil then p = 0.5 end
   if type(p) ~= "number" or not (p >= 0 and p <= 1) then
-    error("dropout: p must be a probability in [0, 1], got " .. tostring(p), 2)
+    options.error("dropout: p must be a probability in [0, 1], got " .. tostring(p), 2)
   end
   if training == false then return x end
   return tl.dropout(x, p)
@@ -52,7 +52,7 @@ local GELU_FORMS = { none = tl.gelu, tanh = tl.gelu_tanh }
 local GELU_OPTIONS = { approximate = "string" }
 
 -- The gelu op for opts ({approximate = "none" | "tanh"}, the string alone, or nil: "none"),
--- or an error naming who, at error level `level` counted (as error() counts) from the caller of
+-- or an error naming who, at error level `level` counted (as options.error() counts) from the caller of
 -- _gelu_form (the user's line when the stack can be read: tlua.options).
 function F._gelu_form(opts, who, level)
   local approximate = opts

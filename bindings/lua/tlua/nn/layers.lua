@@ -19,7 +19,7 @@ local ACCEPTED = {
 
 local function check_size(v, what, cls)
   if math.type(v) ~= "integer" or v < 1 then
-    error(string.format("nn.%s: %s must be a positive integer, got %s", cls, what, tostring(v)), 4)
+    options.error(string.format("nn.%s: %s must be a positive integer, got %s", cls, what, tostring(v)), 4)
   end
 end
 

@@ -20,6 +20,7 @@
 -- first path, and a tensor held by two modules (tied weights) is listed once,
 -- under its first name; the named_ forms give the same entries as the plain
 -- ones, in the same order.
+local options = require("tlua.options")
 local tl = require("tlua")
 local class = require("tlua.class")
 
@@ -54,7 +55,7 @@ end
 function Module:init() end
 
 function Module:forward()
-  error(self._class_name .. ": forward is not implemented", 2)
+  options.error(self._class_name .. ": forward is not implemented", 2)
 end
 
 -- calling a module runs forward
@@ -85,7 +86,7 @@ end
 
 local function check_tensor(fn, name, t)
   if t ~= nil and not is_tensor(t) then
-    error(string.format("%s: '%s' expected a tensor or nil, got %s", fn, tostring(name), type(t)), 3)
+    options.error(string.format("%s: '%s' expected a tensor or nil, got %s", fn, tostring(name), type(t)), 3)
   end
 end
 
@@ -104,7 +105,7 @@ end
 
 function Module:add_module(name, m)
   if not is_module(m) then
-    error(string.format("add_module: '%s' expected a module, got %s", tostring(name), type(m)), 2)
+    options.error(string.format("add_module: '%s' expected a module, got %s", tostring(name), type(m)), 2)
   end
   return register(self, "_module_keys", name, m)
 end
@@ -113,7 +114,7 @@ end
 -- cls:init(...) (the constructor; fields are registered as they are set) and
 -- cls:forward(...); cls(...) makes an instance.
 function Module:extend(name)
-  if type(name) ~= "string" then error("nn.Module:extend: expected a class name (a string), got " .. type(name), 2) end
+  if type(name) ~= "string" then options.error("nn.Module:extend: expected a class name (a string), got " .. type(name), 2) end
   local cls = class("nn." .. name, self)
   cls._class_name = name
   return cls
@@ -277,7 +278,7 @@ end
 -- replaced parameter refuses to step: tlua.nn.replaced).
 function Module:to(...)
   local args = table.pack(...)
-  if args.n == 0 then error("Module:to: expected a device or a dtype", 2) end
+  if args.n == 0 then options.error("Module:to: expected a device or a dtype", 2) end
   local done = {} -- a tensor shared by two modules stays shared
   local function convert(t, is_param)
     if done[t] then return done[t] end

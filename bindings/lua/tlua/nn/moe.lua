@@ -59,7 +59,7 @@ moe.MoE = MoE
 
 local function check_size(v, what)
   if math.type(v) ~= "integer" or v < 1 then
-    error(string.format("nn.MoE: %s must be a positive integer, got %s", what, tostring(v)), 4)
+    options.error(string.format("nn.MoE: %s must be a positive integer, got %s", what, tostring(v)), 4)
   end
 end
 
@@ -102,14 +102,14 @@ local function activation_fn(a)
   if type(a) == "string" then
     local fn = rawget(tl, a)
     if type(fn) ~= "function" then
-      error("nn.MoE: activation '" .. a .. "' is not a tl op (try \"gelu\", \"relu\", \"silu\")", 4)
+      options.error("nn.MoE: activation '" .. a .. "' is not a tl op (try \"gelu\", \"relu\", \"silu\")", 4)
     end
     return fn, a
   end
   if type(a) == "function" or (type(a) == "table" and getmetatable(a) and getmetatable(a).__call) then
     return a, "custom"
   end
-  error("nn.MoE: activation must be the name of a tl op or a function, got " .. type(a), 4)
+  options.error("nn.MoE: activation must be the name of a tl op or a function, got " .. type(a), 4)
 end
 
 function MoE:init(...)
@@ -119,7 +119,7 @@ function MoE:init(...)
   check_size(o.experts, "experts")
   check_size(o.top_k, "top_k")
   if o.top_k > o.experts then
-    error(string.format("nn.MoE: top_k (%d) must be at most the number of experts (%d)", o.top_k, o.experts), 3)
+    options.error(string.format("nn.MoE: top_k (%d) must be at most the number of experts (%d)", o.top_k, o.experts), 3)
   end
   self.dim, self.hidden, self.experts, self.top_k = o.dim, o.hidden, o.experts, o.top_k
   self.act, self.activation = activation_fn(o.activation)
@@ -161,15 +161,15 @@ function MoE:route(x2)
 end
 
 function MoE:forward(x)
-  if not tl.is_tensor(x) then error("nn.MoE: expected a tensor input, got " .. type(x), 2) end
+  if not tl.is_tensor(x) then options.error("nn.MoE: expected a tensor input, got " .. type(x), 2) end
   local shape = x.shape
   if #shape == 0 or shape[#shape] ~= self.dim then
-    error(string.format("nn.MoE: input must be [..., %d] (dim = %d), got shape %s", self.dim, self.dim,
+    options.error(string.format("nn.MoE: input must be [..., %d] (dim = %d), got shape %s", self.dim, self.dim,
       shape_str(shape)), 2)
   end
   local w = self.w1
   if x.dtype ~= w.dtype or x.device ~= w.device then
-    error(string.format("nn.MoE: input is %s on %s but the parameters are %s on %s (convert one: x:to(...) or m:to(...))",
+    options.error(string.format("nn.MoE: input is %s on %s but the parameters are %s on %s (convert one: x:to(...) or m:to(...))",
       x.dtype, x.device, w.dtype, w.device), 2)
   end
   local E, K, D = self.experts, self.top_k, self.dim

@@ -1,4 +1,5 @@
 -- tl.nn state dicts: Module:state_dict() (an ordered table name -> tensor), Module:load_state_dict(), nn.keys().
+local options = require("tlua.options")
 local tl = require("tlua")
 local base = require("tlua.nn.module")
 
@@ -89,7 +90,7 @@ end
 -- mismatch is always an error. On error nothing is copied. Returns {missing = {...},
 -- unexpected = {...}}.
 function Module:load_state_dict(sd, strict)
-  if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
+  if type(sd) ~= "table" then options.error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
   if strict == nil then strict = true end
   local order, targets = named_state(self)
   local missing, unexpected, mismatched = {}, {}, {}
@@ -115,7 +116,7 @@ function Module:load_state_dict(sd, strict)
     problems[#problems + 1] = "size mismatch for " .. table.concat(mismatched, "; ")
   end
   if #problems > 0 then
-    error(string.format("load_state_dict: error(s) loading the state dict into %s: %s",
+    options.error(string.format("load_state_dict: options.error(s) loading the state dict into %s: %s",
       self._class_name, table.concat(problems, "; ")), 2)
   end
   tl.no_grad(function()

@@ -53,20 +53,20 @@ local CLIP_OPTIONS = { foreach = "boolean" } -- (tlua.options)
 local function clip_grad_norm(parameters, max_norm, norm_type, opts)
   if is_tensor(parameters) then parameters = { parameters } end
   if type(parameters) ~= "table" then
-    error("clip_grad_norm: argument 1 expected a tensor or a list of tensors, got " .. type(parameters), 2)
+    options.error("clip_grad_norm: argument 1 expected a tensor or a list of tensors, got " .. type(parameters), 2)
   end
   if type(max_norm) ~= "number" then
-    error("clip_grad_norm: argument 2 (max_norm) expected a number, got " .. type(max_norm), 2)
+    options.error("clip_grad_norm: argument 2 (max_norm) expected a number, got " .. type(max_norm), 2)
   end
   if not (max_norm > 0) then
-    error("clip_grad_norm: argument 2 (max_norm) must be a number > 0, got " .. tostring(max_norm), 2)
+    options.error("clip_grad_norm: argument 2 (max_norm) must be a number > 0, got " .. tostring(max_norm), 2)
   end
   norm_type = norm_type or 2
   if type(norm_type) ~= "number" or not (norm_type >= 1) then
-    error("clip_grad_norm: norm_type must be a number >= 1 or math.huge, got " .. tostring(norm_type), 2)
+    options.error("clip_grad_norm: norm_type must be a number >= 1 or math.huge, got " .. tostring(norm_type), 2)
   end
   if opts ~= nil and type(opts) ~= "table" then
-    error("clip_grad_norm: argument 4 (opts) expected a table, got " .. type(opts), 2)
+    options.error("clip_grad_norm: argument 4 (opts) expected a table, got " .. type(opts), 2)
   end
   opts = options.check(opts, "clip_grad_norm", CLIP_OPTIONS, 2)
   local foreach = opts.foreach ~= false

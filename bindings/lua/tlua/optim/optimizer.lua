@@ -42,23 +42,23 @@ end
 function Optimizer.new(cls, params, opts)
   local name = cls.name
   if type(params) ~= "table" then
-    error(string.format("optim.%s: expected a list of parameters (tensors) or of parameter groups, got %s", name,
+    options.error(string.format("optim.%s: expected a list of parameters (tensors) or of parameter groups, got %s", name,
       type(params)), 2)
   end
   if require("tlua.nn").is_module(params) then
     local mt = getmetatable(params)
-    error(string.format("optim.%s: got a module (%s); pass its parameters: optim.%s(model:parameters(), {...})",
+    options.error(string.format("optim.%s: got a module (%s); pass its parameters: optim.%s(model:parameters(), {...})",
       name, tostring(mt and mt.__name or "nn.Module"), name), 2)
   end
   opts = options.check(opts, "optim." .. name, cls.accepted, 2)
   local self = setmetatable({ param_groups = {}, state = {} }, cls)
   local groups = params
   if #params > 0 and is_tensor(params[1]) then groups = { { params = params } } end
-  if #groups == 0 then error(string.format("optim.%s: got an empty parameter list", name), 2) end
+  if #groups == 0 then options.error(string.format("optim.%s: got an empty parameter list", name), 2) end
   local seen = {}
   for gi, g in ipairs(groups) do
     if type(g) ~= "table" or type(g.params) ~= "table" then
-      error(string.format("optim.%s: parameter group %d expected a table {params = {...}, ...}", name, gi), 2)
+      options.error(string.format("optim.%s: parameter group %d expected a table {params = {...}, ...}", name, gi), 2)
     end
     options.check(g, string.format("optim.%s: parameter group %d", name, gi), cls.group_accepted, 2)
     local group = {}
@@ -69,18 +69,18 @@ function Optimizer.new(cls, params, opts)
     group.params = {}
     for pi, p in ipairs(g.params) do
       if not is_tensor(p) then
-        error(string.format("optim.%s: parameter %d of group %d expected a tensor, got %s", name, pi, gi, type(p)), 2)
+        options.error(string.format("optim.%s: parameter %d of group %d expected a tensor, got %s", name, pi, gi, type(p)), 2)
       end
       if seen[p] then
-        error(string.format("optim.%s: parameter %d of group %d appears more than once", name, pi, gi), 2)
+        options.error(string.format("optim.%s: parameter %d of group %d appears more than once", name, pi, gi), 2)
       end
       if not p.requires_grad then
-        error(string.format("optim.%s: parameter %d of group %d does not require grad", name, pi, gi), 2)
+        options.error(string.format("optim.%s: parameter %d of group %d does not require grad", name, pi, gi), 2)
       end
       seen[p] = true
       group.params[pi] = p
     end
-    if group.lr == nil then error(string.format("optim.%s: lr is required", name), 2) end
+    if group.lr == nil then options.error(string.format("optim.%s: lr is required", name), 2) end
     local bad = cls.check(group, name)
     if bad then options.error(bad, 2) end
     self.param_groups[gi] = group
@@ -98,21 +98,21 @@ function Optimizer:_validate()
     for pi, p in ipairs(group.params) do
       local moved = replaced[p]
       if moved then
-        error(string.format("optim.%s: parameter %d of group %d was replaced (moved to %s) after the optimizer was "
+        options.error(string.format("optim.%s: parameter %d of group %d was replaced (moved to %s) after the optimizer was "
           .. "built; build the optimizer after model:to(...)", name, pi, gi, moved), 3)
       end
     end
   end
   for gi, group in ipairs(self.param_groups) do
     local bad = self.check and self.check(group, name)
-    if bad then error(string.format("%s (parameter group %d)", bad, gi), 3) end
+    if bad then options.error(string.format("%s (parameter group %d)", bad, gi), 3) end
     for pi, p in ipairs(group.params) do
       local g = p.grad
       if g ~= nil then
         local ok, message = pcall(self._check, self, group, p, g, self.state[p])
         if not ok then
           message = tostring(message):gsub("^[^:]*:%d+: ", "") -- the check's position says nothing here
-          error(string.format("optim.%s: parameter %d of group %d: %s", name, pi, gi, message), 3)
+          options.error(string.format("optim.%s: parameter %d of group %d: %s", name, pi, gi, message), 3)
         end
       end
     end
@@ -129,7 +129,7 @@ function Optimizer:_check_capture()
     for _, p in ipairs(group.params) do
       if p.grad ~= nil and p.device ~= "cpu" and tl._cuda_is_capturing(p.device) then
         if not self:_capturable(group) then
-          error(string.format("optim.%s: its step cannot be captured in a CUDA graph (parameter group %d: its step "
+          options.error(string.format("optim.%s: its step cannot be captured in a CUDA graph (parameter group %d: its step "
             .. "count and options would be frozen at capture); use Adam or AdamW (fused, no amsgrad) or SGD, or "
             .. "step it outside the captured function", self.name, gi), 3)
         end
@@ -186,10 +186,10 @@ end
 -- keeps them in, on each parameter's device); the groups must have the same sizes
 function Optimizer:load_state_dict(sd)
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
-    error("load_state_dict: expected {state = ..., param_groups = ...} from Optimizer:state_dict()", 2)
+    options.error("load_state_dict: expected {state = ..., param_groups = ...} from Optimizer:state_dict()", 2)
   end
   if #sd.param_groups ~= #self.param_groups then
-    error(string.format("load_state_dict: the state dict has %d parameter groups, the optimizer %d",
+    options.error(string.format("load_state_dict: the state dict has %d parameter groups, the optimizer %d",
       #sd.param_groups, #self.param_groups), 2)
   end
   for gi, g in ipairs(sd.param_groups) do
@@ -199,12 +199,12 @@ function Optimizer:load_state_dict(sd)
     end
     if #unknown > 0 then
       table.sort(unknown)
-      error(string.format("load_state_dict: parameter group %d has the options %s, which optim.%s does not take "
+      options.error(string.format("load_state_dict: parameter group %d has the options %s, which optim.%s does not take "
         .. "(a state dict of another optimizer?)", gi, table.concat(unknown, ", "), self.name), 2)
     end
     local n, m = #(g.params or {}), #self.param_groups[gi].params
     if n ~= m then
-      error(string.format("load_state_dict: parameter group %d has %d parameters in the state dict, %d in the optimizer",
+      options.error(string.format("load_state_dict: parameter group %d has %d parameters in the state dict, %d in the optimizer",
         gi, n, m), 2)
     end
   end
@@ -213,7 +213,7 @@ function Optimizer:load_state_dict(sd)
     local group = copy(self.param_groups[gi]) -- the group's options as they will be once loaded
     for k, v in pairs(g) do if k ~= "params" then group[k] = v end end
     local bad = self.check(group, self.name)
-    if bad then error(string.format("load_state_dict: %s (parameter group %d)", bad, gi), 2) end
+    if bad then options.error(string.format("load_state_dict: %s (parameter group %d)", bad, gi), 2) end
     for pi, index in ipairs(g.params) do
       local p = self.param_groups[gi].params[pi]
       local s = sd.state[index]
@@ -224,7 +224,7 @@ function Optimizer:load_state_dict(sd)
             local ok = #v.shape == #p.shape
             for d = 1, #p.shape do ok = ok and v.shape[d] == p.shape[d] end
             if not ok then
-              error(string.format("load_state_dict: state '%s' of parameter %d has shape [%s], the parameter [%s]",
+              options.error(string.format("load_state_dict: state '%s' of parameter %d has shape [%s], the parameter [%s]",
                 k, index, table.concat(v.shape, ", "), table.concat(p.shape, ", ")), 2)
             end
             local dtype = self:_state_dtype(group, p, k)

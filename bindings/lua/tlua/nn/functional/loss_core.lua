@@ -139,7 +139,7 @@ core.broadcast_shapes = broadcast_shapes
 
 --- core.options(name, opts, who, level) -> o: opts checked (tlua.options, then their values),
 -- with the defaults filled in. level: where the user is when the stack cannot be read, counted
--- as error() counts it from core.options's caller (2 for a functional form, 3 for a module's init).
+-- as options.error() counts it from core.options's caller (2 for a functional form, 3 for a module's init).
 function core.options(name, opts, who, level)
   opts = options.check(opts, who, core.ACCEPTED[name], level + 1)
   local o = {}

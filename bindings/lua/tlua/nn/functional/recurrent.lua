@@ -7,6 +7,7 @@
 -- autograd node each (a tl.autograd.Function): backward walks the steps back with one fused
 -- kernel and one GEMM a step, then takes W_hh's gradient in one GEMM over every step, as cuDNN.
 -- The LSTM's walks run in C (tl._lstm_layer_forward / _backward: no Lua call per step).
+local options = require("tlua.options")
 local tl = require("tlua")
 
 local part = {}
@@ -168,7 +169,7 @@ end
 function part.rnn_layer(x, h, w, reverse, nonlinearity)
   local act = ACTIVATIONS[nonlinearity or "tanh"]
   if not act then
-    error("rnn_layer: nonlinearity must be 'tanh' or 'relu', got " .. tostring(nonlinearity), 2)
+    options.error("rnn_layer: nonlinearity must be 'tanh' or 'relu', got " .. tostring(nonlinearity), 2)
   end
   local xs = tl.linear(x, w[1], summed(w[3], w[4])):unbind(1)
   local outs = {}
