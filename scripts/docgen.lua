@@ -147,8 +147,9 @@ local function markdown_entry(e, out)
     out[#out + 1] = "|---|---|---|---|"
     for _, p in ipairs(e.params) do
       local default = p.default and ("`" .. p.default .. "`") or (p.optional and "optional" or "")
-      out[#out + 1] = string.format("| `%s` | %s | %s | %s |", p.name, p.type and ("`" .. p.type .. "`") or "",
-        default, (p.text or ""):gsub("|", "\\|"))
+      local function cell(text) return (text:gsub("|", "\\|")) end
+      out[#out + 1] = string.format("| `%s` | %s | %s | %s |", p.name, p.type and ("`" .. cell(p.type) .. "`") or "",
+        cell(default), cell(p.text or ""))
     end
     out[#out + 1] = ""
   end

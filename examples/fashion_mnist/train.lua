@@ -37,6 +37,7 @@ usage: tlua examples/fashion_mnist/train.lua [options]
   --threads N           CPU threads (default: the engine's default)
   --save path           write the trained model's state_dict there (safetensors)
   --csv path            the loss history (default fashion_mnist_loss.csv, next to --save if given)
+  --plot                draw the loss history as a PNG beside the CSV (its name ending .png; gnuplot)
   --limit N             use only the first N training images (quick runs)
   --sparse D            the MLP's Linear layers whose sizes are multiples of --block become
                         BlockSparseLinear layers keeping a share D of their blocks (nn.sparsify);
@@ -58,7 +59,7 @@ local numeric = { epochs = "integer", batch = "integer", lr = "number", seed = "
 local text = { model = true, optimizer = true, device = true, save = true, csv = true, root = true,
   schedule = true, checkpoint = true, resume = true }
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text,
-  defaults = defaults })
+  flags = { plot = true }, defaults = defaults })
 if opts.model ~= "mlp" and opts.model ~= "cnn" then fail("--model must be mlp or cnn") end
 if opts.optimizer ~= "adam" and opts.optimizer ~= "sgd" then fail("--optimizer must be adam or sgd") end
 if opts.schedule ~= "cosine" and opts.schedule ~= "none" then fail("--schedule must be cosine or none") end
@@ -75,6 +76,7 @@ if not opts.csv then
   local dir = opts.save and opts.save:match("^(.*)/[^/]*$")
   opts.csv = (dir and dir ~= "" and (dir .. "/") or "") .. "fashion_mnist_loss.csv"
 end
+if opts.plot then require("tlua.plot").gnuplot() end -- --plot without gnuplot fails now, not after training
 if opts.threads then tl.set_num_threads(opts.threads) end
 local dist = tl.distributed
 local rank, world = dist.rank(), dist.world_size()
@@ -229,6 +231,11 @@ for epoch = run.epoch, opts.epochs do
   save_checkpoint()
 end
 csv:close()
+if opts.plot and rank == 0 then -- --plot: the loss history drawn beside the CSV
+  local png = opts.csv:gsub("%.csv$", "") .. ".png"
+  require("tlua.plot").csv(opts.csv, { output = png, title = "fashion_mnist: loss" })
+  print("loss plot: " .. png)
+end
 local train_time = run.train_time
 
 if stopped then

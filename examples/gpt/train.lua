@@ -61,6 +61,7 @@ usage: tlua examples/gpt/train.lua [options]
                      /usr/share/games/fortunes)
   --save path        write the trained model there (safetensors) for sample.lua
   --csv path         the loss of every step (default gpt_loss.csv, next to --save if given)
+  --plot             draw the loss history as a PNG beside the CSV (its name ending .png; gnuplot)
   --eval-every N     validation loss every N steps (default 250; 0: only at the end)
   --eval-iters N     batches per validation loss (default 20)
   --log-every N      a `step N loss X` line every N steps (default 50), with tokens/s and the
@@ -95,7 +96,7 @@ local text_options = { device = true, dtype = true, data = true, save = true, cs
   checkpoint = true, resume = true, preset = true, bias = true, graph = true }
 
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options,
-  flags = { data_parallel = true } })
+  flags = { data_parallel = true, plot = true } })
 
 local device = opts.device or "cpu"
 if device ~= "cpu" and not device:match("^cuda") then fail("--device must be cpu or cuda") end
@@ -155,6 +156,7 @@ if not opts.csv then
   local dir = opts.save and opts.save:match("^(.*)/[^/]*$")
   opts.csv = (dir and dir ~= "" and (dir .. "/") or "") .. "gpt_loss.csv"
 end
+if opts.plot then require("tlua.plot").gnuplot() end -- --plot without gnuplot fails now, not after training
 
 -- ---- data and model -------------------------------------------------------------------------
 local dist = tl.distributed
@@ -356,6 +358,11 @@ end
 save_checkpoint(last_step)
 local elapsed = bar:finish()
 csv:close()
+if opts.plot and rank == 0 then -- --plot: the loss history drawn beside the CSV
+  local png = opts.csv:gsub("%.csv$", "") .. ".png"
+  require("tlua.plot").csv(opts.csv, { output = png, title = "gpt: loss" })
+  print("loss plot: " .. png)
+end
 if last_step < opts.steps then
   say(string.format("stopped after step %d (--stop-after)%s", last_step,
     opts.checkpoint and ("; resume with --resume " .. opts.checkpoint) or ""))

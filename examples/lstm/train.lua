@@ -49,6 +49,7 @@ usage: tlua examples/lstm/train.lua [options]
                      /usr/share/games/fortunes)
   --save path        write the trained model there (safetensors) for sample.lua
   --csv path         the loss of every step (default lstm_loss.csv, next to --save if given)
+  --plot             draw the loss history as a PNG beside the CSV (its name ending .png; gnuplot)
   --eval-every N     validation loss every N steps (default 500; 0: only at the end)
   --eval-chunks N    chunks of the validation text per evaluation (default 20)
   --log-every N      a `step N loss X` line every N steps (default 50)
@@ -70,6 +71,7 @@ local numeric = { steps = "integer", hidden = "integer", layers = "integer", emb
   checkpoint_every = "integer", stop_after = "integer" }
 local text_options = { device = true, data = true, save = true, csv = true, checkpoint = true, resume = true }
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options,
+  flags = { plot = true },
   defaults = { layers = 2, embed = 64, lr = 2e-3, weight_decay = 0.01, grad_clip = 1, eval_every = 500,
     eval_chunks = 20, log_every = 50, sample_tokens = 300, temperature = 0.8, seed = 1, checkpoint_every = 500,
     device = "cpu" } })
@@ -97,6 +99,7 @@ if not opts.csv then
   local dir = opts.save and opts.save:match("^(.*)/[^/]*$")
   opts.csv = (dir and dir ~= "" and (dir .. "/") or "") .. "lstm_loss.csv"
 end
+if opts.plot then require("tlua.plot").gnuplot() end -- --plot without gnuplot fails now, not after training
 if opts.threads then tl.set_num_threads(opts.threads) end
 
 -- ---- data and model -------------------------------------------------------------------------
@@ -223,6 +226,11 @@ end
 save_checkpoint()
 local elapsed = bar:finish()
 csv:close()
+if opts.plot then -- --plot: the loss history drawn beside the CSV
+  local png = opts.csv:gsub("%.csv$", "") .. ".png"
+  require("tlua.plot").csv(opts.csv, { output = png, title = "lstm: loss" })
+  print("loss plot: " .. png)
+end
 if last_step < opts.steps then
   print(string.format("stopped after step %d (--stop-after)%s", last_step,
     opts.checkpoint and ("; resume with --resume " .. opts.checkpoint) or ""))

@@ -45,6 +45,7 @@ usage: tlua examples/resnet/train.lua [options]
   --test-limit N        evaluate on the first N test images only (quick runs)
   --save path           write the trained model's state_dict there (safetensors)
   --csv path            the loss history (default resnet_loss.csv, next to --save if given)
+  --plot                draw the loss history as a PNG beside the CSV (its name ending .png; gnuplot)
   --root dir            the dataset's folder (default $TLUA_FASHION_MNIST, else
                         /usr/share/datasets/fashion-mnist)
   --checkpoint path     write the run's state there (tl.checkpoint) after every epoch, every
@@ -60,6 +61,7 @@ local numeric = { epochs = "integer", batch = "integer", lr = "number", weight_d
 local text = { optimizer = true, schedule = true, augment = true, device = true, dtype = true, save = true, csv = true,
   root = true, checkpoint = true, resume = true }
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text,
+  flags = { plot = true },
   defaults = { epochs = 15, batch = 128, optimizer = "sgd", schedule = "onecycle", width = 32, blocks = 2,
     augment = "on", label_smoothing = 0.1, device = "cpu", seed = 1, checkpoint_every = 0,
     root = data.FASHION_MNIST_ROOT } })
@@ -81,6 +83,7 @@ if not opts.csv then
   local dir = opts.save and opts.save:match("^(.*)/[^/]*$")
   opts.csv = (dir and dir ~= "" and (dir .. "/") or "") .. "resnet_loss.csv"
 end
+if opts.plot then require("tlua.plot").gnuplot() end -- --plot without gnuplot fails now, not after training
 if opts.threads then tl.set_num_threads(opts.threads) end
 
 -- ---- data -------------------------------------------------------------------------------------
@@ -210,6 +213,11 @@ for epoch = run.epoch, opts.epochs do
   save_checkpoint()
 end
 csv:close()
+if opts.plot then -- --plot: the loss history drawn beside the CSV
+  local png = opts.csv:gsub("%.csv$", "") .. ".png"
+  require("tlua.plot").csv(opts.csv, { output = png, title = "resnet: loss" })
+  print("loss plot: " .. png)
+end
 
 if stopped then
   save_checkpoint()

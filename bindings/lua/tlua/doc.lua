@@ -7,14 +7,19 @@ local doc = {}
 -- The .luadoc files, in the order of the reference's pages (spec/reference_spec.lua checks this
 -- list is the folder's).
 doc.files = {
-  "constructors", "tensor", "methods", "shapes", "pointwise", "pointwise_2", "ops", "ops_2",
-  "sort", "scan", "nn_ops", "pool_ops", "attention", "grouped", "block_sparse", "init",
-  "runtime", "autograd", "io", "cuda", "distributed", "nn", "nn_module", "nn_containers",
-  "nn_layers", "nn_convolution", "nn_pooling", "nn_losses", "nn_activations",
-  "nn_normalization", "nn_recurrent", "nn_transformer", "nn_moe", "nn_block_sparse",
-  "nn_data_parallel", "nn_init_weights", "nn_functional", "nn_functional_2", "optim",
-  "optim_optimizer", "optim_optimizers", "optim_schedulers", "data", "data_loader",
-  "data_datasets", "data_samplers", "cli", "plot",
+  "constructors", "tensor", "methods", "shapes", "pointwise", "pointwise_2", "reduce", "ops",
+  "ops_2", "inplace", "sort", "scan", "nn_ops", "pool_ops", "attention", "grouped",
+  "block_sparse", "init", "runtime", "autograd", "io", "cuda", "distributed", "nn_module",
+  "nn_state_dict", "nn_containers", "nn_layers", "nn_activations", "nn_activations_2",
+  "nn_block_layout", "nn_block_sparse", "nn_convolution", "nn_data_parallel", "nn_init_weights",
+  "nn_losses", "nn_moe", "nn_normalization", "nn_pooling", "nn_recurrent", "nn_transformer",
+  "nn_functional", "nn_functional_2", "nn_functional_activations", "nn_functional_convolution",
+  "nn_functional_dropout", "nn_functional_losses", "nn_functional_normalization",
+  "nn_functional_pooling", "nn_functional_recurrent", "optim", "optim_adagrad", "optim_adamax",
+  "optim_clip_grad", "optim_nadam", "optim_optimizer", "optim_optimizers", "optim_plateau",
+  "optim_radam", "optim_rmsprop", "optim_scheduler", "optim_schedulers",
+  "optim_schedulers_cyclic", "data", "data_collate", "data_datasets", "data_idx", "data_loader",
+  "data_samplers", "checkpoint", "cli", "modules", "plot",
 }
 
 -- where the .luadoc files are: beside this module (tlua/doc/ on package.path)
@@ -181,24 +186,21 @@ local function public_keys(t)
   return keys
 end
 
--- a class: a table made to be called or instantiated (it has init, new, or a __call)
+-- a class (tlua/class.lua's): a table that is its instances' __index and is called to make one
 local function is_class(v)
-  if type(v) ~= "table" then return false end
+  if type(v) ~= "table" or rawget(v, "__index") ~= v then return false end
   local mt = getmetatable(v)
-  return rawget(v, "init") ~= nil or rawget(v, "new") ~= nil or (type(mt) == "table" and mt.__call ~= nil)
+  return type(mt) == "table" and mt.__call ~= nil
 end
 
--- a namespace: a table of functions (and tables), not a class and not a list of values
+-- a namespace: a table holding functions by name (constants beside them allowed), not a class
+-- and not a list of values
 local function is_namespace(v)
   if type(v) ~= "table" or is_class(v) or #v > 0 then return false end
-  local any = false
   for k, x in pairs(v) do
-    if type(k) == "string" and not k:match("^_") then
-      if type(x) ~= "function" and type(x) ~= "table" then return false end
-      any = true
-    end
+    if type(k) == "string" and not k:match("^_") and type(x) == "function" then return true end
   end
-  return any
+  return false
 end
 
 --- doc.public_names() -> the sorted list of every public name reachable from require("tlua")
@@ -224,7 +226,7 @@ function doc.public_names()
             add(name .. ":" .. m, rawget(v, m), { class = name, method = m })
           end
         end
-      elseif is_namespace(v) and depth < 3 then
+      elseif is_namespace(v) and depth < 3 and name ~= "tl.Tensor" then -- methods: below
         walk(name, v, depth + 1)
       end
     end

@@ -1,4 +1,5 @@
 -- tlua: require("tlua") gives the module table of tlua.core plus dtype names and lazily loaded submodules.
+local options = require("tlua.options")
 local tl = require("tlua.core")
 
 -- dtype names: tl.float32 == "float32", ...; the aliases name their canonical
@@ -9,9 +10,9 @@ tl.float, tl.double, tl.half, tl.int, tl.long = "float32", "float64", "float16",
 tl.dtypes = { "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool" }
 
 -- submodules load on first use: tl.autograd, tl.nn, tl.optim, tl.data, tl.cuda, tl.distributed,
--- tl.checkpoint
+-- tl.checkpoint, tl.plot
 local submodules = { autograd = true, nn = true, optim = true, data = true, cuda = true, distributed = true,
-  checkpoint = true }
+  checkpoint = true, plot = true }
 
 -- a rank of a data-parallel job (tlua --nproc N) trains on its own GPU: "cuda" names
 -- cuda:LOCAL_RANK there (tl.distributed.cuda_index; os is absent in the embedding sandbox)
@@ -67,7 +68,7 @@ local function is_cpu(device, op)
   if device == nil or device == "cpu" then return true end
   if type(device) == "string" and device:match("^cuda") then return false end
   if math.type(device) == "integer" then return false end
-  error(string.format("%s: expected a device (\"cpu\", \"cuda\" or \"cuda:N\"), got %s", op,
+  options.error(string.format("%s: expected a device (\"cpu\", \"cuda\" or \"cuda:N\"), got %s", op,
     type(device) == "string" and ("'" .. device .. "'") or type(device)), 3)
 end
 function tl.memory_stats(device)

@@ -38,6 +38,7 @@ sandbox.granted = { load = "read", save = "write", distributed = "network" }
 sandbox.denied = {
   progress = "writes to the terminal (io)",
   cli = "reads the command line and exits the process (os.exit)",
+  plot = "runs gnuplot (io.popen) and writes files",
 }
 
 -- each submodule's names: true for all of the module, or a list

@@ -42,7 +42,7 @@ local function activation(name, fn, numbers)
         self.numbers[i] = given[i]
       end
     end
-    if cls.check_numbers then cls.check_numbers(self, "nn." .. name) end
+    if cls._check_numbers then cls._check_numbers(self, "nn." .. name) end
   end
   cls.extra_repr = function(self)
     local parts = {}
@@ -95,7 +95,7 @@ function GELU:extra_repr()
 end
 
 --- Hardtanh(min_val = -1, max_val = 1): clamps to [min_val, max_val] (max_val > min_val)
-activations.Hardtanh.check_numbers = function(self, who)
+activations.Hardtanh._check_numbers = function(self, who)
   local lo, hi = self.numbers[1] or -1, self.numbers[2] or 1
   if not (hi > lo) then
     options.error(string.format("%s: max_val (%s) must be greater than min_val (%s)", who, tostring(hi), tostring(lo)),
@@ -116,14 +116,14 @@ activation("LogSigmoid", composed.logsigmoid)
 activation("Hardshrink", composed.hardshrink, { "lambd" })
 --- Softshrink(lambd = 0.5): x -+ lambd outside [-lambd, lambd], else 0 (lambd >= 0)
 local Softshrink = activation("Softshrink", composed.softshrink, { "lambd" })
-Softshrink.check_numbers = function(self, who)
+Softshrink._check_numbers = function(self, who)
   local l = self.numbers[1]
   if l ~= nil and not (l >= 0) then options.error(string.format("%s: lambd must be >= 0, got %s", who, l), 4) end
 end
 
 --- Threshold(threshold, value): x where x > threshold, else value (both required)
 local Threshold = activation("Threshold", composed.threshold, { "threshold", "value" })
-Threshold.check_numbers = function(self, who)
+Threshold._check_numbers = function(self, who)
   for i, key in ipairs({ "threshold", "value" }) do
     if self.numbers[i] == nil then options.error(string.format("%s: %s is required", who, key), 4) end
   end

@@ -116,7 +116,7 @@ function Module:load_state_dict(sd, strict)
     problems[#problems + 1] = "size mismatch for " .. table.concat(mismatched, "; ")
   end
   if #problems > 0 then
-    options.error(string.format("load_state_dict: options.error(s) loading the state dict into %s: %s",
+    options.error(string.format("load_state_dict: error(s) loading the state dict into %s: %s",
       self._class_name, table.concat(problems, "; ")), 2)
   end
   tl.no_grad(function()
