@@ -15,6 +15,17 @@ end
 
 -- { description, function that must fail, plain substrings the message must contain }
 local CASES = {
+  -- an op made of others names itself, not the op that failed inside it (tl_error_as)
+  { "rand_like of an integer tensor", function() return tl.rand_like(tl.ones(2, { dtype = "int64" })) end,
+    { "rand_like: expected a floating dtype" } },
+  { "full with a value int32 cannot hold", function() return tl.full({ 2 }, 1e10, { dtype = "int32" }) end,
+    { "full: value 1e+10 cannot be converted to int32" } },
+  { "arange of more elements than one tensor may hold", function() return tl.arange(0, 1, 1e-12) end,
+    { "arange: cannot allocate" } },
+  { "stack along a dim out of range", function() return tl.stack({ tl.ones(2), tl.ones(2) }, 4) end,
+    { "stack: dim 4 is out of range" } },
+  { "std_mean of an integer tensor", function() return tl.std_mean(tl.ones(2, { dtype = "int64" })) end,
+    { "std_mean: expected a floating dtype" } },
   { "add of non-broadcastable shapes (operator)",
     function() return tl.ones(2, 3) + tl.ones(4) end, { "add", "[2, 3]", "[4]" } },
   { "mul of non-broadcastable shapes (function)",

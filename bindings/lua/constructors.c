@@ -15,9 +15,11 @@ static void check_sizes(lua_State *L, const char *op, const int64_t *shape, int 
 }
 
 /* Puts out (made with status) into the box on top of the stack, then applies the options. */
+/* The result, or the error under the name the user called: a constructor made of others
+   ("zeros_like" of tl_zeros, "arange" of tl_empty) names itself, not the op that failed inside. */
 static int finish(lua_State *L, tlb_box *box, tl_status status, tl_tensor *out,
-                  const tlb_options *opts) {
-    tlb_result(L, box, status, out);
+                  const tlb_options *opts, const char *op) {
+    tlb_result(L, box, tl_error_as(status, op), out);
     tlb_apply_requires_grad(L, out, opts);
     return 1;
 }
@@ -48,7 +50,7 @@ static int shape_ctor(lua_State *L, const char *op, enum ctor_kind kind) {
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status = make(kind, shape, ndim, &o, &out);
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, op);
 }
 
 static int ctor_zeros(lua_State *L) {
@@ -89,7 +91,7 @@ static int ctor_full(lua_State *L) {
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status = tl_full(shape, ndim, value, o.dtype, o.device, &out);
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, "full");
 }
 
 /* Reads the n numbers of arange (stop; or start, stop and step?) into start, stop, step as
@@ -138,7 +140,7 @@ static int ctor_arange(lua_State *L) {
         }
         status = tl_arange(start, stop, step, o.dtype, o.device, &out);
     }
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, "arange");
 }
 
 /* tl.linspace(start, stop, steps, opts?) */
@@ -151,7 +153,7 @@ static int ctor_linspace(lua_State *L) {
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status = tl_linspace(start, stop, steps, o.dtype, o.device, &out);
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, "linspace");
 }
 
 /* tl.eye(n, m?, opts?) */
@@ -167,7 +169,7 @@ static int ctor_eye(lua_State *L) {
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status = tl_eye(n, m, o.dtype, o.device, &out);
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, "eye");
 }
 
 /* tl.randint(low, high, shape, opts?) or tl.randint(high, shape, opts?): int64 by default */
@@ -190,7 +192,7 @@ static int ctor_randint(lua_State *L) {
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status = tl_randint(low, high, shape, ndim, o.dtype, o.device, &out);
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, "randint");
 }
 
 tl_status tlb_one_based(const tl_tensor *indices, tl_tensor **out) {
@@ -214,7 +216,7 @@ static int ctor_randperm(lua_State *L) {
         status = tlb_one_based(perm, &out);
         tl_release(perm);
     }
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, "randperm");
 }
 
 /* tl.zeros_like(t, opts?) and friends: t's shape, dtype and device unless opts say */
@@ -225,7 +227,7 @@ static int like_ctor(lua_State *L, const char *op, enum ctor_kind kind) {
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status = make(kind, like->shape, like->ndim, &o, &out);
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, op);
 }
 
 static int ctor_zeros_like(lua_State *L) {
@@ -252,7 +254,7 @@ static int ctor_full_like(lua_State *L) {
     tlb_box *box = tlb_newbox(L);
     tl_tensor *out = NULL;
     tl_status status = tl_full(like->shape, like->ndim, value, o.dtype, o.device, &out);
-    return finish(L, box, status, out, &o);
+    return finish(L, box, status, out, &o, "full_like");
 }
 
 const luaL_Reg tlb_constructor_functions[] = {

@@ -342,10 +342,12 @@ static int fold_with_mean(lua_State *L, const char *op, fold_fn statistic) {
     fold_parse(L, op, "correction", 1, &f);
     tlb_box *box = tlb_newbox(L);
     tlb_box *mean_box = tlb_newbox(L);
-    if (statistic(a, f.dims, f.ndims, f.keepdim, f.number, &out) != TL_OK) return tlb_fail(L);
+    if (tl_error_as(statistic(a, f.dims, f.ndims, f.keepdim, f.number, &out), op) != TL_OK)
+        return tlb_fail(L);
     box->tensor = out;
     tlb_account(L, out);
-    if (tl_ag_mean_dims(a, f.dims, f.ndims, f.keepdim, 0, &mean) != TL_OK) return tlb_fail(L);
+    if (tl_error_as(tl_ag_mean_dims(a, f.dims, f.ndims, f.keepdim, 0, &mean), op) != TL_OK)
+        return tlb_fail(L);
     mean_box->tensor = mean;
     tlb_account(L, mean);
     return 2;
@@ -475,7 +477,7 @@ static int op_stack(lua_State *L) {
     }
     if (status == TL_OK) status = tl_ag_cat(pieces, n, dim, &out);
     for (int i = 0; i < n; i++) tl_release(pieces[i]);
-    return tlb_result(L, box, status, out);
+    return tlb_result(L, box, tl_error_as(status, "stack"), out);
 }
 
 /* ---- indexing ---------------------------------------------------------------------------------

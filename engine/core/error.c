@@ -1,6 +1,7 @@
 /* The thread-local error message behind tl_last_error(), and the index-range message. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tlua/error.h"
 
@@ -38,4 +39,16 @@ tl_status tl_index_range_error(const tl_index_range *range, const int64_t *shape
                     range->op, range->what, (long long)value, (long long)(range->first + position),
                     dims, range->range_of, (long long)range->first, (long long)last,
                     range->note ? "; " : "", range->note ? range->note : "");
+}
+
+tl_status tl_error_as(tl_status status, const char *op) {
+    if (status == TL_OK || !op) return status;
+    /* the failing op's name: the identifier before the first ": " */
+    size_t name = strspn(last_error, "abcdefghijklmnopqrstuvwxyz0123456789_");
+    if (name == 0 || strncmp(last_error + name, ": ", 2) != 0) return status;
+    if (strlen(op) == name && strncmp(last_error, op, name) == 0) return status;
+    char renamed[sizeof last_error];
+    snprintf(renamed, sizeof renamed, "%s%s", op, last_error + name);
+    memcpy(last_error, renamed, sizeof last_error);
+    return status;
 }

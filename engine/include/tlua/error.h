@@ -27,6 +27,10 @@ const char *tl_last_error(void);
    `return tl_error(TL_ERR_SHAPE, "add: ...", ...);`. */
 tl_status tl_error(tl_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Names op as the failing op in the last message ("fill_: value ..." becomes "full: value
+   ..."), so that an op made of others reports under the name its caller used; returns status.
+   A message that does not start with "name: " is left as it is. */
+tl_status tl_error_as(tl_status status, const char *op);
 /* Clears the message. */
 void tl_clear_error(void);
 
