@@ -307,6 +307,7 @@ describe("errors raised in tlua's Lua modules", function()
         local previous = before > 1 and text:sub(before - 1, before - 1) or ""
         local line_start = text:sub(1, before):match(".*\n()") or 1
         local is_comment = text:sub(line_start, before):find("--", 1, true)
+          or select(2, text:sub(line_start, before):gsub('"', "")) % 2 == 1 -- inside a string
         if not previous:match("[%w_.:]") and not is_comment and text:sub(before - 9, before - 1) ~= "function " then
           local args = call_arguments(text, open)
           local level = args[2] and args[2]:match("^%s*(.-)%s*$")

@@ -12,10 +12,10 @@ end
 describe("element counts and strides", function()
   it("refuses shapes whose sizes multiply past 2^62, zero sizes counted as 1", function()
     assert.has_error(function() tl.zeros(0, 2 ^ 40, 2 ^ 23) end,
-      "empty: shape [0, 1099511627776, 8388608] has too many elements (at most 2^62, zero sizes " ..
+      "zeros: shape [0, 1099511627776, 8388608] has too many elements (at most 2^62, zero sizes " ..
       "counted as 1)")
     assert.has_error(function() tl.zeros(3 * 2 ^ 30, 0, 2 ^ 33) end,
-      "empty: shape [3221225472, 0, 8589934592] has too many elements (at most 2^62, zero sizes " ..
+      "zeros: shape [3221225472, 0, 8589934592] has too many elements (at most 2^62, zero sizes " ..
       "counted as 1)")
     assert.has_error(function() tl.empty(0, math.maxinteger) end)
   end)

@@ -18,13 +18,41 @@ const char *tlb_typename(lua_State *L, int idx) {
     return luaL_typename(L, idx);
 }
 
+/* Whether a Lua chunk source is one of tlua's own Lua modules, as tlua.options decides (false
+   when that module is not loaded: the stock position then) */
+static bool is_tlua_source(lua_State *L, const char *source) {
+    int top = lua_gettop(L);
+    bool inside = false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) == LUA_TTABLE &&
+        lua_getfield(L, -1, "tlua.options") == LUA_TTABLE &&
+        lua_getfield(L, -1, "_is_tlua_source") == LUA_TFUNCTION) {
+        lua_pushstring(L, source);
+        inside = lua_pcall(L, 1, 1, 0) == LUA_OK && lua_toboolean(L, -1);
+    }
+    lua_settop(L, top);
+    return inside;
+}
+
+/* Pushes "chunk:line: " of the line that called into tlua, as luaL_where(L, level) gives it for
+   the first function up the stack that is not one of tlua's Lua modules: an op failing inside
+   nn.Linear's forward is reported at the user's line, one called directly as the stock position
+   (its caller's; none for a C caller such as pcall). */
+static void push_user_where(lua_State *L) {
+    lua_Debug ar;
+    int level = 1;
+    while (lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar) && ar.what[0] != 'C' &&
+           is_tlua_source(L, ar.source))
+        level++;
+    luaL_where(L, level);
+}
+
 int tlb_errorf(lua_State *L, const char *fmt, ...) {
     char message[1536];
     va_list args;
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    luaL_where(L, 1);
+    push_user_where(L);
     lua_pushstring(L, message);
     lua_concat(L, 2);
     return lua_error(L);

@@ -47,6 +47,10 @@ local function is_tlua_source(source)
   return false
 end
 
+-- for the binding's errors (args.c): the same test, so that an op failing inside a module is
+-- reported at the user's line too
+options._is_tlua_source = function(source) return tlua_folder ~= nil and is_tlua_source(source) end
+
 -- The level, as error() counts it from the function `base` levels up from find_level (2: its
 -- caller), of the first function up the stack outside tlua's Lua modules; fallback when the
 -- stack cannot be read.
