@@ -240,6 +240,94 @@ local function write(path, text)
   f:close()
 end
 
+-- ---- the C API (scripts/cdoc.lua) -------------------------------------------------------------
+
+package.path = ROOT .. "/scripts/?.lua;" .. package.path
+local cdoc = require("cdoc")
+
+--- the C functions without an entry, the entries naming no declared function, and problems
+local function c_coverage()
+  local entries, by_name = cdoc.entries(ROOT)
+  local declared = cdoc.declared(ROOT)
+  local is_declared, missing, unknown, problems = {}, {}, {}, {}
+  for _, n in ipairs(declared) do
+    is_declared[n] = true
+    if not by_name[n] then missing[#missing + 1] = n end
+  end
+  for _, e in ipairs(entries) do
+    for _, n in ipairs(e.names) do
+      if not n:find("<name>", 1, true) and not is_declared[n] then unknown[#unknown + 1] = e.page .. ".dox: " .. n end
+    end
+    for _, p in ipairs(e.problems) do problems[#problems + 1] = string.format("%s.dox:%d: %s: %s", e.page, e.line, e.name, p) end
+  end
+  return missing, unknown, problems, #declared, entries
+end
+
+local function c_markdown(e, out)
+  out[#out + 1] = "## " .. e.name
+  out[#out + 1] = ""
+  out[#out + 1] = "```c"
+  for _, fn in ipairs(e.fns) do out[#out + 1] = fn .. ";" end
+  out[#out + 1] = "```"
+  if e.rows then out[#out + 1] = "" out[#out + 1] = "For every `" .. e.rows .. "` row of `ops.def` (`<name>`)." end
+  out[#out + 1] = ""
+  out[#out + 1] = e.summary
+  if e.description then out[#out + 1] = "" out[#out + 1] = e.description end
+  out[#out + 1] = ""
+  for _, p in ipairs(e.params) do out[#out + 1] = string.format("- `%s`: %s", p.name or "?", p.text or "") end
+  if #e.params > 0 then out[#out + 1] = "" end
+  for _, r in ipairs(e.returns) do out[#out + 1] = "Returns " .. r .. "  " end
+  if #e.returns > 0 then out[#out + 1] = "" end
+  if #e.see > 0 then out[#out + 1] = "See also `" .. table.concat(e.see, "`, `") .. "`." out[#out + 1] = "" end
+  if e.code then out[#out + 1] = "```c" out[#out + 1] = e.code out[#out + 1] = "```" out[#out + 1] = "" end
+end
+
+local function c_html(e, out)
+  out[#out + 1] = string.format('<h2 id="%s">%s</h2>', anchor(e.name), escape(e.name))
+  out[#out + 1] = "<pre>" .. escape(table.concat(e.fns, ";\n")) .. ";</pre>"
+  if e.rows then out[#out + 1] = "<p>For every <code>" .. escape(e.rows) .. "</code> row of <code>ops.def</code>.</p>" end
+  html_prose(e.summary .. (e.description and ("\n\n" .. e.description) or ""), out)
+  if #e.params > 0 then
+    out[#out + 1] = "<ul>"
+    for _, p in ipairs(e.params) do out[#out + 1] = "<li><code>" .. escape(p.name or "?") .. "</code>: " .. inline(p.text or "") .. "</li>" end
+    out[#out + 1] = "</ul>"
+  end
+  for _, r in ipairs(e.returns) do out[#out + 1] = "<p>Returns " .. inline(r) .. "</p>" end
+  if #e.see > 0 then out[#out + 1] = "<p>See also <code>" .. escape(table.concat(e.see, "</code>, <code>")) .. "</code>.</p>" end
+  if e.code then out[#out + 1] = '<pre class="example">' .. escape(e.code) .. "</pre>" end
+end
+
+--- the C pages: one per .dox file, and their part of the index
+local function generate_c(out_dir, index_md, index_html, names)
+  local entries = cdoc.entries(ROOT)
+  local by_page = {}
+  for _, e in ipairs(entries) do
+    by_page[e.page] = by_page[e.page] or {}
+    table.insert(by_page[e.page], e)
+  end
+  index_md[#index_md + 1] = ""
+  index_md[#index_md + 1] = "## The C API (`tlua/tlua.h`, `tlua/embed.h`)"
+  index_md[#index_md + 1] = ""
+  index_html[#index_html + 1] = "</ul><h2>The C API</h2><ul>"
+  for _, stem in ipairs(cdoc.files(ROOT)) do
+    local list = by_page[stem] or {}
+    local first = cdoc.read(ROOT .. "/" .. cdoc.DOC_FOLDER .. "/" .. stem .. ".dox"):match("^/%*%s*(.-)%s*%*/") or stem
+    local title = first:gsub("^Reference entries of ", ""):gsub("%.$", "")
+    local md = { "# " .. title, "", "Entries from `" .. cdoc.DOC_FOLDER .. "/" .. stem .. ".dox`. [All pages](README.md)", "" }
+    local html = { "<!doctype html><meta charset=utf-8><title>" .. escape(title) .. "</title>" .. STYLE,
+      "<h1>" .. escape(title) .. '</h1><p><a href="index.html">All pages</a></p>' }
+    for _, e in ipairs(list) do
+      c_markdown(e, md)
+      c_html(e, html)
+      names[#names + 1] = { e.name, "c_" .. stem, e.name }
+    end
+    write(out_dir .. "/reference/c_" .. stem .. ".md", table.concat(md, "\n") .. "\n")
+    write(out_dir .. "/html/c_" .. stem .. ".html", table.concat(html, "\n") .. "\n")
+    index_md[#index_md + 1] = string.format("- [%s](c_%s.md) (%d entries)", title, stem, #list)
+    index_html[#index_html + 1] = string.format('<li><a href="c_%s.html">%s</a> (%d entries)</li>', stem, escape(title), #list)
+  end
+end
+
 local function generate(out_dir)
   local list = doc.entries()
   local by_page = {}
@@ -273,6 +361,7 @@ local function generate(out_dir)
       index_html[#index_html + 1] = string.format('<li><a href="%s.html">%s</a> (%d entries)</li>', stem, escape(title), #entries)
     end
   end
+  generate_c(out_dir, index_md, index_html, names)
   table.sort(names, function(a, b) return a[1] < b[1] end)
   index_md[#index_md + 1] = ""
   index_md[#index_md + 1] = "## Every name"
@@ -295,6 +384,21 @@ if args[1] == "--run" then
   table.remove(args, 1)
   if #args == 0 then fail("--run needs .luadoc files") end
   os.exit(run_files(args) and 0 or 1)
+elseif args[1] == "--check-c" or args[1] == "--run-c" then
+  local missing, unknown, problems, total, entries = c_coverage()
+  for _, n in ipairs(missing) do print("no entry: " .. n) end
+  for _, n in ipairs(unknown) do print("names nothing declared: " .. n) end
+  for _, p in ipairs(problems) do print(p) end
+  print(string.format("%d C functions, %d without an entry, %d entry names declaring nothing, %d problems", total,
+    #missing, #unknown, #problems))
+  local ok = #missing == 0 and #unknown == 0 and #problems == 0
+  if args[1] == "--run-c" then
+    local build = os.getenv("TLUA_BUILD") or (ROOT .. "/build-rel")
+    local ran, report = cdoc.run_examples(ROOT, build, entries)
+    print(report)
+    ok = ran
+  end
+  os.exit(ok and 0 or 1)
 elseif args[1] == "--check" then
   local missing, unknown, total = coverage()
   for _, n in ipairs(missing) do print("no entry: " .. n) end

@@ -226,6 +226,24 @@ describe("scripts/docgen.lua", function()
       assert.truthy(index:find("[`" .. e.name .. "`]", 1, true), e.name)
       assert.truthy(html:find("<code>" .. e.name:gsub("&", "&amp;"):gsub("<", "&lt;") .. "</code>", 1, true), e.name)
     end
+    -- the Markdown in the repository (docs/reference/, read on the repository's pages) is what
+    -- scripts/docs makes now: run it after changing an entry
+    local listing = assert(io.popen("ls -1 " .. sh_quote(dir .. "/reference") .. " " .. sh_quote(ROOT .. "/docs/reference")))
+    local made, kept = {}, {}
+    local current = made
+    for line in listing:lines() do
+      if line:match(":$") then current = line:find(ROOT, 1, true) and kept or made
+      elseif line:match("%.md$") then current[#current + 1] = line end
+    end
+    listing:close()
+    assert.same(made, kept)
+    local stale = {}
+    for _, name in ipairs(made) do
+      if files.read_file(dir .. "/reference/" .. name) ~= files.read_file(ROOT .. "/docs/reference/" .. name) then
+        stale[#stale + 1] = name
+      end
+    end
+    assert.same({}, stale, "docs/reference is not what scripts/docs makes now: run scripts/docs")
     for _, stem in ipairs(doc.files) do
       local md = assert(files.read_file(dir .. "/reference/" .. stem .. ".md"), stem)
       assert.truthy(md:find("^# "), stem)

@@ -14,7 +14,7 @@ tl_status tl_full(const int64_t *shape, int ndim, tl_scalar value, tl_dtype dtyp
     if (status == TL_OK) status = tl_fill_(t, value);
     if (status != TL_OK) {
         tl_release(t);
-        return status;
+        return tl_error_as(status, "full");
     }
     *out = t;
     return TL_OK;
@@ -22,12 +22,12 @@ tl_status tl_full(const int64_t *shape, int ndim, tl_scalar value, tl_dtype dtyp
 
 tl_status tl_zeros(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
                    tl_tensor **out) {
-    return tl_full(shape, ndim, tl_scalar_int(0), dtype, device, out);
+    return tl_error_as(tl_full(shape, ndim, tl_scalar_int(0), dtype, device, out), "zeros");
 }
 
 tl_status tl_ones(const int64_t *shape, int ndim, tl_dtype dtype, tl_device device,
                   tl_tensor **out) {
-    return tl_full(shape, ndim, tl_scalar_int(1), dtype, device, out);
+    return tl_error_as(tl_full(shape, ndim, tl_scalar_int(1), dtype, device, out), "ones");
 }
 
 tl_status tl_from_host(const void *data, const int64_t *shape, int ndim, tl_dtype dtype,
