@@ -322,3 +322,40 @@ describe("errors raised in tlua's Lua modules", function()
     assert.same({}, raw)
   end)
 end)
+
+describe("binary ops' arguments", function()
+  -- values against Lua's own arithmetic
+  it("add and sub take {alpha} as torch does: a + alpha * b, in place too, with gradients", function()
+    local a, b = { 1.5, -2, 4 }, { 10, 0.25, -3 }
+    for _, case in ipairs({ { "add", 2, function(x, y) return x + 2 * y end },
+                            { "sub", 0.5, function(x, y) return x - 0.5 * y end },
+                            { "add", -1, function(x, y) return x - y end } }) do
+      local op, alpha, ref = case[1], case[2], case[3]
+      local got = tl[op](tl.tensor(a, { dtype = "float64" }), tl.tensor(b, { dtype = "float64" }), { alpha = alpha }):totable()
+      local number = tl[op](tl.tensor(a, { dtype = "float64" }), b[1], { alpha = alpha }):totable()
+      local x = tl.tensor(a, { dtype = "float64" })
+      x[op .. "_"](x, tl.tensor(b, { dtype = "float64" }), { alpha = alpha })
+      for i = 1, 3 do
+        assert.equal(ref(a[i], b[i]), got[i])
+        assert.equal(ref(a[i], b[1]), number[i])
+        assert.equal(ref(a[i], b[i]), x:totable()[i])
+      end
+    end
+    local x = tl.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local y = tl.tensor({ 3.0, 4.0 }, { requires_grad = true })
+    tl.sub(x, y, { alpha = 3 }):sum():backward()
+    assert.same({ 1, 1 }, x.grad:totable())
+    assert.same({ -3, -3 }, y.grad:totable())
+  end)
+
+  it("refuse arguments they do not take instead of ignoring them", function()
+    local a = tl.ones(2)
+    assert.error_matches(function() return tl.add(a, a, { alph = 2 }) end, { "add: unknown option 'alph'", "alpha" })
+    assert.error_matches(function() return tl.add(a, a, 5) end, { "add: argument 3 expected an options table" })
+    assert.error_matches(function() return tl.mul(a, a, { alpha = 2 }) end, { "mul: expected 2 arguments (a, b), got 3" })
+    assert.error_matches(function() return tl.div(a, a, 1) end, { "div: expected 2 arguments (a, b), got 3" })
+    assert.error_matches(function() return a:mul_(2, 3) end, { "mul_: expected 2 arguments (x, other), got 3" })
+    assert.error_matches(function() return a:add_(1, { alpha = 1 }, 3) end, { "add_: expected 2 arguments and options" })
+    assert.same({ 1, 1 }, a:totable()) -- nothing was written
+  end)
+end)

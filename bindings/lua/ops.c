@@ -45,6 +45,8 @@ static int unary_with(lua_State *L, const char *op, const char *spec, unary_with
 /* a op b where either side may be a Lua number or boolean (the hot path of
    `a + b`: two type checks, the call, one userdata) */
 static int binary(lua_State *L, const char *op, binary_fn fn) {
+    if (lua_gettop(L) > 2)
+        return tlb_errorf(L, "%s: expected 2 arguments (a, b), got %d", op, lua_gettop(L));
     tl_tensor *a = tlb_totensor(L, 1, op), *b = tlb_totensor(L, 2, op);
     tl_tensor *scalar = NULL, *out = NULL;
     tl_scalar s;
@@ -68,8 +70,41 @@ static int binary(lua_State *L, const char *op, binary_fn fn) {
     return tlb_result(L, box, status, out);
 }
 
-OP_BINDING(binary, add)
-OP_BINDING(binary, sub)
+/* add(a, b, {alpha = x}) and sub: a + alpha * b, a - alpha * b, as torch.add's alpha; b scaled
+   first (a number in Lua, a tensor by a recorded mul) */
+static int scaled_binary(lua_State *L, const char *op, binary_fn fn) {
+    static const tlb_option accepted[] = {{"alpha", TLB_OPTION_NUMBER}, {NULL, 0}};
+    double alpha = 1;
+    if (lua_gettop(L) >= 3) {
+        if (lua_gettop(L) > 3)
+            return tlb_errorf(L, "%s: expected 2 arguments and options (a, b, {alpha}), got %d", op,
+                              lua_gettop(L));
+        if (tlb_check_options(L, 3, op, accepted)) tlb_option_number(L, 3, op, "alpha", &alpha);
+        lua_settop(L, 2);
+    }
+    if (alpha == 1) return binary(L, op, fn);
+    tl_tensor *b = tlb_totensor(L, 2, op);
+    if (!b) {
+        if (lua_type(L, 2) != LUA_TNUMBER) return tlb_type_error(L, 2, op, "a tensor or a number");
+        lua_pushnumber(L, lua_tonumber(L, 2) * alpha);
+        lua_replace(L, 2);
+        return binary(L, op, fn);
+    }
+    tl_tensor *factor = NULL, *scaled = NULL;
+    tlb_box *box = tlb_newbox(L); /* holds alpha * b, then stands in for b */
+    if (tl_scalar_tensor(tl_scalar_float(alpha), b, &factor) != TL_OK) return tlb_fail(L);
+    tl_status status = tl_ag_mul(b, factor, &scaled);
+    tl_release(factor);
+    tlb_result(L, box, tl_error_as(status, op), scaled);
+    lua_replace(L, 2);
+    return binary(L, op, fn);
+}
+static int op_add(lua_State *L) {
+    return scaled_binary(L, "add", tl_ag_add);
+}
+static int op_sub(lua_State *L) {
+    return scaled_binary(L, "sub", tl_ag_sub);
+}
 OP_BINDING(binary, mul)
 /* every POINTWISE_BINARY row of ops.def: tl.<name>(a, b) and a:<name>(b) */
 #define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes) OP_BINDING(binary, name)
