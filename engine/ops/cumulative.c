@@ -15,7 +15,8 @@ static tl_status as_line(const tl_tensor *t, tl_tensor **out) {
     return tl_make_view(t, &one, &one, 1, t->offset, out);
 }
 
-/* values (of out_dtype) and, when indices is not NULL, int64 indices, along dim of x */
+/* values (of out_dtype) and, when indices is not NULL, int64 indices, along dim of x (cummax and
+   cummin's kernels always write indices: made here, and dropped when the caller wants none) */
 static tl_status cumulative(tl_op op, const char *name, const tl_tensor *x, int dim,
                             tl_dtype out_dtype, tl_tensor **values, tl_tensor **indices) {
     TL_TRY(tl_check_tensor_arg(name, "x", x));
@@ -24,7 +25,9 @@ static tl_status cumulative(tl_op op, const char *name, const tl_tensor *x, int 
     const tl_device device = tl_tensor_device(x);
     tl_tensor *y = NULL, *idx = NULL, *lines[3] = {NULL, NULL, NULL};
     tl_status status = tl_empty(x->shape, x->ndim, out_dtype, device, &y);
-    if (status == TL_OK && indices) status = tl_empty(x->shape, x->ndim, TL_I64, device, &idx);
+    const bool indexed = op == TL_OP_cummax || op == TL_OP_cummin;
+    if (status == TL_OK && (indices || indexed))
+        status = tl_empty(x->shape, x->ndim, TL_I64, device, &idx);
     if (status == TL_OK) status = as_line(y, &lines[0]);
     if (status == TL_OK && idx) status = as_line(idx, &lines[1]);
     if (status == TL_OK) status = as_line(x, &lines[2]);
@@ -45,7 +48,10 @@ static tl_status cumulative(tl_op op, const char *name, const tl_tensor *x, int 
         return status;
     }
     *values = y;
-    if (indices) *indices = idx;
+    if (indices)
+        *indices = idx;
+    else
+        tl_release(idx);
     return TL_OK;
 }
 

@@ -499,8 +499,31 @@ static void test_random(void) {
     tl_release(a);
 }
 
+/* cummax and cummin without indices (NULL): the values of a running max / min, as Lua computes
+   them, and nothing else made */
+static void test_cumulative_without_indices(void) {
+    const float data[] = {3, 1, 4, 1, 5, 9, 2, 6};
+    const float max_ref[] = {3, 3, 4, 4, 5, 9, 9, 9}, min_ref[] = {3, 1, 1, 1, 1, 1, 1, 1};
+    const int64_t shape[] = {8};
+    tl_tensor *x = NULL, *values = NULL;
+    OK(tl_from_host(data, shape, 1, TL_F32, TL_CPU, &x));
+    for (int which = 0; which < 2 && x; which++) {
+        tl_status status =
+            which == 0 ? tl_cummax(x, 0, &values, NULL) : tl_cummin(x, 0, &values, NULL);
+        CHECK(status == TL_OK, "cum%s without indices: %s", which ? "min" : "max", tl_last_error());
+        float got[8] = {0};
+        if (status == TL_OK && tl_to_host(values, got) == TL_OK)
+            for (int i = 0; i < 8; i++)
+                CHECK(got[i] == (which == 0 ? max_ref : min_ref)[i], "cum%s[%d] = %g",
+                      which ? "min" : "max", i, got[i]);
+        tl_release(values), values = NULL;
+    }
+    tl_release(x);
+}
+
 int main(void) {
     tl_manual_seed(3);
+    test_cumulative_without_indices();
     test_dims();
     test_large();
     test_special();
