@@ -77,7 +77,7 @@ local function parse_block(body, file, line)
         else
           tag, lines = name, { rest }
         end
-      elseif tag == "fn" then -- a declaration is one line: the text after it is the prose
+      elseif tag == "fn" or tag == "rows" then -- one line each: the text after is the prose
         finish()
         prose[#prose + 1] = l
       elseif tag then
@@ -105,6 +105,7 @@ local function parse_block(body, file, line)
     e.names[#e.names + 1] = n
   end
   e.name = e.names[1] or "?"
+  if e.rows then e.name = e.name .. " (" .. e.rows .. ")" end -- families share forms across macros
   return e
 end
 
@@ -193,11 +194,14 @@ function cdoc.declared(root)
   end
   local seen, names = {}, {}
   -- a declaration: "name(" not preceded by "(*" (a function pointer type) nor by "." or "->"
-  for _, name in text:gmatch("([%w_%*%s])(tl_[%w_]+)%s*%(") do
+  -- a declaration "name(" (not "tl_status (*pointer)(": a function pointer type's return type)
+  for _, name, after in text:gmatch("([%w_%*%s])(tl_[%w_]+)%s*%(%s*(.)") do
+    if after == "*" then goto continue end
     if not seen[name] then
       seen[name] = true
       names[#names + 1] = name
     end
+    ::continue::
   end
   for pointer in text:gmatch("%(%s*%*%s*(tl_[%w_]+)%s*%)") do seen[pointer] = "pointer" end
   local out = {}

@@ -71,6 +71,18 @@ describe("the C API reference", function()
     assert.same({}, missing)
   end)
 
+  it("one entry per function (a family once per set of rows)", function()
+    local seen, twice = {}, {}
+    for _, e in ipairs(entries) do
+      for _, n in ipairs(e.names) do
+        local key = n:find("<name>", 1, true) and (n .. " " .. (e.rows or "")) or n
+        if seen[key] then twice[#twice + 1] = key .. " in " .. seen[key] .. " and " .. e.page end
+        seen[key] = e.page
+      end
+    end
+    assert.same({}, twice)
+  end)
+
   it("the examples compile against the headers, link against the library and run", function()
     local ok, report = cdoc.run_examples(ROOT, BUILD, entries)
     assert.is_true(ok, report)
