@@ -120,12 +120,28 @@ tl_status tl_storage_new_pinned(size_t nbytes, tl_storage **out) {
                         "pin_memory: cannot allocate %zu bytes (more than the %llu-byte limit of "
                         "one tensor)",
                         nbytes, (unsigned long long)TL_MAX_ALLOCATION);
+    /* pinned memory counts against the thread's budget as any tensor's (an embedded sandbox's
+       memory limit) */
+    tl_memory_budget *budget = tl_thread_memory_budget();
+    if (budget && !tl_memory_budget_charge(budget, nbytes))
+        return tl_error(TL_ERR_MEMORY,
+                        "pin_memory: the memory limit of %zu bytes is exceeded (%zu bytes of "
+                        "tensors and Lua heap in use, %zu bytes asked)",
+                        tl_memory_budget_limit(budget), tl_memory_budget_used(budget), nbytes);
     tl_storage *s = calloc(1, sizeof *s);
-    if (!s) return tl_error(TL_ERR_MEMORY, "pin_memory: out of memory allocating a storage");
+    if (!s) {
+        if (budget) tl_memory_budget_uncharge(budget, nbytes);
+        return tl_error(TL_ERR_MEMORY, "pin_memory: out of memory allocating a storage");
+    }
     tl_status status = tl_cuda_host_alloc(nbytes, "pin_memory", &s->data);
     if (status != TL_OK) {
+        if (budget) tl_memory_budget_uncharge(budget, nbytes);
         free(s);
         return status;
+    }
+    if (budget) {
+        tl_memory_budget_retain(budget);
+        s->budget = budget;
     }
     cpu_count_alloc(nbytes);
     s->nbytes = nbytes;

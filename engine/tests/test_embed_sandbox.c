@@ -402,6 +402,10 @@ static void test_cuda_memory(void) {
           "memory limit of 8388608 bytes exceeded", "a tensor of 16777216 bytes");
     run_ok(L, "=gpu small",
            "local t = tl.zeros(256, 1024, {device = 'cuda'}); assert(t:sum():item() == 0)");
+    /* pinned host memory too: 4 MiB of floats and their 4 MiB pinned copy pass 8 MiB */
+    ERROR("pinned memory past the limit",
+          tl_lua_dostring(L, "a = tl.zeros(1024, 1024); b = a:pin_memory()", "=pinned"),
+          TL_ERR_MEMORY, "pin_memory", "memory limit of 8388608 bytes");
     tl_lua_close(L);
 }
 
