@@ -17,9 +17,9 @@ static uint64_t blocks_for(tl_op op, tl_dtype dtype, int64_t n) {
 
 static tl_status random_op(tl_op op, const int64_t *shape, int ndim, tl_dtype dtype,
                            tl_device device, tl_op_args args, tl_tensor **out) {
-    TL_TRY(tl_device_check(device));
+    TL_TRY(tl_error_as(tl_device_check(device), tl_op_info_of(op)->name));
     tl_tensor *t;
-    TL_TRY(tl_empty(shape, ndim, dtype, device, &t));
+    TL_TRY(tl_error_as(tl_empty(shape, ndim, dtype, device, &t), tl_op_info_of(op)->name));
     const tl_tensor *traced[] = {t, NULL};
     const tl_kernel_entry *kernel = tl_dispatch(op, device, dtype, traced);
     if (!kernel) {

@@ -74,7 +74,10 @@ typedef struct tl_lua_options {
        tl_lua_get_number or tl_lua_get_string may run, coroutines, message handlers and
        finalizers included (0: no limit), counted by a count hook every 1000 instructions (so to
        within 1000 per coroutine). Going over it is an "instruction limit ... exceeded" error
-       (TL_ERR_RUNTIME) that pcall in the script cannot get past. */
+       (TL_ERR_RUNTIME) that pcall in the script cannot get past. Finalizers (__gc) are under
+       the limits only in a sandbox: Lua runs a __gc metamethod with hooks off, and only the
+       sandbox's setmetatable routes them through a guard (without a sandbox the script also has
+       debug and can remove any hook: limits without a sandbox bound honest code only). */
     uint64_t instruction_limit;
     /* The most wall-clock milliseconds one call may take (0: no limit), checked by the same
        hook and before every tensor op (no kernel starts after it): a "time limit ... exceeded"
@@ -127,8 +130,9 @@ tl_status tl_lua_get_string(tl_lua *L, const char *dotted_path, const char **out
    limits and the error translation apply only to calls made through this API. */
 lua_State *tl_lua_state(tl_lua *L);
 
-/* Closes the state: Lua's references to tensors are dropped (the host's stay valid). The
-   configuration's finalizers run under the state's limits (one budget for all of them); one that
+/* Closes the state: Lua's references to tensors are dropped (the host's stay valid). In a
+   sandbox the configuration's finalizers run under the state's limits (one budget for all of
+   them; without one, as Lua runs them: see instruction_limit); one that
    goes over is abandoned, the others still run, memory is freed all the same, and the result is
    TL_ERR_RUNTIME with a message naming the first abandoned finalizer's error. NULL is fine. */
 tl_status tl_lua_close(tl_lua *L);
