@@ -214,6 +214,26 @@ function cdoc.declared(root)
   return out, is_literal
 end
 
+--- cdoc.coverage(root) -> the declared functions without an entry, the entries' functions that
+-- are not declared ("page.dox: name"), the entries' problems, the number of functions declared,
+-- and the entries
+function cdoc.coverage(root)
+  local entries, by_name = cdoc.entries(root)
+  local declared = cdoc.declared(root)
+  local is_declared, missing, unknown, problems = {}, {}, {}, {}
+  for _, n in ipairs(declared) do
+    is_declared[n] = true
+    if not by_name[n] then missing[#missing + 1] = n end
+  end
+  for _, e in ipairs(entries) do
+    for _, n in ipairs(e.names) do
+      if not n:find("<name>", 1, true) and not is_declared[n] then unknown[#unknown + 1] = e.page .. ".dox: " .. n end
+    end
+    for _, p in ipairs(e.problems) do problems[#problems + 1] = string.format("%s.dox:%d: %s: %s", e.page, e.line, e.name, p) end
+  end
+  return missing, unknown, problems, #declared, entries
+end
+
 --- cdoc.program(root, entries) -> a C program running every entry's example (each the body of a
 -- function returning int: 0 passes), printing "FAIL name" for the others
 function cdoc.program(root, entries)

@@ -86,36 +86,6 @@ end
 
 -- ---- coverage --------------------------------------------------------------------------------
 
---- doc coverage: the public names without an entry; the entries' names that resolve to nothing
-local function coverage()
-  local list, by_name = doc.entries()
-  local names, info = doc.public_names()
-  -- a class's method is covered by an entry of that method on any class of the same module
-  -- (a protocol method such as forward, documented once on nn.Module)
-  local methods = {}
-  for n in pairs(by_name) do
-    local module, method = n:match("^(.*)%.[%w_]+[:%.]([%w_]+)$")
-    if module then methods[module .. ":" .. method] = true end
-  end
-  local missing = {}
-  for _, n in ipairs(names) do
-    local i = info[n]
-    local covered = by_name[n] ~= nil
-    if not covered and i.class then
-      covered = by_name[i.class .. "." .. i.method] ~= nil
-        or methods[(i.class:match("^(.*)%.[%w_]+$") or i.class) .. ":" .. i.method] ~= nil
-    end
-    if not covered then missing[#missing + 1] = n end
-  end
-  local unknown = {}
-  for _, e in ipairs(list) do
-    for _, n in ipairs({ e.name, table.unpack(e.also) }) do
-      if n and doc.resolve(n) == nil then unknown[#unknown + 1] = e.page .. ".luadoc: " .. n end
-    end
-  end
-  return missing, unknown, #names
-end
-
 -- ---- Markdown and HTML -------------------------------------------------------------------------
 
 -- GitHub's anchor of a heading: lower case, punctuation other than - and _ dropped
@@ -245,24 +215,6 @@ end
 package.path = ROOT .. "/scripts/?.lua;" .. package.path
 local cdoc = require("cdoc")
 
---- the C functions without an entry, the entries naming no declared function, and problems
-local function c_coverage()
-  local entries, by_name = cdoc.entries(ROOT)
-  local declared = cdoc.declared(ROOT)
-  local is_declared, missing, unknown, problems = {}, {}, {}, {}
-  for _, n in ipairs(declared) do
-    is_declared[n] = true
-    if not by_name[n] then missing[#missing + 1] = n end
-  end
-  for _, e in ipairs(entries) do
-    for _, n in ipairs(e.names) do
-      if not n:find("<name>", 1, true) and not is_declared[n] then unknown[#unknown + 1] = e.page .. ".dox: " .. n end
-    end
-    for _, p in ipairs(e.problems) do problems[#problems + 1] = string.format("%s.dox:%d: %s: %s", e.page, e.line, e.name, p) end
-  end
-  return missing, unknown, problems, #declared, entries
-end
-
 local function c_markdown(e, out)
   out[#out + 1] = "## " .. e.name
   out[#out + 1] = ""
@@ -385,7 +337,7 @@ if args[1] == "--run" then
   if #args == 0 then fail("--run needs .luadoc files") end
   os.exit(run_files(args) and 0 or 1)
 elseif args[1] == "--check-c" or args[1] == "--run-c" then
-  local missing, unknown, problems, total, entries = c_coverage()
+  local missing, unknown, problems, total, entries = cdoc.coverage(ROOT)
   for _, n in ipairs(missing) do print("no entry: " .. n) end
   for _, n in ipairs(unknown) do print("names nothing declared: " .. n) end
   for _, p in ipairs(problems) do print(p) end
@@ -400,7 +352,7 @@ elseif args[1] == "--check-c" or args[1] == "--run-c" then
   end
   os.exit(ok and 0 or 1)
 elseif args[1] == "--check" then
-  local missing, unknown, total = coverage()
+  local missing, unknown, total = doc.coverage()
   for _, n in ipairs(missing) do print("no entry: " .. n) end
   for _, n in ipairs(unknown) do print("names nothing: " .. n) end
   print(string.format("%d public names, %d without an entry, %d entry names naming nothing", total, #missing, #unknown))

@@ -252,6 +252,38 @@ function doc.public_names()
   return names, info
 end
 
+--- doc.coverage() -> the public names without an entry, and the entry names ("page: name (why)")
+-- that resolve to nothing. A class's method is covered by its own entry, or by an entry of that
+-- method on any class of the same module (a protocol method such as forward, documented once on
+-- nn.Module).
+function doc.coverage()
+  local list, by_name = doc.entries()
+  local names, info = doc.public_names()
+  local methods = {}
+  for n in pairs(by_name) do
+    local module, method = n:match("^(.*)%.[%w_]+[:%.]([%w_]+)$")
+    if module then methods[module .. ":" .. method] = true end
+  end
+  local missing = {}
+  for _, n in ipairs(names) do
+    local i = info[n]
+    local covered = by_name[n] ~= nil
+    if not covered and i.class then
+      covered = by_name[i.class .. "." .. i.method] ~= nil
+        or methods[(i.class:match("^(.*)%.[%w_]+$") or i.class) .. ":" .. i.method] ~= nil
+    end
+    if not covered then missing[#missing + 1] = n end
+  end
+  local unknown = {}
+  for _, e in ipairs(list) do
+    for _, n in ipairs({ e.name, table.unpack(e.also) }) do
+      local value, why = doc.resolve(n)
+      if value == nil then unknown[#unknown + 1] = e.page .. ": " .. n .. " (" .. tostring(why) .. ")" end
+    end
+  end
+  return missing, unknown, #names
+end
+
 --- doc.resolve(name) -> the value a reference name stands for, or nil and why: "tl.cat",
 -- "tl.Tensor:add", "tl.nn.Module:parameters", "tl.Tensor.shape" (a tensor's field).
 function doc.resolve(name)
