@@ -488,7 +488,7 @@ describe("BlockSparseLinear.from_dense", function()
     end,
       { "nn.BlockSparseLinear", "in_features (10)", "multiple of the block size (4)" })
     assert.error_matches(function() return nn.BlockSparseLinear.from_dense(linear(), { block = 4 }) end,
-      { "nn.BlockSparseLinear", "density", "got nil" })
+      { "nn.BlockSparseLinear.from_dense: density must be a number in (0, 1], got nil" })
   end)
 end)
 
@@ -557,7 +557,15 @@ describe("nn.sparsify", function()
       return nn.sparsify(net(), { block = 4, density = 0.5, filter = function(name) return name == "4" end })
     end, { "nn.sparsify", "4 is Linear(12, 6)", "not multiples of block 4" })
     assert.error_matches(function() return nn.sparsify(net()) end, { "nn.sparsify", "options table" })
-    assert.error_matches(function() return nn.sparsify(net(), { block = 4 }) end, { "density", "got nil" })
+    -- a missing density names sparsify, not the BlockSparseLinear it would build
+    local msg = assert.error_matches(function() return nn.sparsify(net(), { block = 4 }) end,
+      { "nn.sparsify: density must be a number in (0, 1], got nil" })
+    assert.is_nil(msg:find("nn.BlockSparseLinear", 1, true), msg)
+    assert.error_matches(function() return nn.sparsify(net(), { block = 4, density = 2 }) end,
+      { "nn.sparsify: density must be a number in (0, 1], got 2" })
+    local ok, err = pcall(function() return nn.sparsify(net(), { block = 4 }) end)
+    assert.is_false(ok)
+    assert.matches("^spec/block_sparse_spec%.lua:%d+: nn%.sparsify: ", err)
     assert.error_matches(function() return nn.sparsify(net(), { block = 4, density = 0.5, filter = 3 }) end,
       { "nn.sparsify", "filter must be a function" })
     local model = net()

@@ -382,6 +382,39 @@ describe("data.DataLoader's samplers and collation", function()
       for _ in data.DataLoader { ds, sampler = { 1, 9 } }:iter() do end
     end, { "_gather_rows", "index 9" })
   end)
+
+  it("takes DataLoader(dataset, opts) as DataLoader{dataset, ...opts}, and refuses other argument lists", function()
+    local ds = dataset(5)
+    assert.are.same(ys(data.DataLoader { ds, batch_size = 2 }:iter()), ys(data.DataLoader(ds, { batch_size = 2 }):iter()))
+    assert.are.same({ { 1 }, { 2 }, { 3 }, { 4 }, { 5 } }, ys(data.DataLoader(ds):iter()))
+    local l = data.DataLoader(ds, { batch_size = 2, drop_last = true, shuffle = true, seed = 3 })
+    assert.are.equal(2, #l)
+    assert.are.same(ys(data.DataLoader { ds, batch_size = 2, drop_last = true, shuffle = true, seed = 3 }:iter()),
+      ys(l:iter()))
+    local rows = logged(3, {})
+    assert.are.equal(2, #data.DataLoader(rows, { batch_size = 2 }))
+    assert.error_matches(function() data.DataLoader(ds, { batchsize = 2 }) end,
+      { "data.DataLoader: unknown option 'batchsize' (accepted: batch_sampler, batch_size, collate_fn, device," })
+    assert.error_matches(function() data.DataLoader(ds, { batch_size = 0 }) end,
+      { "data.DataLoader: batch_size must be a positive integer, got 0" })
+    assert.error_matches(function() data.DataLoader(ds, 8) end,
+      { "data.DataLoader: expected an options table {", "got number" })
+    assert.error_matches(function() data.DataLoader(ds, { ds }) end, { "data.DataLoader: give the dataset once" })
+    assert.error_matches(function() data.DataLoader(ds, { dataset = ds }) end,
+      { "data.DataLoader: give the dataset once" })
+    assert.error_matches(function() data.DataLoader(ds, {}, {}) end,
+      { "data.DataLoader: expected DataLoader(dataset, {options}), got 3 arguments" })
+    assert.error_matches(function() data.DataLoader({ batch_size = 2 }, ds) end,
+      { "data.DataLoader: expected DataLoader{dataset, batch_size = ..., ...} or DataLoader(dataset, {batch_size",
+        "got a table that is not a dataset as the first argument" })
+    assert.error_matches(function() data.DataLoader(tl.ones(3), { batch_size = 2 }) end,
+      { "got a tensor as the first argument" })
+    assert.error_matches(function() data.DataLoader(8) end, { "data.DataLoader: expected a table {dataset", "got number" })
+    local ok, err = pcall(function() data.DataLoader(ds, { batch_size = 0 }) end)
+    assert.is_false(ok)
+    assert.matches("^spec/data_loader_spec%.lua:%d+: data%.DataLoader", err)
+    assert.are.same({ { 1, 2 } }, ys(data.DataLoader(dataset(2), { batch_size = 2 }):iter())) -- still works
+  end)
 end)
 
 describe("data.DataLoader:state_dict", function()

@@ -302,6 +302,22 @@ describe("nn.functional.dropout and nn.Dropout", function()
     assert.tensor_equal(tl.full({ 3, 4 }, 3), x)
     assert.are.same({}, ops_of(function() return F.dropout(x, 0.7, false) end))
   end)
+
+  it("F.dropout checks training as dropout1d and dropout2d do: a boolean or nil", function()
+    local x = tl.randn(2, 3, 4)
+    for _, fn in ipairs({ "dropout", "dropout1d" }) do
+      assert.error_matches(function() return F[fn](x, 0.5, "no") end, { fn .. ": training must be a boolean, got string" })
+      assert.error_matches(function() return F[fn](x, 0.5, 0) end, { fn .. ": training must be a boolean, got number" })
+    end
+    local ok, err = pcall(function() local y = F.dropout(x, 0.5, "no") return y end)
+    assert.is_false(ok)
+    assert.matches("^spec/dropout_spec%.lua:%d+: dropout: ", err)
+    assert.are.equal(x, F.dropout(x, 0.5, false)) -- still the identity in eval mode
+    tl.manual_seed(4)
+    local expected = tl.dropout(x, 0.5)
+    tl.manual_seed(4)
+    assert.tensor_equal(expected, F.dropout(x, 0.5, nil))
+  end)
 end)
 
 describe("dropout on cuda #cuda", function()

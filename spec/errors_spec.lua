@@ -229,6 +229,27 @@ describe("devices", function()
     assert.error_matches(function() return tl.zeros(2, { device = "cuda:99" }) end, { "cuda" })
     still_works()
   end)
+
+  it("t:cuda(index) takes an integer >= 0 and nothing else", function()
+    local t = tl.ones(2)
+    assert.error_matches(function() return t:cuda(1.5) end,
+      { "cuda: expected a device index (an integer >= 0), got 1.5" })
+    assert.error_matches(function() return t:cuda("x") end,
+      { "cuda: expected a device index (an integer >= 0), got string" })
+    assert.error_matches(function() return t:cuda(-1) end,
+      { "cuda: expected a device index (an integer >= 0), got -1" })
+    assert.error_matches(function() return t:cuda(t) end,
+      { "cuda: expected a device index (an integer >= 0), got a tensor" })
+    assert.error_matches(function() return t:cuda(0, true) end,
+      { "cuda: expected t:cuda(index?), got 2 arguments after the tensor" })
+    local ok, err = pcall(function() return t:cuda(1.5) end)
+    assert.is_false(ok)
+    assert.matches("^spec/errors_spec%.lua:%d+: cuda: ", err)
+    -- a valid index goes on to the device check (or the move, with a GPU)
+    local moved, res = pcall(function() return t:cuda(0) end)
+    if moved then assert.equal("cuda:0", res.device) else assert.truthy(tostring(res):find("cuda:0", 1, true), res) end
+    still_works()
+  end)
 end)
 
 describe("names tl and tl.nn do not have", function()

@@ -241,7 +241,7 @@ describe("losses' errors", function()
     assert.error_matches(function() nn.CrossEntropyLoss({ weight = tl.ones(2, 2) }) end,
       { "nn.CrossEntropyLoss: weight must be a 1-D tensor" })
     assert.error_matches(function() nn.BCELoss({ weight = tl.tensor({ 1, 2 }) }) end,
-      { "nn.BCELoss: weight expected a floating tensor, got a int64 tensor" })
+      { "nn.BCELoss: weight expected a floating tensor, got an int64 tensor" })
     assert.error_matches(function() F.cross_entropy(x, t, { ignore_index = 1.5 }) end,
       { "cross_entropy: option ignore_index expected an integer, got 1.5" })
     assert.error_matches(function() F.mse_loss(x, x, "sum") end, { "mse_loss: expected an options table" })
@@ -280,7 +280,7 @@ describe("losses' errors", function()
     assert.error_matches(function() F.nll_loss(x, t:float()) end,
       { "nll_loss: target expected an int64 or int32 tensor of classes (counting from 1), got a float32 tensor" })
     assert.error_matches(function() F.cross_entropy(t, t) end,
-      { "cross_entropy: input expected a floating tensor, got a int64 tensor of shape [3]" })
+      { "cross_entropy: input expected a floating tensor, got an int64 tensor of shape [3]" })
     assert.error_matches(function() F.cross_entropy(x, { 1, 2, 3 }) end,
       { "cross_entropy: target expected a tensor, got table" })
     assert.error_matches(function() F.nll_loss(tl.tensor(1.5), tl.tensor(1)) end,
@@ -327,6 +327,14 @@ describe("losses' errors", function()
       { "ctc_loss: target_lengths[2] is 3, longer than the targets' 2 columns" })
     assert.error_matches(function() F.ctc_loss(lp, targets, { 6 }, { 2, 2 }) end,
       { "ctc_loss: input_lengths must have 2 entries (one per sequence), got 1" })
+    -- one sequence: "1 entry", and an int64 tensor of the wrong shape is "an int64"
+    local one = lp:narrow(2, 1, 1)
+    assert.error_matches(function() F.ctc_loss(one, targets:narrow(1, 1, 1), { 6, 6 }, { 2 }) end,
+      { "ctc_loss: input_lengths must have 1 entry (one per sequence), got 2" })
+    assert.error_matches(function() F.ctc_loss(lp, targets, tl.tensor({ { 6, 6 } }), { 2, 2 }) end,
+      { "ctc_loss: input_lengths expected integers (a list or a 1-D int64/int32 tensor), got an int64 tensor of " ..
+        "shape [1, 2]" })
+    assert.is_true(F.ctc_loss(one, targets:narrow(1, 1, 1), { 6 }, { 2 }):item() > 0) -- still works
     assert.error_matches(function() F.ctc_loss(lp, targets, { 6, -1 }, { 2, 2 }) end,
       { "ctc_loss: input_lengths[2] must be a non-negative integer, got -1" })
     assert.error_matches(function() F.ctc_loss(lp, tl.tensor({ 2, 3, 4 }), { 6, 6 }, { 2, 2 }) end,

@@ -329,6 +329,17 @@ describe("nn.MoE", function()
     assert.error_matches(function() nn.MoE(4, 8, 3, 1, "relu") end, { "expected an options table" })
     assert.error_matches(function() nn.MoE{ dim = 4, hidden = 8, experts = 3, top_k = 1, activation = "nope" } end,
       { "activation 'nope' is not a tl op" })
+    -- an unknown key lists the option names alone, not the positions [1] to [4]
+    local msg = assert.error_matches(function() nn.MoE{ 4, 8, 3, 1, bogus = 1 } end,
+      { "nn.MoE: unknown option 'bogus' (accepted: activation, bias, device, dim, dtype, experts, hidden, normalize, top_k)" })
+    assert.is_nil(msg:find("[1]", 1, true), msg)
+    assert.error_matches(function() nn.MoE{ dim = 4, hidden = 8, experts = 3, top_k = 1, [0] = 2 } end,
+      { "nn.MoE: unknown option [0] (accepted: activation, bias," })
+    assert.error_matches(function() nn.MoE { 4, 8, 2, 1, 5 } end,
+      { "nn.MoE: unknown entry [5] (by position it takes dim, hidden, experts, top_k)" })
+    assert.error_matches(function() nn.MoE(4, 8, 3, { bias = false }) end,
+      { "nn.MoE: top_k must be a positive integer, got table" })
+    assert.are.equal(3, nn.MoE{ 4, 8, 3, 1, bias = false }.experts) -- positions and names still work
 
     local m = nn.MoE{ dim = 4, hidden = 8, experts = 3, top_k = 2 }
     assert.error_matches(function() m(tl.randn(5, 3)) end, { "nn.MoE", "[..., 4]", "got shape [5, 3]" })

@@ -465,6 +465,20 @@ describe("Module", function()
     assert.tensor_equal(tl.zeros(3, 5), m[4].weight)
   end)
 
+  it("load_state_dict names a value that is not a tensor without calling it a size mismatch", function()
+    local m = nn.Linear(2, 2)
+    local before = m.weight:clone()
+    local msg = assert.error_matches(function() m:load_state_dict({ weight = 5, bias = tl.zeros(2) }) end,
+      { "load_state_dict: error(s) loading the state dict into Linear: weight: expected a tensor, got number" })
+    assert.is_nil(msg:find("size mismatch", 1, true), msg)
+    -- with a shape mismatch too: each under its own heading
+    assert.error_matches(function() m:load_state_dict({ weight = "w", bias = tl.zeros(3) }) end,
+      { "weight: expected a tensor, got string; size mismatch for bias: the module has shape [2], the state dict [3]" })
+    assert.tensor_equal(before, m.weight) -- nothing was copied
+    m:load_state_dict({ weight = tl.ones(2, 2), bias = tl.zeros(2) })
+    assert.tensor_equal(tl.ones(2, 2), m.weight)
+  end)
+
   it("prints the module tree with parameter counts", function()
     local s = tostring(mlp())
     assert.matches("^Sequential%(%)  %-%- 53 parameters {", s)
@@ -478,6 +492,48 @@ describe("Module", function()
     assert.matches("LayerNorm%(%[4%], eps=1e%-05, elementwise_affine=true%)  %-%- 8 parameters", cnn)
     assert.matches("Embedding%(10, 4%)  %-%- 40 parameters", cnn)
     assert.matches("Dropout%(p=0.25%)", cnn)
+  end)
+
+  it("refuses a dtype that cannot hold trainable parameters, naming the module", function()
+    local makers = {
+      { "nn.Linear", function(dtype) return nn.Linear(2, 2, { dtype = dtype }) end },
+      { "nn.Conv2d", function(dtype) return nn.Conv2d(1, 1, 3, { dtype = dtype }) end },
+      { "nn.Embedding", function(dtype) return nn.Embedding(3, 2, { dtype = dtype }) end },
+      { "nn.LayerNorm", function(dtype) return nn.LayerNorm(3, { dtype = dtype }) end },
+      { "nn.BatchNorm1d", function(dtype) return nn.BatchNorm1d(3, { dtype = dtype }) end },
+      { "nn.LSTM", function(dtype) return nn.LSTM(3, 3, { dtype = dtype }) end },
+      { "nn.MultiheadAttention", function(dtype) return nn.MultiheadAttention(4, 2, { dtype = dtype }) end },
+      { "nn.MoE", function(dtype) return nn.MoE(4, 8, 2, 1, { dtype = dtype }) end },
+      { "nn.PReLU", function(dtype) return nn.PReLU({ dtype = dtype }) end },
+      { "nn.TransformerEncoderLayer", function(dtype) return nn.TransformerEncoderLayer(4, 2, { dtype = dtype }) end },
+    }
+    for _, case in ipairs(makers) do
+      for _, dtype in ipairs({ "int64", "int32", "bool" }) do
+        local ok, err = pcall(case[2], dtype)
+        assert.is_false(ok, case[1] .. " took " .. dtype)
+        local wanted = case[1] .. ": dtype " .. dtype .. " cannot hold trainable parameters (expected a floating dtype"
+        assert.truthy(tostring(err):find(wanted, 1, true), tostring(err))
+        assert.matches("^spec/nn_spec%.lua:%d+: ", err)
+      end
+      assert.are.equal("float64", case[2]("float64"):parameters()[1].dtype) -- a floating dtype still works
+    end
+    assert.error_matches(function() nn.Embedding(3, 2, { dtype = "long" }) end,
+      { "nn.Embedding: dtype int64 cannot hold trainable parameters" })
+    -- a custom module registering an integer tensor: named by its class
+    local Int = nn.Module:extend("IntThing")
+    function Int:init() self:register_parameter("w", tl.zeros(2, { dtype = "int64" })) end
+    assert.error_matches(function() Int() end, { "nn.IntThing: dtype int64 cannot hold trainable parameters" })
+    assert.are.same({ 1, 2 }, nn.Linear(2, 2)(tl.ones(1, 2)).shape) -- the engine still works
+  end)
+
+  it("Embedding.from_pretrained names itself for a weight of an integer dtype", function()
+    local msg = assert.error_matches(function() nn.Embedding.from_pretrained(tl.ones(3, 2, { dtype = "int64" })) end,
+      { "nn.Embedding.from_pretrained: weight must be of a floating dtype (float32, float64, bfloat16 or float16), " ..
+        "got int64" })
+    assert.is_nil(msg:find("randn", 1, true), msg)
+    assert.matches("^spec/nn_spec%.lua:%d+: ", msg)
+    local e = nn.Embedding.from_pretrained(tl.ones(3, 2, { dtype = "float64" }))
+    assert.tensor_equal(tl.ones(1, 2, { dtype = "float64" }), e(tl.tensor({ 2 })))
   end)
 
   it("reports bad constructor arguments at the caller's line", function()

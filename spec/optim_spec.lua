@@ -166,6 +166,26 @@ describe("optimizers follow PyTorch's update rules", function()
       assert.matches("^spec/optim_spec%.lua:%d+: optim%.", err)
     end
   end)
+
+  it("the base classes called directly say to use a concrete class or subclass/define", function()
+    local p = param()
+    assert.error_matches(function() optim.Optimizer({ p }, { lr = 0.1 }) end,
+      { "optim.Optimizer: the base class of the optimizers is not built directly; use a concrete optimizer",
+        "optim.Optimizer.subclass(name, defaults, check)" })
+    assert.error_matches(function() optim.Optimizer() end, { "optim.Optimizer: the base class" })
+    local opt = optim.SGD({ p }, { lr = 1 })
+    assert.error_matches(function() optim.Scheduler(opt) end,
+      { "optim.Scheduler: the base class of the schedulers is not built directly; use a concrete scheduler",
+        "optim.Scheduler.define(name, spec)" })
+    assert.error_matches(function() optim.Scheduler:new(opt, 2) end, { "optim.Scheduler: the base class" })
+    local ok, err = pcall(function() return optim.Optimizer({ p }) end)
+    assert.is_false(ok)
+    assert.matches("^spec/optim_spec%.lua:%d+: optim%.Optimizer: ", err)
+    -- the concrete classes still work
+    local sched = optim.StepLR(opt, 1, { gamma = 0.5 })
+    sched:step()
+    assert.are.equal(0.5, opt.param_groups[1].lr)
+  end)
 end)
 
 describe("learning-rate schedulers", function()

@@ -351,7 +351,7 @@ describe("options tables of the Lua modules", function()
     assert.error_matches(function() data.DataLoader { dataset(), 3 } end,
       { "data.DataLoader: unknown option [2] (accepted: [1], batch_sampler, batch_size, collate_fn, dataset," })
     assert.error_matches(function() nn.MoE { 4, 8, 2, 1, 5 } end,
-      { "nn.MoE: unknown option [5] (accepted: [1], [2], [3], [4]," })
+      { "nn.MoE: unknown entry [5] (by position it takes dim, hidden, experts, top_k)" })
     assert.error_matches(function() optim.Adam({ param() }, { [true] = 1 }) end,
       { "optim.Adam: unknown option (a boolean key)" })
   end)

@@ -167,6 +167,35 @@ describe("pooling modules", function()
       { "nn.UpsamplingBilinear2d", "mode" })
     assert.error_matches(function() nn.MaxPool2d() end, { "nn.MaxPool2d", "kernel_size" })
   end)
+
+  it("Upsample checks its mode, size and scale_factor when it is built, not at forward", function()
+    local cases = {
+      { { mode = "cubic", size = 2 }, "nn.Upsample: mode must be 'nearest', 'linear' or 'bilinear', got 'cubic'" },
+      { { size = 2, align_corners = true }, "nn.Upsample: align_corners can only be set with the modes linear and bilinear" },
+      { {}, "nn.Upsample: give exactly one of size and scale_factor" },
+      { { size = 2, scale_factor = 2 }, "nn.Upsample: give exactly one of size and scale_factor" },
+      { { size = 0 }, "nn.Upsample: size must be an integer >= 1 (or a table of them), got 0" },
+      { { size = { 2, 3, 4 } }, "nn.Upsample: size must have 1 or 2 entries for mode nearest, got 3" },
+      { { size = { 2, 3 }, mode = "linear" }, "nn.Upsample: size must have 1 entry for mode linear, got 2" },
+      { { size = { 2, 0 }, mode = "bilinear" }, "nn.Upsample: size[2] must be an integer >= 1, got 0" },
+      { { scale_factor = -1 }, "nn.Upsample: scale_factor must be a finite number > 0 (or a table of them), got -1" },
+      { { scale_factor = { 2, 0 } }, "nn.Upsample: scale_factor[2] must be a finite number > 0, got 0" },
+    }
+    for _, case in ipairs(cases) do
+      assert.error_matches(function() return nn.Upsample(case[1]) end, { case[2] })
+    end
+    local ok, err = pcall(function() local m = nn.Upsample({ mode = "cubic", size = 2 }) return m end)
+    assert.is_false(ok)
+    assert.matches("^spec/pooling_spec%.lua:%d+: nn%.Upsample: ", err)
+    assert.error_matches(function() return nn.UpsamplingBilinear2d({ size = { 2 } }) end,
+      { "nn.UpsamplingBilinear2d: size must have 2 entries for mode bilinear, got 1" })
+    assert.error_matches(function() return nn.UpsamplingNearest2d({}) end,
+      { "nn.UpsamplingNearest2d: give exactly one of size and scale_factor" })
+    -- the good forms still build and run
+    local x = tl.randn(1, 2, 3)
+    assert.tensor_equal(F.interpolate(x, { size = 5, mode = "linear" }), nn.Upsample({ size = { 5 }, mode = "linear" })(x))
+    assert.are.same({ 1, 2, 6 }, nn.Upsample({ scale_factor = 2 })(x).shape)
+  end)
 end)
 
 describe("bad inputs", function()

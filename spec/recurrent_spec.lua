@@ -285,6 +285,43 @@ describe("recurrent layers reject bad input", function()
     assert.error_matches(function() cell(tl.randn(2, 3), tl.zeros(3, 4)) end, { "nn.GRUCell", "h", "[2, 4]", "[3, 4]" })
     assert.error_matches(function() cell(tl.randn(2, 5)) end, { "nn.GRUCell", "size 3" })
   end)
+
+  it("the functional forms check their table arguments ({h, c}, w) and reverse", function()
+    local x, h, c = tl.randn(2, 3), tl.zeros(2, 4), tl.zeros(2, 4)
+    local w_ih, w_hh = tl.randn(16, 3), tl.randn(16, 4)
+    assert.error_matches(function() return F.lstm_cell(x, h, w_ih, w_hh) end,
+      { "lstm_cell: hx expected {h, c} (a table of tensors), got a tensor" })
+    assert.error_matches(function() return F.lstm_cell(x, { h }, w_ih, w_hh) end,
+      { "lstm_cell: hx expected {h, c} (a table of tensors), got a table whose entry 2 is nil" })
+    assert.error_matches(function() return F.lstm_cell(x, { h = h, c = c }, w_ih, w_hh) end,
+      { "lstm_cell: hx expected {h, c} (a table of tensors), got a table whose entry 1 is nil" })
+    local ok, err = pcall(function() local y = F.lstm_cell(x, h, w_ih, w_hh) return y end)
+    assert.is_false(ok)
+    assert.matches("^spec/recurrent_spec%.lua:%d+: lstm_cell: ", err)
+    local xs = tl.randn(5, 2, 3)
+    assert.error_matches(function() return F.lstm_layer(xs, h, c, w_ih) end,
+      { "lstm_layer: w expected {w_ih, w_hh, b_ih?, b_hh?, w_hr?} (a table of tensors), got a tensor" })
+    assert.error_matches(function() return F.lstm_layer(xs, h, c, { w_ih, w_hh, 5 }) end,
+      { "lstm_layer: w expected {w_ih, w_hh, b_ih?, b_hh?, w_hr?} (a table of tensors), got a table whose entry 3 is number" })
+    assert.error_matches(function() return F.lstm_layer(xs, h, c, { w_ih, w_hh }, "yes") end,
+      { "lstm_layer: reverse must be a boolean, got string" })
+    local g_ih, g_hh = tl.randn(12, 3), tl.randn(12, 4)
+    assert.error_matches(function() return F.gru_layer(xs, h, g_ih) end,
+      { "gru_layer: w expected {w_ih, w_hh, b_ih?, b_hh?} (a table of tensors), got a tensor" })
+    assert.error_matches(function() return F.gru_layer(xs, h, { g_ih, g_hh, nil, nil, g_hh }) end,
+      { "gru_layer: w expected {w_ih, w_hh, b_ih?, b_hh?} (a table of tensors), got a table with the key 5" })
+    assert.error_matches(function() return F.rnn_layer(xs, h, { tl.randn(4, 3) }) end,
+      { "rnn_layer: w expected {w_ih, w_hh, b_ih?, b_hh?} (a table of tensors), got a table whose entry 2 is nil" })
+    assert.error_matches(function() return F.rnn_layer(xs, h, { tl.randn(4, 3), tl.randn(4, 4) }, 1) end,
+      { "rnn_layer: reverse must be a boolean, got number" })
+    -- the right forms still run
+    local h1, c1 = F.lstm_cell(x, { h, c }, w_ih, w_hh)
+    assert.are.same({ 2, 4 }, h1.shape)
+    assert.are.same({ 2, 4 }, c1.shape)
+    assert.are.same({ 5, 2, 4 }, F.lstm_layer(xs, h, c, { w_ih, w_hh }, true).shape)
+    assert.are.same({ 5, 2, 4 }, F.gru_layer(xs, h, { g_ih, g_hh }).shape)
+    assert.are.same({ 5, 2, 4 }, F.rnn_layer(xs, h, { tl.randn(4, 3), tl.randn(4, 4) }, false, "relu").shape)
+  end)
 end)
 
 describe("recurrent layers on cuda #cuda", function()

@@ -22,8 +22,18 @@ if os and os.getenv and os.getenv("TLUA_LOCAL_RANK") then
 end
 
 -- t:cuda(n?) and t:cpu(): moves to a device (the tensor itself when already there)
-function tl.Tensor.cuda(t, index)
-  return t:to(index and ("cuda:" .. math.tointeger(index)) or "cuda")
+function tl.Tensor.cuda(t, index, ...)
+  if select("#", ...) > 0 then
+    options.error(string.format("cuda: expected t:cuda(index?), got %d arguments after the tensor",
+      select("#", ...) + 1), 2)
+  end
+  if index == nil then return t:to("cuda") end
+  local i = math.type(index) and math.tointeger(index)
+  if not i or i < 0 then
+    options.error("cuda: expected a device index (an integer >= 0), got " .. (type(index) == "number" and
+      tostring(index) or tl.is_tensor(index) and "a tensor" or type(index)), 2)
+  end
+  return t:to("cuda:" .. i)
 end
 function tl.Tensor.cpu(t) return t:to("cpu") end
 

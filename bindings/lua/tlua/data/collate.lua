@@ -51,9 +51,10 @@ local function collate_values(list, path)
     local shape, dtype, device = first.shape, first.dtype, first.device
     for k, t in ipairs(list) do
       if t.dtype ~= dtype or t.device ~= device or shape_str(t.shape) ~= shape_str(shape) then
-        options.error(string.format("data.default_collate: %s is a %s tensor of shape %s on %s, %s a %s tensor of " ..
-          "shape %s on %s (a batch stacks equal shapes)", where(path, k), t.dtype, shape_str(t.shape), t.device,
-          where(path, 1), dtype, shape_str(shape), device), 4)
+        local function a(d) return (d:match("^[aeiou]") and "an " or "a ") .. d end
+        options.error(string.format("data.default_collate: %s is %s tensor of shape %s on %s, %s %s tensor of " ..
+          "shape %s on %s (a batch stacks equal shapes)", where(path, k), a(t.dtype), shape_str(t.shape), t.device,
+          where(path, 1), a(dtype), shape_str(shape), device), 4)
       end
     end
     return tl.stack(list, 1)

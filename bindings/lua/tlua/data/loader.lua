@@ -15,7 +15,8 @@ loader.DataLoader = DataLoader
 
 --- DataLoader{dataset, batch_size = 1, shuffle = false, seed = nil, drop_last = false, device = nil,
 -- shard = nil, sampler = nil, batch_sampler = nil, collate_fn = nil, pin_memory = false}: the
--- batches of a dataset, one epoch per call of iter() (or enumerate()).
+-- batches of a dataset, one epoch per call of iter() (or enumerate()). DataLoader(dataset, opts)
+-- (PyTorch's order) is the same as DataLoader{dataset, ...opts}.
 --
 -- A batch is what the dataset's batch(indices) returns when it has one (TensorDataset: a gather
 -- of rows in C), else the samples get(i) gives, collated by collate_fn(samples) (default
@@ -97,9 +98,47 @@ local function parse_shard(shard, dataset)
   return { rank = rank, world = world }
 end
 
-function DataLoader.new(cls, opts)
+-- the options DataLoader(dataset, opts) takes in opts (the dataset is its first argument)
+local SECOND_ARGUMENT_OPTIONS = {}
+for key, kind in pairs(DATALOADER_OPTIONS) do
+  if key ~= 1 and key ~= "dataset" then SECOND_ARGUMENT_OPTIONS[key] = kind end
+end
+
+local function is_dataset(value)
+  return type(value) == "table" and type(value.len) == "function"
+    and (type(value.get) == "function" or type(value.batch) == "function")
+end
+
+local function kind_of(value)
+  if tl.is_tensor(value) then return "a tensor" end
+  return type(value) == "table" and "a table that is not a dataset" or type(value)
+end
+
+function DataLoader.new(cls, opts, ...)
+  local n_extra = select("#", ...)
+  if is_dataset(opts) then
+    -- DataLoader(dataset, opts): the same as DataLoader{dataset, ...opts} (PyTorch's order)
+    local extra = ...
+    if n_extra > 1 then
+      options.error(string.format("data.DataLoader: expected DataLoader(dataset, {options}), got %d arguments",
+        n_extra + 1), 2)
+    end
+    if type(extra) == "table" and (extra[1] ~= nil or extra.dataset ~= nil) then
+      options.error("data.DataLoader: give the dataset once (as the first argument or in the options table)", 2)
+    end
+    local merged = { opts }
+    for key, value in pairs(options.check(extra, "data.DataLoader", SECOND_ARGUMENT_OPTIONS, 2)) do
+      merged[key] = value
+    end
+    opts = merged
+  elseif n_extra > 0 then
+    options.error("data.DataLoader: expected DataLoader{dataset, batch_size = ..., ...} or DataLoader(dataset, " ..
+      "{batch_size = ..., ...}) with a dataset (with len() and get(i) or batch(indices)) first, got " ..
+      kind_of(opts) .. " as the first argument", 2)
+  end
   if type(opts) ~= "table" then
-    options.error("data.DataLoader: expected a table {dataset, batch_size = ..., ...}, got " .. type(opts), 2)
+    options.error("data.DataLoader: expected a table {dataset, batch_size = ..., ...} or DataLoader(dataset, " ..
+      "{...}), got " .. (tl.is_tensor(opts) and "a tensor" or type(opts)), 2)
   end
   options.check(opts, "data.DataLoader", DATALOADER_OPTIONS, 2)
   if opts[1] ~= nil and opts.dataset ~= nil then

@@ -151,8 +151,9 @@ end
 local function index_list(who, indices, level)
   if tl.is_tensor(indices) then
     if indices:dim() ~= 1 or (indices.dtype ~= "int64" and indices.dtype ~= "int32") then
-      options.error(string.format("%s: indices must be a 1-D int64 or int32 tensor, got a %s tensor of shape [%s]",
-        who, indices.dtype, table.concat(indices.shape, ", ")), level + 1)
+      options.error(string.format("%s: indices must be a 1-D int64 or int32 tensor, got %s %s tensor of shape [%s]",
+        who, indices.dtype:match("^[aeiou]") and "an" or "a", indices.dtype, table.concat(indices.shape, ", ")),
+        level + 1)
     end
     return indices:to("cpu"):totable()
   end

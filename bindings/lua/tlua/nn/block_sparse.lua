@@ -32,9 +32,11 @@ local function check_block(block, in_features, out_features, level)
   end
 end
 
-local function check_density(density, level)
+-- who: the function the message names (default nn.BlockSparseLinear)
+local function check_density(density, level, who)
   if type(density) ~= "number" or not (density > 0 and density <= 1) then
-    fail("density must be a number in (0, 1], got " .. tostring(density), level + 1)
+    options.error((who or "nn.BlockSparseLinear") .. ": density must be a number in (0, 1], got " ..
+      tostring(density), level + 1)
   end
 end
 
@@ -148,7 +150,7 @@ function BlockSparseLinear.from_dense(linear, opts)
   local block = opts.block or 32
   local out_features, in_features = linear.weight:size(1), linear.weight:size(2)
   check_block(block, in_features, out_features, 2)
-  check_density(opts.density, 2)
+  check_density(opts.density, 2, "nn.BlockSparseLinear.from_dense")
   local R, C = out_features // block, in_features // block
   local count = math.max(1, math.floor(opts.density * R * C + 0.5))
   local mask = L.top_block_mask(block_norms(linear.weight, block), count)
@@ -174,7 +176,7 @@ function M.sparsify(model, opts)
   if math.type(block) ~= "integer" or block < 1 then
     options.error("nn.sparsify: block must be a positive integer, got " .. tostring(block), 2)
   end
-  check_density(opts.density, 2)
+  check_density(opts.density, 2, "nn.sparsify")
   if opts.filter ~= nil and type(opts.filter) ~= "function" then
     options.error("nn.sparsify: filter must be a function(name, module), got " .. type(opts.filter), 2)
   end

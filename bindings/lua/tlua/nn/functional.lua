@@ -42,6 +42,9 @@ function F.dropout(x, p, training)
   if type(p) ~= "number" or not (p >= 0 and p <= 1) then
     options.error("dropout: p must be a probability in [0, 1], got " .. tostring(p), 2)
   end
+  if training ~= nil and type(training) ~= "boolean" then
+    options.error("dropout: training must be a boolean, got " .. type(training), 2)
+  end
   if training == false then return x end
   return tl.dropout(x, p)
 end

@@ -1,6 +1,7 @@
 -- tl.nn layers: Linear, Flatten, Dropout, LayerNorm, Embedding (the losses are in losses.lua).
 local tl = require("tlua")
-local Module = require("tlua.nn.module").Module
+local module = require("tlua.nn.module")
+local Module, floating = module.Module, module.floating
 local init = require("tlua.nn.init_weights")
 local F = require("tlua.nn.functional")
 local shape_str = require("tlua.nn.state_dict").shape_str
@@ -273,6 +274,7 @@ function Embedding:init(num_embeddings, embedding_dim, opts)
   self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
   self.padding_idx = padding_index(opts.padding_idx, num_embeddings, "nn.Embedding")
   self.max_norm, self.norm_type = opts.max_norm, opts.norm_type or 2
+  if opts.dtype ~= nil then self:_check_parameter_dtype(opts.dtype, 3) end -- before randn refuses it
   local w = tl.randn(num_embeddings, embedding_dim, tensor_opts(opts))
   self:register_parameter("weight", w)
   self:_zero_padding_row()
@@ -298,6 +300,10 @@ function Embedding.from_pretrained(weight, opts)
   if not tl.is_tensor(weight) or #weight.shape ~= 2 then
     options.error("nn.Embedding.from_pretrained: weight must be a 2-dim tensor [num_embeddings, embedding_dim], got " ..
       (tl.is_tensor(weight) and shape_str(weight.shape) or type(weight)), 2)
+  end
+  if not floating[weight.dtype] then
+    options.error("nn.Embedding.from_pretrained: weight must be of a floating dtype (float32, float64, bfloat16 or " ..
+      "float16), got " .. weight.dtype, 2)
   end
   local m = Embedding(weight.shape[1], weight.shape[2], { padding_idx = opts.padding_idx, max_norm = opts.max_norm,
     norm_type = opts.norm_type, dtype = weight.dtype, device = weight.device })

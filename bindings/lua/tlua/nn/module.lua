@@ -90,9 +90,30 @@ local function check_tensor(fn, name, t)
   end
 end
 
+local floating = { float32 = true, float64 = true, bfloat16 = true, float16 = true }
+local dtype_aliases = { float = "float32", double = "float64", half = "float16", int = "int32", long = "int64" }
+
+--- Module:_check_parameter_dtype(dtype, level): raises "nn.<Class>: dtype int64 cannot hold trainable
+-- parameters (expected a floating dtype ...)" unless dtype (a name or an alias) is floating; a
+-- module's constructor calls it (through register_parameter) for its dtype option. level: the
+-- fallback, counted as options.error counts it from the caller of this method.
+function Module:_check_parameter_dtype(dtype, level)
+  dtype = dtype_aliases[dtype] or dtype
+  if not floating[dtype] then
+    local mt = getmetatable(self)
+    options.error(string.format("%s: dtype %s cannot hold trainable parameters (expected a floating dtype: " ..
+      "float32, float64, bfloat16 or float16)", tostring(mt and mt.__name or "nn.Module"), tostring(dtype)),
+      (level or 2) + 1)
+  end
+end
+
 function Module:register_parameter(name, t)
   check_tensor("register_parameter", name, t)
-  if t ~= nil and not t.requires_grad then t:requires_grad_(true) end
+  if t ~= nil and not t.requires_grad then
+    -- (from a module's init: register_parameter 1, init 2, Module.new 3, the user 4)
+    self:_check_parameter_dtype(t.dtype, 4)
+    t:requires_grad_(true)
+  end
   return register(self, "_param_keys", name, t)
 end
 
@@ -254,7 +275,6 @@ function Module:num_parameters()
 end
 
 -- ---- to(): devices and dtypes ------------------------------------------------------------
-local floating = { float32 = true, float64 = true, bfloat16 = true, float16 = true }
 local replaced = require("tlua.nn.replaced")
 
 local function is_dtype(name)

@@ -59,17 +59,19 @@ moe.MoE = MoE
 
 local function check_size(v, what)
   if math.type(v) ~= "integer" or v < 1 then
-    options.error(string.format("nn.MoE: %s must be a positive integer, got %s", what, tostring(v)), 4)
+    options.error(string.format("nn.MoE: %s must be a positive integer, got %s", what,
+      type(v) == "number" and tostring(v) or type(v)), 4)
   end
 end
 
 -- nn.MoE's options (tlua.options); the sizes and the activation are checked by init itself
 local SETTINGS = { bias = "boolean", activation = "any", normalize = "boolean", dtype = "string", device = "string" }
 local SIZES = { "dim", "hidden", "experts", "top_k" }
--- nn.MoE{...}: the settings, the sizes by name and by position
+-- nn.MoE{...}: the settings and the sizes by name (the sizes by position, [1] to [4], are checked apart,
+-- so that an unknown key's message lists the names alone)
 local TABLE_FORM = {}
 for key, kind in pairs(SETTINGS) do TABLE_FORM[key] = kind end
-for i, name in ipairs(SIZES) do TABLE_FORM[name], TABLE_FORM[i] = "any", "any" end
+for _, name in ipairs(SIZES) do TABLE_FORM[name] = "any" end
 
 -- the options of nn.MoE{dim =, ...}, nn.MoE{dim, hidden, experts, top_k, ...} or
 -- nn.MoE(dim, hidden, experts, top_k, opts?), as one table (called by init: level 1 is this
@@ -77,7 +79,18 @@ for i, name in ipairs(SIZES) do TABLE_FORM[name], TABLE_FORM[i] = "any", "any" e
 local function arguments(...)
   local first = ...
   if type(first) == "table" and select("#", ...) == 1 then
-    options.check(first, "nn.MoE", TABLE_FORM, 4)
+    local named = {}
+    for k, v in pairs(first) do
+      if math.type(k) == "integer" and k >= 1 then
+        if k > #SIZES then
+          options.error(string.format("nn.MoE: unknown entry [%d] (by position it takes dim, hidden, experts, top_k)",
+            k), 4)
+        end
+      else
+        named[k] = v
+      end
+    end
+    options.check(named, "nn.MoE", TABLE_FORM, 4)
     local o = {}
     for k, v in pairs(first) do o[k] = v end
     for i, name in ipairs(SIZES) do
@@ -125,6 +138,7 @@ function MoE:init(...)
   self.act, self.activation = activation_fn(o.activation)
   self.normalize = o.normalize ~= false
   local t = { dtype = o.dtype or "float32", device = o.device or "cpu" }
+  self:_check_parameter_dtype(t.dtype, 3) -- before the router, which would name itself
   self.router = Linear(o.dim, o.experts, { bias = false, dtype = t.dtype, device = t.device })
   local E, D, H = o.experts, o.dim, o.hidden
   self:register_parameter("w1", tl.empty(E, D, H, t))

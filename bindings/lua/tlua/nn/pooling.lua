@@ -127,12 +127,56 @@ pooling.AdaptiveMaxPool1d = adaptive("AdaptiveMaxPool1d", F.adaptive_max_pool1d,
 --- AdaptiveMaxPool2d(output_size, {return_indices = false})
 pooling.AdaptiveMaxPool2d = adaptive("AdaptiveMaxPool2d", F.adaptive_max_pool2d, ACCEPTED.AdaptiveMax)
 
+-- interpolate's modes and how many spatial dims each takes (nearest: 1 or 2)
+local RESAMPLE_DIMS = { nearest = { 1, 2 }, linear = { 1, 1 }, bilinear = { 2, 2 } }
+
+-- an upsampling module's mode, align_corners, size and scale_factor, checked when it is built
+-- (forward's interpolate checks them against the input's rank); called by init: this function is
+-- level 1, init 2, Module.new 3, the user 4
+local function check_resampling(who, opts, mode)
+  local dims = RESAMPLE_DIMS[mode]
+  if not dims then
+    options.error(string.format("%s: mode must be 'nearest', 'linear' or 'bilinear', got '%s'", who, mode), 4)
+  end
+  if opts.align_corners ~= nil and mode == "nearest" then
+    options.error(who .. ": align_corners can only be set with the modes linear and bilinear", 4)
+  end
+  if (opts.size == nil) == (opts.scale_factor == nil) then
+    options.error(who .. ": give exactly one of size and scale_factor", 4)
+  end
+  local what = opts.size ~= nil and "size" or "scale_factor"
+  local value = opts[what]
+  local want = what == "size" and "an integer >= 1" or "a finite number > 0"
+  local function good(e)
+    if what == "size" then return math.type(e) == "integer" and e >= 1 end
+    return type(e) == "number" and e > 0 and e < math.huge
+  end
+  if type(value) ~= "table" then
+    if not good(value) then
+      options.error(string.format("%s: %s must be %s (or a table of them), got %s", who, what, want, tostring(value)),
+        4)
+    end
+    return
+  end
+  if #value < dims[1] or #value > dims[2] then
+    local count = dims[1] == dims[2] and tostring(dims[1]) or dims[1] .. " or " .. dims[2]
+    options.error(string.format("%s: %s must have %s %s for mode %s, got %d", who, what, count,
+      dims[2] == 1 and "entry" or "entries", mode, #value), 4)
+  end
+  for i = 1, #value do
+    if not good(value[i]) then
+      options.error(string.format("%s: %s[%d] must be %s, got %s", who, what, i, want, tostring(value[i])), 4)
+    end
+  end
+end
+
 --- Upsample({size = nil, scale_factor = nil, mode = "nearest", align_corners = nil}): F.interpolate
 local Upsample = Module:extend("Upsample")
 pooling.Upsample = Upsample
 
 function Upsample:init(opts)
   opts = options.check(opts, "nn.Upsample", ACCEPTED.Upsample, 3)
+  check_resampling("nn.Upsample", opts, opts.mode or "nearest")
   keep(self, opts, { "size", "scale_factor", "align_corners" })
   self.mode = opts.mode or "nearest"
 end
@@ -153,6 +197,7 @@ pooling.UpsamplingNearest2d = UpsamplingNearest2d
 
 function UpsamplingNearest2d:init(opts)
   opts = options.check(opts, "nn.UpsamplingNearest2d", ACCEPTED.Upsampling, 3)
+  check_resampling("nn.UpsamplingNearest2d", opts, "nearest")
   keep(self, opts, { "size", "scale_factor" })
   self.mode = "nearest"
 end
@@ -164,6 +209,7 @@ pooling.UpsamplingBilinear2d = UpsamplingBilinear2d
 
 function UpsamplingBilinear2d:init(opts)
   opts = options.check(opts, "nn.UpsamplingBilinear2d", ACCEPTED.Upsampling, 3)
+  check_resampling("nn.UpsamplingBilinear2d", opts, "bilinear")
   keep(self, opts, { "size", "scale_factor" })
   self.mode, self.align_corners = "bilinear", true
 end

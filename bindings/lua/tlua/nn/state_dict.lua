@@ -93,13 +93,13 @@ function Module:load_state_dict(sd, strict)
   if type(sd) ~= "table" then options.error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
   if strict == nil then strict = true end
   local order, targets = named_state(self)
-  local missing, unexpected, mismatched = {}, {}, {}
+  local missing, unexpected, mismatched, not_tensors = {}, {}, {}, {}
   for _, name in ipairs(order) do
     local v = rawget(sd, name)
     if v == nil then
       missing[#missing + 1] = name
     elseif not is_tensor(v) then
-      mismatched[#mismatched + 1] = string.format("%s: expected a tensor, got %s", name, type(v))
+      not_tensors[#not_tensors + 1] = string.format("%s: expected a tensor, got %s", name, type(v))
     elseif not same_shape(v.shape, targets[name].shape) then
       mismatched[#mismatched + 1] = string.format("%s: the module has shape %s, the state dict %s",
         name, shape_str(targets[name].shape), shape_str(v.shape))
@@ -112,6 +112,7 @@ function Module:load_state_dict(sd, strict)
   local problems = {}
   if strict and #missing > 0 then problems[#problems + 1] = key_list("missing", missing) end
   if strict and #unexpected > 0 then problems[#problems + 1] = key_list("unexpected", unexpected) end
+  if #not_tensors > 0 then problems[#problems + 1] = table.concat(not_tensors, "; ") end
   if #mismatched > 0 then
     problems[#problems + 1] = "size mismatch for " .. table.concat(mismatched, "; ")
   end

@@ -311,6 +311,8 @@ function EncoderLayer:init(d_model, nhead, opts)
     activation = fn
   end
   local bias = opts.bias ~= false
+  -- before the sublayers, which would name themselves
+  if opts.dtype ~= nil then self:_check_parameter_dtype(opts.dtype, 3) end
   local t = { dtype = opts.dtype, device = opts.device }
   local eps = opts.layer_norm_eps or 1e-5
   self.norm_first = opts.norm_first == true

@@ -41,6 +41,11 @@ end
 -- cls(params, opts): errors point at the caller (cls(...) tail-calls new)
 function Optimizer.new(cls, params, opts)
   local name = cls.name
+  if cls.defaults == nil or name == nil then
+    options.error(string.format("%s: the base class of the optimizers is not built directly; use a concrete " ..
+      "optimizer (optim.SGD, optim.Adam, ...) or make a class with optim.Optimizer.subclass(name, defaults, check)",
+      tostring(rawget(cls, "__name") or "optim.Optimizer")), 2)
+  end
   if type(params) ~= "table" then
     options.error(string.format("optim.%s: expected a list of parameters (tensors) or of parameter groups, got %s", name,
       type(params)), 2)

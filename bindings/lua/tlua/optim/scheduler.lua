@@ -81,6 +81,11 @@ end
 
 -- cls(optimizer, ...): errors point at the caller (cls(...) tail-calls new)
 function Scheduler.new(cls, optimizer, ...)
+  if cls._spec == nil or cls.name == nil then
+    options.error(string.format("%s: the base class of the schedulers is not built directly; use a concrete " ..
+      "scheduler (optim.StepLR, optim.CosineAnnealingLR, ...) or make a class with optim.Scheduler.define(name, spec)",
+      tostring(rawget(cls, "__name") or "optim.Scheduler")), 2)
+  end
   if not Scheduler.is_optimizer(optimizer) then
     options.error(string.format("optim.%s: argument 1 expected an optimizer, got %s", cls.name,
       type(optimizer) == "table" and "a table that is not one" or type(optimizer)), 2)

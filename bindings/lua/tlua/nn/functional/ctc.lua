@@ -18,8 +18,8 @@ local function lengths(who, what, v, n)
     list = { v }
   elseif tl.is_tensor(v) then
     if not INDEX[v.dtype] or v:dim() > 1 then
-      fail("%s: %s expected integers (a list or a 1-D int64/int32 tensor), got a %s tensor of shape %s", who, what,
-        v.dtype, shape_str(v.shape))
+      fail("%s: %s expected integers (a list or a 1-D int64/int32 tensor), got %s tensor of shape %s", who, what,
+        core.a_dtype(v.dtype), shape_str(v.shape))
     end
     list = v:dim() == 0 and { v:item() } or v:totable()
   elseif type(v) == "table" then
@@ -27,7 +27,9 @@ local function lengths(who, what, v, n)
   else
     fail("%s: %s expected integers (a list or a 1-D int64/int32 tensor), got %s", who, what, type(v))
   end
-  if #list ~= n then fail("%s: %s must have %d entries (one per sequence), got %d", who, what, n, #list) end
+  if #list ~= n then
+    fail("%s: %s must have %d %s (one per sequence), got %d", who, what, n, n == 1 and "entry" or "entries", #list)
+  end
   for b = 1, n do
     if math.type(list[b]) ~= "integer" or list[b] < 0 then
       fail("%s: %s[%d] must be a non-negative integer, got %s", who, what, b, tostring(list[b]))
@@ -80,7 +82,7 @@ local function ctc(who, o, log_probs, targets, input_lengths, target_lengths)
   core.floating(who, "log_probs", log_probs)
   core.tensor(who, "targets", targets)
   if not INDEX[targets.dtype] then
-    fail("%s: targets expected an int64 or int32 tensor of classes, got a %s tensor", who, targets.dtype)
+    fail("%s: targets expected an int64 or int32 tensor of classes, got %s tensor", who, core.a_dtype(targets.dtype))
   end
   local unbatched = log_probs:dim() == 2
   if log_probs:dim() ~= 3 and not unbatched then

@@ -65,8 +65,14 @@ end
 core.same_shape = same_shape
 
 -- the value's kind for a message: "a tensor of shape [2, 3]", "number"
+-- "a float32", "an int64": a dtype with its article
+local function a_dtype(dtype)
+  return (dtype:match("^[aeiou]") and "an " or "a ") .. dtype
+end
+core.a_dtype = a_dtype
+
 local function kind_of(v)
-  if tl.is_tensor(v) then return "a " .. v.dtype .. " tensor of shape " .. shape_str(v.shape) end
+  if tl.is_tensor(v) then return a_dtype(v.dtype) .. " tensor of shape " .. shape_str(v.shape) end
   return type(v)
 end
 

@@ -108,8 +108,8 @@ local function per_dim(v, n, what, kind, level)
   local list = type(v) == "table" and v or {}
   if type(v) ~= "table" then for i = 1, n do list[i] = v end end
   if #list ~= n then
-    options.error(string.format("interpolate: %s must have %d entries for a %dD input, got %d", what, n, n + 2,
-      #list), level + 1)
+    options.error(string.format("interpolate: %s must have %d %s for a %dD input, got %d", what, n,
+      n == 1 and "entry" or "entries", n + 2, #list), level + 1)
   end
   for i = 1, n do
     local e = list[i]

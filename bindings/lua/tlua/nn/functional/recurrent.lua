@@ -20,6 +20,40 @@ end
 
 local ACTIVATIONS = { tanh = tl.tanh, relu = tl.relu }
 
+local function kind(v)
+  return tl.is_tensor(v) and "a tensor" or type(v)
+end
+
+-- a table argument of tensors (hx = {h, c}, w = {w_ih, w_hh, ...}): entries 1..required must be
+-- tensors, the rest up to #names tensors or nil; form names it in the message ("{h, c}").
+-- Called by a functional form: this function is level 1, the form 2, the user 3.
+local function check_tensors(who, what, v, form, required, count)
+  if type(v) ~= "table" then
+    options.error(string.format("%s: %s expected %s (a table of tensors), got %s", who, what, form, kind(v)), 3)
+  end
+  for i = 1, count do
+    local e = v[i]
+    if not tl.is_tensor(e) and (i <= required or e ~= nil) then
+      options.error(string.format("%s: %s expected %s (a table of tensors), got a table whose entry %d is %s", who,
+        what, form, i, kind(e)), 3)
+    end
+  end
+  for k in pairs(v) do
+    if math.type(k) ~= "integer" or k < 1 or k > count then
+      options.error(string.format("%s: %s expected %s (a table of tensors), got a table with the key %s", who, what,
+        form, tostring(k)), 3)
+    end
+  end
+end
+
+-- reverse: a boolean or nil (false); level as check_tensors'
+local function check_reverse(who, reverse)
+  if reverse ~= nil and type(reverse) ~= "boolean" then
+    options.error(string.format("%s: reverse must be a boolean, got %s", who, kind(reverse)), 3)
+  end
+  return reverse == true
+end
+
 -- the timesteps 1..T in the order a direction walks them
 local function steps(T, reverse)
   if reverse then return T, 1, -1 end
@@ -119,6 +153,7 @@ local GRURun = tl.autograd.Function {
 -- w_hr? [Hout, H]) -> h', c': one LSTM step (gates i, f, g, o; Hout = H without w_hr): the two
 -- projections, then one fused kernel (tl.lstm_cell_pointwise adds them)
 function part.lstm_cell(x, hx, w_ih, w_hh, b_ih, b_hh, w_hr)
+  check_tensors("lstm_cell", "hx", hx, "{h, c}", 2, 2)
   local h, c = tl.lstm_cell_pointwise(tl.linear(x, w_ih, b_ih), tl.linear(hx[1], w_hh, b_hh), hx[2])
   if w_hr then h = tl.linear(h, w_hr) end
   return h, c
@@ -144,9 +179,11 @@ end
 -- one direction of one LSTM layer; w = {w_ih, w_hh, b_ih?, b_hh?, w_hr?} (torch's layouts);
 -- reverse walks from the last timestep to the first (out keeps the input's time order)
 function part.lstm_layer(x, h, c, w, reverse)
+  check_tensors("lstm_layer", "w", w, "{w_ih, w_hh, b_ih?, b_hh?, w_hr?}", 2, 5)
+  reverse = check_reverse("lstm_layer", reverse)
   local xw = tl.linear(x, w[1], summed(w[3], w[4]))
   local w_hh, w_hr = w[2], w[5]
-  if not w_hr then return LSTMRun(xw, h, c, w_hh, reverse == true) end
+  if not w_hr then return LSTMRun(xw, h, c, w_hh, reverse) end
   -- projected: each step recorded (the fused cell op, then W_hr)
   local xs = xw:unbind(1)
   local outs = {}
@@ -161,12 +198,16 @@ end
 
 --- gru_layer(x [T, N, I], h [N, H], w = {w_ih, w_hh, b_ih?, b_hh?}, reverse = false) -> out [T, N, H], h_T
 function part.gru_layer(x, h, w, reverse)
-  return GRURun(tl.linear(x, w[1], w[3]), h, w[2], w[4], reverse == true)
+  check_tensors("gru_layer", "w", w, "{w_ih, w_hh, b_ih?, b_hh?}", 2, 4)
+  reverse = check_reverse("gru_layer", reverse)
+  return GRURun(tl.linear(x, w[1], w[3]), h, w[2], w[4], reverse)
 end
 
 --- rnn_layer(x [T, N, I], h [N, H], w = {w_ih, w_hh, b_ih?, b_hh?}, reverse = false,
 -- nonlinearity = "tanh" | "relu") -> out [T, N, H], h_T
 function part.rnn_layer(x, h, w, reverse, nonlinearity)
+  check_tensors("rnn_layer", "w", w, "{w_ih, w_hh, b_ih?, b_hh?}", 2, 4)
+  reverse = check_reverse("rnn_layer", reverse)
   local act = ACTIVATIONS[nonlinearity or "tanh"]
   if not act then
     options.error("rnn_layer: nonlinearity must be 'tanh' or 'relu', got " .. tostring(nonlinearity), 2)
