@@ -72,7 +72,7 @@ describe("register_hook", function()
 
   it("refuses a tensor that does not require grad and a non-function", function()
     assert.error_matches(function() f64({ 1 }):register_hook(function() end) end, "does not require grad")
-    assert.error_matches(function() leaf({ 1 }):register_hook(42) end, "register_hook: argument 2 expected a function")
+    assert.error_matches(function() leaf({ 1 }):register_hook(42) end, "register_hook: argument 1 expected a function")
   end)
 end)
 
@@ -156,7 +156,7 @@ describe("autograd.grad", function()
     assert.error_matches(function() tl.autograd.grad(f64({ 1 }), x) end, "output 1 does not require grad")
     assert.error_matches(function() tl.autograd.grad(x * 2, x) end, "grad can be omitted only")
     assert.error_matches(function() tl.autograd.grad(z, x, { grad_outputs = { f64(1), f64(1) } }) end,
-      "grad_outputs has 2 entries but there are 1 outputs")
+      "grad_outputs has 2 entries for 1 output")
     assert.error_matches(function() tl.autograd.grad(z, 5) end, "inputs expected a tensor or a list")
   end)
 

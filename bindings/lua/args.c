@@ -97,6 +97,14 @@ int tlb_arg_number(lua_State *L, int idx) {
     return idx;
 }
 
+int tlb_wrapper_arg_number(lua_State *L, int idx) {
+    lua_Debug ar;
+    if (idx > 0 && lua_getstack(L, 1, &ar) && lua_getinfo(L, "nS", &ar) && ar.what[0] != 'C' &&
+        ar.namewhat && strcmp(ar.namewhat, "method") == 0 && is_tlua_source(L, ar.source))
+        idx--; /* t:register_hook(fn) calling core._add_grad_hook(t, fn): fn is argument 1 */
+    return idx;
+}
+
 const char *tlb_position(lua_State *L, int idx, const char *what, char *buf, size_t size) {
     if (idx <= 0) /* a value read from a table (an option, a field) sits at a relative index */
         snprintf(buf, size, "%s", what ? what : "a value");

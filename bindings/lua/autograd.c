@@ -120,10 +120,9 @@ static int ag_autograd_grad(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) {
         size_t n = tlb_check_list_length(L, 3, "autograd.grad", "grad_outputs");
         if ((int)n != count)
-            return tlb_errorf(L,
-                              "autograd.grad: grad_outputs has %d entries but there are %d "
-                              "outputs",
-                              (int)n, count);
+            return tlb_errorf(L, "autograd.grad: grad_outputs has %d %s for %d %s", (int)n,
+                              n == 1 ? "entry" : "entries", count,
+                              count == 1 ? "output" : "outputs");
         grads = lua_newuserdatauv(L, sizeof *grads * (size_t)(count ? count : 1), 0);
         for (int r = 0; r < count; r++) {
             lua_rawgeti(L, 3, r + 1);
@@ -284,14 +283,13 @@ static int custom_call_body(lua_State *L) {
     }
     lua_call(L, c->num_outputs, 1);
     if (!lua_istable(L, -1))
-        return tlb_errorf(L, "%s backward: expected a table of input gradients, got %s", c->name,
-                          tlb_typename(L, -1));
+        return tlb_errorf(L, "expected a table of input gradients, got %s", tlb_typename(L, -1));
     for (int i = 0; i < c->num_inputs; i++) {
         if (!c->needs_input_grad[i]) continue;
         lua_rawgeti(L, -1, i + 1);
         if (!lua_isnil(L, -1) && !tlb_totensor(L, -1, "backward"))
-            return tlb_errorf(L, "%s backward: gradient %d must be a tensor or nil, got %s",
-                              c->name, i + 1, tlb_typename(L, -1));
+            return tlb_errorf(L, "gradient %d must be a tensor or nil, got %s", i + 1,
+                              tlb_typename(L, -1));
         lua_pop(L, 1);
     }
     return 1;
@@ -348,9 +346,9 @@ static int tensor_list(lua_State *L, int idx, const char *name, const char *what
     *ts = lua_newuserdatauv(L, sizeof **ts * (n ? (size_t)n : 1), 0);
     for (int i = 0; i < (int)n; i++) {
         lua_rawgeti(L, idx, i + 1);
-        (*ts)[i] = tlb_totensor(L, -1, "custom_function");
+        (*ts)[i] = tlb_totensor(L, -1, name);
         if (!(*ts)[i])
-            tlb_errorf(L, "custom_function: %s %d expected a tensor, got %s", what, i + 1,
+            tlb_errorf(L, "%s: %s[%d] expected a tensor, got %s", name, what, i + 1,
                        tlb_typename(L, -1));
         lua_pop(L, 1);
     }

@@ -69,6 +69,10 @@ int64_t tlb_check_index(lua_State *L, int idx, const char *op);
    idx, less one when the running function was called as a method (t:op(x):
    x is argument 1; 0 is self). */
 int tlb_arg_number(lua_State *L, int idx);
+/* The same for a C function called by a Lua function of tlua's modules that passed its own
+   arguments through unchanged (Tensor.register_hook(t, fn) calling core._add_grad_hook(t, fn)):
+   counted as the user called that Lua function, less one when it was called as a method. */
+int tlb_wrapper_arg_number(lua_State *L, int idx);
 /* "argument N" (or "argument N (what)") for an argument, N as tlb_arg_number
    counts ("self" for the object of a method call); what (or "a value") for a
    relative index: a value read from a table, such as an option. */

@@ -106,7 +106,9 @@ static tl_status grad_hook_fire(void *user, tl_tensor *grad, tl_tensor **replace
 /* tl._add_grad_hook(t, fn) -> the hook's id (tl_remove_grad_hook) */
 static int ag_add_grad_hook(lua_State *L) {
     tl_tensor *t = tlb_check(L, 1, "register_hook");
-    if (!lua_isfunction(L, 2)) return tlb_type_error(L, 2, "register_hook", "a function");
+    if (!lua_isfunction(L, 2)) /* numbered as the user's t:register_hook(fn) counts */
+        return tlb_errorf(L, "register_hook: argument %d expected a function, got %s",
+                          tlb_wrapper_arg_number(L, 2), tlb_typename(L, 2));
     hook_user *u = malloc(sizeof *u);
     if (!u) return tlb_errorf(L, "register_hook: out of memory");
     lua_pushvalue(L, 2);

@@ -50,15 +50,17 @@ static int copy_folders(lua_State *L, grants *g, const char *const *dirs, char *
     while (dirs && dirs[n]) n++;
     if (n == 0) return 0;
     *out = calloc((size_t)n, sizeof **out);
-    if (!*out) luaL_error(L, "tl_lua_open: out of memory");
+    if (!*out) luaL_error(L, "out of memory");
     for (int i = 0; i < n; i++) {
         char real[PATH_MAX];
         struct stat st;
-        if (!realpath(dirs[i], real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
-            luaL_error(L, "tl_lua_open: %s folder '%s' is not a folder (%s)", what, dirs[i],
-                       errno ? strerror(errno) : "not a directory");
+        /* realpath may set errno when it succeeds: read it only on failure */
+        if (!realpath(dirs[i], real) || stat(real, &st) != 0)
+            luaL_error(L, "%s folder '%s' is not a folder (%s)", what, dirs[i], strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            luaL_error(L, "%s folder '%s' is not a folder (not a directory)", what, dirs[i]);
         (*out)[i] = strdup(real);
-        if (!(*out)[i]) luaL_error(L, "tl_lua_open: out of memory");
+        if (!(*out)[i]) luaL_error(L, "out of memory");
         if (what[0] == 'r')
             g->n_read = i + 1;
         else

@@ -88,7 +88,17 @@ static int op_sub_(lua_State *L) {
     return scaled_binary(L, "sub_", tl_ag_sub_);
 }
 INPLACE_BINDING(binary, mul)
-INPLACE_BINDING(binary, copy)
+/* t:copy_(src): a tensor src converts as tl_copy_ does (floats into an integer dtype truncate
+   and saturate, as casts do); a number must fit t's dtype, as fill_'s value (no silent
+   saturation) */
+static int op_copy_(lua_State *L) {
+    tl_tensor *x = tlb_check(L, 1, "copy_");
+    tl_scalar s;
+    if (lua_gettop(L) == 2 && !tlb_is_tensor(L, 2) && tlb_to_scalar(L, 2, &s) &&
+        tl_scalar_check_fits("copy_", x->dtype, s) != TL_OK)
+        return tlb_fail(L);
+    return binary(L, "copy_", tl_ag_copy_);
+}
 /* every POINTWISE_BINARY row of ops.def: t:div_(other), t:atan2_(other), ... */
 #define POINTWISE_BINARY_OP(name, differentiable, backward, dtypes) INPLACE_BINDING(binary, name)
 #include "tlua/ops.def"

@@ -165,6 +165,12 @@ static int tensor_release(lua_State *L) {
     return 0;
 }
 
+/* tl.release(t): drops t's reference now, as __close; a non-tensor is an error (as is_released) */
+static int tensor_release_now(lua_State *L) {
+    if (!tlb_is_tensor(L, 1)) return tlb_type_error(L, 1, "release", "a tensor");
+    return tensor_release(L);
+}
+
 /* tl.is_tensor(v) */
 static int tensor_is_tensor(lua_State *L) {
     lua_pushboolean(L, tlb_is_tensor(L, 1));
@@ -187,6 +193,6 @@ const luaL_Reg tlb_lifetime_meta[] = {
 const luaL_Reg tlb_object_functions[] = {
     {"is_tensor", tensor_is_tensor},
     {"is_released", tensor_is_released},
-    {"release", tensor_release},
+    {"release", tensor_release_now},
     {NULL, NULL},
 };

@@ -37,7 +37,7 @@ static tl_status record_attention(tl_tensor *q, tl_tensor *k, tl_tensor *v,
     tl_node *node;
     tl_tensor *inputs[3] = {q, k, v};
     tl_status status =
-        tl_record("scaled_dot_product_attention", attention_backward, 3, inputs, *out, &node);
+        tl_record("scaled_dot_product_attention", attention_backward, 3, inputs, out, &node);
     if (status == TL_OK && node) {
         node->scalar[0] = opts ? opts->scale : 0;
         node->scalar[1] = opts ? opts->dropout : 0;
@@ -46,7 +46,7 @@ static tl_status record_attention(tl_tensor *q, tl_tensor *k, tl_tensor *v,
         node->ints[2] = (int64_t)counter;
         tl_tensor *const to_save[SAVED_COUNT] = {q, k, v, *out, lse};
         for (int i = 0; i < SAVED_COUNT && status == TL_OK; i++)
-            status = tl_record_save(node, i, saved_names[i], to_save[i], *out);
+            status = tl_record_save(node, i, saved_names[i], to_save[i], out);
     }
     tl_release(lse);
     return status;

@@ -65,18 +65,17 @@ static tl_status record_block_sparse_linear(tl_tensor *x, tl_tensor *blocks,
     TL_TRY(tl_block_sparse_linear(x, blocks, layout, bias, out));
     tl_node *node;
     tl_tensor *inputs[3] = {x, blocks, bias};
-    TL_TRY(tl_record("block_sparse_linear", block_sparse_linear_backward, 3, inputs, *out, &node));
+    TL_TRY(tl_record("block_sparse_linear", block_sparse_linear_backward, 3, inputs, out, &node));
     if (!node) return TL_OK;
     node->ints[0] = blocks->shape[1];
-    if (node->needs_input_grad[BSL_BLOCKS]) TL_TRY(tl_record_save(node, SAVED_X, "input", x, *out));
+    if (node->needs_input_grad[BSL_BLOCKS]) TL_TRY(tl_record_save(node, SAVED_X, "input", x, out));
     if (node->needs_input_grad[BSL_INPUT])
-        TL_TRY(tl_record_save(node, SAVED_BLOCKS, "blocks", blocks, *out));
+        TL_TRY(tl_record_save(node, SAVED_BLOCKS, "blocks", blocks, out));
     if (node->needs_input_grad[BSL_INPUT] || node->needs_input_grad[BSL_BLOCKS]) {
         const tl_tensor *t[LAYOUT_TENSORS];
         layout_tensors(layout, t);
         for (int i = 0; i < LAYOUT_TENSORS; i++)
-            TL_TRY(
-                tl_record_save(node, SAVED_LAYOUT + i, layout_names[i], (tl_tensor *)t[i], *out));
+            TL_TRY(tl_record_save(node, SAVED_LAYOUT + i, layout_names[i], (tl_tensor *)t[i], out));
     }
     return TL_OK;
 }

@@ -101,11 +101,11 @@ static tl_status ag_conv2d_backward_weight(tl_tensor *grad, tl_tensor *input,
     TL_TRY(tl_conv2d_backward_weight(grad, input, weight_shape, o, out));
     tl_node *node;
     tl_tensor *inputs[2] = {grad, input};
-    TL_TRY(tl_record("conv2d_backward_weight", backward_weight_backward, 2, inputs, *out, &node));
+    TL_TRY(tl_record("conv2d_backward_weight", backward_weight_backward, 2, inputs, out, &node));
     if (!node) return TL_OK;
     tl_node_store_conv_options(node, o);
-    if (node->needs_input_grad[BW_INPUT]) TL_TRY(tl_record_save(node, 0, "grad", grad, *out));
-    if (node->needs_input_grad[BW_GRAD]) TL_TRY(tl_record_save(node, 1, "input", input, *out));
+    if (node->needs_input_grad[BW_INPUT]) TL_TRY(tl_record_save(node, 0, "grad", grad, out));
+    if (node->needs_input_grad[BW_GRAD]) TL_TRY(tl_record_save(node, 1, "input", input, out));
     return TL_OK;
 }
 
@@ -633,8 +633,7 @@ static tl_status linear_op_graph(tl_node *node, tl_tensor *const *g, tl_tensor *
         status = op->adjoint(node, grad, node->input_shape[0], &gi[0]);
         tl_node *adjoint_node = NULL;
         if (status == TL_OK)
-            status = tl_record(op->adjoint_name, adjoint_backward, 1, &grad, gi[0], &adjoint_node);
-        if (status != TL_OK) gi[0] = NULL; /* tl_record released it */
+            status = tl_record(op->adjoint_name, adjoint_backward, 1, &grad, &gi[0], &adjoint_node);
         if (adjoint_node) {
             memcpy(adjoint_node->ints, node->ints, sizeof node->ints);
             memcpy(adjoint_node->scalar, node->scalar, sizeof node->scalar);

@@ -21,7 +21,7 @@ tl_status tl_ag_dropout(tl_tensor *x, double p, tl_tensor **out) {
     TL_TRY(tl_dropout(x, p, out, &seed, &counter));
     if (*out == x) return TL_OK; /* p = 0: x itself, as PyTorch returns it */
     tl_node *node;
-    TL_TRY(tl_record("dropout", dropout_backward, 1, &x, *out, &node));
+    TL_TRY(tl_record("dropout", dropout_backward, 1, &x, out, &node));
     if (node) keep_stream(node, p, seed, counter);
     return TL_OK;
 }

@@ -165,42 +165,56 @@ static tl_status pow_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi
     return TL_OK;
 }
 
-static tl_status binary(const char *name, tl_backward_fn backward, tl_status forward_status,
-                        tl_tensor *a, tl_tensor *b, tl_tensor **out, tl_node **node_out) {
+/* slot 0: a (for b's gradient), slot 1: b (for a's) */
+static void mul_saves(const bool *need, bool *save) {
+    save[0] = need[1];
+    save[1] = need[0];
+}
+
+static void pow_saves(const bool *need, bool *save) {
+    (void)need;
+    save[0] = save[1] = true;
+}
+
+static const char *const self_other[2] = {"self", "other"};
+
+/* a binary op after its forward (forward_status, *out): recorded, saving the inputs saves picks
+   (named by what); on a failure after the forward *out is released and set to NULL */
+static tl_status binary(const char *name, tl_backward_fn backward, tl_saves_fn saves,
+                        const char *const *what, tl_status forward_status, tl_tensor *a,
+                        tl_tensor *b, tl_tensor **out, tl_node **node_out) {
+    if (node_out) *node_out = NULL;
     TL_TRY(forward_status);
     tl_tensor *inputs[2] = {a, b};
-    return tl_record(name, backward, 2, inputs, *out, node_out);
+    return tl_record_inputs(name, backward, 2, inputs, what, saves, out, node_out);
 }
 
 tl_status tl_ag_add(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    tl_node *node;
-    return binary("add", add_backward, tl_add(a, b, out), a, b, out, &node);
+    return binary("add", add_backward, NULL, NULL, tl_add(a, b, out), a, b, out, NULL);
 }
 
 tl_status tl_ag_sub(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    tl_node *node;
-    return binary("sub", sub_backward, tl_sub(a, b, out), a, b, out, &node);
+    return binary("sub", sub_backward, NULL, NULL, tl_sub(a, b, out), a, b, out, NULL);
 }
 
 tl_status tl_ag_mul(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
-    tl_node *node;
-    TL_TRY(binary("mul", mul_backward, tl_mul(a, b, out), a, b, out, &node));
-    if (node && node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 0, "self", a, *out));
-    if (node && node->needs_input_grad[0]) TL_TRY(tl_record_save(node, 1, "other", b, *out));
-    return TL_OK;
+    return binary("mul", mul_backward, mul_saves, self_other, tl_mul(a, b, out), a, b, out, NULL);
 }
 
 tl_status tl_ag_pow(tl_tensor *a, tl_tensor *b, tl_tensor **out) {
+    static const char *const what[2] = {"self", "exponent"};
     tl_node *node;
-    TL_TRY(binary("pow", pow_backward, tl_pow(a, b, out), a, b, out, &node));
-    if (!node) return TL_OK;
-    TL_TRY(tl_record_save(node, 0, "self", a, *out));
-    TL_TRY(tl_record_save(node, 1, "exponent", b, *out));
-    if (node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 2, "result", *out, *out));
-    return TL_OK;
+    TL_TRY(binary("pow", pow_backward, pow_saves, what, tl_pow(a, b, out), a, b, out, &node));
+    if (!node || !node->needs_input_grad[1]) return TL_OK;
+    return tl_record_save(node, 2, "result", *out, out);
 }
 
 /* where(c, a, b): a's gradient where c holds, b's elsewhere; slot 0: c */
+static void where_saves(const bool *need, bool *save) {
+    (void)need;
+    save[0] = true;
+}
+
 static tl_status where_backward(tl_node *node, tl_tensor *const *g, tl_tensor **gi) {
     tl_tensor *cond, *zero;
     TL_TRY(tl_node_saved(node, 0, &cond));
@@ -217,10 +231,8 @@ static tl_status where_backward(tl_node *node, tl_tensor *const *g, tl_tensor **
 tl_status tl_ag_where(tl_tensor *cond, tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     TL_TRY(tl_where(cond, a, b, out));
     tl_tensor *inputs[3] = {cond, a, b};
-    tl_node *node;
-    TL_TRY(tl_record("where", where_backward, 3, inputs, *out, &node));
-    if (node) TL_TRY(tl_record_save(node, 0, "condition", cond, *out));
-    return TL_OK;
+    static const char *const what[3] = {"condition", NULL, NULL};
+    return tl_record_inputs("where", where_backward, 3, inputs, what, where_saves, out, NULL);
 }
 
 /* ---- casts: backward by composition, cast(grad, x.dtype) ------------------- */
@@ -232,7 +244,7 @@ tl_status tl_ag_to(tl_tensor *a, tl_dtype dtype, tl_device device, tl_tensor **o
     TL_TRY(tl_to(a, dtype, device, out));
     if (*out == a) return TL_OK; /* nothing changed: the same tensor */
     tl_node *node;
-    return tl_record("cast", cast_backward, 1, &a, *out, &node);
+    return tl_record("cast", cast_backward, 1, &a, out, &node);
 }
 
 tl_status tl_ag_cast(tl_tensor *a, tl_dtype dtype, tl_tensor **out) {
@@ -284,12 +296,7 @@ tl_status tl_ag_sub_(tl_tensor *x, tl_tensor *other) {
     return tl_inplace_end(node, tl_sub_(x, other), x);
 }
 
-/* slot 0: x's old values (for other's gradient), slot 1: other (for x's) */
-static void mul_saves(const bool *need, bool *save) {
-    save[0] = need[1];
-    save[1] = need[0];
-}
-
+/* mul_saves: slot 0 x's old values (for other's gradient), slot 1 other (for x's) */
 tl_status tl_ag_mul_(tl_tensor *x, tl_tensor *other) {
     return tl_binary_inplace("mul_", mul_backward, mul_saves, tl_mul_, x, other);
 }

@@ -38,27 +38,53 @@ tl_status tl_mul3(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c, tl
     return status;
 }
 
+tl_status tl_record_inputs(const char *name, tl_backward_fn backward, int count,
+                           tl_tensor *const *inputs, const char *const *what, tl_saves_fn saves,
+                           tl_tensor **out, tl_node **node_out) {
+    if (node_out) *node_out = NULL;
+    if (saves && count > 4) { /* the room save[] has */
+        tl_release(*out);
+        *out = NULL;
+        return tl_error(TL_ERR_ARGUMENT, "%s: %d inputs to save from (at most 4)", name, count);
+    }
+    tl_node *node = NULL;
+    tl_status status = tl_record(name, backward, count, inputs, out, &node);
+    if (status == TL_OK && node && saves) {
+        bool save[4] = {false, false, false, false};
+        saves(node->needs_input_grad, save);
+        for (int i = 0; i < count && status == TL_OK; i++)
+            if (save[i]) status = tl_record_save(node, i, what[i], inputs[i], out);
+    }
+    if (status == TL_OK && node_out) *node_out = node;
+    return status;
+}
+
 tl_status tl_record_unary(const char *name, tl_backward_fn backward, tl_status forward_status,
                           tl_tensor *a, tl_tensor **out, bool save_input, bool save_result,
                           tl_node **node_out) {
+    if (node_out) *node_out = NULL;
     TL_TRY(forward_status);
     tl_node *node;
-    TL_TRY(tl_record(name, backward, 1, &a, *out, &node));
-    if (node && save_input) TL_TRY(tl_record_save(node, 0, "self", a, *out));
-    if (node && save_result) TL_TRY(tl_record_save(node, 0, "result", *out, *out));
-    if (node_out) *node_out = node;
-    return TL_OK;
+    tl_status status = tl_record(name, backward, 1, &a, out, &node);
+    if (status == TL_OK && node && save_input) status = tl_record_save(node, 0, "self", a, out);
+    if (status == TL_OK && node && save_result)
+        status = tl_record_save(node, 0, "result", *out, out);
+    if (status == TL_OK && node_out) *node_out = node;
+    return status;
+}
+
+/* a product's backward reads a for b's gradient and b for a's */
+static void product_saves(const bool *need, bool *save) {
+    save[0] = need[1];
+    save[1] = need[0];
 }
 
 static tl_status record_product(const char *name, tl_backward_fn backward, tl_product_fn product,
                                 tl_tensor *a, tl_tensor *b, tl_tensor **out) {
     TL_TRY(product(a, b, out));
     tl_tensor *inputs[2] = {a, b};
-    tl_node *node;
-    TL_TRY(tl_record(name, backward, 2, inputs, *out, &node));
-    if (node && node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 0, "self", a, *out));
-    if (node && node->needs_input_grad[0]) TL_TRY(tl_record_save(node, 1, "other", b, *out));
-    return TL_OK;
+    static const char *const what[2] = {"self", "other"};
+    return tl_record_inputs(name, backward, 2, inputs, what, product_saves, out, NULL);
 }
 
 tl_status tl_ag_product(tl_op op, const char *name, tl_backward_fn backward, tl_product_fn product,

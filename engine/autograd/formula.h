@@ -17,16 +17,28 @@ tl_status tl_mul3(const tl_tensor *a, const tl_tensor *b, const tl_tensor *c, tl
 /* gi[i], computed at the output's shape with status, summed back to input i's shape. */
 tl_status tl_reduce_to_input(tl_node *node, int i, tl_status status, tl_tensor **gi);
 
+/* Which inputs a node keeps: sets save[i] for input i from need (its needs_input_grad). */
+typedef void (*tl_saves_fn)(const bool *need, bool *save);
+
+/* After a forward made *out from count inputs: records it as name (tl_record) and saves inputs[i]
+   into the node's slot i, named what[i], for each i that saves picks (saves NULL: none; else at
+   most 4 inputs); *node_out (may be NULL) gets the node, NULL when nothing was recorded. On
+   failure *out is released and set to NULL. */
+tl_status tl_record_inputs(const char *name, tl_backward_fn backward, int count,
+                           tl_tensor *const *inputs, const char *const *what, tl_saves_fn saves,
+                           tl_tensor **out, tl_node **node_out);
+
 /* Records a one-input op after its forward (forward_status, *out): save_input / save_result
    pick what backward reads (slot 0); *node_out (may be NULL) gets the node, NULL when nothing
-   was recorded. */
+   was recorded. On a failure after the forward *out is released and set to NULL. */
 tl_status tl_record_unary(const char *name, tl_backward_fn backward, tl_status forward_status,
                           tl_tensor *a, tl_tensor **out, bool save_input, bool save_result,
                           tl_node **node_out);
 
 /* out = product(a, b) recorded as name (matmul, outer), after autocast's casts of a and b by op's
    rule: backward reads a ("self", slot 0) for b's gradient and b ("other", slot 1) for a's, each
-   saved only when that gradient is needed. */
+   saved only when that gradient is needed. On a failure after the product *out is released
+   and set to NULL. */
 typedef tl_status (*tl_product_fn)(const tl_tensor *a, const tl_tensor *b, tl_tensor **out);
 tl_status tl_ag_product(tl_op op, const char *name, tl_backward_fn backward, tl_product_fn product,
                         tl_tensor *a, tl_tensor *b, tl_tensor **out);
@@ -51,7 +63,6 @@ tl_status tl_unary_inplace_end(tl_node *node, tl_status status, tl_tensor *x, tl
 /* A two-input op x <- op(x, other) whose backward reads slot 0 (x's old values, "self") and
    slot 1 (other) as saves(needs_input_grad, save) says: records it when needed, keeping a copy
    of x's old values, and of other when x's change would change it. */
-typedef void (*tl_saves_fn)(const bool *need, bool *save);
 tl_status tl_binary_inplace(const char *name, tl_backward_fn backward, tl_saves_fn saves,
                             tl_status (*op)(tl_tensor *x, const tl_tensor *other), tl_tensor *x,
                             tl_tensor *other);

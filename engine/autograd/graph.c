@@ -117,7 +117,10 @@ tl_status tl_set_grad_ready_hook(tl_tensor *t, tl_grad_ready_fn fn, void *user,
                         "hooks go on leaves, whose grad backward accumulates",
                         tl_grad_fn_name(t));
     }
-    if (!fn && !t->autograd) return TL_OK;
+    if (!fn && !t->autograd) { /* no hook to remove; the user given is released all the same */
+        if (release) release(user);
+        return TL_OK;
+    }
     struct tl_autograd_meta *meta = tl_meta(t);
     if (!meta) {
         if (release) release(user);
@@ -446,8 +449,9 @@ tl_status tl_node_set_output(tl_node *node, int index, tl_tensor *t) {
 }
 
 tl_status tl_record(const char *name, tl_backward_fn backward, int num_inputs,
-                    tl_tensor *const *inputs, tl_tensor *out, tl_node **node) {
+                    tl_tensor *const *inputs, tl_tensor **out_ref, tl_node **node) {
     *node = NULL;
+    tl_tensor *out = *out_ref;
     /* only floating results carry gradients (a cast to int64 ends the graph) */
     if (!tl_dtype_is_floating(out->dtype) || !tl_should_record(num_inputs, inputs)) {
         tl_mark_no_grad(num_inputs, inputs, out);
@@ -461,14 +465,18 @@ tl_status tl_record(const char *name, tl_backward_fn backward, int num_inputs,
     }
     if (status != TL_OK) {
         tl_release(out);
+        *out_ref = NULL;
         return status;
     }
     *node = n;
     return TL_OK;
 }
 
-tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t, tl_tensor *out) {
+tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t, tl_tensor **out) {
     tl_status status = tl_node_save(node, slot, what, t);
-    if (status != TL_OK) tl_release(out);
+    if (status != TL_OK) {
+        tl_release(*out);
+        *out = NULL;
+    }
     return status;
 }

@@ -187,13 +187,14 @@ void tl_mark_no_grad(int count, tl_tensor *const *inputs, tl_tensor *out);
    and none carries a reason of its own, out's reason names op. */
 void tl_mark_no_grad_by(const char *op, int count, tl_tensor *const *inputs, tl_tensor *out);
 
-/* After a forward op computed out from inputs: when recording, makes a node
-   named name and makes it out's producer; *node is then borrowed from out
-   (save tensors into it); otherwise *node is NULL. On failure out is
-   released. */
+/* After a forward op computed *out from inputs: when recording, makes a node
+   named name and makes it *out's producer; *node is then borrowed from *out
+   (save tensors into it); otherwise *node is NULL. On failure *out is
+   released and set to NULL, so no caller is left holding it. */
 tl_status tl_record(const char *name, tl_backward_fn backward, int num_inputs,
-                    tl_tensor *const *inputs, tl_tensor *out, tl_node **node);
-/* Saves t into node's slot; on failure releases out (and with it the node). */
-tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t, tl_tensor *out);
+                    tl_tensor *const *inputs, tl_tensor **out, tl_node **node);
+/* Saves t into node's slot; on failure releases *out (and with it the node) and sets it to
+   NULL. */
+tl_status tl_record_save(tl_node *node, int slot, const char *what, tl_tensor *t, tl_tensor **out);
 
 #endif

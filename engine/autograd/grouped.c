@@ -148,12 +148,12 @@ static tl_status record_grouped_mm(tl_tensor *a, tl_tensor *b, tl_tensor *offset
     tl_status status = tl_grouped_mm(a, b, host, out);
     tl_node *node = NULL;
     if (status == TL_OK) {
-        status = tl_record("grouped_mm", grouped_mm_backward, 2, inputs, *out, &node);
+        status = tl_record("grouped_mm", grouped_mm_backward, 2, inputs, out, &node);
         if (status == TL_OK && node && node->needs_input_grad[MM_B])
-            status = tl_record_save(node, 0, "A", a, *out);
+            status = tl_record_save(node, 0, "A", a, out);
         if (status == TL_OK && node && node->needs_input_grad[MM_A])
-            status = tl_record_save(node, 1, "B", b, *out);
-        if (status == TL_OK && node) status = tl_record_save(node, 2, "offsets", host, *out);
+            status = tl_record_save(node, 1, "B", b, out);
+        if (status == TL_OK && node) status = tl_record_save(node, 2, "offsets", host, out);
     }
     tl_release(host);
     return status;

@@ -51,7 +51,9 @@ tl_status tl_add_grad_hook(tl_tensor *t, tl_grad_hook_fn fn, void *user,
     tl_status status = TL_OK;
     tl_grad_hook_list *list = NULL;
     int output_nr = 0;
-    if (!fn)
+    if (!t)
+        status = tl_error(TL_ERR_ARGUMENT, "register_hook: expected a tensor, got NULL");
+    else if (!fn)
         status = tl_error(TL_ERR_ARGUMENT, "register_hook: the hook must be a function");
     else if (!tl_requires_grad(t))
         status = tl_error(TL_ERR_AUTOGRAD,
@@ -96,7 +98,7 @@ static bool remove_from(tl_grad_hook_list *list, int64_t id) {
 }
 
 bool tl_remove_grad_hook(tl_tensor *t, int64_t id) {
-    if (!t->autograd) return false;
+    if (!t || !t->autograd) return false;
     if (remove_from(&t->autograd->hooks, id)) return true;
     return t->autograd->grad_fn && remove_from(&t->autograd->grad_fn->hooks, id);
 }

@@ -18,10 +18,10 @@ static tl_status gather_backward(tl_node *node, tl_tensor *const *g, tl_tensor *
 tl_status tl_ag_gather(tl_tensor *x, int dim, tl_tensor *index, tl_tensor **out) {
     TL_TRY(tl_gather(x, dim, index, out));
     tl_node *node;
-    TL_TRY(tl_record("gather", gather_backward, 1, &x, *out, &node)); /* releases *out */
+    TL_TRY(tl_record("gather", gather_backward, 1, &x, out, &node)); /* releases *out */
     if (!node) return TL_OK;
     TL_TRY(tl_wrap_dim("gather", dim, x->ndim, &node->dim));
-    return tl_record_save(node, 0, "index", index, *out);
+    return tl_record_save(node, 0, "index", index, out);
 }
 
 /* read (index's shape, taken) as src's gradient: zero-padded to src's shape (node input 1)
@@ -86,11 +86,11 @@ static tl_status scatter_backward(tl_node *node, tl_tensor *const *g, tl_tensor 
 static tl_status record_scatter(const char *name, tl_backward_fn backward, tl_tensor *x, int dim,
                                 tl_tensor *index, tl_tensor *src, tl_tensor **out) {
     tl_node *node;
-    TL_TRY(tl_record(name, backward, src ? 2 : 1, (tl_tensor *[]){x, src}, *out,
+    TL_TRY(tl_record(name, backward, src ? 2 : 1, (tl_tensor *[]){x, src}, out,
                      &node)); /* releases *out */
     if (!node) return TL_OK;
     TL_TRY(tl_wrap_dim(name, dim, x->ndim, &node->dim));
-    return tl_record_save(node, 0, "index", index, *out);
+    return tl_record_save(node, 0, "index", index, out);
 }
 
 /* the same in place: x's old history and src are the node's inputs, x its output */

@@ -29,7 +29,7 @@ tl_status tl_ag_cat(tl_tensor *const *list, int n, int dim, tl_tensor **out) {
     int r = 0;
     while (r < n - 1 && tl_numel(list[r]) == 0) r++;
     tl_node *node;
-    TL_TRY(tl_record("cat", cat_backward, n, list, *out, &node)); /* releases *out */
+    TL_TRY(tl_record("cat", cat_backward, n, list, out, &node)); /* releases *out */
     if (node) TL_TRY(tl_wrap_dim("cat", dim, list[r]->ndim, &node->dim));
     return TL_OK;
 }

@@ -76,11 +76,11 @@ static tl_status record_linear(tl_tensor *input, tl_tensor *const *params, tl_te
     TL_TRY(tl_linear(input, used[0], used[1], out));
     tl_node *node = NULL;
     tl_tensor *inputs[3] = {input, params[0], params[1]};
-    tl_status status = tl_record("linear", linear_backward, 3, inputs, *out, &node);
+    tl_status status = tl_record("linear", linear_backward, 3, inputs, out, &node);
     if (status == TL_OK && node && node->needs_input_grad[LINEAR_WEIGHT])
-        status = tl_record_save(node, 0, "input", input, *out);
+        status = tl_record_save(node, 0, "input", input, out);
     if (status == TL_OK && node && node->needs_input_grad[LINEAR_INPUT])
-        status = tl_record_save(node, 1, "weight", used[0], *out);
+        status = tl_record_save(node, 1, "weight", used[0], out);
     return status;
 }
 
@@ -135,13 +135,13 @@ static tl_status record_gelu_linear(tl_tensor *pre, tl_tensor *const *params,
     if (status != TL_OK) return status;
     tl_node *node = NULL;
     tl_tensor *inputs[3] = {pre, params[0], params[1]};
-    status = tl_record("gelu_linear", gelu_linear_backward, 3, inputs, *out, &node);
+    status = tl_record("gelu_linear", gelu_linear_backward, 3, inputs, out, &node);
     if (status == TL_OK && node) node->ints[0] = tanh_form;
     if (status == TL_OK && node &&
         (node->needs_input_grad[GELU_LINEAR_PRE] || node->needs_input_grad[GELU_LINEAR_WEIGHT]))
-        status = tl_record_save(node, 0, "pre", pre, *out);
+        status = tl_record_save(node, 0, "pre", pre, out);
     if (status == TL_OK && node && node->needs_input_grad[GELU_LINEAR_PRE])
-        status = tl_record_save(node, 1, "weight", used[0], *out);
+        status = tl_record_save(node, 1, "weight", used[0], out);
     return status;
 }
 
@@ -259,15 +259,15 @@ static tl_status record_mlp(tl_tensor *x, tl_tensor *const *params, tl_tensor *c
     tl_node *node = NULL;
     tl_tensor *inputs[5] = {x, params[0], params[1], params[2], params[3]};
     if (status == TL_OK)
-        status = tl_record("linear_gelu_linear", mlp_backward, 5, inputs, *out, &node);
+        status = tl_record("linear_gelu_linear", mlp_backward, 5, inputs, out, &node);
     if (status == TL_OK && node) {
         node->ints[0] = tanh_form;
-        if (node->needs_input_grad[MLP_W1]) status = tl_record_save(node, 0, "input", x, *out);
+        if (node->needs_input_grad[MLP_W1]) status = tl_record_save(node, 0, "input", x, out);
         if (status == TL_OK && node->needs_input_grad[MLP_INPUT])
-            status = tl_record_save(node, 1, "weight1", used[0], *out);
-        if (status == TL_OK) status = tl_record_save(node, 2, "pre", pre, *out);
+            status = tl_record_save(node, 1, "weight1", used[0], out);
+        if (status == TL_OK) status = tl_record_save(node, 2, "pre", pre, out);
         if (status == TL_OK && mlp_wants_first(node))
-            status = tl_record_save(node, 3, "weight2", used[2], *out);
+            status = tl_record_save(node, 3, "weight2", used[2], out);
     }
     tl_release(pre);
     return status;

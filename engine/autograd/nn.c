@@ -101,11 +101,11 @@ static tl_status record_conv(const char *name, tl_backward_fn backward, tl_tenso
                              tl_tensor **out) {
     tl_node *node;
     tl_tensor *inputs[3] = {input, weight, bias};
-    TL_TRY(tl_record(name, backward, 3, inputs, *out, &node));
+    TL_TRY(tl_record(name, backward, 3, inputs, out, &node));
     if (!node) return TL_OK;
     tl_node_store_conv_options(node, o);
-    if (node->needs_input_grad[CONV_WEIGHT]) TL_TRY(tl_record_save(node, 0, "input", input, *out));
-    if (node->needs_input_grad[CONV_INPUT]) TL_TRY(tl_record_save(node, 1, "weight", weight, *out));
+    if (node->needs_input_grad[CONV_WEIGHT]) TL_TRY(tl_record_save(node, 0, "input", input, out));
+    if (node->needs_input_grad[CONV_INPUT]) TL_TRY(tl_record_save(node, 1, "weight", weight, out));
     return TL_OK;
 }
 
@@ -160,9 +160,8 @@ tl_status tl_ag_embedding(tl_tensor *indices, tl_tensor *weight, tl_tensor **out
     TL_TRY(tl_embedding(indices, weight, out));
     tl_node *node;
     tl_tensor *inputs[2] = {indices, weight};
-    TL_TRY(tl_record("embedding", embedding_backward, 2, inputs, *out, &node));
-    if (node && node->needs_input_grad[1])
-        TL_TRY(tl_record_save(node, 0, "indices", indices, *out));
+    TL_TRY(tl_record("embedding", embedding_backward, 2, inputs, out, &node));
+    if (node && node->needs_input_grad[1]) TL_TRY(tl_record_save(node, 0, "indices", indices, out));
     return TL_OK;
 }
 
@@ -184,12 +183,12 @@ static tl_status record_cross_entropy(tl_tensor *logits, tl_tensor *target, doub
     TL_TRY(tl_cross_entropy(logits, target, label_smoothing, loss, &lse));
     tl_node *node;
     tl_tensor *inputs[2] = {logits, target};
-    tl_status status = tl_record("cross_entropy", cross_entropy_backward, 2, inputs, *loss, &node);
+    tl_status status = tl_record("cross_entropy", cross_entropy_backward, 2, inputs, loss, &node);
     if (status == TL_OK && node) {
         node->scalar[0] = label_smoothing;
-        status = tl_record_save(node, 0, "logits", logits, *loss);
-        if (status == TL_OK) status = tl_record_save(node, 1, "target", target, *loss);
-        if (status == TL_OK) status = tl_record_save(node, 2, "log_sum_exp", lse, *loss);
+        status = tl_record_save(node, 0, "logits", logits, loss);
+        if (status == TL_OK) status = tl_record_save(node, 1, "target", target, loss);
+        if (status == TL_OK) status = tl_record_save(node, 2, "log_sum_exp", lse, loss);
     }
     tl_release(lse);
     return status;
@@ -241,11 +240,11 @@ static tl_status record_linear_cross_entropy(tl_tensor *input, tl_tensor *const 
     TL_TRY(tl_linear_cross_entropy(input, used[0], used[1], target, o, loss, &grads));
     tl_node *node = NULL;
     tl_status status =
-        tl_record("linear_cross_entropy", linear_cross_entropy_backward, 4, inputs, *loss, &node);
+        tl_record("linear_cross_entropy", linear_cross_entropy_backward, 4, inputs, loss, &node);
     tl_tensor *made[3] = {grads.input, grads.weight, grads.bias};
     static const char *const names[3] = {"grad_input", "grad_weight", "grad_bias"};
     for (int i = 0; i < 3 && status == TL_OK && node; i++)
-        if (made[i]) status = tl_record_save(node, i, names[i], made[i], *loss);
+        if (made[i]) status = tl_record_save(node, i, names[i], made[i], loss);
     for (int i = 0; i < 3; i++) tl_release(made[i]);
     return status;
 }
@@ -335,18 +334,18 @@ static tl_status record_layer_norm(tl_tensor *input, tl_tensor *weight, tl_tenso
     TL_TRY(tl_layer_norm_as(input, weight, bias, eps, dtype, out, &mean, &rstd));
     tl_node *node;
     tl_tensor *inputs[3] = {input, weight, bias};
-    tl_status status = tl_record("layer_norm", layer_norm_backward, 3, inputs, *out, &node);
+    tl_status status = tl_record("layer_norm", layer_norm_backward, 3, inputs, out, &node);
     if (status == TL_OK && node) {
         const bool *needs = node->needs_input_grad;
         node->ints[0] = weight != NULL;
         node->scalar[0] = eps;
         if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
-            status = tl_record_save(node, 0, "input", input, *out);
-            if (status == TL_OK) status = tl_record_save(node, 2, "mean", mean, *out);
-            if (status == TL_OK) status = tl_record_save(node, 3, "rstd", rstd, *out);
+            status = tl_record_save(node, 0, "input", input, out);
+            if (status == TL_OK) status = tl_record_save(node, 2, "mean", mean, out);
+            if (status == TL_OK) status = tl_record_save(node, 3, "rstd", rstd, out);
         }
         if (status == TL_OK && needs[NORM_INPUT] && weight)
-            status = tl_record_save(node, 1, "weight", weight, *out);
+            status = tl_record_save(node, 1, "weight", weight, out);
     }
     tl_release(mean), tl_release(rstd);
     return status;
@@ -551,19 +550,19 @@ tl_status tl_ag_batch_norm(tl_tensor *input, tl_tensor *weight, tl_tensor *bias,
                          out, &mean, &invstd));
     tl_node *node;
     tl_tensor *inputs[3] = {input, weight, bias};
-    tl_status status = tl_record("batch_norm", batch_norm_backward, 3, inputs, *out, &node);
+    tl_status status = tl_record("batch_norm", batch_norm_backward, 3, inputs, out, &node);
     if (status == TL_OK && node) {
         const bool *needs = node->needs_input_grad;
         node->ints[0] = weight != NULL;
         node->ints[1] = training;
         node->scalar[0] = eps;
         if (needs[NORM_INPUT] || needs[NORM_WEIGHT]) {
-            status = tl_record_save(node, 0, "input", input, *out);
-            if (status == TL_OK) status = tl_record_save(node, 2, "mean", mean, *out);
-            if (status == TL_OK) status = tl_record_save(node, 3, "invstd", invstd, *out);
+            status = tl_record_save(node, 0, "input", input, out);
+            if (status == TL_OK) status = tl_record_save(node, 2, "mean", mean, out);
+            if (status == TL_OK) status = tl_record_save(node, 3, "invstd", invstd, out);
         }
         if (status == TL_OK && needs[NORM_INPUT] && weight)
-            status = tl_record_save(node, 1, "weight", weight, *out);
+            status = tl_record_save(node, 1, "weight", weight, out);
     }
     tl_release(mean), tl_release(invstd);
     return status;

@@ -272,15 +272,9 @@ GRADIENT3(clamp_tensor, true, true, true) {
     }                                                                                              \
     tl_status tl_ag_##name(tl_tensor *a, tl_tensor *b, tl_tensor **out) {                          \
         TL_TRY(tl_##name(a, b, out));                                                              \
-        tl_tensor *inputs[2] = {a, b};                                                             \
-        tl_node *node;                                                                             \
-        TL_TRY(tl_record(#name, name##_backward, 2, inputs, *out, &node));                         \
-        if (!node) return TL_OK;                                                                   \
-        bool save[2];                                                                              \
-        name##_saves(node->needs_input_grad, save);                                                \
-        if (save[0]) TL_TRY(tl_record_save(node, 0, "self", a, *out));                             \
-        if (save[1]) TL_TRY(tl_record_save(node, 1, "other", b, *out));                            \
-        return TL_OK;                                                                              \
+        static const char *const what[2] = {"self", "other"};                                      \
+        return tl_record_inputs(#name, name##_backward, 2, (tl_tensor *[]){a, b}, what,            \
+                                name##_saves, out, NULL);                                          \
     }                                                                                              \
     tl_status tl_ag_##name##_(tl_tensor *x, tl_tensor *other) {                                    \
         return tl_binary_inplace(#name "_", name##_backward, name##_saves, tl_##name##_, x,        \
@@ -321,16 +315,11 @@ static tl_status no_gradient(tl_node *node, tl_tensor *const *g, tl_tensor **gi)
     tl_status tl_ag_##name##_with(tl_tensor *a, tl_tensor *b, tl_tensor *c, const double *numbers, \
                                   tl_tensor **out) {                                               \
         TL_TRY(tl_##name##_with(a, b, c, numbers, out));                                           \
-        tl_tensor *inputs[3] = {a, b, c};                                                          \
-        tl_node *node;                                                                             \
-        TL_TRY(tl_record(#name, name##_backward, 3, inputs, *out, &node));                         \
-        if (!node) return TL_OK;                                                                   \
-        tl_op_numbers(TL_OP_##name, (*out)->dtype, numbers, node->scalar);                         \
-        bool save[3];                                                                              \
-        name##_saves(node->needs_input_grad, save);                                                \
         static const char *const what[3] = {"a", "b", "c"};                                        \
-        for (int i = 0; i < 3; i++)                                                                \
-            if (save[i]) TL_TRY(tl_record_save(node, i, what[i], inputs[i], *out));                \
+        tl_node *node;                                                                             \
+        TL_TRY(tl_record_inputs(#name, name##_backward, 3, (tl_tensor *[]){a, b, c}, what,         \
+                                name##_saves, out, &node));                                        \
+        if (node) tl_op_numbers(TL_OP_##name, (*out)->dtype, numbers, node->scalar);               \
         return TL_OK;                                                                              \
     }
 #define POINTWISE_TERNARY_OP(name, differentiable, backward, dtypes, spec)                         \

@@ -21,9 +21,10 @@ static tl_status max_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tens
     return status;
 }
 
-/* Records the node of a max pooling that made out and idx; hands idx to *indices or drops it. */
-static tl_status record_max_pool(const char *name, tl_tensor *input, tl_tensor *out, tl_tensor *idx,
-                                 tl_tensor **indices) {
+/* Records the node of a max pooling that made *out and idx; hands idx to *indices or drops it
+   (on failure *out is released and set to NULL). */
+static tl_status record_max_pool(const char *name, tl_tensor *input, tl_tensor **out,
+                                 tl_tensor *idx, tl_tensor **indices) {
     tl_node *node;
     tl_status status = tl_record(name, max_pool2d_backward, 1, &input, out, &node);
     if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", idx, out);
@@ -38,21 +39,21 @@ tl_status tl_ag_max_pool2d_with(tl_tensor *input, const tl_pool2d_options *opts,
                                 tl_tensor **indices) {
     tl_tensor *idx;
     TL_TRY(tl_max_pool2d_with(input, opts, out, &idx));
-    return record_max_pool("max_pool2d", input, *out, idx, indices);
+    return record_max_pool("max_pool2d", input, out, idx, indices);
 }
 
 tl_status tl_ag_max_pool2d(tl_tensor *input, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
                            int64_t stride_w, int64_t pad_h, int64_t pad_w, tl_tensor **out) {
     tl_tensor *idx;
     TL_TRY(tl_max_pool2d(input, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out, &idx));
-    return record_max_pool("max_pool2d", input, *out, idx, NULL);
+    return record_max_pool("max_pool2d", input, out, idx, NULL);
 }
 
 tl_status tl_ag_adaptive_max_pool2d(tl_tensor *input, int64_t out_h, int64_t out_w, tl_tensor **out,
                                     tl_tensor **indices) {
     tl_tensor *idx;
     TL_TRY(tl_adaptive_max_pool2d(input, out_h, out_w, out, &idx));
-    return record_max_pool("adaptive_max_pool2d", input, *out, idx, indices);
+    return record_max_pool("adaptive_max_pool2d", input, out, idx, indices);
 }
 
 /* ---- avg_pool2d ------------------------------------------------------------------------------
@@ -85,7 +86,7 @@ static tl_status avg_pool2d_backward(tl_node *node, tl_tensor *const *g, tl_tens
 tl_status tl_ag_avg_pool2d(tl_tensor *input, const tl_pool2d_options *opts, tl_tensor **out) {
     TL_TRY(tl_avg_pool2d(input, opts, out));
     tl_node *node;
-    TL_TRY(tl_record("avg_pool2d", avg_pool2d_backward, 1, &input, *out, &node));
+    TL_TRY(tl_record("avg_pool2d", avg_pool2d_backward, 1, &input, out, &node));
     if (!node) return TL_OK;
     const int64_t s[9] = {opts->kernel_h, opts->kernel_w, opts->stride_h,  opts->stride_w,
                           opts->pad_h,    opts->pad_w,    opts->ceil_mode, opts->count_include_pad,
@@ -107,7 +108,7 @@ tl_status tl_ag_adaptive_avg_pool2d(tl_tensor *input, int64_t out_h, int64_t out
                                     tl_tensor **out) {
     TL_TRY(tl_adaptive_avg_pool2d(input, out_h, out_w, out));
     tl_node *node;
-    return tl_record("adaptive_avg_pool2d", adaptive_avg_pool2d_backward, 1, &input, *out, &node);
+    return tl_record("adaptive_avg_pool2d", adaptive_avg_pool2d_backward, 1, &input, out, &node);
 }
 
 /* ---- interpolate: nothing saved; ints: mode, size_h, size_w, align_corners; scalar: the scales */
@@ -134,7 +135,7 @@ tl_status tl_ag_interpolate(tl_tensor *input, const tl_interpolate_options *opts
     tl_node *node;
     const char *name =
         opts->mode == TL_INTERPOLATE_BILINEAR ? "upsample_bilinear2d" : "upsample_nearest2d";
-    TL_TRY(tl_record(name, interpolate_backward, 1, &input, *out, &node));
+    TL_TRY(tl_record(name, interpolate_backward, 1, &input, out, &node));
     if (!node) return TL_OK;
     node->ints[0] = opts->mode, node->ints[1] = opts->size_h, node->ints[2] = opts->size_w;
     node->ints[3] = opts->align_corners;

@@ -254,8 +254,9 @@ REDUCE_GRADIENT(norm, FOLD_SAVES_INPUT | FOLD_SAVES_RESULT) {
     return status;
 }
 
+/* the recording of a fold that made *out (on failure *out is released and set to NULL) */
 static tl_status record_fold(const char *name, tl_backward_fn backward, int saves, tl_tensor *a,
-                             tl_tensor *out, const int *dims, int ndims, bool keepdim,
+                             tl_tensor **out, const int *dims, int ndims, bool keepdim,
                              double number) {
     tl_node *node;
     TL_TRY(tl_record(name, backward, 1, &a, out, &node));
@@ -263,14 +264,19 @@ static tl_status record_fold(const char *name, tl_backward_fn backward, int save
     for (int d = 0; d < a->ndim; d++) node->ints[d] = ndims == 0;
     for (int i = 0; i < ndims; i++) {
         int d;
-        TL_TRY(tl_wrap_dim(name, dims[i], a->ndim, &d));
+        tl_status status = tl_wrap_dim(name, dims[i], a->ndim, &d);
+        if (status != TL_OK) {
+            tl_release(*out);
+            *out = NULL;
+            return status;
+        }
         if (a->ndim > 0) node->ints[d] = 1;
     }
     node->keepdim = keepdim;
     node->scalar[0] = number;
     node->has_scalar[0] = true;
     if (saves & FOLD_SAVES_INPUT) TL_TRY(tl_record_save(node, 0, "self", a, out));
-    if (saves & FOLD_SAVES_RESULT) TL_TRY(tl_record_save(node, 1, "result", out, out));
+    if (saves & FOLD_SAVES_RESULT) TL_TRY(tl_record_save(node, 1, "result", *out, out));
     return TL_OK;
 }
 
@@ -278,7 +284,7 @@ static tl_status record_fold(const char *name, tl_backward_fn backward, int save
    COMPOSED), the forward alone for the others (backward NONE) */
 #define FOLD_RECORD_COMPOSED(name)                                                                 \
     TL_TRY(tl_##name##_dims(a, dims, ndims, keepdim, number, out));                                \
-    return record_fold(#name, fold_##name##_backward, fold_##name##_saves, a, *out, dims, ndims,   \
+    return record_fold(#name, fold_##name##_backward, fold_##name##_saves, a, out, dims, ndims,    \
                        keepdim, number);
 #define FOLD_RECORD_NONE(name) return tl_##name##_dims(a, dims, ndims, keepdim, number, out);
 #define REDUCE_OP(name, differentiable, backward, dtypes, output, empty, number_name, param)       \
@@ -296,14 +302,18 @@ static tl_status record_fold(const char *name, tl_backward_fn backward, int save
 /* dim = -1 marks an all-elements reduction; the node marks its reduced dims in ints, as a value
    reduction's does (fold_expand serves both) */
 static tl_status record_reduce(const char *name, tl_backward_fn backward, tl_tensor *a,
-                               tl_tensor *out, int dim, bool keepdim, tl_node **node_out) {
+                               tl_tensor **out, int dim, bool keepdim, tl_node **node_out) {
     tl_node *node;
+    if (node_out) *node_out = NULL;
     TL_TRY(tl_record(name, backward, 1, &a, out, &node));
     if (node) {
-        if (dim >= 0)
-            TL_TRY(tl_wrap_dim(name, dim, a->ndim, &node->dim));
-        else
-            node->dim = -1;
+        node->dim = -1;
+        tl_status status = dim >= 0 ? tl_wrap_dim(name, dim, a->ndim, &node->dim) : TL_OK;
+        if (status != TL_OK) {
+            tl_release(*out);
+            *out = NULL;
+            return status;
+        }
         for (int d = 0; d < a->ndim; d++) node->ints[d] = dim < 0 || d == node->dim;
         node->keepdim = keepdim;
     }
@@ -321,10 +331,10 @@ static tl_status extreme_all(const char *name, tl_status forward_status, tl_tens
                              tl_tensor **out) {
     TL_TRY(forward_status);
     tl_node *node;
-    TL_TRY(record_reduce(name, extreme_all_backward, a, *out, -1, false, &node));
+    TL_TRY(record_reduce(name, extreme_all_backward, a, out, -1, false, &node));
     if (node) {
-        TL_TRY(tl_record_save(node, 0, "self", a, *out));
-        TL_TRY(tl_record_save(node, 1, "result", *out, *out));
+        TL_TRY(tl_record_save(node, 0, "self", a, out));
+        TL_TRY(tl_record_save(node, 1, "result", *out, out));
     }
     return TL_OK;
 }
@@ -367,11 +377,11 @@ static tl_status extreme_dim(const char *name, tl_status forward_status, tl_tens
     tl_status status = tl_wrap_dim(name, dim, a->ndim, &d);
     tl_node *node = NULL;
     if (status == TL_OK)
-        status = record_reduce(name, extreme_dim_backward, a, *values, d, keepdim, &node);
+        status = record_reduce(name, extreme_dim_backward, a, values, d, keepdim, &node);
     else
-        tl_release(*values);
-    if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", *indices, *values);
-    if (status != TL_OK) tl_release(*indices); /* values were released above */
+        tl_release(*values), *values = NULL;
+    if (status == TL_OK && node) status = tl_record_save(node, 0, "indices", *indices, values);
+    if (status != TL_OK) tl_release(*indices), *indices = NULL; /* values: released above */
     return status;
 }
 
@@ -404,15 +414,16 @@ static tl_status softmax_like(const char *name, tl_backward_fn backward, tl_stat
                               tl_tensor *a, int dim, tl_tensor **out) {
     TL_TRY(forward_status);
     tl_node *node;
-    TL_TRY(tl_record(name, backward, 1, &a, *out, &node));
+    TL_TRY(tl_record(name, backward, 1, &a, out, &node));
     if (!node) return TL_OK;
     tl_status status = tl_wrap_dim(name, dim, a->ndim, &node->dim);
     if (status != TL_OK) {
         tl_release(*out);
+        *out = NULL;
         return status;
     }
     if (a->ndim == 0) node->dim = 0;
-    return tl_record_save(node, 0, "result", *out, *out);
+    return tl_record_save(node, 0, "result", *out, out);
 }
 
 static tl_status record_softmax(tl_tensor *a, int dim, tl_tensor **out) {

@@ -102,14 +102,13 @@ static tl_status record_gru(tl_tensor *gi, tl_tensor *gh, tl_tensor *h_prev, tl_
     tl_tensor *ws = NULL;
     TL_TRY(tl_gru_cell_pointwise(gi, gh, h_prev, h, record ? &ws : NULL));
     tl_node *node;
-    tl_status status = tl_record("gru_cell_pointwise", gru_backward, 3, inputs, *h, &node);
+    tl_status status = tl_record("gru_cell_pointwise", gru_backward, 3, inputs, h, &node);
     if (status == TL_OK && node) {
-        status = tl_record_save(node, 0, "workspace", ws, *h);
-        if (status == TL_OK) status = tl_record_save(node, 1, "h_prev", h_prev, *h);
-        if (status == TL_OK) status = tl_record_save(node, 2, "gi", gi, *h);
-        if (status == TL_OK) status = tl_record_save(node, 3, "gh", gh, *h);
+        status = tl_record_save(node, 0, "workspace", ws, h);
+        if (status == TL_OK) status = tl_record_save(node, 1, "h_prev", h_prev, h);
+        if (status == TL_OK) status = tl_record_save(node, 2, "gi", gi, h);
+        if (status == TL_OK) status = tl_record_save(node, 3, "gh", gh, h);
     }
-    if (status != TL_OK) *h = NULL; /* tl_record / tl_record_save released it */
     tl_release(ws);
     return status;
 }

@@ -26,9 +26,9 @@ tl_status tl_ag_cumsum(tl_tensor *x, int dim, tl_tensor **out) {
     tl_status status = tl_wrap_dim("cumsum", dim, x->ndim, &d); /* checked by tl_cumsum */
     tl_node *node = NULL;
     if (status == TL_OK)
-        status = tl_record("cumsum", cumsum_backward, 1, &x, *out, &node); /* releases *out */
+        status = tl_record("cumsum", cumsum_backward, 1, &x, out, &node); /* clears *out */
     else
-        tl_release(*out);
+        tl_release(*out), *out = NULL;
     if (status == TL_OK && node) node->dim = d;
     return status;
 }
@@ -171,13 +171,13 @@ static tl_status record_cumulative(const char *name, cumulative_fn forward, tl_b
     tl_node *node = NULL;
     tl_status status = x->ndim > 0 ? tl_wrap_dim(name, dim, x->ndim, &d) : TL_OK;
     if (status == TL_OK)
-        status = tl_record(name, backward, 1, &x, *out, &node); /* releases *out on failure */
+        status = tl_record(name, backward, 1, &x, out, &node); /* clears *out on failure */
     else
-        tl_release(*out);
+        tl_release(*out), *out = NULL;
     if (status == TL_OK && node) {
         node->dim = d;
-        status = tl_record_save(node, 0, "self", x, *out);
-        if (status == TL_OK) status = tl_record_save(node, 1, "result", *out, *out);
+        status = tl_record_save(node, 0, "self", x, out);
+        if (status == TL_OK) status = tl_record_save(node, 1, "result", *out, out);
     }
     return status;
 }
@@ -200,14 +200,14 @@ static tl_status record_extreme(const char *name, extreme_fn forward, tl_tensor 
     tl_node *node = NULL;
     tl_status status = x->ndim > 0 ? tl_wrap_dim(name, dim, x->ndim, &d) : TL_OK;
     if (status == TL_OK)
-        status = tl_record(name, running_extreme_backward, 1, &x, *values, &node);
+        status = tl_record(name, running_extreme_backward, 1, &x, values, &node);
     else
-        tl_release(*values);
+        tl_release(*values), *values = NULL;
     if (status == TL_OK && node) {
         node->dim = d;
-        status = tl_record_save(node, 0, "indices", *indices, *values);
+        status = tl_record_save(node, 0, "indices", *indices, values);
     }
-    if (status != TL_OK) tl_release(*indices);
+    if (status != TL_OK) tl_release(*indices), *indices = NULL;
     return status;
 }
 

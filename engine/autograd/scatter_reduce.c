@@ -176,7 +176,7 @@ tl_status tl_ag_scatter_reduce(tl_tensor *x, int dim, tl_tensor *index, tl_tenso
                                const char *reduce, bool include_self, tl_tensor **out) {
     TL_TRY(tl_scatter_reduce(x, dim, index, src, reduce, include_self, out));
     tl_node *node;
-    TL_TRY(tl_record("scatter_reduce", scatter_reduce_backward, 2, (tl_tensor *[]){x, src}, *out,
+    TL_TRY(tl_record("scatter_reduce", scatter_reduce_backward, 2, (tl_tensor *[]){x, src}, out,
                      &node)); /* releases *out */
     if (!node) return TL_OK;
     tl_scatter_reduction how;
@@ -184,10 +184,10 @@ tl_status tl_ag_scatter_reduce(tl_tensor *x, int dim, tl_tensor *index, tl_tenso
     TL_TRY(tl_wrap_dim("scatter_reduce", dim, x->ndim, &node->dim));
     node->ints[0] = how;
     node->ints[1] = include_self;
-    TL_TRY(tl_record_save(node, SAVED_INDEX, "index", index, *out));
+    TL_TRY(tl_record_save(node, SAVED_INDEX, "index", index, out));
     if (how == TL_SCATTER_REDUCE_SUM) return TL_OK;
-    TL_TRY(tl_record_save(node, SAVED_SRC, "src", src, *out));
+    TL_TRY(tl_record_save(node, SAVED_SRC, "src", src, out));
     if (how == TL_SCATTER_REDUCE_MEAN) return TL_OK;
-    TL_TRY(tl_record_save(node, SAVED_SELF, "self", x, *out));
-    return tl_record_save(node, SAVED_RESULT, "result", *out, *out);
+    TL_TRY(tl_record_save(node, SAVED_SELF, "self", x, out));
+    return tl_record_save(node, SAVED_RESULT, "result", *out, out);
 }

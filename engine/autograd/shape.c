@@ -75,7 +75,7 @@ tl_status tl_ag_flip(tl_tensor *x, const int *dims, int ndims, tl_tensor **out) 
     TL_TRY(tl_flip_dims(x, dims, ndims, wrapped));
     TL_TRY(tl_flip(x, dims, ndims, out));
     tl_node *node;
-    TL_TRY(tl_record("flip", flip_backward, 1, &x, *out, &node)); /* releases *out on failure */
+    TL_TRY(tl_record("flip", flip_backward, 1, &x, out, &node)); /* releases *out on failure */
     if (!node) return TL_OK;
     node->dim = ndims;
     for (int i = 0; i < ndims; i++) node->ints[i] = wrapped[i];
@@ -102,7 +102,7 @@ tl_status tl_ag_roll(tl_tensor *x, const int64_t *shifts, const int *dims, int n
     TL_TRY(tl_roll_shifts(x, shifts, dims, n, shift));
     TL_TRY(tl_roll_normalized(x, shift, n == 0, out));
     tl_node *node;
-    TL_TRY(tl_record("roll", roll_backward, 1, &x, *out, &node));
+    TL_TRY(tl_record("roll", roll_backward, 1, &x, out, &node));
     if (!node) return TL_OK;
     node->keepdim = n == 0;
     for (int d = 0; d < (n == 0 ? 1 : x->ndim); d++) node->ints[d] = shift[d];
@@ -130,7 +130,7 @@ tl_status tl_ag_pad(tl_tensor *x, const int64_t *pads, int npads, tl_pad_mode mo
     if (mode != TL_PAD_CONSTANT) return tl_pad_edges_with(&recording, x, pads, npads, mode, out);
     TL_TRY(tl_pad(x, pads, npads, mode, value, out));
     tl_node *node;
-    TL_TRY(tl_record("pad", pad_backward, 1, &x, *out, &node));
+    TL_TRY(tl_record("pad", pad_backward, 1, &x, out, &node));
     if (!node) return TL_OK;
     node->dim = npads / 2;
     for (int i = 0; i < npads / 2; i++) node->ints[i] = pads[2 * i];
@@ -145,7 +145,7 @@ static tl_status diag_embed_backward(tl_node *node, tl_tensor *const *g, tl_tens
 tl_status tl_ag_diag_embed(tl_tensor *x, int64_t offset, int dim1, int dim2, tl_tensor **out) {
     TL_TRY(tl_diag_embed(x, offset, dim1, dim2, out));
     tl_node *node;
-    TL_TRY(tl_record("diag_embed", diag_embed_backward, 1, &x, *out, &node));
+    TL_TRY(tl_record("diag_embed", diag_embed_backward, 1, &x, out, &node));
     if (!node) return TL_OK;
     node->ints[0] = offset;
     TL_TRY(tl_wrap_dim("diag_embed", dim1, x->ndim + 1, &dim1));

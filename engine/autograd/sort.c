@@ -27,11 +27,11 @@ static tl_status record_selection(const char *name, tl_status status, tl_tensor 
     status = tl_wrap_dim(name, dim, x->ndim, &d);
     tl_node *node = NULL;
     if (status == TL_OK)
-        status = tl_record(name, selection_backward, 1, &x, *values, &node); /* releases *values */
+        status = tl_record(name, selection_backward, 1, &x, values, &node); /* clears *values */
     else
-        tl_release(*values);
+        tl_release(*values), *values = NULL;
     if (status != TL_OK || !node) {
-        if (status != TL_OK) tl_release(*indices);
+        if (status != TL_OK) tl_release(*indices), *indices = NULL;
         return status;
     }
     node->dim = d;
@@ -39,9 +39,9 @@ static tl_status record_selection(const char *name, tl_status status, tl_tensor 
     tl_tensor *saved = NULL;
     status = keepdim || x->ndim == 0 ? (saved = tl_retain(*indices), TL_OK)
                                      : tl_unsqueeze(*indices, d, &saved);
-    if (status == TL_OK) status = tl_record_save(node, 0, "indices", saved, *values);
+    if (status == TL_OK) status = tl_record_save(node, 0, "indices", saved, values);
     tl_release(saved);
-    if (status != TL_OK) tl_release(*indices); /* values were released by the failed save */
+    if (status != TL_OK) tl_release(*indices), *indices = NULL; /* values: cleared by the save */
     return status;
 }
 

@@ -62,12 +62,8 @@ static tl_status identity_backward(tl_node *node, tl_tensor *const *g, tl_tensor
 static tl_status record_view(const char *name, tl_backward_fn backward, tl_tensor *t,
                              tl_tensor **out_ref, tl_node **node_out) {
     tl_node *node;
-    tl_tensor *out = *out_ref;
-    tl_status status = tl_record(name, backward, 1, &t, out, &node);
-    if (status != TL_OK) {
-        *out_ref = NULL;
-        return status;
-    }
+    TL_TRY(tl_record(name, backward, 1, &t, out_ref, &node));
+    const tl_tensor *out = *out_ref;
     /* a view (not a copy: reshape and contiguous may copy, clone does): an in-place change of
        its base afterwards makes its history stale (graph.c), and it cannot be changed in
        place itself (formula.c) */

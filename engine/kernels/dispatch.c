@@ -254,34 +254,54 @@ bool tl_has_kernel(tl_op op, tl_device_type device, tl_dtype dtype) {
 }
 
 /* ---- trace ------------------------------------------------------------- */
+/* One record per thread; each open begin keeps where its events start and whether a run was
+   lost while it was open. A begin nested deeper than TRACE_MAX_LEVELS records nothing of its
+   own: its end is an error (the outer ones still get their runs). */
+#define TRACE_MAX_LEVELS 64
 static _Thread_local int trace_depth;
 static _Thread_local tl_trace_event *trace_events;
 static _Thread_local int trace_count, trace_capacity;
-static _Thread_local bool trace_overflow;
+static _Thread_local int trace_start[TRACE_MAX_LEVELS];
+static _Thread_local bool trace_lost[TRACE_MAX_LEVELS];
 
 void tl_trace_begin(void) {
-    if (trace_depth++ == 0) {
-        trace_count = 0;
-        trace_overflow = false;
+    if (trace_depth == 0) trace_count = 0;
+    if (trace_depth < TRACE_MAX_LEVELS) {
+        trace_start[trace_depth] = trace_count;
+        trace_lost[trace_depth] = false;
     }
+    trace_depth++;
 }
 
 tl_status tl_trace_end(tl_trace_event **events, int *count) {
+    if (events) *events = NULL;
+    if (count) *count = 0;
     if (trace_depth == 0) return tl_error(TL_ERR_ARGUMENT, "trace: end without a begin");
-    *count = trace_count;
-    *events = NULL;
-    if (trace_count > 0) {
-        *events = malloc((size_t)trace_count * sizeof **events);
-        if (!*events) return tl_error(TL_ERR_MEMORY, "trace: out of memory");
-        memcpy(*events, trace_events, (size_t)trace_count * sizeof **events);
+    int level = trace_depth - 1;
+    int n = level < TRACE_MAX_LEVELS ? trace_count - trace_start[level] : 0;
+    tl_status status = TL_OK;
+    if (!events || !count) {
+        status = tl_error(TL_ERR_ARGUMENT, "trace: end with %s NULL", events ? "count" : "events");
+    } else if (level >= TRACE_MAX_LEVELS) {
+        status =
+            tl_error(TL_ERR_ARGUMENT, "trace: begins nested more than %d deep", TRACE_MAX_LEVELS);
+    } else if (trace_lost[level]) {
+        status = tl_error(TL_ERR_MEMORY, "trace: out of memory recording events");
+    } else if (n > 0) {
+        *events = malloc((size_t)n * sizeof **events);
+        if (*events) {
+            memcpy(*events, trace_events + trace_start[level], (size_t)n * sizeof **events);
+            *count = n;
+        } else {
+            status = tl_error(TL_ERR_MEMORY, "trace: out of memory");
+        }
     }
-    if (--trace_depth == 0) {
+    if (--trace_depth == 0) { /* the begin is ended, also on error */
         free(trace_events);
         trace_events = NULL;
         trace_count = trace_capacity = 0;
     }
-    if (trace_overflow) return tl_error(TL_ERR_MEMORY, "trace: out of memory recording events");
-    return TL_OK;
+    return status;
 }
 
 /* the dtype of the kernel dispatched last on this thread (-1 before any): a loop variant counts
@@ -296,8 +316,8 @@ static void record(registered_kernel *k, tl_device device, int count, const int 
     if (trace_count == trace_capacity) {
         int capacity = trace_capacity ? trace_capacity * 2 : 64;
         tl_trace_event *grown = realloc(trace_events, (size_t)capacity * sizeof *grown);
-        if (!grown) {
-            trace_overflow = true;
+        if (!grown) { /* every open begin has lost this run */
+            for (int i = 0; i < trace_depth && i < TRACE_MAX_LEVELS; i++) trace_lost[i] = true;
             return;
         }
         trace_events = grown;

@@ -276,6 +276,9 @@ static tl_status floor_divide(const tl_tensor *sum, const tl_tensor *count, tl_t
    index; at least 1 (a place nothing reached keeps x's value): mean's divisor */
 tl_status tl_scatter_reduce_count(const tl_tensor *x, int dim, const tl_tensor *index,
                                   const tl_tensor *src, bool include_self, tl_tensor **count) {
+    TL_TRY(tl_check_tensor_arg("scatter_reduce_count", "x", x));
+    TL_TRY(tl_check_tensor_arg("scatter_reduce_count", "index", index));
+    TL_TRY(tl_check_tensor_arg("scatter_reduce_count", "src", src));
     tl_tensor *start = NULL, *ones = NULL, *summed = NULL;
     const tl_device device = tl_tensor_device(x);
     tl_status status = include_self ? tl_ones(x->shape, x->ndim, x->dtype, device, &start)

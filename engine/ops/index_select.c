@@ -96,6 +96,9 @@ tl_status tl_index_select(const tl_tensor *x, int dim, const tl_tensor *index, t
 
 tl_status tl_index_add_scaled(const char *op, const tl_tensor *x, const tl_tensor *src,
                               double alpha, tl_tensor **scaled) {
+    if (!op) op = "index_add";
+    TL_TRY(tl_check_tensor_arg(op, "x", x));
+    TL_TRY(tl_check_tensor_arg(op, "src", src));
     if (!tl_dtype_is_floating(x->dtype) && alpha != floor(alpha))
         return tl_error(TL_ERR_ARGUMENT, "%s: alpha must be an integer for an %s x, got %g", op,
                         tl_dtype_name(x->dtype), alpha);
@@ -164,6 +167,7 @@ tl_status tl_index_copy_(tl_tensor *x, int dim, const tl_tensor *index, const tl
 tl_status tl_index_fill(const tl_tensor *x, int dim, const tl_tensor *index, tl_scalar value,
                         tl_tensor **out) {
     index_write w;
+    TL_TRY(tl_check_tensor_arg("index_fill", "x", x));
     TL_TRY(tl_scalar_check_fits("index_fill", x->dtype, value));
     TL_TRY(index_write_begin(&w, "index_fill", x, dim, index, NULL, 1));
     return index_write_end(&w, tl_scatter_value(x, w.d, w.positions, value, out));
@@ -171,6 +175,7 @@ tl_status tl_index_fill(const tl_tensor *x, int dim, const tl_tensor *index, tl_
 
 tl_status tl_index_fill_(tl_tensor *x, int dim, const tl_tensor *index, tl_scalar value) {
     index_write w;
+    TL_TRY(tl_check_tensor_arg("index_fill_", "x", x));
     TL_TRY(tl_scalar_check_fits("index_fill_", x->dtype, value));
     TL_TRY(index_write_begin(&w, "index_fill_", x, dim, index, NULL, 1));
     return index_write_end(&w, tl_scatter_value_(x, w.d, w.positions, value));

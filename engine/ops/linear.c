@@ -183,6 +183,8 @@ tl_status tl_linear_backward_input_gelu(const tl_tensor *grad, const tl_tensor *
     char sg[256], sp[256];
     TL_TRY(check_weight(op, weight));
     TL_TRY(check_present(op, "pre", pre));
+    if (pre->ndim < 1)
+        return tl_error(TL_ERR_SHAPE, "%s: pre must have at least 1 dim, got a 0-dim one", op);
     if (grad && (pre->ndim != grad->ndim || pre->shape[pre->ndim - 1] != weight->shape[1] ||
                  tl_numel(pre) / (weight->shape[1] ? weight->shape[1] : 1) !=
                      tl_numel(grad) / (weight->shape[0] ? weight->shape[0] : 1)))
@@ -225,22 +227,12 @@ static tl_status finish_as(tl_dtype dtype, tl_status status, tl_tensor **t) {
     return status;
 }
 
-tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *input,
-                                    tl_tensor **grad_weight) {
-    return tl_linear_backward_weight_as(grad, input, grad ? grad->dtype : TL_F32, grad_weight);
-}
-
-tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) {
-    return tl_linear_backward_bias_as(grad, grad ? grad->dtype : TL_F32, grad_bias);
-}
-
 /* grad [..., O] and input [..., I] of one linear as dense matrices of the same rows */
 static tl_status weight_grad_operands(const char *op, const tl_tensor *grad, const tl_tensor *input,
                                       tl_tensor **g, tl_tensor **x) {
     char sg[256], si[256];
     *g = *x = NULL;
-    tl_status status =
-        grad_matrix(op, grad, input, "input", grad ? grad->shape[grad->ndim - 1] : 0, g);
+    tl_status status = grad_matrix(op, grad, input, "input", grad->shape[grad->ndim - 1], g);
     if (status == TL_OK) status = as_matrix(input, input->shape[input->ndim - 1], x);
     if (status == TL_OK && (*g)->shape[0] != (*x)->shape[0])
         status = tl_error(TL_ERR_SHAPE, "%s: grad %s and input %s must have the same rows", op,
@@ -251,11 +243,16 @@ static tl_status weight_grad_operands(const char *op, const tl_tensor *grad, con
 /* The weight's gradient in weight_dtype, and with grad_bias the bias's in bias_dtype by the same
    GEMM (its bias-gradient epilogue): both written in the dtype the GEMM can write (written_dtype),
    then cast where the caller wants another. */
-static tl_status weight_gradients(const tl_tensor *grad, const tl_tensor *input,
+static tl_status weight_gradients(const char *op, const tl_tensor *grad, const tl_tensor *input,
                                   tl_dtype weight_dtype, tl_dtype bias_dtype,
                                   tl_tensor **grad_weight, tl_tensor **grad_bias) {
-    const char *op = "linear_backward_weight";
+    if (!grad_weight) return tl_error(TL_ERR_ARGUMENT, "%s: grad_weight is NULL", op);
+    *grad_weight = NULL;
+    if (grad_bias) *grad_bias = NULL;
+    TL_TRY(check_present(op, "grad", grad));
     TL_TRY(check_present(op, "input", input));
+    if (grad->ndim < 1)
+        return tl_error(TL_ERR_SHAPE, "%s: grad must have at least 1 dim, got a 0-dim one", op);
     if (input->ndim < 1)
         return tl_error(TL_ERR_SHAPE, "%s: input must have at least 1 dim, got a 0-dim one", op);
     tl_tensor *g = NULL, *x = NULL, *gw = NULL, *gb = NULL;
@@ -280,34 +277,55 @@ static tl_status weight_gradients(const tl_tensor *grad, const tl_tensor *input,
     return status;
 }
 
-tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
-                                       tl_dtype dtype, tl_tensor **grad_weight) {
-    return weight_gradients(grad, input, dtype, dtype, grad_weight, NULL);
+tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *input,
+                                    tl_tensor **grad_weight) {
+    return weight_gradients("linear_backward_weight", grad, input, grad ? grad->dtype : TL_F32,
+                            TL_F32, grad_weight, NULL);
 }
 
-tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_tensor **grad_bias) {
-    const char *op = "linear_backward_bias";
-    TL_TRY(check_present(op, "grad", grad));
-    if (grad->ndim < 1)
-        return tl_error(TL_ERR_SHAPE, "%s: grad must have at least 1 dim, got a 0-dim one", op);
-    tl_tensor *g = NULL, *ones = NULL;
-    tl_status status = grad_matrix(op, grad, grad, "grad", grad->shape[grad->ndim - 1], &g);
-    if (status == TL_OK) status = tl_ones(&g->shape[0], 1, g->dtype, tl_tensor_device(g), &ones);
-    if (status == TL_OK)
-        status = tl_empty(&g->shape[1], 1, written_dtype(g, dtype), tl_tensor_device(g), grad_bias);
-    if (status == TL_OK) {
-        status = tl_gemm_linear_backward_bias(g, ones, false, *grad_bias);
-        if (status != TL_OK) tl_release(*grad_bias);
-        status = finish_as(dtype, status, grad_bias);
-    }
-    tl_release(g), tl_release(ones);
-    return status;
+tl_status tl_linear_backward_weight_as(const tl_tensor *grad, const tl_tensor *input,
+                                       tl_dtype dtype, tl_tensor **grad_weight) {
+    return weight_gradients("linear_backward_weight_as", grad, input, dtype, dtype, grad_weight,
+                            NULL);
 }
 
 tl_status tl_linear_backward_weight_bias_as(const tl_tensor *grad, const tl_tensor *input,
                                             tl_dtype weight_dtype, tl_dtype bias_dtype,
                                             tl_tensor **grad_weight, tl_tensor **grad_bias) {
-    return weight_gradients(grad, input, weight_dtype, bias_dtype, grad_weight, grad_bias);
+    return weight_gradients("linear_backward_weight_bias_as", grad, input, weight_dtype, bias_dtype,
+                            grad_weight, grad_bias);
+}
+
+/* The bias's gradient in dtype: grad's rows summed by a GEMM against ones (NULL on failure). */
+static tl_status bias_gradient(const char *op, const tl_tensor *grad, tl_dtype dtype,
+                               tl_tensor **grad_bias) {
+    if (!grad_bias) return tl_error(TL_ERR_ARGUMENT, "%s: grad_bias is NULL", op);
+    *grad_bias = NULL;
+    TL_TRY(check_present(op, "grad", grad));
+    if (grad->ndim < 1)
+        return tl_error(TL_ERR_SHAPE, "%s: grad must have at least 1 dim, got a 0-dim one", op);
+    tl_tensor *g = NULL, *ones = NULL, *gb = NULL;
+    tl_status status = grad_matrix(op, grad, grad, "grad", grad->shape[grad->ndim - 1], &g);
+    if (status == TL_OK) status = tl_ones(&g->shape[0], 1, g->dtype, tl_tensor_device(g), &ones);
+    if (status == TL_OK)
+        status = tl_empty(&g->shape[1], 1, written_dtype(g, dtype), tl_tensor_device(g), &gb);
+    if (status == TL_OK) status = tl_gemm_linear_backward_bias(g, ones, false, gb);
+    if (status == TL_OK) status = finish_as(dtype, status, &gb);
+    tl_release(g), tl_release(ones);
+    if (status != TL_OK) {
+        tl_release(gb);
+        return status;
+    }
+    *grad_bias = gb;
+    return TL_OK;
+}
+
+tl_status tl_linear_backward_bias(const tl_tensor *grad, tl_tensor **grad_bias) {
+    return bias_gradient("linear_backward_bias", grad, grad ? grad->dtype : TL_F32, grad_bias);
+}
+
+tl_status tl_linear_backward_bias_as(const tl_tensor *grad, tl_dtype dtype, tl_tensor **grad_bias) {
+    return bias_gradient("linear_backward_bias_as", grad, dtype, grad_bias);
 }
 
 tl_status tl_outer(const tl_tensor *a, const tl_tensor *b, tl_tensor **out) {

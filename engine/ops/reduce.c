@@ -72,8 +72,10 @@ static tl_status reshape_result(tl_tensor *t, int d, bool drop, bool scalar, tl_
         shape[n] = t->shape[i];
         strides[n++] = t->strides[i];
     }
-    tl_status status = tl_make_view(t, shape, strides, n, t->offset, out);
+    tl_tensor *view = NULL;
+    tl_status status = tl_make_view(t, shape, strides, n, t->offset, &view);
     tl_release(t);
+    *out = view; /* NULL on failure: t (which may be *out) is released */
     return status;
 }
 

@@ -162,13 +162,36 @@ static void test_files(void) {
     CHECK(!exists("/tmp/tlua-sandbox-never.safetensors"), "a refused save wrote /tmp");
     tl_lua_close(L);
 
-    /* a folder that does not exist is an error of tl_lua_open */
+    /* a folder that does not exist is a bad option of tl_lua_open, named once */
     const char *missing[] = {"/no/such/folder", NULL};
     tl_lua_options bad = {.sandbox = true, .read_dirs = missing};
     tl_lua *none = NULL;
-    ERROR("a missing granted folder", tl_lua_open(&bad, &none), TL_ERR_RUNTIME, "/no/such/folder",
-          "is not a folder");
+    ERROR("a missing granted folder", tl_lua_open(&bad, &none), TL_ERR_ARGUMENT,
+          "tl_lua_open: readable folder '/no/such/folder' is not a folder");
+    CHECK(strstr(tl_last_error(), "tl_lua_open: tl_lua_open") == NULL, "prefix doubled: %s",
+          tl_last_error());
     CHECK(none == NULL, "a failed open wrote a state");
+    const char *missing_write[] = {dir, "./no-such-folder", NULL};
+    tl_lua_options bad_write = {.sandbox = true, .write_dirs = missing_write};
+    ERROR("a missing writable folder", tl_lua_open(&bad_write, &none), TL_ERR_ARGUMENT,
+          "tl_lua_open: writable folder './no-such-folder' is not a folder");
+    CHECK(none == NULL, "a failed open wrote a state");
+    char file[320];
+    snprintf(file, sizeof file, "%s/not-a-folder.txt", dir);
+    write_file(file, "x\n");
+    const char *a_file[] = {file, NULL};
+    tl_lua_options bad_file = {.sandbox = true, .read_dirs = a_file};
+    ERROR("a granted file", tl_lua_open(&bad_file, &none), TL_ERR_ARGUMENT, "not-a-folder.txt",
+          "is not a folder (not a directory)");
+    tl_lua_options bad_modules = {.sandbox = true, .module_dir = "/no/such/modules"};
+    ERROR("a missing module_dir", tl_lua_open(&bad_modules, &none), TL_ERR_ARGUMENT,
+          "tl_lua_open: module_dir '/no/such/modules' is not a folder");
+    CHECK(none == NULL, "a failed open wrote a state");
+    /* without the sandbox the grants are ignored */
+    tl_lua_options ignored = {.read_dirs = missing, .module_dir = "/no/such/modules"};
+    tl_lua *plain = NULL;
+    OK(tl_lua_open(&ignored, &plain));
+    tl_lua_close(plain);
 }
 
 /* ---- require: tlua's allowed modules and the host's folder, nothing else -----------------------

@@ -1,8 +1,12 @@
 /* The embedding API (tlua/embed.h): states, protected calls, values and tensors across. */
+#define _GNU_SOURCE /* realpath */
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -193,9 +197,34 @@ static int panic(lua_State *L) {
     return 0; /* Lua aborts */
 }
 
+/* The sandbox's folders (opts->read_dirs, write_dirs, module_dir) exist and are folders: bad
+   options are TL_ERR_ARGUMENT, found before any state is made. */
+static tl_status check_folder(const char *what, const char *dir) {
+    char real[PATH_MAX];
+    struct stat st;
+    const char *why; /* realpath may set errno when it succeeds: read it only on failure */
+    if (!realpath(dir, real) || stat(real, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = "not a directory";
+    else
+        return TL_OK;
+    return tl_error(TL_ERR_ARGUMENT, "tl_lua_open: %s '%s' is not a folder (%s)", what, dir, why);
+}
+
+static tl_status check_folders(const tl_lua_options *opts) {
+    const char *const *lists[2] = {opts->read_dirs, opts->write_dirs};
+    static const char *const names[2] = {"readable folder", "writable folder"};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; lists[l] && lists[l][i]; i++) TL_TRY(check_folder(names[l], lists[l][i]));
+    if (opts->module_dir) TL_TRY(check_folder("module_dir", opts->module_dir));
+    return TL_OK;
+}
+
 tl_status tl_lua_open(const tl_lua_options *opts, tl_lua **out) {
     if (!out) return tl_error(TL_ERR_ARGUMENT, "tl_lua_open: out is NULL");
     *out = NULL;
+    if (opts && opts->sandbox) TL_TRY(check_folders(opts));
     tl_lua *T = calloc(1, sizeof *T);
     if (!T) return tl_error(TL_ERR_MEMORY, "tl_lua_open: out of memory");
     if (opts) T->opts = *opts;

@@ -172,7 +172,7 @@ void tle_apply_sandbox(lua_State *L, const tl_lua_options *opts) {
     if (opts->module_dir) {
         char real[PATH_MAX];
         if (!realpath(opts->module_dir, real))
-            luaL_error(L, "tl_lua_open: module_dir '%s' is not a folder", opts->module_dir);
+            luaL_error(L, "module_dir '%s' is not a folder", opts->module_dir);
         lua_pushstring(L, real);
     } else {
         lua_pushnil(L);

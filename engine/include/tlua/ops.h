@@ -350,7 +350,8 @@ tl_status tl_linear(const tl_tensor *input, const tl_tensor *weight, const tl_te
                     tl_tensor **out);
 /* Its split gradients, for grad [..., O]: grad_input [..., I] = grad @ weight;
    grad_weight [O, I] = the sum over rows of grad^T input (input [..., I] with grad's rows);
-   grad_bias [O] = the sum of grad's rows. Each is one GEMM. */
+   grad_bias [O] = the sum of grad's rows. Each is one GEMM. On failure (and these below) the
+   gradients asked for are NULL. */
 tl_status tl_linear_backward_input(const tl_tensor *grad, const tl_tensor *weight,
                                    tl_tensor **grad_input);
 tl_status tl_linear_backward_weight(const tl_tensor *grad, const tl_tensor *input,

@@ -29,10 +29,12 @@ typedef struct tl_trace_event {
     int64_t shapes[TL_TRACE_MAX_TENSORS][TL_MAX_DIMS];
 } tl_trace_event;
 
-/* Starts recording kernel runs (nested starts are counted). */
+/* Starts recording kernel runs of this thread (nested starts are counted; an end nested more
+   than 64 deep is an error). */
 void tl_trace_begin(void);
 /* Stops recording; *events (owned by the caller, free()) and *count get the
-   runs since the matching begin. */
+   runs since the matching begin. On error *events is NULL and *count 0 (the begin is still
+   ended). */
 tl_status tl_trace_end(tl_trace_event **events, int *count);
 
 /* Every registered kernel with how often it ran in this process. */

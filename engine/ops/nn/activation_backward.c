@@ -3,11 +3,14 @@
 #include <string.h>
 
 #include "kernels/kernel.h"
+#include "ops/checks.h"
 #include "tlua/ops.h"
 
 static tl_status run(tl_op op, const tl_tensor *grad, const tl_tensor *saved, const double *numbers,
                      tl_tensor **out) {
     const char *name = tl_op_info_of(op)->name;
+    TL_TRY(tl_check_tensor_arg(name, "grad", grad));
+    TL_TRY(tl_check_tensor_arg(name, "saved", saved));
     char sg[256], ss[256];
     if (grad->ndim != saved->ndim ||
         memcmp(grad->shape, saved->shape, sizeof grad->shape[0] * (size_t)grad->ndim) != 0)

@@ -100,7 +100,8 @@ typedef struct tl_lua_options {
 } tl_lua_options;
 
 /* Opens a state into *out with opts (NULL: the defaults, all zero: no sandbox, no limits). On
-   failure *out is NULL. */
+   failure *out is NULL. With the sandbox, a granted folder or module_dir that is not an existing
+   folder is a bad option (TL_ERR_ARGUMENT). */
 tl_status tl_lua_open(const tl_lua_options *opts, tl_lua **out);
 
 /* Runs a Lua file (text only under the sandbox) in the global environment; results are dropped. */
