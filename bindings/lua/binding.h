@@ -211,6 +211,11 @@ bool tlb_option_pair(lua_State *L, int idx, const char *op, const char *name, in
 #define TLB_MAX_NUMBERS 3
 void tlb_pointwise_numbers(lua_State *L, int first, const char *op, const char *spec,
                            double numbers[TLB_MAX_NUMBERS]);
+/* The {alpha = x} of add and sub and their in-place forms (a + alpha * b), read from argument 3
+   and popped: raises on more arguments than (operands, {alpha}), naming op. A number second
+   operand is scaled in place on the stack; the factor left for a tensor one is returned (1:
+   nothing to scale). */
+double tlb_alpha_option(lua_State *L, const char *op, const char *operands);
 /* A new tensor's options: {dtype, device, requires_grad} (constructors, tl.tensor). */
 extern const tlb_option tlb_new_tensor_options[];
 typedef struct tlb_options {

@@ -56,23 +56,9 @@ static int binary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *x, tl
 
 /* add_(x, other, {alpha = a}) and sub_: x <- x + a * other, x - a * other (other scaled first) */
 static int scaled_binary(lua_State *L, const char *op, tl_status (*fn)(tl_tensor *, tl_tensor *)) {
-    static const tlb_option accepted[] = {{"alpha", TLB_OPTION_NUMBER}, {NULL, 0}};
-    double alpha = 1;
-    if (lua_gettop(L) >= 3) {
-        if (lua_gettop(L) > 3)
-            return tlb_errorf(L, "%s: expected 2 arguments and options (x, other, {alpha}), got %d",
-                              op, lua_gettop(L));
-        if (tlb_check_options(L, 3, op, accepted)) tlb_option_number(L, 3, op, "alpha", &alpha);
-        lua_settop(L, 2);
-    }
+    const double alpha = tlb_alpha_option(L, op, "x, other");
     if (alpha == 1) return binary(L, op, fn);
-    tl_tensor *x = tlb_check(L, 1, op), *other = tlb_totensor(L, 2, op);
-    if (!other) {
-        if (lua_type(L, 2) != LUA_TNUMBER) return tlb_type_error(L, 2, op, "a tensor or a number");
-        lua_pushnumber(L, lua_tonumber(L, 2) * alpha);
-        lua_replace(L, 2);
-        return binary(L, op, fn);
-    }
+    tl_tensor *x = tlb_check(L, 1, op), *other = tlb_check(L, 2, op);
     tl_tensor *factor = NULL, *scaled = NULL;
     tl_status status = tl_scalar_tensor(tl_scalar_float(alpha), other, &factor);
     if (status == TL_OK) status = tl_ag_mul(other, factor, &scaled);

@@ -73,23 +73,9 @@ static int binary(lua_State *L, const char *op, binary_fn fn) {
 /* add(a, b, {alpha = x}) and sub: a + alpha * b, a - alpha * b, as torch.add's alpha; b scaled
    first (a number in Lua, a tensor by a recorded mul) */
 static int scaled_binary(lua_State *L, const char *op, binary_fn fn) {
-    static const tlb_option accepted[] = {{"alpha", TLB_OPTION_NUMBER}, {NULL, 0}};
-    double alpha = 1;
-    if (lua_gettop(L) >= 3) {
-        if (lua_gettop(L) > 3)
-            return tlb_errorf(L, "%s: expected 2 arguments and options (a, b, {alpha}), got %d", op,
-                              lua_gettop(L));
-        if (tlb_check_options(L, 3, op, accepted)) tlb_option_number(L, 3, op, "alpha", &alpha);
-        lua_settop(L, 2);
-    }
+    const double alpha = tlb_alpha_option(L, op, "a, b");
     if (alpha == 1) return binary(L, op, fn);
-    tl_tensor *b = tlb_totensor(L, 2, op);
-    if (!b) {
-        if (lua_type(L, 2) != LUA_TNUMBER) return tlb_type_error(L, 2, op, "a tensor or a number");
-        lua_pushnumber(L, lua_tonumber(L, 2) * alpha);
-        lua_replace(L, 2);
-        return binary(L, op, fn);
-    }
+    tl_tensor *b = tlb_check(L, 2, op);
     tl_tensor *factor = NULL, *scaled = NULL;
     tlb_box *box = tlb_newbox(L); /* holds alpha * b, then stands in for b */
     if (tl_scalar_tensor(tl_scalar_float(alpha), b, &factor) != TL_OK) return tlb_fail(L);

@@ -288,3 +288,22 @@ void tlb_pointwise_numbers(lua_State *L, int first, const char *op, const char *
     for (int i = 0; i < count && first + i <= top; i++)
         if (!lua_isnil(L, first + i)) numbers[i] = tlb_check_number(L, first + i, op, names[i]);
 }
+
+double tlb_alpha_option(lua_State *L, const char *op, const char *operands) {
+    static const tlb_option accepted[] = {{"alpha", TLB_OPTION_NUMBER}, {NULL, 0}};
+    double alpha = 1;
+    if (lua_gettop(L) > 3)
+        tlb_errorf(L, "%s: expected 2 arguments and options (%s, {alpha}), got %d", op, operands,
+                   lua_gettop(L));
+    if (lua_gettop(L) == 3) {
+        if (tlb_check_options(L, 3, op, accepted)) tlb_option_number(L, 3, op, "alpha", &alpha);
+        lua_settop(L, 2);
+    }
+    if (alpha != 1 && !tlb_is_tensor(L, 2)) {
+        if (lua_type(L, 2) != LUA_TNUMBER) tlb_type_error(L, 2, op, "a tensor or a number");
+        lua_pushnumber(L, lua_tonumber(L, 2) * alpha); /* a number operand scaled here */
+        lua_replace(L, 2);
+        alpha = 1;
+    }
+    return alpha;
+}
