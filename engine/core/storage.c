@@ -50,30 +50,40 @@ static void storage_free_header(tl_storage *s) {
     free(s);
 }
 
-tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
-    tl_status status = tl_device_check(device);
-    if (status != TL_OK) return status;
+/* A storage header for nbytes of op's (its data still to come): the one-tensor limit checked and
+   the bytes charged to the thread's memory budget (an embedded state's memory limit), which
+   storage_free_header gives back. */
+static tl_status new_header(const char *op, size_t nbytes, tl_storage **out) {
     if (nbytes > TL_MAX_ALLOCATION)
         return tl_error(TL_ERR_MEMORY,
-                        "empty: cannot allocate %zu bytes (more than the %llu-byte limit of one "
+                        "%s: cannot allocate %zu bytes (more than the %llu-byte limit of one "
                         "tensor)",
-                        nbytes, (unsigned long long)TL_MAX_ALLOCATION);
+                        op, nbytes, (unsigned long long)TL_MAX_ALLOCATION);
     tl_memory_budget *budget = tl_thread_memory_budget();
     if (budget && !tl_memory_budget_charge(budget, nbytes))
         return tl_error(TL_ERR_MEMORY,
-                        "empty: the memory limit of %zu bytes is exceeded (%zu bytes of tensors "
+                        "%s: the memory limit of %zu bytes is exceeded (%zu bytes of tensors "
                         "and Lua heap in use, a tensor of %zu bytes asked)",
-                        tl_memory_budget_limit(budget), tl_memory_budget_used(budget), nbytes);
+                        op, tl_memory_budget_limit(budget), tl_memory_budget_used(budget), nbytes);
     tl_storage *s = calloc(1, sizeof *s);
     if (!s) {
         if (budget) tl_memory_budget_uncharge(budget, nbytes);
-        return tl_error(TL_ERR_MEMORY, "empty: out of memory allocating a storage header");
+        return tl_error(TL_ERR_MEMORY, "%s: out of memory allocating a storage header", op);
     }
     s->nbytes = nbytes;
     if (budget) {
         tl_memory_budget_retain(budget);
         s->budget = budget;
     }
+    *out = s;
+    return TL_OK;
+}
+
+tl_status tl_storage_new(tl_device device, size_t nbytes, tl_storage **out) {
+    tl_status status = tl_device_check(device);
+    if (status != TL_OK) return status;
+    tl_storage *s = NULL;
+    TL_TRY(new_header("empty", nbytes, &s));
 #ifdef TLUA_HAVE_CUDA
     if (device.type == TL_DEVICE_CUDA) {
         status = tl_cuda_malloc(device.index, nbytes, "empty", &s->data);
@@ -115,33 +125,13 @@ tl_status tl_storage_new_pinned(size_t nbytes, tl_storage **out) {
         return tl_error(TL_ERR_DEVICE,
                         "pin_memory: pinned host memory needs CUDA (no GPU is present: the "
                         "driver reports none)");
-    if (nbytes > TL_MAX_ALLOCATION)
-        return tl_error(TL_ERR_MEMORY,
-                        "pin_memory: cannot allocate %zu bytes (more than the %llu-byte limit of "
-                        "one tensor)",
-                        nbytes, (unsigned long long)TL_MAX_ALLOCATION);
-    /* pinned memory counts against the thread's budget as any tensor's (an embedded sandbox's
-       memory limit) */
-    tl_memory_budget *budget = tl_thread_memory_budget();
-    if (budget && !tl_memory_budget_charge(budget, nbytes))
-        return tl_error(TL_ERR_MEMORY,
-                        "pin_memory: the memory limit of %zu bytes is exceeded (%zu bytes of "
-                        "tensors and Lua heap in use, %zu bytes asked)",
-                        tl_memory_budget_limit(budget), tl_memory_budget_used(budget), nbytes);
-    tl_storage *s = calloc(1, sizeof *s);
-    if (!s) {
-        if (budget) tl_memory_budget_uncharge(budget, nbytes);
-        return tl_error(TL_ERR_MEMORY, "pin_memory: out of memory allocating a storage");
-    }
+    /* pinned memory counts against the thread's budget as any tensor's */
+    tl_storage *s = NULL;
+    TL_TRY(new_header("pin_memory", nbytes, &s));
     tl_status status = tl_cuda_host_alloc(nbytes, "pin_memory", &s->data);
     if (status != TL_OK) {
-        if (budget) tl_memory_budget_uncharge(budget, nbytes);
-        free(s);
+        storage_free_header(s);
         return status;
-    }
-    if (budget) {
-        tl_memory_budget_retain(budget);
-        s->budget = budget;
     }
     cpu_count_alloc(nbytes);
     s->nbytes = nbytes;
