@@ -1,7 +1,9 @@
 /* tl.distributed's C half: the process group (with its store client) and its works as Lua
    objects, and the collectives. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "binding.h"
 #include "tlua/distributed.h"
@@ -10,9 +12,29 @@
 #define WORK_NAME  "tlua.Work"
 
 typedef struct group_box {
+    tl_store_server *server; /* rank 0's, when no launcher serves the store */
     tl_store *store;
     tl_process_group *group;
+    bool self_served; /* a job whose rank 0 serves the store (torchrun, mpirun, srun) */
+    int world;
 } group_box;
+
+/* How long rank 0 keeps serving for ranks still finishing their last collective. */
+#define LEAVE_WAIT_MS 30000
+
+/* In a job whose rank 0 serves the store, every rank counts itself out as its group goes, and
+   rank 0 stops serving only once all have (or after LEAVE_WAIT_MS): a rank still in its last
+   barrier is not cut off by rank 0's exit. */
+static void leave_group(group_box *box) {
+    if (!box->self_served || !box->store) return;
+    int64_t left = 0;
+    if (tl_store_add(box->store, "pg/left", 1, &left) != TL_OK || !box->server) return;
+    const struct timespec pause = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+    for (int waited = 0; left < box->world && waited < LEAVE_WAIT_MS; waited += 10) {
+        nanosleep(&pause, NULL);
+        if (tl_store_add(box->store, "pg/left", 0, &left) != TL_OK) return;
+    }
+}
 
 typedef struct work_box {
     tl_work *work;
@@ -20,10 +42,13 @@ typedef struct work_box {
 
 static int group_gc(lua_State *L) {
     group_box *box = luaL_checkudata(L, 1, GROUP_NAME);
+    leave_group(box);
     tl_process_group_free(box->group);
     tl_store_close(box->store);
+    tl_store_server_stop(box->server);
     box->group = NULL;
     box->store = NULL;
+    box->server = NULL;
     return 0;
 }
 
@@ -62,8 +87,10 @@ static int int_arg(lua_State *L, int idx, const char *op, const char *what) {
     return (int)v;
 }
 
-/* _dist_new_group(rank, world_size, cuda_device, host, port, timeout_s): a world of more than
-   one rank connects to the store at host:port with the secret of TLUA_STORE_SECRET */
+/* _dist_new_group(rank, world_size, cuda_device, host, port, timeout_s, secret?, serve?): a world
+   of more than one rank connects to the store at host:port with secret (default: the launcher's
+   TLUA_STORE_SECRET); with serve (an address to listen on: rank 0 of a job no launcher serves),
+   this rank serves that store first */
 static int dist_new_group(lua_State *L) {
     tlb_check_network(L, "distributed");
     int rank = int_arg(L, 1, "init", "rank");
@@ -72,20 +99,27 @@ static int dist_new_group(lua_State *L) {
     const char *host = luaL_optstring(L, 4, NULL);
     int port = lua_isnoneornil(L, 5) ? 0 : int_arg(L, 5, "init", "port");
     double timeout = luaL_optnumber(L, 6, 300);
+    const char *secret = luaL_optstring(L, 7, NULL);
+    const char *serve = luaL_optstring(L, 8, NULL);
     ensure_metatables(L);
     group_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->server = NULL;
     box->store = NULL;
     box->group = NULL;
+    box->self_served = secret != NULL; /* the launcher's jobs pass none */
+    box->world = world;
     luaL_setmetatable(L, GROUP_NAME);
     if (world > 1) {
         if (!host) return tlb_errorf(L, "init: a world of %d ranks needs the store's host", world);
-        const char *secret = getenv("TLUA_STORE_SECRET");
+        if (!secret) secret = getenv("TLUA_STORE_SECRET");
         if (!secret || !*secret)
             return tlb_errorf(L,
                               "init: TLUA_STORE_SECRET is %s (a world of %d ranks meets in the "
                               "launcher's store, which needs the job's secret: start the script "
                               "with tlua --nproc N)",
                               secret ? "empty" : "not set", world);
+        if (serve && tl_store_server_start(serve, port, secret, &box->server, NULL) != TL_OK)
+            return tlb_fail(L);
         if (tl_store_connect(host, port, secret, timeout, &box->store) != TL_OK) return tlb_fail(L);
         if (tl_store_set_timeout(box->store, timeout) != TL_OK) return tlb_fail(L);
     }

@@ -15,31 +15,46 @@
 -- collectives in the same order with tensors of the same shape and dtype.
 local core = require("tlua.core")
 local options = require("tlua.options")
+local launch_env = require("tlua.launch_env")
 
 local dist = {}
 
 -- the environment: os.getenv, or in an embedded sandbox granted the network (no os.getenv there)
--- the launcher's TLUA_ variables through core
-local getenv = os.getenv or core._dist_env
-
-local function env_int(name, default)
-  local value = getenv(name)
-  if value == nil or value == "" then return default end
-  local n = math.tointeger(tonumber(value))
-  if not n then options.error(string.format("tl.distributed: %s must be an integer, got '%s'", name, value), 3) end
-  return n
+-- the launcher's TLUA_ variables through core (a sandbox joins only jobs of tlua --nproc)
+local function getenv(name)
+  if os.getenv then return os.getenv(name) end
+  if name:sub(1, 5) == "TLUA_" then return core._dist_env(name) end
+  return nil
 end
 
---- rank() -> this process's rank in [0, world_size()), 0 without the launcher
-function dist.rank() return env_int("TLUA_RANK", 0) end
---- world_size() -> the number of ranks of the job (1 without the launcher)
-function dist.world_size() return env_int("TLUA_WORLD_SIZE", 1) end
+local function read_file(path)
+  if not io then return nil end
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+local layout -- read once: a process's environment does not change under it
+--- layout() -> the job as its starter describes it (tlua --nproc, torchrun-style variables, Open
+--- MPI, Slurm; tlua.launch_env): {source, rank, world_size, local_rank, local_world_size,
+--- master_addr, master_port}
+function dist.layout()
+  layout = layout or launch_env.read(getenv)
+  return layout
+end
+
+--- rank() -> this process's rank in [0, world_size()), 0 when no starter set one
+function dist.rank() return dist.layout().rank end
+--- world_size() -> the number of ranks of the job (1 when started alone)
+function dist.world_size() return dist.layout().world_size end
 --- local_rank() -> the rank among this host's ranks (its GPU's index)
-function dist.local_rank() return env_int("TLUA_LOCAL_RANK", 0) end
+function dist.local_rank() return dist.layout().local_rank end
 --- is_main() -> true on rank 0 (the rank that logs and writes checkpoints)
 function dist.is_main() return dist.rank() == 0 end
---- is_launched() -> true when the script runs under tlua --nproc
-function dist.is_launched() return getenv("TLUA_WORLD_SIZE") ~= nil end
+--- is_launched() -> true when a starter (tlua --nproc, torchrun, mpirun, srun) set the ranks
+function dist.is_launched() return dist.layout().source ~= nil end
 --- nccl_available() -> whether CUDA tensors can be reduced across ranks in this build
 function dist.nccl_available() return core._dist_nccl_available() end
 
@@ -70,18 +85,24 @@ function dist.init(opts)
   if type(timeout) ~= "number" or timeout <= 0 then
     options.error("tl.distributed.init: timeout must be a number of seconds > 0, got " .. tostring(timeout), 2)
   end
-  local rank, world = dist.rank(), dist.world_size()
-  if world < 1 or rank < 0 or rank >= world then
-    options.error(string.format("tl.distributed.init: TLUA_RANK %d is not in [0, TLUA_WORLD_SIZE %d)", rank, world), 2)
-  end
-  local host, port = getenv("TLUA_MASTER_ADDR"), env_int("TLUA_MASTER_PORT", 0)
-  if world > 1 and (host == nil or port == 0) then
-    options.error("tl.distributed.init: TLUA_MASTER_ADDR and TLUA_MASTER_PORT are not set (start the " ..
-      "script with tlua --nproc N)", 2)
+  local job = dist.layout()
+  local rank, world = job.rank, job.world_size
+  local host, port, secret, serve = job.master_addr, job.master_port, nil, nil
+  if world > 1 and not job.served then
+    -- started by torchrun, mpirun or srun: rank 0 serves the store the ranks meet in, which
+    -- needs the job's secret on every rank
+    secret = launch_env.secret(getenv, read_file)
+    if not secret then
+      options.error(string.format("tl.distributed.init: a world of %d ranks started by %s needs the job's " ..
+        "secret, the same on every rank: set TLUA_STORE_SECRET (16 to 256 bytes; mpirun -x TLUA_STORE_SECRET " ..
+        "passes it on) or TLUA_STORE_SECRET_FILE (a file every rank reads)", world, job.source), 2)
+    end
+    -- rank 0 listens on the rendezvous address itself (its own), never on every interface
+    if rank == 0 then serve = host end
   end
   local gpus = core.cuda_device_count()
-  group = core._dist_new_group(rank, world, dist.cuda_index() or 0, host, port, timeout)
-  local local_world = env_int("TLUA_LOCAL_WORLD_SIZE", 1)
+  group = core._dist_new_group(rank, world, dist.cuda_index() or 0, host, port, timeout, secret, serve)
+  local local_world = job.local_world_size
   if gpus > 0 and local_world > gpus then
     shared_gpus = string.format("%d ranks share this host's %d GPU%s, and NCCL takes one GPU per rank " ..
       "(start at most %d rank%s per host, or reduce CPU tensors)", local_world, gpus, gpus == 1 and "" or "s",
