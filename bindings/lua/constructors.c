@@ -15,8 +15,9 @@ static void check_sizes(lua_State *L, const char *op, const int64_t *shape, int 
 }
 
 /* Puts out (made with status) into the box on top of the stack, then applies the options. */
-/* The result, or the error under the name the user called: a constructor made of others
-   ("zeros_like" of tl_zeros, "arange" of tl_empty) names itself, not the op that failed inside. */
+/* The result, or the error under the name the user called: the engine's constructors name
+   themselves; the ones only Lua has ("zeros_like" of tl_zeros, "rand_like" of tl_rand) are
+   renamed here. */
 static int finish(lua_State *L, tlb_box *box, tl_status status, tl_tensor *out,
                   const tlb_options *opts, const char *op) {
     tlb_result(L, box, tl_error_as(status, op), out);

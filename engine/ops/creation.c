@@ -78,8 +78,7 @@ static tl_status host_sequence(const char *op, int64_t n, double start, double s
     if (!floating && n > 0)
         TL_TRY(check_integer_values(op, start, start + (double)(n - 1) * step, dtype));
     tl_tensor *host;
-    tl_status status = tl_empty(&n, 1, dtype, TL_CPU, &host);
-    if (status != TL_OK) return status;
+    TL_TRY(tl_error_as(tl_empty(&n, 1, dtype, TL_CPU, &host), op));
     char *data = tl_data(host);
     size_t size = tl_dtype_size(dtype);
     for (int64_t i = 0; i < n; i++) {
@@ -87,7 +86,7 @@ static tl_status host_sequence(const char *op, int64_t n, double start, double s
         tl_scalar s = floating ? tl_scalar_float(v) : tl_scalar_int((int64_t)llround(v));
         tl_dtype_store(dtype, data + i * (int64_t)size, s);
     }
-    return on_device(host, device, out);
+    return tl_error_as(on_device(host, device, out), op);
 }
 
 tl_status tl_arange(double start, double end, double step, tl_dtype dtype, tl_device device,
@@ -153,7 +152,7 @@ tl_status tl_arange_int(int64_t start, int64_t end, int64_t step, tl_dtype dtype
                             (long long)start, (long long)last, INT32_MIN, INT32_MAX);
     }
     tl_tensor *host;
-    TL_TRY(tl_empty(&n, 1, TL_I64, TL_CPU, &host));
+    TL_TRY(tl_error_as(tl_empty(&n, 1, TL_I64, TL_CPU, &host), "arange"));
     int64_t *values = tl_data(host);
     for (int64_t i = 0; i < n; i++) values[i] = wrap_to_i64(first + (uint64_t)i * stride);
     if (dtype == TL_I64 && device.type == TL_DEVICE_CPU) {
@@ -165,9 +164,9 @@ tl_status tl_arange_int(int64_t start, int64_t end, int64_t step, tl_dtype dtype
     if (dtype != TL_I64) {
         tl_status status = tl_to(host, dtype, TL_CPU, &cast);
         tl_release(host);
-        if (status != TL_OK) return status;
+        if (status != TL_OK) return tl_error_as(status, "arange");
     }
-    return on_device(cast, device, out);
+    return tl_error_as(on_device(cast, device, out), "arange");
 }
 
 tl_status tl_linspace(double start, double end, int64_t steps, tl_dtype dtype, tl_device device,
@@ -186,13 +185,12 @@ tl_status tl_eye(int64_t n, int64_t m, tl_dtype dtype, tl_device device, tl_tens
                         (long long)m);
     int64_t shape[2] = {n, m};
     tl_tensor *host;
-    tl_status status = tl_zeros(shape, 2, dtype, TL_CPU, &host);
-    if (status != TL_OK) return status;
+    TL_TRY(tl_error_as(tl_zeros(shape, 2, dtype, TL_CPU, &host), "eye"));
     for (int64_t i = 0; i < n && i < m; i++) {
         int64_t index[2] = {i, i};
         tl_set(host, index, tl_scalar_int(1));
     }
-    return on_device(host, device, out);
+    return tl_error_as(on_device(host, device, out), "eye");
 }
 
 tl_status tl_scalar_tensor(tl_scalar value, const tl_tensor *like, tl_tensor **out) {

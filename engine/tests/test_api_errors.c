@@ -397,8 +397,28 @@ static void test_recording_failures(void) {
 }
 #endif
 
+/* status failed, and the message (set by the call just made) starts with "name:" */
+static void expect_named(const char *name, tl_status status) {
+    CHECK(status != TL_OK, "%s: succeeded", name);
+    CHECK(strncmp(tl_last_error(), name, strlen(name)) == 0 && tl_last_error()[strlen(name)] == ':',
+          "%s: the message names another op: %s", name, tl_last_error());
+}
+
+/* Constructors made of others report under their own names, not the inner op's ("empty",
+   "zeros"): sizes past the one-tensor limit, a negative size */
+static void test_constructor_names(void) {
+    tl_tensor *t = NULL;
+    expect_named("eye", tl_eye((int64_t)1 << 20, (int64_t)1 << 30, TL_F32, TL_CPU, &t));
+    expect_named("arange", tl_arange(0, 1, 1e-12, TL_F32, TL_CPU, &t));
+    expect_named("arange", tl_arange_int(0, (int64_t)1 << 41, 1, TL_I64, TL_CPU, &t));
+    expect_named("linspace", tl_linspace(0, 1, (int64_t)1 << 45, TL_F32, TL_CPU, &t));
+    expect_named("zeros", tl_zeros((const int64_t[]){-1}, 1, TL_F32, TL_CPU, &t));
+    expect_named("ones", tl_ones((const int64_t[]){-1}, 1, TL_F32, TL_CPU, &t));
+}
+
 int main(void) {
     tl_set_num_threads(1);
+    test_constructor_names();
     test_hooks();
     test_trace();
     test_null_arguments();
