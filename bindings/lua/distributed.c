@@ -128,18 +128,33 @@ static int dist_new_group(lua_State *L) {
     return 1;
 }
 
-static tl_reduce_op check_op(lua_State *L, int idx) {
+/* The reduce op at idx ("sum" for nil) of the collective name: a bad one is the engine's error,
+   which names all_reduce, renamed after name. */
+static tl_reduce_op check_op(lua_State *L, int idx, const char *name) {
     tl_reduce_op op = TL_REDUCE_SUM;
-    if (!lua_isnoneornil(L, idx) && tl_reduce_op_parse(lua_tostring(L, idx), &op) != TL_OK)
-        tlb_fail(L);
+    if (lua_isnoneornil(L, idx) || tl_reduce_op_parse(lua_tostring(L, idx), &op) == TL_OK)
+        return op;
+    const char *message = tl_last_error(), *prefix = "all_reduce: ";
+    if (strncmp(message, prefix, strlen(prefix)) == 0)
+        tlb_errorf(L, "%s: %s", name, message + strlen(prefix));
+    tlb_fail(L);
     return op;
+}
+
+/* A new work object (pushed), for the start call to fill. */
+static work_box *push_work(lua_State *L) {
+    ensure_metatables(L);
+    work_box *w = lua_newuserdatauv(L, sizeof *w, 0);
+    w->work = NULL;
+    luaL_setmetatable(L, WORK_NAME);
+    return w;
 }
 
 /* _dist_all_reduce(group, t, op) */
 static int dist_all_reduce(lua_State *L) {
     group_box *box = check_group(L, 1, "all_reduce");
     tl_tensor *t = tlb_check(L, 2, "all_reduce");
-    if (tl_all_reduce(box->group, t, check_op(L, 3)) != TL_OK) return tlb_fail(L);
+    if (tl_all_reduce(box->group, t, check_op(L, 3, "all_reduce")) != TL_OK) return tlb_fail(L);
     lua_settop(L, 2);
     return 1;
 }
@@ -148,12 +163,51 @@ static int dist_all_reduce(lua_State *L) {
 static int dist_all_reduce_start(lua_State *L) {
     group_box *box = check_group(L, 1, "all_reduce");
     tl_tensor *t = tlb_check(L, 2, "all_reduce");
-    tl_reduce_op op = check_op(L, 3);
-    ensure_metatables(L);
-    work_box *w = lua_newuserdatauv(L, sizeof *w, 0);
-    w->work = NULL;
-    luaL_setmetatable(L, WORK_NAME);
+    tl_reduce_op op = check_op(L, 3, "all_reduce");
+    work_box *w = push_work(L);
     if (tl_all_reduce_start(box->group, t, op, &w->work) != TL_OK) return tlb_fail(L);
+    return 1;
+}
+
+/* _dist_reduce_scatter(group, out, t, op) -> out */
+static int dist_reduce_scatter(lua_State *L) {
+    group_box *box = check_group(L, 1, "reduce_scatter");
+    tl_tensor *out = tlb_check(L, 2, "reduce_scatter");
+    tl_tensor *t = tlb_check(L, 3, "reduce_scatter");
+    if (tl_reduce_scatter(box->group, t, out, check_op(L, 4, "reduce_scatter")) != TL_OK)
+        return tlb_fail(L);
+    lua_settop(L, 2);
+    return 1;
+}
+
+/* _dist_reduce_scatter_start(group, out, t, op) -> work */
+static int dist_reduce_scatter_start(lua_State *L) {
+    group_box *box = check_group(L, 1, "reduce_scatter");
+    tl_tensor *out = tlb_check(L, 2, "reduce_scatter");
+    tl_tensor *t = tlb_check(L, 3, "reduce_scatter");
+    tl_reduce_op op = check_op(L, 4, "reduce_scatter");
+    work_box *w = push_work(L);
+    if (tl_reduce_scatter_start(box->group, t, out, op, &w->work) != TL_OK) return tlb_fail(L);
+    return 1;
+}
+
+/* _dist_all_gather(group, out, t) -> out */
+static int dist_all_gather(lua_State *L) {
+    group_box *box = check_group(L, 1, "all_gather");
+    tl_tensor *out = tlb_check(L, 2, "all_gather");
+    tl_tensor *t = tlb_check(L, 3, "all_gather");
+    if (tl_all_gather(box->group, t, out) != TL_OK) return tlb_fail(L);
+    lua_settop(L, 2);
+    return 1;
+}
+
+/* _dist_all_gather_start(group, out, t) -> work */
+static int dist_all_gather_start(lua_State *L) {
+    group_box *box = check_group(L, 1, "all_gather");
+    tl_tensor *out = tlb_check(L, 2, "all_gather");
+    tl_tensor *t = tlb_check(L, 3, "all_gather");
+    work_box *w = push_work(L);
+    if (tl_all_gather_start(box->group, t, out, &w->work) != TL_OK) return tlb_fail(L);
     return 1;
 }
 
@@ -261,6 +315,10 @@ const luaL_Reg tlb_distributed_functions[] = {
     {"_dist_new_group", dist_new_group},
     {"_dist_all_reduce", dist_all_reduce},
     {"_dist_all_reduce_start", dist_all_reduce_start},
+    {"_dist_reduce_scatter", dist_reduce_scatter},
+    {"_dist_reduce_scatter_start", dist_reduce_scatter_start},
+    {"_dist_all_gather", dist_all_gather},
+    {"_dist_all_gather_start", dist_all_gather_start},
     {"_dist_work_wait", dist_work_wait},
     {"_dist_work_timing", dist_work_timing},
     {"_dist_broadcast", dist_broadcast},

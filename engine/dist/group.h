@@ -21,10 +21,17 @@ struct tl_work {
     tl_nccl_work *nccl; /* NULL for a CPU work */
 };
 
-/* The NCCL backend (a build without NCCL answers that it has none). t is a contiguous CUDA
-   tensor already checked against the group's device and the op's dtype rules. */
+/* The NCCL backend (a build without NCCL answers that it has none). Tensors are contiguous
+   CUDA tensors already checked against the group's device, each other (dtype, sizes, overlap)
+   and the op's dtype rules. With overlap, *work gets the work (which keeps the tensors). */
 tl_status tl_nccl_all_reduce(tl_process_group *group, tl_tensor *t, tl_reduce_op op, bool overlap,
                              tl_nccl_work **work);
+/* out gets the reduction of chunk `rank` of in (world_size * numel(out) elements). */
+tl_status tl_nccl_reduce_scatter(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                                 tl_reduce_op op, bool overlap, tl_nccl_work **work);
+/* out (world_size * numel(in) elements) gets every rank's in, in rank order. */
+tl_status tl_nccl_all_gather(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                             bool overlap, tl_nccl_work **work);
 tl_status tl_nccl_broadcast(tl_process_group *group, tl_tensor *t, int root);
 tl_status tl_nccl_work_wait(tl_nccl_work *work);
 tl_status tl_nccl_work_timing(tl_nccl_work *work, double *queued_ms, double *comm_ms);

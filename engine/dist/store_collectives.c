@@ -1,7 +1,8 @@
 /* Collectives of CPU tensors through the store: every rank posts its bytes under a key of the
    collective, reads the others' and reduces them in rank order (the same bits on every rank);
-   the last reader removes the keys. Slow (all data goes through one server): for CPU training
-   on few ranks and for tests, not for speed. */
+   the last reader removes the keys. A reduce-scatter posts each chunk of its input under a key
+   of the rank that reduces it, who alone reads and removes it. Slow (all data goes through one
+   server): for CPU training on few ranks and for tests, not for speed. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,14 +15,22 @@ static size_t tensor_bytes(const tl_tensor *t) {
     return (size_t)tl_numel(t) * tl_dtype_size(t->dtype);
 }
 
+/* TL_OK when rank's value has the size of this rank's tensor (what names it: "tensor",
+   "out", "in"). */
+static tl_status check_sent(size_t size, size_t expected, const char *op, int rank,
+                            const char *what) {
+    if (size != expected)
+        return tl_error(TL_ERR_SHAPE,
+                        "%s: rank %d sent %zu bytes but this rank's %s holds %zu (every rank "
+                        "must pass the same shape and dtype)",
+                        op, rank, size, what, expected);
+    return TL_OK;
+}
+
 /* A CPU tensor shaped as t holding the bytes of value (size checked against t). */
 static tl_status tensor_from_bytes(const tl_tensor *t, const void *value, size_t size,
-                                   const char *op, int rank, tl_tensor **out) {
-    if (size != tensor_bytes(t))
-        return tl_error(TL_ERR_SHAPE,
-                        "%s: rank %d sent %zu bytes but this rank's tensor holds %zu (every "
-                        "rank must pass the same shape and dtype)",
-                        op, rank, size, tensor_bytes(t));
+                                   const char *op, int rank, const char *what, tl_tensor **out) {
+    TL_TRY(check_sent(size, tensor_bytes(t), op, rank, what));
     return tl_from_host(value, t->shape, t->ndim, t->dtype, TL_CPU, out);
 }
 
@@ -65,25 +74,44 @@ static tl_status finish_reading(tl_store *store, const char *prefix, int readers
     return TL_OK;
 }
 
-/* Reduces every rank's contribution in rank order into a new tensor. */
-static tl_status reduce_in_rank_order(tl_process_group *group, const tl_tensor *t,
-                                      const char *prefix, tl_reduce_op op, tl_tensor **out) {
+/* How a reduction finds the ranks' contributions: rank r's under prefix/r (every rank reads
+   it), or with per_reader under prefix/r/<this rank> (this rank alone reads it, and removes it
+   once read). */
+typedef struct contributions {
+    const char *op, *what; /* the collective and this rank's tensor, for messages */
+    const char *prefix;
+    bool per_reader;
+} contributions;
+
+/* Reduces every rank's contribution in rank order into a new tensor shaped as like; this rank's
+   is the bytes at own. */
+static tl_status reduce_in_rank_order(tl_process_group *group, const tl_tensor *like,
+                                      const void *own, const contributions *from, tl_reduce_op op,
+                                      tl_tensor **out) {
     tl_tensor *acc = NULL;
     tl_status status = TL_OK;
     for (int r = 0; r < group->world_size && status == TL_OK; r++) {
         tl_tensor *part = NULL;
         if (r == group->rank) {
-            status = tl_clone((tl_tensor *)t, &part);
+            status = tl_from_host(own, like->shape, like->ndim, like->dtype, TL_CPU, &part);
         } else {
             char key[TL_STORE_MAX_KEY];
-            snprintf(key, sizeof key, "%s/%d", prefix, r);
+            if (from->per_reader)
+                snprintf(key, sizeof key, "%s/%d/%d", from->prefix, r, group->rank);
+            else
+                snprintf(key, sizeof key, "%s/%d", from->prefix, r);
             void *value = NULL;
             size_t size = 0;
             status = tl_store_get(group->store, key, &value, &size);
-            if (status == TL_OK) status = tensor_from_bytes(t, value, size, "all_reduce", r, &part);
+            if (status == TL_OK)
+                status = tensor_from_bytes(like, value, size, from->op, r, from->what, &part);
             free(value);
+            if (status == TL_OK && from->per_reader) status = tl_store_delete(group->store, key);
         }
-        if (status != TL_OK) break;
+        if (status != TL_OK) {
+            tl_release(part);
+            break;
+        }
         if (!acc) {
             acc = part;
             continue;
@@ -112,12 +140,70 @@ tl_status tl_store_all_reduce(tl_process_group *group, tl_tensor *t, tl_reduce_o
     snprintf(key, sizeof key, "%s/%d", prefix, group->rank);
     TL_TRY(tl_store_set(group->store, key, tl_data(t), tensor_bytes(t)));
     tl_tensor *result = NULL;
-    TL_TRY(reduce_in_rank_order(group, t, prefix, op, &result));
+    contributions from = {.op = "all_reduce", .what = "tensor", .prefix = prefix};
+    TL_TRY(reduce_in_rank_order(group, t, tl_data(t), &from, op, &result));
     /* every rank reads the others' keys: the last to finish removes them */
     tl_status status =
         finish_reading(group->store, prefix, group->world_size, 0, group->world_size);
     if (status == TL_OK) status = tl_copy_(t, result);
     tl_release(result);
+    return status;
+}
+
+tl_status tl_store_reduce_scatter(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                                  tl_reduce_op op) {
+    char prefix[96], key[TL_STORE_MAX_KEY];
+    snprintf(prefix, sizeof prefix, "pg/cpu/%" PRIu64, ++group->store_sequence);
+    size_t chunk = tensor_bytes(out);
+    const char *data = tl_data(in);
+    /* chunk d goes to rank d alone (this rank's own chunk stays here: out may be it) */
+    for (int d = 0; d < group->world_size; d++) {
+        if (d == group->rank) continue;
+        snprintf(key, sizeof key, "%s/%d/%d", prefix, group->rank, d);
+        TL_TRY(tl_store_set(group->store, key, data + (size_t)d * chunk, chunk));
+    }
+    tl_tensor *result = NULL;
+    contributions from = {
+        .op = "reduce_scatter", .what = "out", .prefix = prefix, .per_reader = true};
+    TL_TRY(
+        reduce_in_rank_order(group, out, data + (size_t)group->rank * chunk, &from, op, &result));
+    tl_status status = tl_copy_(out, result);
+    tl_release(result);
+    return status;
+}
+
+tl_status tl_store_all_gather(tl_process_group *group, const tl_tensor *in, tl_tensor *out) {
+    char prefix[96], key[TL_STORE_MAX_KEY];
+    snprintf(prefix, sizeof prefix, "pg/cpu/%" PRIu64, ++group->store_sequence);
+    snprintf(key, sizeof key, "%s/%d", prefix, group->rank);
+    size_t chunk = tensor_bytes(in);
+    TL_TRY(tl_store_set(group->store, key, tl_data(in), chunk));
+    /* every value is read and checked before out is written: a bad rank leaves out as it was */
+    void **values = calloc((size_t)group->world_size, sizeof *values);
+    if (!values) return tl_error(TL_ERR_MEMORY, "all_gather: out of memory");
+    tl_status status = TL_OK;
+    for (int r = 0; r < group->world_size && status == TL_OK; r++) {
+        if (r == group->rank) continue;
+        snprintf(key, sizeof key, "%s/%d", prefix, r);
+        size_t size = 0;
+        status = tl_store_get(group->store, key, &values[r], &size);
+        if (status == TL_OK) status = check_sent(size, chunk, "all_gather", r, "in");
+    }
+    /* every rank reads the others' keys: the last to finish removes them */
+    if (status == TL_OK)
+        status = finish_reading(group->store, prefix, group->world_size, 0, group->world_size);
+    if (status == TL_OK) {
+        char *dst = tl_data(out);
+        for (int r = 0; r < group->world_size; r++) {
+            char *to = dst + (size_t)r * chunk;
+            if (r != group->rank)
+                memcpy(to, values[r], chunk);
+            else if (to != (const char *)tl_data(in)) /* in place: already there */
+                memmove(to, tl_data(in), chunk);
+        }
+    }
+    for (int r = 0; r < group->world_size; r++) free(values[r]);
+    free(values);
     return status;
 }
 
@@ -130,7 +216,7 @@ tl_status tl_store_broadcast(tl_process_group *group, tl_tensor *t, int root) {
     size_t size = 0;
     TL_TRY(tl_store_get(group->store, key, &value, &size));
     tl_tensor *got = NULL;
-    tl_status status = tensor_from_bytes(t, value, size, "broadcast", root, &got);
+    tl_status status = tensor_from_bytes(t, value, size, "broadcast", root, "tensor", &got);
     free(value);
     if (status == TL_OK) status = tl_copy_(t, got);
     tl_release(got);

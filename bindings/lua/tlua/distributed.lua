@@ -4,6 +4,8 @@
 --   dist.rank(), dist.world_size(), dist.local_rank(), dist.is_main()
 --   dist.all_reduce(t, "sum" | "avg" | "product" | "min" | "max")   -- in place, returns t
 --   dist.broadcast(t, root)                                          -- in place, returns t
+--   dist.reduce_scatter(out, t, op)     -- out = the reduction of t's chunk rank(), returns out
+--   dist.all_gather(out, t)             -- out = every rank's t, in rank order, returns out
 --   dist.barrier()
 --
 -- Ranks count from 0, as NCCL's and the launcher's TLUA_RANK do. A script started without the
@@ -114,9 +116,11 @@ end
 --- is_initialized() -> whether this rank has joined its group
 function dist.is_initialized() return group ~= nil end
 
-local function check_tensor(t, op)
+-- what: the argument's name in messages, for functions of two tensors
+local function check_tensor(t, op, what)
   if not core.is_tensor(t) then
-    options.error(string.format("tl.distributed.%s: expected a tensor, got %s", op, type(t)), 3)
+    options.error(string.format("tl.distributed.%s: expected a tensor%s, got %s", op,
+      what and (" as " .. what) or "", type(t)), 3)
   end
   dist.init()
   if shared_gpus and t.device ~= "cpu" then options.error(string.format("tl.distributed.%s: %s", op, shared_gpus), 3) end
@@ -126,6 +130,22 @@ end
 function dist.all_reduce(t, op)
   check_tensor(t, "all_reduce")
   return core._dist_all_reduce(dist.init(), t, op)
+end
+
+--- reduce_scatter(out, t, op = "sum") -> out: out becomes the reduction over the ranks of t's
+--- chunk rank() (t holds world_size() chunks of out's size; out may be that chunk of t)
+function dist.reduce_scatter(out, t, op)
+  check_tensor(out, "reduce_scatter", "out")
+  check_tensor(t, "reduce_scatter", "t")
+  return core._dist_reduce_scatter(dist.init(), out, t, op)
+end
+
+--- all_gather(out, t) -> out: out (world_size() chunks of t's size) becomes every rank's t, in
+--- rank order (t may be out's chunk rank())
+function dist.all_gather(out, t)
+  check_tensor(out, "all_gather", "out")
+  check_tensor(t, "all_gather", "t")
+  return core._dist_all_gather(dist.init(), out, t)
 end
 
 --- broadcast(t, root = 0): every rank's t becomes root's
@@ -139,10 +159,10 @@ function dist.barrier() return core._dist_barrier(dist.init()) end
 
 local Work = {}
 Work.__index = Work
---- work:wait(): later work on the tensor's device waits for the reduction (the host does not)
+--- work:wait(): later work on the tensor's device waits for the collective (the host does not)
 function Work:wait() core._dist_work_wait(self.handle) end
---- work:timing() -> queued_ms, comm_ms (waits on the host for the reduction): from the moment
---- the compute stream reached the start call, and the reduction alone
+--- work:timing() -> queued_ms, comm_ms (waits on the host for the collective): from the moment
+--- the compute stream reached the start call, and the collective alone
 function Work:timing() return core._dist_work_timing(self.handle) end
 
 --- all_reduce_start(t, op = "sum") -> work: an all-reduce that overlaps the compute (on a GPU
@@ -151,6 +171,21 @@ function Work:timing() return core._dist_work_timing(self.handle) end
 function dist.all_reduce_start(t, op)
   check_tensor(t, "all_reduce_start")
   return setmetatable({ handle = core._dist_all_reduce_start(dist.init(), t, op), tensor = t }, Work)
+end
+
+--- reduce_scatter_start(out, t, op = "sum") -> work, all_gather_start(out, t) -> work: the
+--- overlapped forms (as all_reduce_start); work:wait() before reading out
+function dist.reduce_scatter_start(out, t, op)
+  check_tensor(out, "reduce_scatter_start", "out")
+  check_tensor(t, "reduce_scatter_start", "t")
+  local handle = core._dist_reduce_scatter_start(dist.init(), out, t, op)
+  return setmetatable({ handle = handle, tensor = out, input = t }, Work)
+end
+
+function dist.all_gather_start(out, t)
+  check_tensor(out, "all_gather_start", "out")
+  check_tensor(t, "all_gather_start", "t")
+  return setmetatable({ handle = core._dist_all_gather_start(dist.init(), out, t), tensor = out, input = t }, Work)
 end
 
 -- The store under the group (a world of more than one rank): small values for coordination.

@@ -1,6 +1,7 @@
 /* The NCCL backend of the process group: one communicator per group (its unique id passed
-   through the store), collectives on the device's stream, and overlapped all-reduces on a
-   communication stream ordered against the compute stream by events. */
+   through the store), collectives on the device's stream, and overlapped ones (all-reduce,
+   reduce-scatter, all-gather) on a communication stream ordered against the compute stream by
+   events. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +12,15 @@
 
 struct tl_nccl_state {
     ncclComm_t comm;
-    cudaStream_t comm_stream; /* the overlapped all-reduces */
+    cudaStream_t comm_stream; /* the overlapped collectives */
     bool broken;              /* a collective failed: the communicator was aborted */
 };
 
 struct tl_nccl_work {
     int device;
-    tl_tensor *tensor;      /* kept until the compute stream waits for the work */
-    cudaEvent_t ready;      /* on the compute stream: the tensor's producers are done */
-    cudaEvent_t comm_start; /* on the communication stream, before the reduction */
+    tl_tensor *tensors[2];  /* kept until the compute stream waits for the work (in, out) */
+    cudaEvent_t ready;      /* on the compute stream: the tensors' producers are done */
+    cudaEvent_t comm_start; /* on the communication stream, before the collective */
     cudaEvent_t done;       /* on the communication stream, after it */
     bool waited;
 };
@@ -89,7 +90,7 @@ static tl_status ensure_comm(tl_process_group *group, const char *op, cudaStream
     return TL_OK;
 }
 
-static tl_status nccl_dtype(tl_dtype dtype, ncclDataType_t *out) {
+static tl_status nccl_dtype(tl_dtype dtype, const char *op, ncclDataType_t *out) {
     switch (dtype) {
     case TL_F32:
         *out = ncclFloat32;
@@ -113,8 +114,7 @@ static tl_status nccl_dtype(tl_dtype dtype, ncclDataType_t *out) {
         *out = ncclUint8;
         return TL_OK;
     default:
-        return tl_error(TL_ERR_DTYPE, "all_reduce: NCCL does not take dtype %s",
-                        tl_dtype_name(dtype));
+        return tl_error(TL_ERR_DTYPE, "%s: NCCL does not take dtype %s", op, tl_dtype_name(dtype));
     }
 }
 
@@ -147,67 +147,130 @@ static void work_destroy(tl_nccl_work *work) {
     if (work->ready) cudaEventDestroy(work->ready);
     if (work->comm_start) cudaEventDestroy(work->comm_start);
     if (work->done) cudaEventDestroy(work->done);
-    tl_release(work->tensor);
+    tl_release(work->tensors[0]);
+    tl_release(work->tensors[1]);
     free(work);
 }
 
-static tl_status work_new(int device, tl_tensor *t, tl_nccl_work **out) {
+/* A work keeping in and out (out may be NULL, or in itself: one reference each). */
+static tl_status work_new(int device, const char *op, const tl_tensor *in, tl_tensor *out,
+                          tl_nccl_work **result) {
     tl_nccl_work *work = calloc(1, sizeof *work);
-    if (!work) return tl_error(TL_ERR_MEMORY, "all_reduce: out of memory");
+    if (!work) return tl_error(TL_ERR_MEMORY, "%s: out of memory", op);
     work->device = device;
     cudaError_t err = cudaEventCreate(&work->ready);
     if (err == cudaSuccess) err = cudaEventCreate(&work->comm_start);
     if (err == cudaSuccess) err = cudaEventCreate(&work->done);
     if (err != cudaSuccess) {
         work_destroy(work);
-        return tl_cuda_fail(err, "all_reduce", "creating events");
+        return tl_cuda_fail(err, op, "creating events");
     }
-    work->tensor = tl_retain(t);
-    *out = work;
+    work->tensors[0] = tl_retain((tl_tensor *)in);
+    if (out && out != in) work->tensors[1] = tl_retain(out);
+    *result = work;
     return TL_OK;
 }
 
-tl_status tl_nccl_all_reduce(tl_process_group *group, tl_tensor *t, tl_reduce_op op, bool overlap,
-                             tl_nccl_work **out) {
-    ncclDataType_t dtype = ncclFloat32;
-    TL_TRY(nccl_dtype(t->dtype, &dtype));
+typedef enum { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER } collective_kind;
+
+/* One collective call: count is NCCL's (the output's elements for a reduce-scatter, the
+   input's for an all-gather). */
+typedef struct collective {
+    collective_kind kind;
+    const char *op, *call; /* "all_reduce", "ncclAllReduce" */
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclDataType_t dtype;
+    ncclRedOp_t reduce;
+} collective;
+
+static ncclResult_t issue(const collective *c, ncclComm_t comm, cudaStream_t stream) {
+    switch (c->kind) {
+    case REDUCE_SCATTER:
+        return ncclReduceScatter(c->send, c->recv, c->count, c->dtype, c->reduce, comm, stream);
+    case ALL_GATHER:
+        return ncclAllGather(c->send, c->recv, c->count, c->dtype, comm, stream);
+    default:
+        return ncclAllReduce(c->send, c->recv, c->count, c->dtype, c->reduce, comm, stream);
+    }
+}
+
+/* Runs c on the compute stream, or (overlap) on the communication stream after the work queued
+   on the compute stream so far, with *result a work that keeps in and out. */
+static tl_status run(tl_process_group *group, const collective *c, const tl_tensor *in,
+                     tl_tensor *out, bool overlap, tl_nccl_work **result) {
     cudaStream_t compute;
-    TL_TRY(ensure_comm(group, "all_reduce", &compute));
-    void *data = tl_data(t);
-    size_t count = (size_t)tl_numel(t);
+    TL_TRY(ensure_comm(group, c->op, &compute));
     if (!overlap) {
-        ncclResult_t r =
-            ncclAllReduce(data, data, count, dtype, nccl_op(op), group->nccl->comm, compute);
-        return r == ncclSuccess ? TL_OK
-                                : collective_failed(group, r, "all_reduce", "ncclAllReduce");
+        ncclResult_t r = issue(c, group->nccl->comm, compute);
+        return r == ncclSuccess ? TL_OK : collective_failed(group, r, c->op, c->call);
     }
     tl_nccl_work *work = NULL;
-    TL_TRY(work_new(group->cuda_device, t, &work));
+    TL_TRY(work_new(group->cuda_device, c->op, in, out, &work));
     cudaStream_t comm = group->nccl->comm_stream;
     cudaError_t err = cudaEventRecord(work->ready, compute);
     if (err == cudaSuccess) err = cudaStreamWaitEvent(comm, work->ready, 0);
     if (err == cudaSuccess) err = cudaEventRecord(work->comm_start, comm);
     if (err != cudaSuccess) {
         work_destroy(work);
-        return tl_cuda_fail(err, "all_reduce", "ordering the communication stream");
+        return tl_cuda_fail(err, c->op, "ordering the communication stream");
     }
-    ncclResult_t r = ncclAllReduce(data, data, count, dtype, nccl_op(op), group->nccl->comm, comm);
+    ncclResult_t r = issue(c, group->nccl->comm, comm);
     if (r != ncclSuccess) {
         work_destroy(work);
-        return collective_failed(group, r, "all_reduce", "ncclAllReduce");
+        return collective_failed(group, r, c->op, c->call);
     }
     err = cudaEventRecord(work->done, comm);
     if (err != cudaSuccess) {
         work_destroy(work);
-        return tl_cuda_fail(err, "all_reduce", "recording the end of the reduction");
+        return tl_cuda_fail(err, c->op, "recording the end of the collective");
     }
-    *out = work;
+    *result = work;
     return TL_OK;
+}
+
+tl_status tl_nccl_all_reduce(tl_process_group *group, tl_tensor *t, tl_reduce_op op, bool overlap,
+                             tl_nccl_work **out) {
+    collective c = {.kind = ALL_REDUCE,
+                    .op = "all_reduce",
+                    .call = "ncclAllReduce",
+                    .send = tl_data(t),
+                    .recv = tl_data(t),
+                    .count = (size_t)tl_numel(t),
+                    .reduce = nccl_op(op)};
+    TL_TRY(nccl_dtype(t->dtype, c.op, &c.dtype));
+    return run(group, &c, t, NULL, overlap, out);
+}
+
+tl_status tl_nccl_reduce_scatter(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                                 tl_reduce_op op, bool overlap, tl_nccl_work **work) {
+    collective c = {.kind = REDUCE_SCATTER,
+                    .op = "reduce_scatter",
+                    .call = "ncclReduceScatter",
+                    .send = tl_data(in),
+                    .recv = tl_data(out),
+                    .count = (size_t)tl_numel(out),
+                    .reduce = nccl_op(op)};
+    TL_TRY(nccl_dtype(in->dtype, c.op, &c.dtype));
+    return run(group, &c, in, out, overlap, work);
+}
+
+tl_status tl_nccl_all_gather(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                             bool overlap, tl_nccl_work **work) {
+    collective c = {.kind = ALL_GATHER,
+                    .op = "all_gather",
+                    .call = "ncclAllGather",
+                    .send = tl_data(in),
+                    .recv = tl_data(out),
+                    .count = (size_t)tl_numel(in)};
+    TL_TRY(nccl_dtype(in->dtype, c.op, &c.dtype));
+    return run(group, &c, in, out, overlap, work);
 }
 
 tl_status tl_nccl_broadcast(tl_process_group *group, tl_tensor *t, int root) {
     ncclDataType_t dtype = ncclFloat32;
-    TL_TRY(nccl_dtype(t->dtype, &dtype));
+    TL_TRY(nccl_dtype(t->dtype, "broadcast", &dtype));
     cudaStream_t compute;
     TL_TRY(ensure_comm(group, "broadcast", &compute));
     void *data = tl_data(t);
@@ -225,7 +288,7 @@ tl_status tl_nccl_work_wait(tl_nccl_work *work) {
 }
 
 tl_status tl_nccl_work_timing(tl_nccl_work *work, double *queued_ms, double *comm_ms) {
-    TL_CUDA_TRY(cudaEventSynchronize(work->done), "work_timing", "waiting for the reduction");
+    TL_CUDA_TRY(cudaEventSynchronize(work->done), "work_timing", "waiting for the collective");
     float queued = 0, comm = 0;
     TL_CUDA_TRY(cudaEventElapsedTime(&queued, work->ready, work->done), "work_timing",
                 "cudaEventElapsedTime");
@@ -238,8 +301,8 @@ tl_status tl_nccl_work_timing(tl_nccl_work *work, double *queued_ms, double *com
 
 void tl_nccl_work_free(tl_nccl_work *work) {
     if (!work) return;
-    /* nobody waited: later work on the compute stream (which may reuse the tensor's memory
-       once it is released) must still come after the reduction */
+    /* nobody waited: later work on the compute stream (which may reuse the tensors' memory
+       once they are released) must still come after the collective */
     if (!work->waited) (void)tl_nccl_work_wait(work);
     work_destroy(work);
 }

@@ -97,23 +97,40 @@ bool tl_distributed_nccl_available(void);
    GPU the work is queued on the device's stream, in order with the ops around it; the host
    does not wait. */
 tl_status tl_all_reduce(tl_process_group *group, tl_tensor *t, tl_reduce_op op);
+/* out gets the reduction over the ranks of in's chunk number `rank`: its elements
+   [rank * n, (rank + 1) * n), n = numel(out); in has world_size * n elements (any shapes). Both
+   contiguous, of one dtype and device; in place, out may be that chunk of in (a view), and shares
+   no other memory with in. The op's dtype rules are tl_all_reduce's. In a world of one out gets
+   a copy of in. On a GPU the work is queued as tl_all_reduce's. */
+tl_status tl_reduce_scatter(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                            tl_reduce_op op);
+/* out (world_size * numel(in) elements) gets every rank's in: rank r's at its elements
+   [r * n, (r + 1) * n), n = numel(in). Both contiguous, of one dtype and device; in place, in may
+   be out's chunk of this rank (a view), and shares no other memory with out. */
+tl_status tl_all_gather(tl_process_group *group, const tl_tensor *in, tl_tensor *out);
 /* Every rank's t gets root's values. */
 tl_status tl_broadcast(tl_process_group *group, tl_tensor *t, int root);
 /* Returns once every rank has called it (the host waits; queued GPU work is not waited for). */
 tl_status tl_barrier(tl_process_group *group);
 
-/* An all-reduce that overlaps the compute stream: on a GPU it waits (on the GPU) for the work
+/* A collective that overlaps the compute stream: on a GPU it waits (on the GPU) for the work
    queued on the device's stream so far, then runs on the group's communication stream; the
    compute stream goes on at once. tl_work_wait makes the compute stream wait for it (the host
-   does not wait). On the CPU the reduction is done when the call returns. */
+   does not wait). On the CPU the collective is done when the call returns. */
 typedef struct tl_work tl_work;
 tl_status tl_all_reduce_start(tl_process_group *group, tl_tensor *t, tl_reduce_op op,
                               tl_work **out);
+/* tl_reduce_scatter and tl_all_gather overlapping the compute stream as tl_all_reduce_start
+   does; the work keeps in and out until it is waited for or freed. */
+tl_status tl_reduce_scatter_start(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                                  tl_reduce_op op, tl_work **out_work);
+tl_status tl_all_gather_start(tl_process_group *group, const tl_tensor *in, tl_tensor *out,
+                              tl_work **out_work);
 /* Later work queued on t's device's stream waits for w. */
 tl_status tl_work_wait(tl_work *w);
 /* Timings of a finished work, in milliseconds (waits for it on the host): queued_ms from the
-   start call (when the compute stream reached it) to the end of the reduction, comm_ms the
-   reduction alone. 0 on the CPU. */
+   start call (when the compute stream reached it) to the end of the collective, comm_ms the
+   collective alone. 0 on the CPU. */
 tl_status tl_work_timing(tl_work *w, double *queued_ms, double *comm_ms);
 /* Frees w (waits for nothing; the GPU keeps what it needs). NULL is a no-op. */
 void tl_work_free(tl_work *w);
