@@ -2,7 +2,12 @@
 -- MLP (N ranks against one, each rank with the one-GPU batch), the communication backward did
 -- not hide, and the same loss curve for N ranks of batch B as for one GPU of batch N * B.
 --
---   tlua bench/data_parallel.lua [--nproc N] [--steps S] [--match_steps S] [--epochs E]
+--   tlua bench/data_parallel.lua [--nproc N] [--steps S] [--match_steps S] [--epochs E] [--bucket_mb X]
+--                                [--log_every K] [--zero 1|0]
+--
+-- --zero 1 (default) adds ZeRO-1 (nn.DataParallel {shard_optimizer = true}, the examples'
+-- --shard-optimizer): the char-GPT's and the MLP's scaling sharded, the optimizer state per
+-- rank against the plain run's, and the sharded run's loss curve against plain data parallel's.
 --
 -- N defaults to the GPUs present (at least 2 are needed for the scaling and the match; with one
 -- GPU the script runs the launcher with a world of one and says so). Prints one line per row
@@ -10,7 +15,8 @@
 local tl = require("tlua")
 local common = require("bench.common")
 
-local opts = common.options("data_parallel.lua", { nproc = 0, steps = 300, match_steps = 200, epochs = 2 })
+local opts = common.options("data_parallel.lua", { nproc = 0, steps = 300, match_steps = 200, epochs = 2,
+  bucket_mb = 0, log_every = 50, zero = 1 })
 local gpus = tl.cuda.device_count()
 if gpus == 0 then error("data_parallel.lua: no GPU", 0) end
 local nproc = opts.nproc > 0 and opts.nproc or gpus
@@ -50,18 +56,18 @@ print(string.format("data-parallel on %d of %d GPUs (%s)", nproc, gpus, bin))
 local gpt = "examples/gpt/train.lua"
 local gpt_args = string.format("--device cuda --steps %d --eval-every 0 --eval-iters 1 --log-every 50 --dropout 0.2",
   opts.steps)
-local function gpt_rate(n)
-  local out = launch(n, gpt, gpt_args .. " --csv " .. dir .. "/gpt_speed.csv")
+local function gpt_rate(n, extra)
+  local out = launch(n, gpt, gpt_args .. " --csv " .. dir .. "/gpt_speed.csv " .. (extra or ""))
   -- the rate of the last logged interval (steady state), and the communication of that step
   local rate, comm, exposed
   for r, line in out:gmatch("step %d+ loss %S+ %((%d+) tokens/s([^\n]*)") do
     rate = tonumber(r)
     comm, exposed = line:match("all%-reduce (%S+) ms, (%S+) ms not hidden")
   end
-  return rate, tonumber(comm), tonumber(exposed)
+  return rate, tonumber(comm), tonumber(exposed), tonumber(out:match("optimizer state: (%S+) MiB"))
 end
 local one = gpt_rate(1)
-local many, comm, exposed = gpt_rate(nproc)
+local many, comm, exposed, state_mib = gpt_rate(nproc)
 print(string.format("(a) char-GPT (6x384, batch 64 x 256 per rank, bf16): 1 GPU %.0f tokens/s, %d GPUs %.0f tokens/s",
   one, nproc, many))
 if comm then
@@ -72,9 +78,10 @@ print(string.format("ratio gpt_scaling_%d %.3f (goal >= %s)", nproc, many / one,
 
 -- ---- Fashion-MNIST MLP: samples/s -----------------------------------------------------------
 local fm = "examples/fashion_mnist/train.lua"
-local fm_args = string.format("--device cuda --epochs %d --schedule none --csv %s/fm.csv", opts.epochs, dir)
-local function fm_rate(n)
-  local out = launch(n, fm, fm_args)
+local fm_args = string.format("--device cuda --epochs %d --schedule none --csv %s/fm.csv --log-every %d%s", opts.epochs,
+  dir, opts.log_every, opts.bucket_mb > 0 and string.format(" --bucket-mb %g", opts.bucket_mb) or "")
+local function fm_rate(n, extra)
+  local out = launch(n, fm, fm_args .. " " .. (extra or ""))
   local best = 0
   for r in out:gmatch("(%d+) samples/s%)") do best = math.max(best, tonumber(r)) end
   return best
@@ -108,5 +115,38 @@ if nproc > 1 then
     noise / n, max_noise, diff / n <= noise / n and "PASS" or "FAIL"))
 else
   print("(c) loss curves: needs 2 GPUs or more (this host has one)")
+end
+-- ---- ZeRO-1: the optimizer state sharded -----------------------------------------------------
+if nproc > 1 and opts.zero == 1 then
+  local z_many, z_comm, z_exposed, z_state = gpt_rate(nproc, "--shard-optimizer")
+  print(string.format("(d) ZeRO-1 char-GPT: %d GPUs %.0f tokens/s (plain %.0f); optimizer state on rank 0 %.2f MiB, " ..
+    "plain %.2f MiB (%.3f of it)", nproc, z_many, many, z_state or -1, state_mib or -1, (z_state or 0) / (state_mib or 1)))
+  if z_comm then
+    print(string.format("    per step: reduce-scatter %.2f ms, of which %.2f ms not hidden by backward", z_comm, z_exposed))
+  end
+  print(string.format("ratio zero_gpt_scaling_%d %.3f (goal >= %s)", nproc, z_many / one, nproc == 2 and "1.9" or
+    string.format("%.2f", 0.93 * nproc)))
+  print(string.format("ratio zero_state_per_rank_%d %.3f (goal <= %.3f)", nproc, (z_state or 0) / (state_mib or 1),
+    1 / nproc + 0.02))
+  local z_fm = fm_rate(nproc, "--shard-optimizer")
+  print(string.format("(e) ZeRO-1 Fashion-MNIST MLP: %d GPUs %.0f samples/s (plain %.0f)", nproc, z_fm, fm_many))
+  print(string.format("ratio zero_mlp_scaling_%d %.3f", nproc, z_fm / fm_one))
+  -- the same loss curve: sharded against plain, both N ranks of batch B (bf16: within its noise)
+  local B = 64 // nproc
+  local common_args = string.format("--device cuda --steps %d --eval-every 0 --eval-iters 1 --log-every 50 --dropout 0",
+    opts.match_steps)
+  launch(nproc, gpt, string.format("%s --batch %d --csv %s/plain.csv", common_args, B, dir))
+  launch(nproc, gpt, string.format("%s --batch %d --shard-optimizer --csv %s/zero.csv", common_args, B, dir))
+  launch(1, gpt, string.format("%s --batch %d --dtype float32 --csv %s/f32z.csv", common_args, B * nproc, dir))
+  local a, b, f = read_csv_losses(dir .. "/plain.csv"), read_csv_losses(dir .. "/zero.csv"),
+    read_csv_losses(dir .. "/f32z.csv")
+  local diff, noise, n = 0, 0, 0
+  for step = 1, opts.match_steps do
+    if a[step] and b[step] and f[step] then
+      diff, noise, n = diff + math.abs(a[step] - b[step]), noise + math.abs(a[step] - f[step]), n + 1
+    end
+  end
+  print(string.format("(f) loss curves, %d steps: ZeRO-1 vs plain, %d GPUs x batch %d: mean |diff| %.4f; bf16 noise " ..
+    "%.4f: %s", n, nproc, B, diff / n, noise / n, diff / n <= noise / n and "PASS" or "FAIL"))
 end
 os.execute("rm -rf " .. dir)

@@ -240,6 +240,10 @@ static int field(lua_State *L, tl_tensor *t, const char *key) {
         /* the storage's version: every in-place change bumps it */
         if (strcmp(key, "_version") == 0)
             return lua_pushinteger(L, (lua_Integer)t->storage->version), 1;
+        /* the address of the first element: whether two tensors are the same view of one
+           storage (nn.DataParallel's check that a gradient is still its bucket's view) */
+        if (strcmp(key, "_data_ptr") == 0)
+            return lua_pushinteger(L, (lua_Integer)(intptr_t)tl_data(t)), 1;
         /* shape, dtype and device as one string ("2,3|float32|cpu"): a cache key (einsum's) */
         if (strcmp(key, "_layout_key") == 0) return push_layout_key(L, t), 1;
         break;

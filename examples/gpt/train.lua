@@ -80,6 +80,8 @@ usage: tlua examples/gpt/train.lua [options]
                      one GPU without --moe, --sparse-ffn or data parallel, false otherwise)
   --data-parallel    wrap the model in nn.DataParallel even in a world of one (its cost alone);
                      under tlua --nproc N (N > 1) it is always wrapped
+  --shard-optimizer  ZeRO-1: nn.DataParallel {shard_optimizer = true}, each rank keeping the
+                     AdamW state of its shard of the parameters (implies --data-parallel)
   --checkpoint path  write the run's state there (tl.checkpoint) every --checkpoint-every
                      steps and at the end, for --resume
   --checkpoint-every N  steps between checkpoints (default 500; 0: only at the end)
@@ -96,7 +98,8 @@ local text_options = { device = true, dtype = true, data = true, save = true, cs
   checkpoint = true, resume = true, preset = true, bias = true, graph = true }
 
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text_options,
-  flags = { data_parallel = true, plot = true } })
+  flags = { data_parallel = true, plot = true, shard_optimizer = true } })
+if opts.shard_optimizer then opts.data_parallel = true end
 
 local device = opts.device or "cpu"
 if device ~= "cpu" and not device:match("^cuda") then fail("--device must be cpu or cuda") end
@@ -181,7 +184,9 @@ local config = gpt.config {
 local model = gpt.GPT(config)
 local inner = model
 if world > 1 or opts.data_parallel then
-  model = tl.nn.DataParallel(model) -- rank 0's weights everywhere; gradients averaged in backward
+  -- rank 0's weights everywhere; gradients averaged in backward (reduce-scattered to each rank's
+  -- shard with --shard-optimizer)
+  model = tl.nn.DataParallel(model, { shard_optimizer = opts.shard_optimizer or false })
   tl.manual_seed(opts.seed + 7919 * rank) -- each rank its own dropout masks
 end
 local draw, drawn = ds:sampler(opts.seed)
@@ -372,6 +377,8 @@ val_loss = estimate_loss("val")
 say(string.format("done: %d steps in %.1f s (%.0f tokens/s), train loss %.4f, val loss %.4f", opts.steps,
   tl.clock() - start, (last_step - first_step + 1) * tokens_per_step / elapsed, last_loss, val_loss))
 if rank == 0 then print("loss history: " .. opts.csv) end
+say(string.format("optimizer state: %.2f MiB on rank 0%s", opt:state_bytes() / 2 ^ 20,
+  opts.shard_optimizer and string.format(" (its shard of %d)", world) or ""))
 
 if opts.save and rank == 0 then
   local sd = model:state_dict()

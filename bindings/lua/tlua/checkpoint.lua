@@ -344,8 +344,10 @@ function checkpoint.save(path, state, opts)
       ctx.used[RNG_NAME] = true
       ctx.tensors[RNG_NAME] = rng_states()
     end
-    if dist.world_size() > 1 and dist.rank() ~= 0 then return end -- rank 0 writes
+    -- every rank encodes (a sharded optimizer's state_dict() is a collective of every rank),
+    -- rank 0 writes
     local tree = encode(state, {}, ctx, 1)
+    if dist.world_size() > 1 and dist.rank() ~= 0 then return end
     if opts.rng ~= false then tree = "{s\"rng\"=T" .. quote(RNG_NAME) .. ",s\"state\"=" .. tree .. "}"
     else tree = "{s\"state\"=" .. tree .. "}" end
     metadata[FORMAT_KEY], metadata[TREE_KEY] = FORMAT, tree

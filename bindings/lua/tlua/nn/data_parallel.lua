@@ -15,7 +15,15 @@
 --
 -- Options: bucket_mb = 25, broadcast = true (parameters and buffers from rank 0 at start),
 -- find_unused_parameters = false (true: parameters that get no gradient in a backward are
--- reduced as they are, instead of an error), rebuild_buckets = true.
+-- reduced as they are, instead of an error), rebuild_buckets = true (false with shard_optimizer),
+-- shard_optimizer = false.
+-- shard_optimizer = true is ZeRO-1 (tlua.nn.zero): backward reduce-scatters each bucket, so each
+-- rank gets the averaged gradient of its shard only; an optimizer built on model:parameters()
+-- keeps state (moments, master weights) for this rank's shard alone (about 1/N of it) and its
+-- step all-gathers the parameters; optim.clip_grad_norm takes the norm over every rank's shard;
+-- the optimizer's state_dict() gathers the whole state (every rank calls it) in the layout of a
+-- plain optimizer, which loads at any world size. A parameter's .grad then holds the average on
+-- this rank's shard only.
 -- model:no_sync(fn) runs fn with the reduction off (gradient accumulation: the next backward
 -- outside no_sync reduces the sum). model:stats() reports the last step's communication.
 -- model:state_dict() and load_state_dict() are the wrapped module's (no prefix), so checkpoints
@@ -24,20 +32,21 @@ local tl = require("tlua")
 local base = require("tlua.nn.module")
 local buckets = require("tlua.nn.buckets")
 local options = require("tlua.options")
+local zero = require("tlua.nn.zero")
 
 local dist = tl.distributed
 local autograd = tl.autograd
 
 --- DataParallel(module, {bucket_mb = 25, broadcast = true, find_unused_parameters = false,
---- rebuild_buckets = true}): module replicated on every rank (its parameters broadcast from rank 0
+--- rebuild_buckets = true, shard_optimizer = false}): module replicated on every rank (its parameters broadcast from rank 0
 --- unless broadcast = false), forward(...) is module's, and backward averages the gradients over the
 --- ranks in buckets of about bucket_mb MiB (see the file's comment); outside tlua --nproc, a world of
---- one.
+--- one. shard_optimizer = true: ZeRO-1, the optimizer's state sharded over the ranks (tlua.nn.zero).
 local DataParallel = base.Module:extend("DataParallel")
 local instances = 0 -- wrappers made so far: every rank makes them in the same order
 
 local ACCEPTED = { bucket_mb = "number", broadcast = "boolean", find_unused_parameters = "boolean",
-  rebuild_buckets = "boolean" }
+  rebuild_buckets = "boolean", shard_optimizer = "boolean" }
 
 function DataParallel:init(module, opts)
   if not base.is_module(module) then
@@ -46,11 +55,17 @@ function DataParallel:init(module, opts)
   opts = options.check(opts, "nn.DataParallel", ACCEPTED, 3)
   local mb = opts.bucket_mb or 25
   if not (mb > 0) then options.error("nn.DataParallel: bucket_mb must be a number > 0, got " .. tostring(mb), 3) end
+  local shard = opts.shard_optimizer == true
+  if shard and opts.rebuild_buckets == true then
+    options.error("nn.DataParallel: rebuild_buckets = true cannot go with shard_optimizer = true (the optimizer's " ..
+      "shards keep the buckets' first layout)", 3)
+  end
   self.module = module
   rawset(self, "_opts", {
     cap_bytes = mb * 1024 * 1024,
     find_unused = opts.find_unused_parameters and true or false,
-    rebuild = opts.rebuild_buckets ~= false,
+    rebuild = opts.rebuild_buckets ~= false and not shard,
+    shard = shard,
   })
   rawset(self, "_sync", true)
   rawset(self, "_passes", 0)
@@ -60,6 +75,7 @@ function DataParallel:init(module, opts)
   if #self._params == 0 then options.error("nn.DataParallel: the module has no parameters", 3) end
   if opts.broadcast ~= false then self:_broadcast_state() end
   self:_build_buckets(nil)
+  if shard then zero.flatten(self) end
   -- the hooks hold the wrapper weakly: a parameter's hook must not keep the model alive
   local weak = setmetatable({ self }, { __mode = "v" })
   for i, p in ipairs(self._params) do
@@ -91,9 +107,13 @@ function DataParallel:_build_buckets(order)
   local described = {}
   for i, p in ipairs(params) do described[i] = describe(p) end
   local list = buckets.assign(described, { cap_bytes = self._opts.cap_bytes, order = order })
+  local place = setmetatable({}, { __mode = "k" }) -- parameter -> {bucket, offset}
+  local view_of = {} -- parameter index -> its gradient's view of its bucket
   tl.no_grad(function()
-    for _, bucket in ipairs(list) do
-      bucket.buffer = tl.zeros({ bucket.numel }, { dtype = bucket.dtype, device = bucket.device })
+    for b, bucket in ipairs(list) do
+      -- sharded: a multiple of the world size, cut into equal shards (the padding stays 0)
+      local length = self._opts.shard and zero.pad(bucket.numel, dist.world_size()) or bucket.numel
+      bucket.buffer = tl.zeros({ length }, { dtype = bucket.dtype, device = bucket.device })
       bucket.views = {}
       for k, i in ipairs(bucket.params) do
         local p = params[i]
@@ -101,11 +121,15 @@ function DataParallel:_build_buckets(order)
         local old = p.grad
         if old ~= nil then view:copy_(old) end
         bucket.views[k] = view
+        place[p] = { bucket = b, offset = bucket.offsets[k] }
+        view_of[i] = view
         p.grad = view
       end
     end
   end)
   rawset(self, "_buckets", list)
+  rawset(self, "_place", place)
+  rawset(self, "_view_of", view_of)
   rawset(self, "_reducer", buckets.Reducer(list, function(b) self:_launch(b) end))
   rawset(self, "_works", {})
 end
@@ -150,12 +174,26 @@ function DataParallel:_on_ready(i)
     reducer:reset()
     autograd.queue_callback(function() self:_finish_pass() end)
   end
+  -- a gradient made outside its bucket (zero_grad between forward and backward sets it to nil,
+  -- and backward then makes a new one) goes into its bucket's view before the bucket reduces
+  local p, view = self._params[i], self._view_of[i]
+  local g = p.grad
+  if g == nil or g._data_ptr ~= view._data_ptr then
+    tl.no_grad(function()
+      if g == nil then view:zero_() else view:copy_(g) end
+    end)
+    p.grad = view
+  end
   reducer:mark_ready(i)
 end
 
 function DataParallel:_launch(b)
   local bucket = self._buckets[b]
-  self._works[b] = dist.all_reduce_start(bucket.buffer, "avg")
+  if self._opts.shard then
+    self._works[b] = zero.reduce_scatter_start(bucket)
+  else
+    self._works[b] = dist.all_reduce_start(bucket.buffer, "avg")
+  end
 end
 
 local function names_of(self, indices)
@@ -240,7 +278,8 @@ function DataParallel:state_dict() return self.module:state_dict() end
 function DataParallel:load_state_dict(sd, strict) return self.module:load_state_dict(sd, strict) end
 
 function DataParallel:extra_repr()
-  return string.format("world_size=%d, buckets=%d", dist.world_size(), #self._buckets)
+  return string.format("world_size=%d, buckets=%d%s", dist.world_size(), #self._buckets,
+    self._opts.shard and ", shard_optimizer=true" or "")
 end
 
 return { DataParallel = DataParallel }

@@ -333,6 +333,21 @@ function Module:to(...)
   return self
 end
 
+--- _replace_parameters(map, why): every place that holds a parameter of map (old -> new) holds
+-- the new tensor instead; optimizers built before refuse the old ones (tlua.nn.replaced: "moved
+-- to <why>"). For wrappers that move parameters into buffers of their own (nn.DataParallel's
+-- shard_optimizer).
+function Module:_replace_parameters(map, why)
+  local assignments = {}
+  each_tensor(self, function(_, t, m, key)
+    if map[t] then assignments[#assignments + 1] = { m, key, map[t] } end
+  end, { "_param_keys" })
+  for _, a in ipairs(assignments) do rawset(a[1], a[2], a[3]) end
+  for old, new in pairs(map) do
+    if new ~= old then replaced[old] = why end
+  end
+end
+
 function Module:float() return self:to("float32") end
 function Module:double() return self:to("float64") end
 function Module:cuda() return self:to("cuda") end

@@ -1,6 +1,7 @@
 -- tl.optim.clip_grad_norm: scales the gradients of a list of parameters to a maximum total norm.
 local tl = require("tlua")
 local options = require("tlua.options")
+local zero = require("tlua.nn.zero")
 
 local is_tensor = tl.is_tensor
 
@@ -70,6 +71,27 @@ local function clip_grad_norm(parameters, max_norm, norm_type, opts)
   end
   opts = options.check(opts, "clip_grad_norm", CLIP_OPTIONS, 2)
   local foreach = opts.foreach ~= false
+  -- the parameters of an nn.DataParallel {shard_optimizer = true}: the norm over every rank's shard
+  local sharded, plain = nil, false
+  for _, p in ipairs(parameters) do
+    local owner = is_tensor(p) and zero.owner_of(p) or nil
+    if (owner and sharded and owner ~= sharded) or (owner and plain) or (not owner and sharded) then
+      options.error("clip_grad_norm: the parameters of an nn.DataParallel with shard_optimizer are clipped all " ..
+        "together (pass model:parameters()), not with other tensors", 2)
+    end
+    sharded, plain = owner or sharded, plain or not owner
+  end
+  if sharded then
+    local distinct = {}
+    for _, p in ipairs(parameters) do distinct[p] = true end
+    for _, p in ipairs(sharded._params) do
+      if not distinct[p] then
+        options.error("clip_grad_norm: the parameters of an nn.DataParallel with shard_optimizer are clipped all " ..
+          "together (pass model:parameters()), not some of them", 2)
+      end
+    end
+    return zero.clip_grad_norm(sharded, max_norm, norm_type)
+  end
   local grads, seen = {}, {}
   for _, p in ipairs(parameters) do
     local g = not seen[p] and p.grad

@@ -13,6 +13,7 @@ local class = require("tlua.class")
 local options = require("tlua.options")
 
 local replaced = require("tlua.nn.replaced")
+local zero = require("tlua.nn.zero")
 
 local is_tensor = tl.is_tensor
 
@@ -90,6 +91,10 @@ function Optimizer.new(cls, params, opts)
     if bad then options.error(bad, 2) end
     self.param_groups[gi] = group
   end
+  -- the parameters of an nn.DataParallel {shard_optimizer = true}: this rank's shards (ZeRO-1)
+  for p in pairs(seen) do
+    if zero.owner_of(p) then return zero.shard(self, 2) end
+  end
   return self
 end
 
@@ -104,7 +109,7 @@ function Optimizer:_validate()
       local moved = replaced[p]
       if moved then
         options.error(string.format("optim.%s: parameter %d of group %d was replaced (moved to %s) after the optimizer was "
-          .. "built; build the optimizer after model:to(...)", name, pi, gi, moved), 3)
+          .. "built; build the optimizer after model:to(...) and nn.DataParallel(...)", name, pi, gi, moved), 3)
       end
     end
   end
@@ -159,6 +164,18 @@ function Optimizer:step(closure)
   self:_check_capture()
   for _, group in ipairs(self.param_groups) do self:_update(group) end
   return loss
+end
+
+--- state_bytes() -> the bytes of the state tensors this optimizer keeps (on this rank: a sharded
+-- optimizer of nn.DataParallel {shard_optimizer = true} keeps its shard's)
+function Optimizer:state_bytes()
+  local bytes = 0
+  for _, s in pairs(self.state) do
+    for _, v in pairs(s) do
+      if is_tensor(v) then bytes = bytes + v:numel() * v:element_size() end
+    end
+  end
+  return bytes
 end
 
 --- state_dict() -> {state = {[i] = {...}}, param_groups = {{lr =, ..., params = {i, ...}}}}: the
