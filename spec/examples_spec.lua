@@ -1,4 +1,4 @@
--- The example training scripts: tiny runs of examples/resnet and examples/lstm train (the loss falls), and every example stopped after a few steps (--stop-after, --checkpoint) and resumed (--resume) ends bitwise where the uninterrupted run ends, CSV included (CPU).
+-- The example training scripts: tiny runs of examples/resnet and examples/lstm train (the loss falls), fashion_mnist's figures do not depend on --log-every (1 and several ranks), and every example stopped after a few steps (--stop-after, --checkpoint) and resumed (--resume) ends bitwise where the uninterrupted run ends, CSV included (CPU).
 local files = require("helpers.files")
 local sh_quote, read_file, BIN, ROOT = files.sh_quote, files.read_file, files.BIN, files.ROOT
 
@@ -73,6 +73,107 @@ describe("examples resume bitwise (CPU)", function()
       "--eval-every 6 --eval-iters 1 --dropout 0.1", 7, 2)
     local info = select(2, require("tlua").checkpoint.read(dir .. "/ck.safetensors"))
     assert.are.same({ 2, 2 }, info.rng.shape)
+  end)
+end)
+
+-- the figures of a log's epoch lines (loss and accuracies, not the times)
+local function epoch_figures(log)
+  local out = {}
+  for line in log:gmatch("epoch %d+/%d+: train loss [^\n]-test accuracy [%d.]+%%") do out[#out + 1] = line end
+  return out
+end
+
+describe("examples/fashion_mnist/train.lua", function()
+  -- 300 images in batches of 32: 10 steps an epoch, the last of 12 images
+  local ARGS = "--limit 300 --epochs 2 --batch 32"
+
+  it("--log-every only changes when the figures are read: the same CSV, epoch lines and model for 1 and 7 " ..
+    "(a --stop-after and checkpoints between its flushes, resumed)", function()
+    -- check_resume: --checkpoint-every 3 and --stop-after 12 (not multiples of 7), then --resume
+    local log7 = check_resume("fashion_mnist/train.lua", ARGS .. " --log-every 7", 12)
+    local ok, log1 = run("fashion_mnist/train.lua", ARGS .. " --log-every 1 --csv one.csv --save one.safetensors")
+    assert.is_true(ok, log1)
+    local csv = read_file(dir .. "/one.csv")
+    assert.are.equal(csv, read_file(dir .. "/a.csv"))
+    assert.are.equal(read_file(dir .. "/one.safetensors"), read_file(dir .. "/a.safetensors"))
+    local rows = {}
+    for line in csv:gmatch("[^\n]+") do rows[#rows + 1] = line end
+    assert.are.equal(1 + 20, #rows)
+    assert.are.equal("epoch,batch,step,loss,accuracy", rows[1])
+    assert.matches("^1,10,10,[%d.]+,[%d.]+$", rows[11])
+    assert.matches("^2,10,20,[%d.]+,[%d.]+$", rows[21])
+    -- a run with --limit and several epochs prints every epoch's line (bench/data_parallel.lua reads
+    -- its samples/s), with the same figures whatever --log-every is
+    local figures = epoch_figures(log1)
+    assert.are.equal(2, #figures, log1)
+    assert.are.same(figures, epoch_figures(log7))
+    assert.matches("epoch 2/2: train loss [%d.]+, train accuracy [%d.]+%%, test accuracy [%d.]+%% " ..
+      "%([%d.]+ s, %d+ samples/s%)", log1)
+
+    -- a crash after the checkpoint of step 6 (steps 1-6 not yet read by --log-every 7): the
+    -- checkpoint and the CSV on disk then hold them, so a run resumed from there ends as the others
+    local wrapper = io.open(dir .. "/crash.lua", "w")
+    wrapper:write(string.format([[
+      local tl = require("tlua")
+      local save, saves = tl.checkpoint.save, 0
+      tl.checkpoint.save = function(...)
+        save(...)
+        saves = saves + 1
+        if saves == 2 then assert(os.execute("cp ck.safetensors mid.safetensors && cp c.csv mid.csv")) end
+      end
+      dofile(%q)
+    ]], ROOT .. "/examples/fashion_mnist/train.lua"))
+    wrapper:close()
+    ok = os.execute(string.format("cd %s && TLUA_PROGRESS=off %s crash.lua %s > log 2>&1", sh_quote(dir), sh_quote(BIN),
+      ARGS .. " --log-every 7 --csv c.csv --checkpoint ck.safetensors --checkpoint-every 3 --stop-after 8"))
+    assert.is_true(ok == true or ok == 0, read_file(dir .. "/log"))
+    local log
+    ok, log = run("fashion_mnist/train.lua", ARGS .. " --log-every 7 --csv mid.csv --resume mid.safetensors " ..
+      "--save mid_end.safetensors")
+    assert.is_true(ok, log)
+    assert.matches("resumed from mid.safetensors: epoch 1, step 6", log, 1, true)
+    assert.are.equal(csv, read_file(dir .. "/mid.csv"))
+    assert.are.equal(read_file(dir .. "/one.safetensors"), read_file(dir .. "/mid_end.safetensors"))
+    assert.are.same(figures, epoch_figures(log))
+  end)
+
+  it("on 2 ranks: one all_reduce per read gives the CSV of --log-every 1 (--bucket-mb given)", function()
+    -- 150 images a rank: 5 steps, read at steps 2, 4 and at the epoch's end
+    local args = "--limit 300 --epochs 1 --batch 32"
+    local ok, log = run("fashion_mnist/train.lua", args .. " --log-every 1 --csv one.csv", 2)
+    assert.is_true(ok, log)
+    local ok2, log2 = run("fashion_mnist/train.lua", args .. " --log-every 2 --bucket-mb 0.5 --csv two.csv", 2)
+    assert.is_true(ok2, log2)
+    local csv = read_file(dir .. "/one.csv")
+    assert.are.equal(1 + 5, select(2, csv:gsub("\n", "")))
+    assert.are.equal(csv, read_file(dir .. "/two.csv"))
+    -- the ranks' losses averaged (the first near ln 10), the hits summed over the global batch
+    local l, acc = losses(dir .. "/one.csv", 4), losses(dir .. "/one.csv", 5)
+    assert.is_true(math.abs(l[1] - math.log(10)) < 0.3, csv)
+    assert.are.equal(5, #l)
+    for i = 1, 5 do assert.is_true(l[i] > 0 and l[i] < 3 and acc[i] >= 0 and acc[i] <= 1, csv) end
+    assert.are.equal(1, #epoch_figures(log2), log2)
+    assert.are.same(epoch_figures(log), epoch_figures(log2))
+  end)
+
+  it("refuses a bad --log-every or --bucket-mb with its usage; --shard-optimizer on one rank says so", function()
+    for value, message in pairs({ ["0"] = "--bucket-mb must be a number of MiB > 0",
+      ["-2"] = "--bucket-mb must be a number of MiB > 0", ["lots"] = "--bucket-mb expects a number, got 'lots'" }) do
+      local ok, log = run("fashion_mnist/train.lua", "--bucket-mb " .. value)
+      assert.is_false(ok)
+      assert.matches(message, log, 1, true)
+      assert.matches("usage: tlua examples/fashion_mnist/train.lua", log, 1, true)
+      assert.matches("--bucket-mb X", log, 1, true)
+    end
+    for value, message in pairs({ ["0"] = "--log-every must be >= 1", ["2.5"] = "--log-every expects an integer" }) do
+      local ok, log = run("fashion_mnist/train.lua", "--log-every " .. value)
+      assert.is_false(ok)
+      assert.matches(message, log, 1, true)
+      assert.matches("usage: tlua examples/fashion_mnist/train.lua", log, 1, true)
+    end
+    local ok, log = run("fashion_mnist/train.lua", "--limit 64 --epochs 1 --batch 32 --shard-optimizer --bucket-mb 1")
+    assert.is_true(ok, log)
+    assert.matches("shard-optimizer: one rank, nothing to shard", log, 1, true)
   end)
 end)
 

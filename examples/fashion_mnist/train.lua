@@ -3,12 +3,19 @@
 --   tlua examples/fashion_mnist/train.lua [--model mlp|cnn] [--epochs N] [--batch N] [--lr X]
 --        [--optimizer adam|sgd] [--schedule cosine|none] [--device cpu|cuda] [--seed N]
 --        [--threads N] [--save path] [--csv path] [--limit N] [--root dir] [--sparse D] [--block N]
---        [--checkpoint path] [--checkpoint-every N] [--resume path] [--stop-after N]
+--        [--checkpoint path] [--checkpoint-every N] [--resume path] [--stop-after N] [--log-every N]
+--        [--bucket-mb X] [--shard-optimizer]
 --
 -- Defaults: the MLP (784-512-256-10, ReLU) for 10 epochs (the CNN: 5), batch 128, Adam lr 1e-3
 -- annealed to 0 along a cosine over the run (stepped every batch). The loss of every batch goes
 -- to a CSV file (--csv; by default fashion_mnist_loss.csv next to --save, or in the current
 -- directory); --save writes the model's state_dict with tl.save (safetensors) at the end.
+--
+-- Logging without waits: each step's loss and count of correct predictions stay on the device,
+-- in a small buffer, and are read (one wait; on several ranks one all_reduce of that buffer) every
+-- --log-every steps, at the end of an epoch, before a checkpoint and at --stop-after; the CSV
+-- rows of those steps and the progress bar are written then. The figures are the same whatever
+-- --log-every is: only the time they are read changes.
 --
 -- Resuming: --checkpoint path writes the whole run (model, optimizer, schedule, the loader's
 -- position, the RNG, the step and the epoch's running figures; tl.checkpoint) at the end of
@@ -16,8 +23,8 @@
 -- one (with the same options) and ends bitwise where the uninterrupted run ends, on the CPU.
 --
 -- Data-parallel: `tlua --nproc N examples/fashion_mnist/train.lua --device cuda` trains on N GPUs
--- (nn.DataParallel, a sharded loader: --batch is each rank's); rank 0 logs, writes the CSV and
--- saves.
+-- (nn.DataParallel, a sharded loader: --batch is each rank's; --bucket-mb its gradient buckets'
+-- size, --shard-optimizer its sharded optimizer state); rank 0 logs, writes the CSV and saves.
 local tl = require("tlua")
 local nn, optim, data = tl.nn, tl.optim, tl.data
 local progress = require("tlua.progress")
@@ -50,16 +57,24 @@ usage: tlua examples/fashion_mnist/train.lua [options]
   --checkpoint-every N  also every N steps (default 0: after epochs only)
   --resume path         go on from a checkpoint of --checkpoint (give the same options)
   --stop-after N        stop after step N (writing the checkpoint), as an interrupted run
+  --log-every N         read the losses and accuracies from the device every N steps (and at
+                        the end of an epoch, before a checkpoint, at --stop-after), then write
+                        their CSV rows and the progress bar (default 50; 1: every step)
+  --bucket-mb X         data-parallel runs (tlua --nproc N): nn.DataParallel's gradient buckets
+                        of about X MiB (default: nn.DataParallel's, 25)
+  --shard-optimizer     data-parallel runs: nn.DataParallel{shard_optimizer = true}, each rank
+                        keeping its share of the optimizer's state (one rank: nothing to shard)
   --help                this text]]
 
 local defaults = { model = "mlp", batch = 128, optimizer = "adam", schedule = "cosine", device = "cpu", seed = 1,
-  root = tl.data.FASHION_MNIST_ROOT }
+  root = tl.data.FASHION_MNIST_ROOT, log_every = 50 }
 local numeric = { epochs = "integer", batch = "integer", lr = "number", seed = "integer", limit = "integer",
-  threads = "integer", sparse = "number", block = "integer", checkpoint_every = "integer", stop_after = "integer" }
+  threads = "integer", sparse = "number", block = "integer", checkpoint_every = "integer", stop_after = "integer",
+  log_every = "integer", bucket_mb = "number" }
 local text = { model = true, optimizer = true, device = true, save = true, csv = true, root = true,
   schedule = true, checkpoint = true, resume = true }
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text,
-  flags = { plot = true }, defaults = defaults })
+  flags = { plot = true, shard_optimizer = true }, defaults = defaults })
 if opts.model ~= "mlp" and opts.model ~= "cnn" then fail("--model must be mlp or cnn") end
 if opts.optimizer ~= "adam" and opts.optimizer ~= "sgd" then fail("--optimizer must be adam or sgd") end
 if opts.schedule ~= "cosine" and opts.schedule ~= "none" then fail("--schedule must be cosine or none") end
@@ -71,6 +86,10 @@ opts.block = opts.block or 16
 opts.checkpoint_every = opts.checkpoint_every or 0
 if opts.checkpoint_every < 0 then fail("--checkpoint-every must be >= 0") end
 if opts.stop_after and opts.stop_after < 1 then fail("--stop-after must be >= 1") end
+if opts.log_every < 1 then fail("--log-every must be >= 1") end
+if opts.bucket_mb and not (opts.bucket_mb > 0 and opts.bucket_mb < math.huge) then
+  fail("--bucket-mb must be a number of MiB > 0")
+end
 opts.lr = opts.lr or (opts.optimizer == "adam" and 1e-3 or 0.05)
 if not opts.csv then
   local dir = opts.save and opts.save:match("^(.*)/[^/]*$")
@@ -129,7 +148,14 @@ end
 model:to(opts.device)
 print(model)
 local inner = model
-if world > 1 then model = nn.DataParallel(model) end -- rank 0's weights; gradients averaged
+if world > 1 then -- rank 0's weights; gradients averaged
+  local dp_opts = {}
+  if opts.bucket_mb then dp_opts.bucket_mb = opts.bucket_mb end
+  if opts.shard_optimizer then dp_opts.shard_optimizer = true end
+  model = nn.DataParallel(model, dp_opts)
+elseif opts.shard_optimizer then
+  print("shard-optimizer: one rank, nothing to shard")
+end
 
 local optimizer
 if opts.optimizer == "adam" then
@@ -159,65 +185,100 @@ if opts.resume then
   print(string.format("resumed from %s: epoch %d, step %d", opts.resume, run.epoch, run.step))
 end
 
-local function save_checkpoint()
-  if opts.checkpoint then -- on every rank: each one's RNG state goes into the file, rank 0 writes it
-    tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = optimizer, scheduler = scheduler,
-      loader = train_loader, step = run.step, extra = { args = run_args, run = run } })
-  end
-end
-
 -- ---- loops -------------------------------------------------------------------------------------
 local function evaluate()
   model:eval()
-  local correct, total = 0, 0
+  local correct, total = nil, 0 -- the count stays on the device until the end: one wait
   tl.no_grad(function()
     for x, y in test_loader:iter() do
-      local predicted = model(x):argmax(2)
-      correct = correct + predicted:eq(y):sum():item()
+      local hits = model(x):argmax(2):eq(y):sum()
+      correct = correct and correct:add_(hits) or hits
       total = total + y:numel()
     end
   end)
   model:train()
-  return correct / total
+  return correct:item() / total
 end
 
 -- the CSV: a resumed run keeps the rows up to its checkpoint's step and appends
 local function open_csv()
-  if rank ~= 0 then return { write = function() end, close = function() end } end
+  if rank ~= 0 then return { write = function() end, flush = function() end, close = function() end } end
   return cli.csv(opts.csv, "epoch,batch,step,loss,accuracy\n", 3, opts.resume and run.step)
 end
 local csv = open_csv()
+
+-- the steps not yet read from the device: row k of `metrics` holds the k-th pending step's loss
+-- (this rank's) and count of correct predictions (float32: exact below 2^24), written there without
+-- a wait; `pending` holds its batch, step and global batch size. An epoch ends with a flush, so
+-- there are never more than log_every of them, nor more than an epoch's batches.
+local metrics = tl.zeros({ math.min(opts.log_every, math.max(train_loader:len(), 1)), 2 },
+  { dtype = "float32", device = opts.device })
+local pending = {}
+local bar -- the epoch's progress bar
+
+local function record(loss, logits, y, b, step)
+  local k = #pending + 1
+  local row = metrics:select(1, k)
+  row:narrow(1, 1, 1):copy_(loss:detach())
+  row:narrow(1, 2, 1):copy_(logits:detach():argmax(2):eq(y):sum())
+  pending[k] = { b = b, step = step, n = y:numel() * world }
+end
+
+-- reads the pending steps (one wait; on several ranks one all_reduce: the losses averaged as
+-- all_reduce's "avg" does, the counts summed), adds them to the epoch's running figures in step
+-- order, writes their CSV rows and updates the bar
+local function flush(epoch)
+  local count = #pending
+  if count == 0 then return end
+  local rows = metrics:narrow(1, 1, count)
+  if world > 1 then
+    dist.all_reduce(rows, "sum")
+    rows:select(2, 1):div_(world)
+  end
+  local values, samples = rows:totable(), 0
+  for k, p in ipairs(pending) do
+    local l, c, n = values[k][1], math.tointeger(values[k][2]), p.n
+    run.seen, run.correct, run.loss_sum = run.seen + n, run.correct + c, run.loss_sum + l * n
+    csv:write(string.format("%d,%d,%d,%.6f,%.6f\n", epoch, p.b, p.step, l, c / n))
+    samples = samples + n
+  end
+  bar:update(pending[count].b, { loss = run.loss_sum / run.seen, acc = run.correct / run.seen, samples = samples })
+  pending = {}
+end
+
+local function save_checkpoint()
+  flush(run.epoch) -- the run's figures must be on the host before they are saved
+  if opts.checkpoint then -- on every rank: each one's RNG state goes into the file, rank 0 writes it
+    csv:flush() -- and the CSV on disk up to its step, for a run that resumes from it after a crash
+    tl.checkpoint.save(opts.checkpoint, { model = inner, optimizer = optimizer, scheduler = scheduler,
+      loader = train_loader, step = run.step, extra = { args = run_args, run = run } })
+  end
+end
 
 local history = run.history
 local stopped = false
 for epoch = run.epoch, opts.epochs do
   model:train()
   run.epoch = epoch
-  local bar = progress.new { total = train_loader:len(), label = string.format("epoch %d/%d", epoch, opts.epochs) }
+  bar = progress.new { total = train_loader:len(), label = string.format("epoch %d/%d", epoch, opts.epochs) }
   for b, x, y in train_loader:enumerate() do
+    optimizer:zero_grad()
     local logits = model(x)
     local loss = loss_fn(logits, y)
-    optimizer:zero_grad()
     loss:backward()
     optimizer:step()
     if scheduler then scheduler:step() end
     run.step = run.step + 1
     local step = run.step
-    local n = y:numel() * world
-    if world > 1 then loss = dist.all_reduce(loss:detach():clone(), "avg") end
-    local l = loss:item()
-    local hits = logits:detach():argmax(2):eq(y):sum()
-    if world > 1 then dist.all_reduce(hits, "sum") end
-    local c = hits:item()
-    run.seen, run.correct, run.loss_sum = run.seen + n, run.correct + c, run.loss_sum + l * n
-    csv:write(string.format("%d,%d,%d,%.6f,%.6f\n", epoch, b, step, l, c / n))
-    bar:update(b, { loss = run.loss_sum / run.seen, acc = run.correct / run.seen, samples = n })
+    record(loss, logits, y, b, step)
+    if step % opts.log_every == 0 then flush(epoch) end
     if opts.stop_after and step >= opts.stop_after then
       stopped = true
       break
     end
     if opts.checkpoint_every > 0 and step % opts.checkpoint_every == 0 then save_checkpoint() end
   end
+  flush(epoch) -- the epoch's last steps, before its time is taken
   local epoch_time = bar:finish()
   run.train_time = run.train_time + epoch_time
   if stopped then break end
@@ -230,6 +291,7 @@ for epoch = run.epoch, opts.epochs do
   run.epoch, run.seen, run.correct, run.loss_sum = epoch + 1, 0, 0, 0
   save_checkpoint()
 end
+if stopped then save_checkpoint() end
 csv:close()
 if opts.plot and rank == 0 then -- --plot: the loss history drawn beside the CSV
   local png = opts.csv:gsub("%.csv$", "") .. ".png"
@@ -239,7 +301,6 @@ end
 local train_time = run.train_time
 
 if stopped then
-  save_checkpoint()
   print(string.format("stopped after step %d (--stop-after)%s", run.step,
     opts.checkpoint and ("; resume with --resume " .. opts.checkpoint) or ""))
   return
