@@ -91,6 +91,12 @@ print(string.format("(b) Fashion-MNIST MLP (batch 128 per rank): 1 GPU %.0f samp
   fm_one, nproc, fm_many))
 print(string.format("ratio mlp_scaling_%d %.3f (goal >= %s)", nproc, fm_many / fm_one, nproc == 2 and "1.9" or
   nproc == 4 and "3.7" or string.format("%.2f", 0.93 * nproc)))
+-- the step captured into a CUDA graph (--graph true), on one GPU and on N
+local fg_one, fg_many = fm_rate(1, "--graph true"), fm_rate(nproc, "--graph true")
+print(string.format("(b') the MLP's step in a CUDA graph: 1 GPU %.0f samples/s, %d GPUs %.0f samples/s", fg_one, nproc,
+  fg_many))
+print(string.format("ratio mlp_graph_scaling_%d %.3f (against the eager 1 GPU: %.3f)", nproc, fg_many / fg_one,
+  fg_many / fm_one))
 
 -- ---- the same loss curve: N ranks of batch B against 1 GPU of batch N * B --------------------
 if nproc > 1 then

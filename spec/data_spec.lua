@@ -205,6 +205,40 @@ describe("data.DataLoader", function()
   end)
 end)
 
+describe("data.DataLoader over a dataset on a GPU #cuda", function()
+  it("hands batch() indices on the dataset's device, one order an epoch, the same batches as on the CPU", function()
+    if not tl.cuda.is_available() then
+      pending("no CUDA device")
+      return
+    end
+    local n = 50
+    local x = tl.arange(1, n + 1):double():view(n, 1)
+    local function batches(device, shard)
+      local ds = data.TensorDataset(x:to(device), tl.arange(1, n + 1):to(device))
+      assert.are.equal(device ~= "cpu" and "cuda:0" or nil, ds:batch_device())
+      local seen = {}
+      local batch = ds.batch
+      ds.batch = function(self, indices)
+        seen[#seen + 1] = indices.device
+        return batch(self, indices)
+      end
+      local loader = data.DataLoader { ds, batch_size = 8, shuffle = true, seed = 5, shard = shard }
+      local out = {}
+      for xb, yb in loader:iter() do out[#out + 1] = { xb:to("cpu"):view(-1):totable(), yb:to("cpu"):totable() } end
+      return out, seen
+    end
+    for _, shard in ipairs({ false, { 1, 3 } }) do
+      local on_cpu, cpu_seen = batches("cpu", shard or nil)
+      local on_gpu, gpu_seen = batches("cuda", shard or nil)
+      assert.are.same(on_cpu, on_gpu)
+      for k = 1, #gpu_seen do
+        assert.are.equal("cpu", cpu_seen[k])
+        assert.are.equal("cuda:0", gpu_seen[k])
+      end
+    end
+  end)
+end)
+
 describe("tl._gather_rows", function()
   it("gathers rows of any dtype by 1-based indices", function()
     for _, dtype in ipairs(tl.dtypes) do

@@ -156,7 +156,7 @@ describe("examples/fashion_mnist/train.lua", function()
     assert.are.same(epoch_figures(log), epoch_figures(log2))
   end)
 
-  it("refuses a bad --log-every or --bucket-mb with its usage; --shard-optimizer on one rank says so", function()
+  it("refuses a bad --log-every, --bucket-mb or --graph with its usage; --shard-optimizer on one rank says so", function()
     for value, message in pairs({ ["0"] = "--bucket-mb must be a number of MiB > 0",
       ["-2"] = "--bucket-mb must be a number of MiB > 0", ["lots"] = "--bucket-mb expects a number, got 'lots'" }) do
       local ok, log = run("fashion_mnist/train.lua", "--bucket-mb " .. value)
@@ -165,7 +165,8 @@ describe("examples/fashion_mnist/train.lua", function()
       assert.matches("usage: tlua examples/fashion_mnist/train.lua", log, 1, true)
       assert.matches("--bucket-mb X", log, 1, true)
     end
-    for value, message in pairs({ ["0"] = "--log-every must be >= 1", ["2.5"] = "--log-every expects an integer" }) do
+    for value, message in pairs({ ["0"] = "--log-every must be >= 1", ["2.5"] = "--log-every expects an integer",
+      ["1 --graph maybe"] = "--graph must be true or false", ["1 --graph true"] = "--graph true needs --device cuda" }) do
       local ok, log = run("fashion_mnist/train.lua", "--log-every " .. value)
       assert.is_false(ok)
       assert.matches(message, log, 1, true)

@@ -233,6 +233,36 @@ describe("nn.DataParallel {shard_optimizer = true}: misuse", function()
   end)
 end)
 
+-- the step captured into a CUDA graph (tl.cuda.graph) with data parallel: the collectives are
+-- captured with it. Arguments: shard (0 | 1 | none: no wrapper), steps.
+local graphed = [[
+local dist, nn = tl.distributed, tl.nn
+local shard, steps = arg[1], tonumber(arg[2])
+local world, rank = dist.world_size(), dist.rank()
+tl.manual_seed(7)
+local x = tl.randn({ 48, 5 }):double():to("cuda")
+local y = (x:narrow(2, 1, 1) * 2 - x:narrow(2, 2, 1)):tanh():view(48)
+tl.manual_seed(100 + rank)
+local net = nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 1)):double():to("cuda")
+local model = shard == "none" and net or nn.DataParallel(net, { bucket_mb = 200 / (1024 * 1024),
+  shard_optimizer = shard == "1" })
+local opt = tl.optim.AdamW(model:parameters(), { lr = 1e-2, weight_decay = 0.1 })
+local step = tl.cuda.graph(function(xb, yb)
+  opt:zero_grad()
+  local loss = (model(xb):view(-1) - yb):pow(2):mean()
+  loss:backward()
+  opt:step()
+  return loss
+end, { warmup = 1 })
+local per = 12 // world
+for s = 1, steps do
+  local start = (12 * (s - 1) + per * rank) % 48
+  local loss = step(x:narrow(1, start + 1, per), y:narrow(1, start + 1, per))
+  local global = world > 1 and dist.all_reduce(loss:detach():clone(), "avg") or loss
+  if rank == 0 then print(string.format("step %d loss %.17g", s, global:item())) end
+end
+]]
+
 describe("nn.DataParallel {shard_optimizer = true} over GPUs #cuda", function()
   local tl = require("tlua")
   local gpus = tl.cuda.device_count()
@@ -253,4 +283,16 @@ describe("nn.DataParallel {shard_optimizer = true} over GPUs #cuda", function()
       local resumed = train_run(0, "adamw 0 5 6 0.5 0 ck.safetensors cuda")
       assert_close({ table.unpack(one.loss, 6, 10) }, resumed.loss, "loss after resuming on one GPU")
     end)
+  it("a step captured into a CUDA graph with data parallel (plain and sharded) trains as one GPU eagerly", function()
+    local path = script("graphed.lua", graphed)
+    local function losses(nproc, shard)
+      local code, out = launch(nproc, path, shard .. " 8")
+      assert.are.equal(0, code, out)
+      return numbers(out, "step %d+ loss (%S+)")
+    end
+    local one = losses(0, "none")
+    assert.are.equal(8, #one)
+    assert_close(one, losses(2, "0"), "loss, plain data parallel in a graph")
+    assert_close(one, losses(2, "1"), "loss, ZeRO-1 in a graph")
+  end)
 end)

@@ -64,6 +64,9 @@ usage: tlua examples/fashion_mnist/train.lua [options]
                         of about X MiB (default: nn.DataParallel's, 25)
   --shard-optimizer     data-parallel runs: nn.DataParallel{shard_optimizer = true}, each rank
                         keeping its share of the optimizer's state (one rank: nothing to shard)
+  --graph true|false    on a GPU, capture the training step (forward, backward, the gradients'
+                        all-reduce, the optimizer) into a CUDA graph after one eager step and
+                        replay it for every full batch (tl.cuda.graph; default false)
   --help                this text]]
 
 local defaults = { model = "mlp", batch = 128, optimizer = "adam", schedule = "cosine", device = "cpu", seed = 1,
@@ -72,7 +75,7 @@ local numeric = { epochs = "integer", batch = "integer", lr = "number", seed = "
   threads = "integer", sparse = "number", block = "integer", checkpoint_every = "integer", stop_after = "integer",
   log_every = "integer", bucket_mb = "number" }
 local text = { model = true, optimizer = true, device = true, save = true, csv = true, root = true,
-  schedule = true, checkpoint = true, resume = true }
+  schedule = true, checkpoint = true, resume = true, graph = true }
 local opts, fail = cli.parse(arg, { program = "train.lua", usage = usage, numeric = numeric, text = text,
   flags = { plot = true, shard_optimizer = true }, defaults = defaults })
 if opts.model ~= "mlp" and opts.model ~= "cnn" then fail("--model must be mlp or cnn") end
@@ -87,6 +90,9 @@ opts.checkpoint_every = opts.checkpoint_every or 0
 if opts.checkpoint_every < 0 then fail("--checkpoint-every must be >= 0") end
 if opts.stop_after and opts.stop_after < 1 then fail("--stop-after must be >= 1") end
 if opts.log_every < 1 then fail("--log-every must be >= 1") end
+if opts.graph ~= nil and opts.graph ~= "true" and opts.graph ~= "false" then fail("--graph must be true or false") end
+local use_graph = opts.graph == "true"
+if use_graph and opts.device == "cpu" then fail("--graph true needs --device cuda") end
 if opts.bucket_mb and not (opts.bucket_mb > 0 and opts.bucket_mb < math.huge) then
   fail("--bucket-mb must be a number of MiB > 0")
 end
@@ -255,6 +261,17 @@ local function save_checkpoint()
   end
 end
 
+-- one step: its logits and loss; --graph true captures it once and replays it for every full batch
+local function train_step(x, y)
+  optimizer:zero_grad()
+  local logits = model(x)
+  local loss = loss_fn(logits, y)
+  loss:backward()
+  optimizer:step()
+  return logits, loss
+end
+local step_graph = use_graph and tl.cuda.graph(train_step, { warmup = 1 }) or nil
+
 local history = run.history
 local stopped = false
 for epoch = run.epoch, opts.epochs do
@@ -262,11 +279,12 @@ for epoch = run.epoch, opts.epochs do
   run.epoch = epoch
   bar = progress.new { total = train_loader:len(), label = string.format("epoch %d/%d", epoch, opts.epochs) }
   for b, x, y in train_loader:enumerate() do
-    optimizer:zero_grad()
-    local logits = model(x)
-    local loss = loss_fn(logits, y)
-    loss:backward()
-    optimizer:step()
+    local logits, loss
+    if step_graph and x.shape[1] == opts.batch then
+      logits, loss = step_graph(x, y) -- the graph's outputs, overwritten by the next replay
+    else
+      logits, loss = train_step(x, y) -- a short last batch steps eagerly
+    end
     if scheduler then scheduler:step() end
     run.step = run.step + 1
     local step = run.step

@@ -75,9 +75,10 @@ usage: tlua examples/gpt/train.lua [options]
   --block N          the block size of --sparse-ffn (default 32)
   --attention fused|composed  the attention kernel, or matmul + softmax (default fused)
   --seed N           seed of the initialisation and the batches (default 1337)
-  --graph true|false capture the training step (forward, backward, clipping, AdamW) once into a
-                     CUDA graph after one eager step and replay it (tl.cuda.graph; default true on
-                     one GPU without --moe, --sparse-ffn or data parallel, false otherwise)
+  --graph true|false capture the training step (forward, backward, clipping, AdamW; with data
+                     parallel its all-reduces too) once into a CUDA graph after one eager step and
+                     replay it (tl.cuda.graph; default true on GPUs without --moe or --sparse-ffn,
+                     false otherwise)
   --data-parallel    wrap the model in nn.DataParallel even in a world of one (its cost alone);
                      under tlua --nproc N (N > 1) it is always wrapped
   --shard-optimizer  ZeRO-1: nn.DataParallel {shard_optimizer = true}, each rank keeping the
@@ -164,12 +165,13 @@ if opts.plot then require("tlua.plot").gnuplot() end -- --plot without gnuplot f
 -- ---- data and model -------------------------------------------------------------------------
 local dist = tl.distributed
 local rank, world = dist.rank(), dist.world_size()
--- the step in a CUDA graph (below): one GPU, the plain model
-local plain = on_gpu and world == 1 and not opts.data_parallel and (opts.moe or 0) == 0 and (opts.sparse_ffn or 0) == 0
-if opts.graph == "true" and not plain then
-  fail("--graph true needs --device cuda, one rank, and no --moe, --sparse-ffn or --data-parallel")
+-- the step in a CUDA graph (below): on a GPU, without the MoE's or the sparse FFN's host-side
+-- choices; by default on one GPU, and with data parallel too (its collectives are captured)
+local graphable = on_gpu and (opts.moe or 0) == 0 and (opts.sparse_ffn or 0) == 0
+if opts.graph == "true" and not graphable then
+  fail("--graph true needs --device cuda, and no --moe or --sparse-ffn")
 end
-local use_graph = opts.graph == "true" or (opts.graph == nil and plain)
+local use_graph = opts.graph == "true" or (opts.graph == nil and graphable)
 local function say(...) if rank == 0 then print(...) end end
 tl.manual_seed(opts.seed)
 local ds = data.Dataset.load { path = opts.data, device = device }
@@ -343,7 +345,9 @@ for step = first_step, last_step do
     local comm = ""
     if model ~= inner then
       local st = model:stats()
-      comm = string.format(", all-reduce %.2f ms, %.2f ms not hidden by backward", st.comm_ms, st.exposed_ms)
+      if st.comm_ms then
+        comm = string.format(", all-reduce %.2f ms, %.2f ms not hidden by backward", st.comm_ms, st.exposed_ms)
+      end
     end
     say(string.format("step %d loss %.4f (%.0f tokens/s, %.1f ms/step, MFU %s%s)", step, last_loss, rate,
       1000 * (now - interval_start) / interval_steps, mfu(rate), comm))

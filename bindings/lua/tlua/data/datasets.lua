@@ -73,6 +73,18 @@ function TensorDataset:batch(indices)
   return table.unpack(out)
 end
 
+--- batch_device() -> the device of the tensors when they all share one that is not the CPU, else
+-- nil: a DataLoader hands batch() its indices there (the epoch's order moved once, so that a batch
+-- costs no copy of its indices from the host)
+function TensorDataset:batch_device()
+  local device = self.tensors[1].device
+  if device == "cpu" then return nil end
+  for _, t in ipairs(self.tensors) do
+    if t.device ~= device then return nil end
+  end
+  return device
+end
+
 -- ---- Subset ----------------------------------------------------------------------------
 --- Subset(dataset, indices): the samples indices[1], indices[2], ... of dataset (indices: a Lua
 -- array of 1-based integers or a 1-D int64/int32 tensor; repeats allowed). ds.dataset,

@@ -252,6 +252,13 @@ local function epoch_batches(self, epoch)
   else
     order = epoch_order(self, epoch)
   end
+  -- a dataset that gathers its batches on a device takes the indices there: the order moves once
+  -- an epoch instead of each batch's indices once a batch
+  local dataset = self.dataset
+  if not self.collate_fn and type(dataset.batch) == "function" and type(dataset.batch_device) == "function" then
+    local device = dataset:batch_device()
+    if device then order = order:to(device) end
+  end
   local n, size = order:numel(), self.batch_size
   local count = self:len()
   for b = 1, count do

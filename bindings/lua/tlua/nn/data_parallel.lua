@@ -223,6 +223,9 @@ function DataParallel:_finish_pass()
     reducer:finish_unready()
   end
   for b = 1, #self._buckets do self._works[b]:wait() end
+  -- a pass captured into a CUDA graph (tl.cuda.graph): its works' events time nothing
+  local device = self._buckets[1].device
+  rawset(self, "_captured", device ~= "cpu" and tl._cuda_is_capturing(device))
   rawset(self, "_passes", self._passes + 1)
   if self._passes == 1 and self._opts.rebuild then self:_rebuild_in_ready_order(reducer.order) end
 end
@@ -261,10 +264,15 @@ end
 --- stats() -> {buckets, bucket_bytes = {...}, comm_ms, exposed_ms}: the last backward's
 --- all-reduces (waits on the host for them): comm_ms the time the reductions ran, exposed_ms
 --- the time from the end of the gradients' computation to the end of the last reduction (the
---- communication backward did not hide). 0 on the CPU.
+--- communication backward did not hide). 0 on the CPU; nil (and captured = true) when the last
+--- backward was captured into a CUDA graph, whose replays are not timed.
 function DataParallel:stats()
   local out = { buckets = #self._buckets, bucket_bytes = {}, comm_ms = 0, exposed_ms = 0 }
   for b, bucket in ipairs(self._buckets) do out.bucket_bytes[b] = bucket.bytes end
+  if self._captured then -- the last pass was captured into a CUDA graph: replays are not timed
+    out.comm_ms, out.exposed_ms, out.captured = nil, nil, true
+    return out
+  end
   local works = self._works
   for b = 1, #works do
     local queued, comm = works[b]:timing()
