@@ -18,22 +18,31 @@ describe("kernels with per-device state on every GPU of one process #cuda", func
 
   for index = 0, n - 1 do
     local device = "cuda:" .. index
-    it("bfloat16 attention (tensor cores, head dim 64) on " .. device, function()
-      tl.manual_seed(3 + index)
-      local q, k, v = tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64)
-      local on = function(t) return t:to("bfloat16"):to(device) end
-      local events, y = tl.trace(function()
-        return tl.scaled_dot_product_attention(on(q), on(k), on(v))
-      end)
-      assert.are.equal(device, y.device)
-      local took = false
-      for _, e in ipairs(events) do
-        for _, variant in ipairs(e.variants or {}) do took = took or variant == "mma_d64" end
-      end
-      assert.is_true(took, "the tensor-core path ran")
-      local want = attention_reference(on(q), on(k), on(v))
-      assert.tensor_near(want, f64(y), 3e-2, 3e-2)
-    end)
+    -- tlua's own tensor-core kernel (cuDNN off: head dim 64 goes to cuDNN's fused attention by
+    -- default), then cuDNN's (its plans are kept per device too)
+    for _, cudnn in ipairs({ false, true }) do
+      it(string.format("bfloat16 attention (%s, head dim 64) on %s", cudnn and "cuDNN" or "tensor cores", device),
+        function()
+          tl.manual_seed(3 + index)
+          local q, k, v = tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64), tl.randn(2, 3, 64, 64)
+          local on = function(t) return t:to("bfloat16"):to(device) end
+          local was = tl.cuda.cudnn_enabled()
+          tl.cuda.set_cudnn_enabled(cudnn)
+          local ok, events, y = pcall(tl.trace, function()
+            return tl.scaled_dot_product_attention(on(q), on(k), on(v))
+          end)
+          tl.cuda.set_cudnn_enabled(was)
+          assert(ok, events)
+          assert.are.equal(device, y.device)
+          local took = false
+          for _, e in ipairs(events) do
+            for _, variant in ipairs(e.variants or {}) do took = took or variant == "mma_d64" end
+          end
+          assert.are.equal(not cudnn, took, "the tensor-core path ran")
+          local want = attention_reference(on(q), on(k), on(v))
+          assert.tensor_near(want, f64(y), 3e-2, 3e-2)
+        end)
+    end
 
     it("bfloat16 attention backward (tensor cores, head dim 64) on " .. device, function()
       tl.manual_seed(13 + index)
