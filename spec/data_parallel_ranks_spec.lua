@@ -4,31 +4,11 @@
 -- tl.checkpoint keeping every rank's RNG state (each rank's restored on load).
 local files = require("helpers.files")
 
-local BIN = files.BIN
 
-local function run(command)
-  local p = io.popen(command .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("a")
-  p:close()
-  local code = tonumber(out:match("exit=(%d+)%s*$"))
-  return code, out
-end
-
-local dir
-before_each(function() dir = files.make_temp_dir() end)
-after_each(function() files.remove_dir(dir) end)
-
-local function script(name, text)
-  local path = dir .. "/" .. name
-  files.write_file(path, text)
-  return path
-end
-
--- every launched command runs under timeout: a hang fails the spec instead of stopping it
-local function launch(nproc, path, args)
-  return run(string.format("cd %s && timeout 120 %s --nproc %d %s %s", files.sh_quote(dir),
-    files.sh_quote(BIN), nproc, files.sh_quote(path), args or ""))
-end
+local ranks = require("helpers.ranks")
+local run = ranks.run
+local scratch = ranks.scratch(before_each, after_each)
+local script, launch = scratch.script, scratch.launch
 
 local collectives = [[
 local dist = tl.distributed
@@ -176,8 +156,7 @@ end
 
 local function same_numbers(optimizer, device)
       local path = script("train.lua", train)
-      local code1, one = run(string.format("cd %s && timeout 120 %s %s 8 12 %s %s", files.sh_quote(dir),
-        files.sh_quote(BIN), files.sh_quote(path), optimizer, device))
+      local code1, one = launch(0, path, "8 12 " .. optimizer .. " " .. device)
       assert.are.equal(0, code1, one)
       local code2, two = launch(2, path, "4 12 " .. optimizer .. " " .. device)
       assert.are.equal(0, code2, two)
@@ -256,12 +235,12 @@ end
     for r = 0, 2 do assert.matches("saved on rank " .. r, out, 1, true) end
     -- the file holds [3, 2]: row r + 1 is rank r's state at the save
     local tl = require("tlua")
-    local ck = dir .. "/ck.safetensors"
+    local ck = scratch.dir .. "/ck.safetensors"
     local state, info = tl.checkpoint.read(ck)
     assert.are.equal(3, state.step)
     assert.are.same({ 3, 2 }, info.rng.shape)
     local rows = info.rng:totable()
-    for r = 0, 2 do assert.are.same(numbers_of(dir .. "/state." .. r), rows[r + 1]) end
+    for r = 0, 2 do assert.are.same(numbers_of(scratch.dir .. "/state." .. r), rows[r + 1]) end
     assert.are_not.same(rows[1], rows[2])
     assert.are_not.same(rows[2], rows[3])
     code, out = launch(3, path, "load")

@@ -4,34 +4,13 @@
 -- differs between ranks, the world of one of this process with every argument error, and a #cuda
 -- block through NCCL (2 ranks need 2 GPUs).
 local tl = require("tlua")
-local files = require("helpers.files")
 
-local BIN = files.BIN
 local dist = tl.distributed
 
-local function run(command)
-  local p = io.popen(command .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("a")
-  p:close()
-  local code = tonumber(out:match("exit=(%d+)%s*$"))
-  return code, out
-end
-
-local dir
-before_each(function() dir = files.make_temp_dir() end)
-after_each(function() files.remove_dir(dir) end)
-
-local function script(name, text)
-  local path = dir .. "/" .. name
-  files.write_file(path, text)
-  return path
-end
-
--- every launched command runs under timeout: a hang fails the spec instead of stopping it
-local function launch(nproc, path, args)
-  return run(string.format("cd %s && timeout 120 %s --nproc %d %s %s", files.sh_quote(dir),
-    files.sh_quote(BIN), nproc, files.sh_quote(path), args or ""))
-end
+local ranks = require("helpers.ranks")
+local run = ranks.run
+local scratch = ranks.scratch(before_each, after_each)
+local script, launch = scratch.script, scratch.launch
 
 -- Each rank's script: rank r's input element i (counted from 0 over the whole input) is
 -- value(r, i); the expected results are reduced here, in Lua, over every rank's values.

@@ -1,32 +1,9 @@
 -- ZeRO-1 (nn.DataParallel {shard_optimizer = true}) on CPU ranks in float64: the same numbers as plain data parallel and as one process (1e-12), optimizer state of about 1/N per rank, clipping over every shard, checkpoints gathered and loaded at another world size, and the misuses that raise.
-local files = require("helpers.files")
-
-local BIN = files.BIN
-
-local function run(command)
-  local p = io.popen(command .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("a")
-  p:close()
-  local code = tonumber(out:match("exit=(%d+)%s*$"))
-  return code, out
-end
-
-local dir
-before_each(function() dir = files.make_temp_dir() end)
-after_each(function() files.remove_dir(dir) end)
-
-local function script(name, text)
-  local path = dir .. "/" .. name
-  files.write_file(path, text)
-  return path
-end
-
+local ranks = require("helpers.ranks")
+local scratch = ranks.scratch(before_each, after_each)
+local script = scratch.script
 -- a world of nproc ranks (tlua --nproc), or one plain process for nproc 0
-local function launch(nproc, path, args)
-  local starter = nproc > 0 and string.format("--nproc %d ", nproc) or ""
-  return run(string.format("cd %s && timeout 180 %s %s%s %s", files.sh_quote(dir), files.sh_quote(BIN), starter,
-    files.sh_quote(path), args or ""))
-end
+local function launch(nproc, path, args) return scratch.launch(nproc, path, args, 180) end
 
 -- A float64 MLP; the global batch of 12 rows of step s is rows (12 (s - 1) .. 12 s - 1) mod 48,
 -- rank r of N taking the r-th 12/N of them. Arguments: optimizer (adamw | sgd | adam_amsgrad),
@@ -157,7 +134,7 @@ describe("nn.DataParallel {shard_optimizer = true} over CPU ranks (ZeRO-1, float
       end
       -- the checkpoint holds the whole state, as a plain optimizer's
       local tl = require("tlua")
-      local state = tl.checkpoint.read(dir .. "/ck.safetensors")
+      local state = tl.checkpoint.read(scratch.dir .. "/ck.safetensors")
       local sd = state.optimizer
       assert.are.equal(6, #sd.param_groups[1].params)
       assert.are.same({ 16, 5 }, sd.state[1].exp_avg.shape)
