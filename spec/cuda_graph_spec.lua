@@ -126,6 +126,23 @@ describe("tl.cuda.graph on cuda #cuda", function()
     assert.is_true(g.captured)
   end)
 
+  it("stops the collector while it captures (a finalizer there could break the capture), as it found it after", function()
+    local during
+    local g = tl.cuda.graph(function(x)
+      during = collectgarbage("isrunning")
+      return x * 2
+    end, { warmup = 0 })
+    local x = tl.full({ 16 }, 2.0, { device = "cuda" })
+    assert.are.same({ 4.0 }, flat(g(x):max():view({ 1 })))
+    assert.is_false(during)
+    assert.is_true(collectgarbage("isrunning"))
+    collectgarbage("stop")
+    local again = tl.cuda.graph(function(y) return y + 1 end, { warmup = 0 })
+    again(x)
+    assert.is_false(collectgarbage("isrunning")) -- stopped before, stopped after
+    collectgarbage("restart")
+  end)
+
   it("keeps a block it reads from reuse after its last tensor is gone", function()
     local held = tl.full({ 4096 }, 1.0, { device = "cuda" })
     local g = tl.cuda.graph(function(x) return x + held end, { warmup = 0 })

@@ -148,9 +148,19 @@ static int cuda_graph_capture(lua_State *L) {
     }
     lua_setmetatable(L, -2);
     const int handle = top + 1;
-    if (tl_cuda_graph_capture_begin(device, slot) != TL_OK) return tlb_fail(L);
+    /* no collection during the capture: a finalizer it ran (a graph's, a pinned buffer's) could
+       make a call the capture cannot hold, breaking it (which depends on when the collector's
+       steps happen to fall) */
+    const bool collecting = lua_gc(L, LUA_GCISRUNNING);
+    lua_gc(L, LUA_GCSTOP);
+    if (tl_cuda_graph_capture_begin(device, slot) != TL_OK) {
+        if (collecting) lua_gc(L, LUA_GCRESTART);
+        return tlb_fail(L);
+    }
     for (int i = 2; i <= top; i++) lua_pushvalue(L, i); /* fn and its arguments */
-    if (lua_pcall(L, top - 2, LUA_MULTRET, 0) != LUA_OK) {
+    const int called = lua_pcall(L, top - 2, LUA_MULTRET, 0);
+    if (collecting) lua_gc(L, LUA_GCRESTART);
+    if (called != LUA_OK) {
         tl_cuda_graph_destroy(*slot);
         *slot = NULL;
         lua_pushnil(L);
