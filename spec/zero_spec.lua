@@ -190,6 +190,27 @@ describe("nn.DataParallel {shard_optimizer = true}: misuse", function()
       { "load_state_dict: state 'exp_avg_sq' of parameter 1 has shape [5], the parameter [2, 3]" })
   end)
 
+  it("clip_grad_norm over the shards: the norms 2, 3 and inf of the plain clip, the gradients scaled alike", function()
+    for _, norm_type in ipairs({ 2, 3, math.huge }) do
+      tl.manual_seed(5)
+      local plain = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)):double()
+      local net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)):double()
+      net:load_state_dict(plain:state_dict())
+      local model = nn.DataParallel(net, { shard_optimizer = true, bucket_mb = 100 / (1024 * 1024) })
+      local x = tl.randn(5, 4):double()
+      plain(x):pow(2):sum():backward()
+      model(x):pow(2):sum():backward()
+      local want = tl.optim.clip_grad_norm(plain:parameters(), 0.5, norm_type)
+      local got = tl.optim.clip_grad_norm(model:parameters(), 0.5, norm_type)
+      assert.are.same({}, got.shape)
+      assert.are.equal("float64", got.dtype)
+      assert.is_true(math.abs(want:item() - got:item()) <= 1e-12 * want:item(), tostring(norm_type))
+      for i, p in ipairs(plain:parameters()) do
+        assert.tensor_near(p.grad, model:parameters()[i].grad, 1e-12, 1e-14)
+      end
+    end
+  end)
+
   it("a parameter's value, gradient and the optimizer's kind stay what they were", function()
     tl.manual_seed(3)
     local net = nn.Linear(4, 3)
